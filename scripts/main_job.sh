@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job on embedded defaults (README command 1): each tool's headline report.
+set -euo pipefail
+BUILD="${1:-build}"
+BIN="$BUILD/bin"
+mkdir -p results
+echo "== coverage: SE-Bridge at the paper's geometry (n=1024, b=128, e=64) =="
+"$BIN/coverage" --pattern se-bridge --b 128 --compare swa --plot results/coverage_se-bridge.svg
+echo "(plot: results/coverage_se-bridge.svg)"
