@@ -1,0 +1,62 @@
+#include "cf/graph/scores.hpp"
+
+#include <algorithm>
+
+namespace cf::graph {
+
+static std::int64_t tri(std::int64_t m) { return m * (m + 1) / 2; }
+
+std::int64_t scores_branch(const Mask& m) {
+  const Pattern& P = m.pattern;
+  const std::int64_t n = m.n;
+  switch (P.kind) {
+    case PatternKind::Full: return tri(n);
+    case PatternKind::Swa: {
+      // Σ_t min(t+1, w): the first w positions see t+1 keys, the rest w.
+      const std::int64_t k = std::min(n, P.w);
+      return tri(k) + (n - k) * P.w;
+    }
+    default: break;
+  }
+  std::int64_t total = 0;
+  for (std::int64_t start = 0; start < n; start += P.b) total += tri(std::min(P.b, n - start));
+  for (const auto& W : bridge_windows(m)) {
+    // The bridge branch computes the causal triangle of its whole window: [p-h, p+h) for
+    // Bridge/PBB, [p-b, p+e) for SE (clipped), whatever part of it is written back.
+    total += tri(W.s_hi - W.s_lo);
+  }
+  return total;
+}
+
+std::int64_t scores_union(const Mask& m) {
+  const Pattern& P = m.pattern;
+  if (P.kind == PatternKind::Full || P.kind == PatternKind::Swa || P.kind == PatternKind::Block)
+    return scores_branch(m);  // one softmax: branch and union accounting coincide
+  std::int64_t total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+  for (Index t = 0; t < m.n; ++t) total += count(sources(m, t));
+  return total;
+}
+
+std::int64_t write_back(const Mask& m) {
+  IntervalSet R;
+  for (const auto& W : bridge_windows(m))
+    if (W.r_lo < W.r_hi) R.push_back({W.r_lo, W.r_hi - 1});
+  normalize(R);
+  return count(R);
+}
+
+ScheduleScores scores_schedule(const Schedule& s, Index n) {
+  validate(s, n);
+  ScheduleScores out;
+  for (const auto& p : s.layers) {
+    const Mask m{p, n};
+    out.branch_per_layer.push_back(scores_branch(m));
+    out.union_per_layer.push_back(scores_union(m));
+    out.branch += out.branch_per_layer.back();
+    out.unions += out.union_per_layer.back();
+  }
+  return out;
+}
+
+}  // namespace cf::graph
