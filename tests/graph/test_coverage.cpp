@@ -64,7 +64,7 @@ TEST_CASE("Theorem 3 (coverage-conditioned direct repair): a bridge window gives
   }
 }
 
-TEST_CASE("Proposition 2 (redundant pre-boundary write-back): A_bridge(t) ⊆ A_block(t) for t in [p-h, p)",
+TEST_CASE("Proposition 2 (redundant pre-boundary write-back): A_bridge(t) ⊆ A_block(t) for p-h <= t < p",
           "[graph][seed002]") {
   std::mt19937_64 rng(41);
   for (const auto& g : test::random_geometries(rng, 30, 150, 20)) {
@@ -115,7 +115,7 @@ TEST_CASE("Proposition 4 (coverage non-equivalence): with b = w and 0 < e < b-1,
   REQUIRE(compare_coverage(swa, se, 16).only_a == 0);
 }
 
-TEST_CASE("coverage: one-layer closure map equals the closed form; Block closure at depth equals C_Block",
+TEST_CASE("coverage: one-layer closure map equals the closed form, and Block closure at depth equals C_Block",
           "[graph][seed002]") {
   for (PatternKind k : {PatternKind::Block, PatternKind::Swa, PatternKind::Pbb, PatternKind::SeBridge}) {
     Pattern p;

@@ -46,7 +46,7 @@ TEST_CASE("scores: published union accounting at n=8192, b=128, h=64", "[graph][
   REQUIRE(scores_schedule(parse_schedule("swa,swa,swa,full", base), n).unions == 36679872);
 }
 
-TEST_CASE("scores: union accounting equals counted dense edges; branch accounting equals counted triangles",
+TEST_CASE("scores: union accounting equals counted dense edges, branch accounting equals counted triangles",
           "[graph][seed002]") {
   std::mt19937_64 rng(51);
   for (const auto& g : test::random_geometries(rng, 30, 200, 24)) {

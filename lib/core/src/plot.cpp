@@ -200,9 +200,14 @@ std::string render_svg(const Heatmap& h) {
     << esc(h.title) << "</text>\n";
   for (Eigen::Index i = 0; i < rows; ++i) {
     double y = h.y_up ? (H - B - (i + 1) * ch) : (T + i * ch);
-    for (Eigen::Index j = 0; j < cols; ++j)
-      o << "<rect x=\"" << (L + j * cw) << "\" y=\"" << y << "\" width=\"" << cw + 0.02 << "\" height=\"" << ch + 0.02
-        << "\" fill=\"" << color(h.values(i, j)) << "\"/>\n";
+    // One rectangle per run of equal values keeps the file small for 0/1 maps.
+    for (Eigen::Index j = 0; j < cols;) {
+      Eigen::Index k = j + 1;
+      while (k < cols && h.values(i, k) == h.values(i, j)) ++k;
+      o << "<rect x=\"" << (L + j * cw) << "\" y=\"" << y << "\" width=\"" << (k - j) * cw + 0.02 << "\" height=\""
+        << ch + 0.02 << "\" fill=\"" << color(h.values(i, j)) << "\"/>\n";
+      j = k;
+    }
   }
   o << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << (W - L - R) << "\" height=\"" << (H - T - B)
     << "\" fill=\"none\" stroke=\"black\"/>\n";
@@ -261,7 +266,8 @@ void save(const Heatmap& h, const std::string& path) {
   script << "set title " << gp_str(h.title) << "\nset xlabel " << gp_str(h.xlabel) << "\nset ylabel "
          << gp_str(h.ylabel) << "\nset cblabel " << gp_str(h.value_label)
          << "\nset palette defined (0 'white', 1 '#26549e')\n";
-  if (!h.y_up) script << "set yrange [*:*] reverse\n";
+  script << "set xrange [" << h.x0 - 0.5 << ":" << h.x0 + h.values.cols() - 0.5 << "]\n";
+  script << "set yrange [" << h.y0 - 0.5 << ":" << h.y0 + h.values.rows() - 0.5 << "]" << (h.y_up ? "" : " reverse") << "\n";
   script << "plot datafile using 1:2:3 with image notitle\n";
   run_gnuplot(script.str(), data.str(), path);
 }
