@@ -7,3 +7,6 @@ mkdir -p results
 echo "== coverage: SE-Bridge at the paper's geometry (n=1024, b=128, e=64) =="
 "$BIN/coverage" --pattern se-bridge --b 128 --compare swa --plot results/coverage_se-bridge.svg
 echo "(plot: results/coverage_se-bridge.svg)"
+echo
+echo "== notebooks: seed 002 Table 2 (score accounting) =="
+"$BIN/nb_seed002_01_table2_scores"

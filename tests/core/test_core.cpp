@@ -1,0 +1,72 @@
+// lib/core: report rendering, atomic writes (nothing a user saved is lost), plots.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "cf/core/atomic_file.hpp"
+#include "cf/core/error.hpp"
+#include "cf/core/output.hpp"
+#include "cf/core/plot.hpp"
+
+using namespace cf;
+
+TEST_CASE("output: tables render as aligned text, RFC 4180 CSV and JSON with meta", "[core]") {
+  output::Table t;
+  t.title = "T";
+  t.header = {"name", "value"};
+  t.add_row({"a,b", "1"});
+  t.add_row({"say \"hi\"", "22"});
+  REQUIRE_THROWS_AS(t.add_row({"only one"}), InvalidArgument);
+  REQUIRE(t.render_csv() == "name,value\n\"a,b\",1\n\"say \"\"hi\"\"\",22\n");
+  const std::string text = t.render_text();
+  REQUIRE(text.find("T\n") == 0);
+  REQUIRE(text.find("      a,b      1") != std::string::npos);
+  output::Report r;
+  r.meta = output::metadata("tool", {{"n", 3}});
+  r.body = {{"x", 1}};
+  r.tables.push_back(t);
+  const auto j = nlohmann::json::parse(r.render(output::Format::Json));
+  REQUIRE(j["x"] == 1);
+  REQUIRE(j["meta"]["tool"] == "tool");
+  REQUIRE(j["meta"]["params"]["n"] == 3);
+  REQUIRE(j["meta"].contains("git_revision"));
+  REQUIRE(output::fmt_int(195744) == "195,744");
+  REQUIRE(output::fmt_int(-1000) == "-1,000");
+  REQUIRE(output::fmt_int(12) == "12");
+  REQUIRE_THROWS_AS(output::parse_format("xml"), InvalidArgument);
+}
+
+TEST_CASE("atomic_file: a failed write leaves the previous file intact", "[core]") {
+  const std::string path = "cf_test_atomic.txt";
+  write_file_atomic(path, "first");
+  REQUIRE(read_file(path) == "first");
+  REQUIRE_THROWS(write_path_atomic(path, [](const std::string& tmp) {
+    std::ofstream(tmp) << "partial";
+    throw Error("interrupted");
+  }));
+  REQUIRE(read_file(path) == "first");
+  write_file_atomic(path, "second");
+  REQUIRE(read_file(path) == "second");
+  std::remove(path.c_str());
+  REQUIRE_THROWS_AS(read_file("/nonexistent/file"), InvalidArgument);
+  REQUIRE_THROWS_AS(write_file_atomic("/nonexistent-dir/x.txt", "x"), Error);
+}
+
+TEST_CASE("plot: SVG line plots and heat maps carry titles, labels and legends", "[core]") {
+  plot::LinePlot p;
+  p.title = "Title <1>";
+  p.xlabel = "position";
+  p.ylabel = "probability";
+  p.series.push_back({"curve", {0, 1, 2}, {0.1, 0.5, 0.2}});
+  const std::string svg = plot::render_svg(p);
+  REQUIRE(svg.find("Title &lt;1&gt;") != std::string::npos);
+  REQUIRE(svg.find("position") != std::string::npos);
+  REQUIRE(svg.find("curve") != std::string::npos);
+  plot::Heatmap h;
+  h.values = Eigen::MatrixXd::Identity(3, 4);
+  h.xlabel = "r";
+  h.ylabel = "d";
+  REQUIRE(plot::render_svg(h).find("<rect") != std::string::npos);
+  REQUIRE_THROWS_AS(plot::check_plot_path("x.pdf"), InvalidArgument);
+  REQUIRE_NOTHROW(plot::check_plot_path("x.PNG"));
+}
