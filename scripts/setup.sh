@@ -21,6 +21,10 @@ for p in "${WANT[@]}"; do
     MISSING+=("$p")
   fi
 done
+if ! command -v npm >/dev/null 2>&1; then
+  command -v node >/dev/null 2>&1 || MISSING+=(nodejs)
+  MISSING+=(npm)
+fi
 if ((${#MISSING[@]})); then
   log "installing: ${MISSING[*]}"
   SUDO=""
