@@ -2,9 +2,12 @@
 // Thin app: options, set-up, and a report of lib/graph results (docs/conventions.md).
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "cf/core/app.hpp"
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/graph/bounds.hpp"
@@ -27,6 +30,8 @@ constexpr Index kMaxMatrix = Index(1) << 22;
 
 struct Options {
   std::string pattern, schedule, compare, fusion = "branch", coverage_mode = "direct", runways;
+  std::string probes, accuracy, export_mask;
+  int K = 0;
   Index n = 1024, b = 128, w = -1, e = -1, d_max = -1, block = -1;
   int layers = 0;
   bool verify = false;
@@ -75,7 +80,6 @@ void run(const Options& o) {
   require(o.n >= 1, "--n must be >= 1 (got ", o.n, ")");
   require(o.n <= kMaxN, "--n must be <= ", kMaxN, " (union accounting visits every position; got ", o.n, ")");
   require(o.b >= 1, "--b must be >= 1 (got ", o.b, ")");
-  require(o.pattern.empty() || o.schedule.empty() || true, "");
   Pattern base;
   base.b = o.b;
   base.w = o.w < 0 ? o.b : o.w;
@@ -109,6 +113,31 @@ void run(const Options& o) {
     rs = a, rd = c;
   }
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  std::optional<ProbeSet> probes;
+  if (!o.probes.empty()) {
+    require(o.K >= 2, "--probes needs --K (the number of classes, >= 2) for the accuracy bounds");
+    probes = parse_probe_csv(read_file(o.probes), o.probes);
+  }
+  std::map<std::string, double> acc;
+  if (!o.accuracy.empty()) {
+    std::stringstream ss(o.accuracy);
+    std::string kv;
+    while (std::getline(ss, kv, ',')) {
+      const auto eq = kv.find('=');
+      require(eq != std::string::npos, "--accuracy expects 'model=A,block=A,swa=A', got '", kv, "'");
+      const std::string k = kv.substr(0, eq);
+      require(k == "model" || k == "block" || k == "swa", "--accuracy keys are model, block, swa (got '", k, "')");
+      double v;
+      try {
+        v = std::stod(kv.substr(eq + 1));
+      } catch (const std::exception&) {
+        throw InvalidArgument(str("--accuracy: '", kv, "' is not key=number"));
+      }
+      require(v >= 0 && v <= 1, "--accuracy values must lie in [0, 1] (got ", k, "=", v, ")");
+      acc[k] = v;
+    }
+    require(acc.count("model") && acc.count("block"), "--accuracy needs at least model= and block=");
+  }
 
   const Mask m = make_mask(main, o.n);
   const Index nb = num_blocks(m);
@@ -274,6 +303,51 @@ void run(const Options& o) {
     rep.tables.push_back(t);
   }
 
+  // ---- probe distribution: pi_D and the bounds of Prop. 3 ---------------------------------
+  if (probes) {
+    double pi;
+    std::string how;
+    if (!probes->phase.empty()) {
+      pi = covered_fraction(main, probes->phase);
+      how = "phase cells (d, r), closed-form single-layer coverage";
+    } else if (clo) {
+      pi = covered_fraction(*clo, probes->pairs);
+      how = str("(u, t) pairs, ", sched.layers.size(), "-layer closure");
+    } else {
+      pi = covered_fraction(m, probes->pairs);
+      how = "(u, t) pairs, single-layer edges";
+    }
+    const AccuracyBound bnd = coverage_limited_bound(pi, o.K), copy = boundary_copy_bound(o.K);
+    J["probes"] = {{"file", o.probes}, {"count", probes->phase.size() + probes->pairs.size()}, {"kind", how},
+                   {"pi", pi}, {"K", o.K}, {"accuracy_max", bnd.accuracy_max},
+                   {"cross_entropy_min", bnd.cross_entropy_min},
+                   {"fixed_block_accuracy_max", copy.accuracy_max}, {"fixed_block_cross_entropy_min", copy.cross_entropy_min}};
+    output::Table t;
+    t.title = str("Probe distribution ", o.probes, " (", how, "), K = ", o.K, " (Prop. 3, Theorem 2)");
+    t.header = {"pi_D", "accuracy <=", "cross-entropy >= (nats)", "uncovered-only accuracy <= 1/K"};
+    t.add_row({fmt(pi, 6), fmt(bnd.accuracy_max, 6), fmt(bnd.cross_entropy_min, 6), fmt(copy.accuracy_max, 6)});
+    rep.tables.push_back(t);
+  }
+  if (!acc.empty()) {
+    const Mask blk{ref(PatternKind::Block), o.n};
+    const double s_m = double(o.fusion == "branch" ? br : un), s_b = double(scores_branch(blk));
+    nlohmann::json aj = {{"model", acc["model"]}, {"block", acc["block"]}};
+    output::Table t;
+    t.title = "Accuracy diagnostics (seed 002 Eq. 33): U_D per added score, rho_D share of the SWA gap recovered";
+    t.header = {"quantity", "value"};
+    if (s_m != s_b) {
+      aj["U_D"] = cost_normalised_gain(acc["model"], acc["block"], s_m, s_b);
+      t.add_row({"U_D (per added score, " + o.fusion + " accounting)", fmt(aj["U_D"].get<double>(), 6)});
+    }
+    if (acc.count("swa")) {
+      aj["swa"] = acc["swa"];
+      aj["rho_D"] = swa_gap_recovery(acc["model"], acc["block"], acc["swa"]);
+      t.add_row({"rho_D", fmt(aj["rho_D"].get<double>(), 6)});
+    }
+    J["accuracy"] = aj;
+    rep.tables.push_back(t);
+  }
+
   // ---- verification ------------------------------------------------------------------------
   bool verify_failed = false;
   if (o.verify) {
@@ -312,6 +386,19 @@ void run(const Options& o) {
     rep.tables.push_back(t);
   }
 
+  if (!o.export_mask.empty()) {
+    // Dense 0/1 mask, row = target t, column = source s (row-major, what numpy.loadtxt reads).
+    const auto A = dense_mask(m, 4096);
+    std::string csv;
+    csv.reserve(static_cast<size_t>(2 * o.n * o.n));
+    for (Index t = 0; t < o.n; ++t) {
+      for (Index s = 0; s < o.n; ++s) {
+        csv += char('0' + A(t, s));
+        csv += s + 1 < o.n ? ',' : '\n';
+      }
+    }
+    write_file_atomic(o.export_mask, csv);
+  }
   if (!o.common.plot.empty()) {
     plot::Heatmap h;
     h.title = str("Coverage C(d, r): ", describe(main), use_closure ? str(", ", sched.layers.size(), "-layer closure") : "",
@@ -354,6 +441,10 @@ int main(int argc, char** argv) {
   app.add_option("--block", o.block, "Target block J for --coverage closure [default: last full block]");
   app.add_flag("--verify", o.verify, "Check closed forms, closure and score counts against brute force; exit 1 on mismatch");
   app.add_option("--runways", o.runways, "Count runway paths from s to d: 's,d'");
+  app.add_option("--probes", o.probes, "Probe distribution CSV with header 'd,r[,weight]' or 'u,t[,weight]': pi_D and Prop. 3 bounds");
+  app.add_option("--K", o.K, "Number of classes of the K-way copy probes (with --probes)")->check(CLI::Range(2, 1 << 30));
+  app.add_option("--accuracy", o.accuracy, "Measured accuracies 'model=A,block=A[,swa=A]': U_D and rho_D");
+  app.add_option("--export-mask", o.export_mask, "Write the dense 0/1 mask (row t, column s) as CSV; n <= 4096");
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"
@@ -363,6 +454,7 @@ int main(int argc, char** argv) {
       "  coverage --pattern swa --w 128 --layers 32 --n 65536 --coverage closure\n"
       "  coverage --pattern se-bridge --verify --plot se.svg\n"
       "  coverage --pattern full --runways 0,40\n"
+      "  coverage --pattern pbb --probes probes.csv --K 8 --accuracy model=0.61,block=0.42,swa=0.70\n"
       "Exit codes: 0 ok, 1 runtime failure or --verify mismatch, 2 invalid input.");
   return app::run(app, argc, argv, [&] { run(o); });
 }

@@ -128,3 +128,18 @@ TEST_CASE("U_D and rho_D (seed 002 Eq. 33) and bound preconditions", "[graph][se
   REQUIRE_THROWS_AS(coverage_limited_bound(1.5, 4), cf::InvalidArgument);
   REQUIRE_THROWS_AS(covered_fraction(Pattern{}, std::vector<PhaseProbe>{}), cf::InvalidArgument);
 }
+
+TEST_CASE("probe CSV: phase and pair forms, weights, and errors with line numbers", "[graph]") {
+  const ProbeSet a = parse_probe_csv("d,r\n1,0\n# comment\n5,3\n", "a.csv");
+  REQUIRE(a.phase.size() == 2);
+  REQUIRE(a.phase[1].d == 5);
+  REQUIRE(a.phase[1].weight == 1.0);
+  const ProbeSet b = parse_probe_csv("u,t,weight\n3,10,0.5\n", "b.csv");
+  REQUIRE(b.pairs.size() == 1);
+  REQUIRE(b.pairs[0].weight == 0.5);
+  REQUIRE_THROWS_WITH(parse_probe_csv("", "e.csv"), Catch::Contains("empty"));
+  REQUIRE_THROWS_WITH(parse_probe_csv("x,y\n1,2\n", "h.csv"), Catch::Contains("header"));
+  REQUIRE_THROWS_WITH(parse_probe_csv("d,r\n1,2\n3\n", "f.csv"), Catch::Contains("f.csv:3"));
+  REQUIRE_THROWS_WITH(parse_probe_csv("d,r\n1,zz\n", "g.csv"), Catch::Contains("not a number"));
+  REQUIRE_THROWS_WITH(parse_probe_csv("d,r\n", "n.csv"), Catch::Contains("no probes"));
+}

@@ -13,7 +13,7 @@ msg="$(cat "$err")"; rm -f "$err"
 if [ "$rc" != "$want" ]; then
   echo "expected exit $want, got $rc from: $*"; echo "stderr: $msg"; exit 1
 fi
-if [ -n "$pattern" ] && ! grep -Eq "$pattern" <<<"$msg"; then
+if [ -n "$pattern" ] && ! grep -Eq -- "$pattern" <<<"$msg"; then
   echo "stderr does not match /$pattern/: $msg"; exit 1
 fi
 echo "ok: exit $rc; $msg" | head -2

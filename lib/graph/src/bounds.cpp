@@ -1,6 +1,7 @@
 #include "cf/graph/bounds.hpp"
 
 #include <cmath>
+#include <sstream>
 
 #include "cf/core/error.hpp"
 #include "cf/graph/coverage.hpp"
@@ -29,6 +30,61 @@ static double weighted_fraction(const std::vector<Probe>& probes, Covered covere
   }
   require(total > 0, "probe weights sum to zero");
   return hit / total;
+}
+
+ProbeSet parse_probe_csv(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::stringstream ss(l);
+    std::string x;
+    while (std::getline(ss, x, ',')) {
+      while (!x.empty() && (x.back() == ' ' || x.back() == '\r')) x.pop_back();
+      while (!x.empty() && x.front() == ' ') x.erase(x.begin());
+      f.push_back(x);
+    }
+    return f;
+  };
+  std::vector<std::string> header;
+  while (header.empty() && std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] == '#') continue;
+    header = split(line);
+  }
+  require(!header.empty(), source, ": probe file is empty (expected a header 'd,r[,weight]' or 'u,t[,weight]')");
+  const bool phase = header.size() >= 2 && header[0] == "d" && header[1] == "r";
+  const bool pair = header.size() >= 2 && header[0] == "u" && header[1] == "t";
+  const bool weighted = header.size() == 3 && header[2] == "weight";
+  require((phase || pair) && (header.size() == 2 || weighted), source, ":", lineno,
+          ": header must be 'd,r[,weight]' or 'u,t[,weight]'");
+  ProbeSet out;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] == '#') continue;
+    const auto f = split(line);
+    require(f.size() == header.size(), source, ":", lineno, ": expected ", header.size(), " fields, got ", f.size());
+    long long a, b;
+    double w = 1.0;
+    try {
+      size_t pa, pb;
+      a = std::stoll(f[0], &pa);
+      b = std::stoll(f[1], &pb);
+      require(pa == f[0].size() && pb == f[1].size(), "");
+      if (weighted) {
+        size_t pw;
+        w = std::stod(f[2], &pw);
+        require(pw == f[2].size(), "");
+      }
+    } catch (const std::exception&) {
+      throw InvalidArgument(str(source, ":", lineno, ": not a number in '", line, "'"));
+    }
+    if (phase) out.phase.push_back({a, b, w});
+    else out.pairs.push_back({a, b, w});
+  }
+  require(!out.phase.empty() || !out.pairs.empty(), source, ": probe file has a header but no probes");
+  return out;
 }
 
 double covered_fraction(const Pattern& p, const std::vector<PhaseProbe>& probes) {

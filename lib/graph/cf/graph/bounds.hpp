@@ -2,6 +2,7 @@
 // Accuracy bounds and diagnostics of seed 002 §3.3, §3.8-3.9 (SPEC §1): the K-way boundary-copy
 // bound (Theorem 2), the coverage-limited bound (Prop. 3), the probe coverage pi_D (Eq. 28), the
 // cost-normalised gain U_D (Eq. 33) and the SWA-gap recovery rho_D.
+#include <string>
 #include <vector>
 
 #include "cf/graph/mask.hpp"
@@ -33,6 +34,16 @@ struct PairProbe {
   Index u, t;
   double weight = 1.0;
 };
+
+/// A probe distribution read from CSV: exactly one of the two lists is filled.
+struct ProbeSet {
+  std::vector<PhaseProbe> phase;
+  std::vector<PairProbe> pairs;
+};
+
+/// Parse CSV text whose header is "d,r" or "u,t", optionally followed by ",weight" (default
+/// weight 1). `source` names the input in error messages (cf::InvalidArgument with line number).
+ProbeSet parse_probe_csv(const std::string& text, const std::string& source);
 
 /// pi_D for phase probes under the pattern's closed-form single-layer coverage (Eq. 28).
 /// Throws cf::InvalidArgument on negative weights, an all-zero distribution or r outside [0, b).
