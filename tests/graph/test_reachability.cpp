@@ -122,3 +122,20 @@ TEST_CASE("Proposition 1 (boundary-phase reachability): a fraction (b-d)/b of ph
       }
   }
 }
+
+TEST_CASE("closure: deep schedules stop at the fixed point and equal a shallower exact closure", "[graph]") {
+  Pattern p;
+  p.kind = PatternKind::Swa;
+  p.w = 5;
+  // SWA(5) reaches back 4 positions per layer: 60 positions are covered after 15 layers; any
+  // deeper closure must equal the 15-layer one, and a million layers must not take long.
+  const Closure c15 = closure(uniform_schedule(p, 15), 60);
+  const Closure deep = closure(uniform_schedule(p, 1000000), 60);
+  for (Index t = 0; t < 60; ++t) REQUIRE(deep.set(t) == c15.set(t));
+  REQUIRE(deep.size(59) == 60);
+  Pattern base;
+  base.b = 8;
+  base.w = 8;
+  const Closure mixed = closure(parse_schedule("pbb*5000,full", base), 100);
+  REQUIRE(mixed.size(99) == 100);
+}

@@ -66,8 +66,22 @@ Closure closure(const Schedule& schedule, Index n) {
   // Fast path state: R_l(t) = [lo[t], t].
   std::vector<Index> lo(n);
   std::iota(lo.begin(), lo.end(), Index(0));
+  // Patterns applied since the state last changed: once every remaining layer's pattern is
+  // among them, the closure has reached its fixed point (deep schedules end early, no hang).
+  std::vector<Pattern> stable;
+  auto same = [](const Pattern& a, const Pattern& b) { return a.kind == b.kind && a.b == b.b && a.w == b.w && a.e == b.e; };
+  auto all_stable_from = [&](int from) {
+    for (int k = from; k < L; ++k)
+      if (std::none_of(stable.begin(), stable.end(), [&](const Pattern& q) { return same(q, schedule.layers[k]); }))
+        return false;
+    return true;
+  };
   int layer = 0;
   for (; layer < L; ++layer) {
+    if (!stable.empty() && all_stable_from(layer)) {
+      layer = L;
+      break;
+    }
     const Mask m = make_mask(schedule.layers[layer], n);
     RangeMin rmq(lo);
     std::vector<Index> next(n);
@@ -85,6 +99,8 @@ Closure closure(const Schedule& schedule, Index n) {
       next[t] = rmq.query(src[0].lo, t);
     }
     if (!single) break;
+    if (next == lo) stable.push_back(schedule.layers[layer]);
+    else stable.clear();
     lo.swap(next);
   }
 

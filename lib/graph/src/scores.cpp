@@ -49,10 +49,19 @@ std::int64_t write_back(const Mask& m) {
 ScheduleScores scores_schedule(const Schedule& s, Index n) {
   validate(s, n);
   ScheduleScores out;
+  // Deep schedules repeat a few patterns: count each distinct pattern once.
+  std::vector<std::pair<Pattern, std::pair<std::int64_t, std::int64_t>>> seen;
   for (const auto& p : s.layers) {
-    const Mask m{p, n};
-    out.branch_per_layer.push_back(scores_branch(m));
-    out.union_per_layer.push_back(scores_union(m));
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& e) {
+      return e.first.kind == p.kind && e.first.b == p.b && e.first.w == p.w && e.first.e == p.e;
+    });
+    if (it == seen.end()) {
+      const Mask m{p, n};
+      seen.push_back({p, {scores_branch(m), scores_union(m)}});
+      it = seen.end() - 1;
+    }
+    out.branch_per_layer.push_back(it->second.first);
+    out.union_per_layer.push_back(it->second.second);
     out.branch += out.branch_per_layer.back();
     out.unions += out.union_per_layer.back();
   }
