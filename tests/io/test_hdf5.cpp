@@ -1,0 +1,284 @@
+// Tests for cf/io/hdf5.hpp: round trips of every element type and shape, Eigen layout
+// conversion, groups, attributes, h5py compatibility, error messages for missing / foreign /
+// truncated files, and the atomic writer.
+#include <catch2/catch.hpp>
+
+#include <Eigen/Dense>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "cf/core/atomic_file.hpp"
+#include "cf/core/error.hpp"
+#include "cf/io/hdf5.hpp"
+
+using cf::io::File;
+using cf::io::Shape;
+
+namespace {
+std::string tmp_path(const std::string& name) {
+  return "/tmp/cf_test_io_" + std::to_string(::getpid()) + "_" + name;
+}
+
+bool file_exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const cf::InvalidArgument& e) {
+    return e.what();
+  }
+  return "<no cf::InvalidArgument thrown>";
+}
+}  // namespace
+
+TEST_CASE("hdf5 round trip of float32, float64 and int64 tensors keeps shapes and values", "[io]") {
+  const std::string path = tmp_path("roundtrip.h5");
+  std::vector<float> f(2 * 3 * 4);
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = 0.25f * static_cast<float>(i) - 1.5f;
+  std::vector<double> d = {1.0 / 3.0, -2.5e-300, 7.0};
+  std::vector<std::int64_t> n = {-(std::int64_t(1) << 40), 0, 50256, 9};
+  {
+    File file = File::create(path);
+    file.write("f32", f, Shape{2, 3, 4});
+    file.write("f64", d, Shape{3});
+    file.write("i64", n, Shape{2, 2});
+    file.write("scalar", std::vector<double>{42.5}, Shape{});
+    file.write("empty", std::vector<float>{}, Shape{0, 5});
+  }
+  File file = File::open(path);
+  auto rf = file.read<float>("f32");
+  CHECK(rf.shape == Shape{2, 3, 4});
+  CHECK(rf.data == f);
+  auto rd = file.read<double>("f64");
+  CHECK(rd.shape == Shape{3});
+  CHECK(rd.data == d);  // float64 is stored exactly
+  auto rn = file.read<std::int64_t>("i64");
+  CHECK(rn.shape == Shape{2, 2});
+  CHECK(rn.data == n);
+  auto rs = file.read<double>("scalar");
+  CHECK(rs.shape.empty());
+  CHECK(rs.data == std::vector<double>{42.5});
+  CHECK(file.dataset_shape("empty") == Shape{0, 5});
+  CHECK(file.read<float>("empty").data.empty());
+  // float32 widens exactly to double
+  auto wide = file.read<double>("f32");
+  for (std::size_t i = 0; i < f.size(); ++i) CHECK(wide.data[i] == static_cast<double>(f[i]));
+  CHECK(file.list_datasets() == std::vector<std::string>{"empty", "f32", "f64", "i64", "scalar"});
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hdf5 Eigen matrices are stored row-major whatever their storage order", "[io]") {
+  const std::string path = tmp_path("eigen.h5");
+  Eigen::MatrixXf colmajor(2, 3);
+  colmajor << 1, 2, 3, 4, 5, 6;
+  cf::io::RowMatrix<double> rowmajor(3, 2);
+  rowmajor << 1.5, 2.5, 3.5, 4.5, 5.5, 6.5;
+  Eigen::VectorXd v = Eigen::VectorXd::LinSpaced(5, 0.0, 1.0);
+  {
+    File file = File::create(path);
+    file.write_matrix("cm", colmajor);
+    file.write_matrix("rm", rowmajor);
+    file.write_matrix("expr", colmajor.transpose() * 2.0f);
+    file.write_vector("v", v);
+  }
+  File file = File::open(path);
+  // The raw buffer must be row-major: element (r, c) at r * cols + c.
+  auto raw = file.read<float>("cm");
+  CHECK(raw.shape == Shape{2, 3});
+  CHECK(raw.data == std::vector<float>{1, 2, 3, 4, 5, 6});
+  Eigen::MatrixXf back = file.read_matrix<float>("cm");  // converts to column-major on assignment
+  CHECK(back == colmajor);
+  CHECK(file.read_matrix<double>("rm") == rowmajor);
+  Eigen::MatrixXf expr = file.read_matrix<float>("expr");
+  CHECK(expr == (colmajor.transpose() * 2.0f));
+  CHECK(file.read_vector<double>("v") == v);
+  CHECK_THROWS_WITH(file.read_matrix<float>("v"), Catch::Contains("expected a matrix (rank 2)"));
+  CHECK_THROWS_WITH(file.read_vector<float>("cm"), Catch::Contains("expected a vector (rank 1)"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hdf5 groups, nested paths and dataset listing", "[io]") {
+  const std::string path = tmp_path("groups.h5");
+  {
+    File file = File::create(path);
+    auto params = file.create_group("params");
+    params.write("h.0.attn.c_attn.weight", std::vector<float>(12, 1.0f), Shape{3, 4});
+    params.write("wte.weight", std::vector<float>(6, 2.0f), Shape{2, 3});
+    auto m = file.require_group("optim/m");  // intermediate groups created
+    m.write("wte.weight", std::vector<float>(6, 0.0f), Shape{2, 3});
+    file.write("layer_0/q", std::vector<float>(8, 0.5f), Shape{1, 2, 2, 2});  // path with a group
+    CHECK_THROWS_WITH(file.create_group("params"), Catch::Contains("the name exists"));
+    CHECK(file.require_group("params").name() == "/params");
+  }
+  File file = File::open(path);
+  CHECK(file.list_groups() == std::vector<std::string>{"layer_0", "optim", "params"});
+  CHECK(file.list_datasets().empty());
+  auto params = file.open_group("params");
+  CHECK(params.list_datasets() == std::vector<std::string>{"h.0.attn.c_attn.weight", "wte.weight"});
+  CHECK(file.has("optim/m/wte.weight"));
+  CHECK_FALSE(file.has("optim/v/wte.weight"));
+  CHECK_FALSE(file.has("nothing/at/all"));
+  CHECK(file.open_group("optim").open_group("m").dataset_shape("wte.weight") == Shape{2, 3});
+  CHECK(file.dataset_shape("layer_0/q") == Shape{1, 2, 2, 2});
+  CHECK_THROWS_WITH(file.open_group("missing"), Catch::Contains("has no group '/missing'"));
+  CHECK_THROWS_WITH(params.read<float>("nope"), Catch::Contains("has no dataset '/params/nope'"));
+  CHECK_THROWS_WITH(file.open_group("layer_0/q"), Catch::Contains("is not a group"));
+  CHECK_THROWS_WITH(file.dataset_shape("params"), Catch::Contains("is not a dataset"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hdf5 string, integer and double attributes", "[io]") {
+  const std::string path = tmp_path("attrs.h5");
+  const std::string json = R"({"n_layer": 4, "name": "caf\u00e9 \u2192 ok"})";
+  {
+    File file = File::create(path);
+    file.set_attr("format", "causalflow-checkpoint");
+    file.set_attr("config", json);
+    file.set_attr("format_version", 1);
+    file.set_attr("step", std::int64_t(1) << 40);
+    file.set_attr("best_val_loss", 1.25);
+    file.set_attr("step", std::int64_t(7));  // replaced
+    auto g = file.create_group("layer_3");
+    g.set_attr("alpha_token_mean", 0.125);
+    g.write("x", std::vector<float>{1}, Shape{1});
+    CHECK_THROWS_AS(g.write("y", std::vector<float>{1, 2}, Shape{3}), cf::InvalidArgument);
+  }
+  File file = File::open(path);
+  CHECK(file.attr_string("format") == "causalflow-checkpoint");
+  CHECK(file.attr_string("config") == json);
+  CHECK(file.attr_int("format_version") == 1);
+  CHECK(file.attr_int("step") == 7);
+  CHECK(file.attr_double("best_val_loss") == 1.25);
+  CHECK(file.attr_double("step") == 7.0);
+  CHECK(file.open_group("layer_3").attr_double("alpha_token_mean") == 0.125);
+  CHECK(file.has_attr("config"));
+  CHECK_FALSE(file.has_attr("nothing"));
+  CHECK_THROWS_WITH(file.attr_int("format"), Catch::Contains("is not an integer"));
+  CHECK_THROWS_WITH(file.attr_string("step"), Catch::Contains("is not a string"));
+  CHECK_THROWS_WITH(file.attr_double("nothing"), Catch::Contains("has no attribute 'nothing'"));
+  CHECK_THROWS_WITH(file.read<std::int64_t>("layer_3/x"), Catch::Contains("expected integer"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hdf5 files written here open in h5py with the same shapes and values", "[io][h5py]") {
+  // python3-h5py is a Debian package: use the system interpreter, not a python3 first on PATH.
+  if (::access("/usr/bin/python3", X_OK) != 0 ||
+      std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) {
+    WARN("skipped: /usr/bin/python3 with h5py is not available (apt install python3-h5py)");
+    return;
+  }
+  const std::string path = tmp_path("h5py.h5");
+  Eigen::MatrixXf w(3, 4);  // column-major in memory; h5py must see w[i, j] = 10 i + j
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) w(i, j) = static_cast<float>(10 * i + j);
+  cf::io::write_hdf5_atomic(path, [&](File& f) {
+    f.set_attr("format", "causalflow-checkpoint");
+    f.set_attr("step", 12);
+    f.set_attr("best_val_loss", 2.5);
+    f.create_group("params").write_matrix("h.0.mlp.c_fc.weight", w);
+    std::vector<std::int64_t> t(24);
+    for (int i = 0; i < 24; ++i) t[i] = i;
+    f.write("tokens", t, Shape{2, 3, 4});
+  });
+  const std::string script =
+      "import h5py, numpy as np, sys\n"
+      "f = h5py.File(sys.argv[1], 'r')\n"
+      "w = f['params/h.0.mlp.c_fc.weight']\n"
+      "assert w.shape == (3, 4), w.shape\n"
+      "assert w.dtype == np.float32, w.dtype\n"
+      "assert (w[()] == np.array([[10*i + j for j in range(4)] for i in range(3)])).all()\n"
+      "t = f['tokens']\n"
+      "assert t.shape == (2, 3, 4) and t.dtype == np.int64\n"
+      "assert (t[()] == np.arange(24).reshape(2, 3, 4)).all()\n"
+      "assert f.attrs['format'] == 'causalflow-checkpoint', f.attrs['format']\n"
+      "assert f.attrs['step'] == 12 and f.attrs['best_val_loss'] == 2.5\n"
+      "print('h5py ok')\n";
+  const std::string script_path = tmp_path("check.py");
+  cf::write_file_atomic(script_path, script);
+  const int rc = std::system(("/usr/bin/python3 " + script_path + " " + path).c_str());
+  CHECK(rc == 0);
+  std::remove(script_path.c_str());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hdf5 files written by h5py are read correctly", "[io][h5py]") {
+  if (::access("/usr/bin/python3", X_OK) != 0 ||
+      std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) {
+    WARN("skipped: /usr/bin/python3 with h5py is not available (apt install python3-h5py)");
+    return;
+  }
+  const std::string path = tmp_path("from_h5py.h5");
+  const std::string cmd =
+      "/usr/bin/python3 -c \"import h5py, numpy as np; f = h5py.File('" + path + "', 'w'); "
+      "f['a'] = np.arange(6, dtype=np.float64).reshape(2, 3); f.attrs['s'] = 'fixed'; "
+      "f.attrs.create('fx', np.bytes_('abc')); f.create_group('g')['i'] = np.array([5, 6], dtype=np.int32); f.close()\"";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  File f = File::open(path);
+  Eigen::MatrixXd a = f.read_matrix<double>("a");
+  CHECK(a.rows() == 2);
+  CHECK(a(1, 2) == 5.0);
+  CHECK(f.attr_string("s") == "fixed");
+  CHECK(f.attr_string("fx") == "abc");
+  CHECK(f.read<std::int64_t>("g/i").data == std::vector<std::int64_t>{5, 6});
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hdf5 open of a missing, empty, foreign or truncated file throws a clear error", "[io]") {
+  const std::string missing = tmp_path("missing.h5");
+  CHECK_THAT(error_of([&] { File::open(missing); }), Catch::Contains(missing) && Catch::Contains("no such file"));
+
+  const std::string empty = tmp_path("empty.h5");
+  cf::write_file_atomic(empty, "");
+  CHECK_THAT(error_of([&] { File::open(empty); }), Catch::Contains(empty) && Catch::Contains("empty"));
+
+  const std::string foreign = tmp_path("foreign.h5");
+  cf::write_file_atomic(foreign, "PK\x03\x04 this is a zip, not HDF5");
+  CHECK_THAT(error_of([&] { File::open(foreign); }), Catch::Contains(foreign) && Catch::Contains("not an HDF5 file"));
+  CHECK_FALSE(cf::io::is_hdf5_file(foreign));
+
+  const std::string good = tmp_path("good.h5");
+  cf::io::write_hdf5_atomic(good, [](File& f) {
+    f.set_attr("format", "x");
+    f.write("big", std::vector<float>(20000, 1.0f), Shape{100, 200});
+  });
+  CHECK(cf::io::is_hdf5_file(good));
+  const std::string bytes = cf::read_file(good);
+  for (std::size_t keep : {std::size_t(4), std::size_t(100), bytes.size() / 2, bytes.size() - 1}) {
+    const std::string truncated = tmp_path("trunc.h5");
+    cf::write_file_atomic(truncated, bytes.substr(0, keep));
+    const std::string msg = error_of([&] {
+      File f = File::open(truncated);
+      f.read<float>("big");  // if the header survived, the data read must fail cleanly
+    });
+    INFO("kept " << keep << " of " << bytes.size() << " bytes: " << msg);
+    CHECK_THAT(msg, Catch::Contains(truncated));
+    CHECK_THAT(msg, Catch::Contains("truncated") || Catch::Contains("not an HDF5 file"));
+    std::remove(truncated.c_str());
+  }
+  for (const auto& p : {empty, foreign, good}) std::remove(p.c_str());
+}
+
+TEST_CASE("hdf5 atomic writer leaves the previous file intact when writing fails", "[io]") {
+  const std::string path = tmp_path("atomic.h5");
+  cf::io::write_hdf5_atomic(path, [](File& f) { f.set_attr("step", 1); });
+  CHECK_THROWS_WITH(cf::io::write_hdf5_atomic(path, [](File& f) {
+                      f.set_attr("step", 2);
+                      f.write("x", std::vector<float>(4, 0.0f), Shape{2, 2});
+                      throw cf::Error("simulated crash during the write");
+                    }),
+                    Catch::Contains("simulated crash"));
+  CHECK(File::open(path).attr_int("step") == 1);
+  CHECK_FALSE(file_exists(path + ".tmp." + std::to_string(::getpid())));
+  cf::io::write_hdf5_atomic(path, [](File& f) { f.set_attr("step", 3); });
+  CHECK(File::open(path).attr_int("step") == 3);
+  // Writable reopen: add a dataset in place.
+  {
+    File f = File::open(path, true);
+    f.write("added", std::vector<double>{1, 2}, Shape{2});
+  }
+  CHECK(File::open(path).read<double>("added").data == std::vector<double>{1, 2});
+  std::remove(path.c_str());
+}
