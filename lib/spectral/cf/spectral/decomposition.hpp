@@ -1,0 +1,102 @@
+#pragma once
+// Routing/filtering decomposition of an attention interaction matrix (seed 003 §2, SPEC §3).
+//
+// Notation (SPEC §3): M is a head's interaction matrix, either the weight kernel W = W_Q W_K^T
+// (d x d, rank <= d_k) or the sequence-level score matrix Q K^T / sqrt(d_k) (n x n, UNMASKED).
+// M = F + R with F = (M + M^T)/2 (filtering, symmetric) and R = (M - M^T)/2 (routing, skew).
+// rho = ||R||_F / ||F||_F; erank = exp(-sum p_i log p_i) with p_i = sigma_i / sum sigma.
+#include <Eigen/Dense>
+#include <string>
+
+namespace cf::spectral {
+
+using Index = Eigen::Index;
+
+/// The two parts of M = F + R. F is symmetric (filtering), R skew-symmetric (routing).
+struct Parts {
+  Eigen::MatrixXd F, R;
+};
+
+/// Split a square matrix M (n x n, n >= 1) into F = (M + M^T)/2 and R = (M - M^T)/2
+/// (seed 003 §2). Throws cf::InvalidArgument unless M is square and non-empty.
+Parts split(const Eigen::MatrixXd& M);
+
+/// Entropy effective rank exp(-sum_i p_i log p_i), p_i = sigma_i / sum_j sigma_j (seed 003 §2).
+/// sigma: singular values (any order), every entry >= 0. Returns 0 for an all-zero vector; one
+/// rotation plane (two equal values) gives exactly 2. Throws cf::InvalidArgument on a negative
+/// or non-finite entry.
+double effective_rank_entropy(const Eigen::VectorXd& sigma);
+
+/// Participation-ratio effective rank (sum sigma_i)^2 / sum sigma_i^2 (SPEC §7 option 8; uses
+/// the same weights p_i as the entropy form, so k equal values give k). sigma as above; 0 for an
+/// all-zero vector.
+double effective_rank_participation(const Eigen::VectorXd& sigma);
+
+/// Routing-filtering ratio rho = ||R||_F / ||F||_F (seed 003 §2; rho > 1: routing head).
+/// Norms must be >= 0; returns +inf when ||F||_F = 0 < ||R||_F and NaN when both are 0.
+double routing_filtering_ratio(double norm_R, double norm_F);
+
+/// Description of one matrix's spectrum.
+struct Spectrum {
+  Eigen::VectorXd sigma;  ///< singular values, descending (at most the matrix's possible rank)
+  double fro = 0;         ///< Frobenius norm (= ||sigma||_2)
+  double erank_entropy = 0;
+  double erank_participation = 0;
+  Index numerical_rank = 0;  ///< #{sigma_i > rank_tol * sigma_max}
+};
+
+/// Options for the analyses below.
+struct AnalysisOptions {
+  /// Relative threshold for numerical_rank (sigma_i > rank_tol * sigma_max counts).
+  double rank_tol = 1e-10;
+  /// Compute max Re lambda(M) with a general (non-symmetric) eigensolver.
+  bool eigenvalues = true;
+  /// Compute the singular values of M itself (F and R are always computed).
+  bool spectrum_M = true;
+};
+
+/// All per-head metrics of seed 003 §2-3 for one interaction matrix.
+struct HeadSpectrum {
+  Index n = 0;          ///< dimension of M (d at weight level, n tokens at sequence level)
+  Spectrum M, F, R;     ///< M.sigma is empty when options.spectrum_M is false
+  double rho = 0;       ///< ||R||_F / ||F||_F
+  /// max_i Re lambda_i(M) (> 0: dynamically unstable head, seed 003 §3); NaN when not computed.
+  double max_re_lambda = 0;
+  std::string method;   ///< "dense" or "factored"
+};
+
+/// Build a Spectrum from singular values (any order, >= 0).
+Spectrum make_spectrum(Eigen::VectorXd sigma, double rank_tol);
+
+/// Dense reference analysis of an explicit square matrix M (n x n): SVDs of F, R (and M) and the
+/// general eigenvalues of M, all O(n^3). This is the oracle the factorised path is tested
+/// against; it forms every n x n matrix. Throws cf::InvalidArgument unless M is square, non-empty
+/// and finite.
+HeadSpectrum analyse_dense(const Eigen::MatrixXd& M, const AnalysisOptions& opt = {});
+
+/// Factorised analysis of M = scale * A B^T without forming M (SPEC §3 "weight level never forms
+/// a dense d x d SVD"). A, B: m x r (weight level: A = W_Q, B = W_K, m = d, r = d_k, scale = 1;
+/// sequence level: A = Q, B = K, m = n, r = d_k, scale = 1/sqrt(d_k)).
+///
+/// One thin QR [A, B] = Q_U R_U (m x p, p = min(m, 2r)) spans the column spaces of F = 1/2 U V^T
+/// with U = [A, B], V = [B, A] and of R = 1/2 U V'^T with V' = [B, -A]: V and V' are U times a
+/// block permutation, so the QR of V is that of U. With R_U = [R_A, R_B], M = Q_U C Q_U^T for the
+/// p x p core C = scale R_A R_B^T, F = Q_U sym(C) Q_U^T and R = Q_U skew(C) Q_U^T: the singular
+/// values of F, R, M are those of the cores (plus zeros) and the nonzero eigenvalues of M are
+/// those of C. Cost O(m r^2 + r^3) instead of O(m^3).
+/// Throws cf::InvalidArgument if A and B differ in shape, are empty or not finite.
+HeadSpectrum analyse_factored(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B, double scale = 1.0,
+                              const AnalysisOptions& opt = {});
+
+/// Singular values (descending) of a skew-symmetric matrix S (n x n), computed as |eigenvalues|
+/// of the Hermitian matrix i S, which keeps the exact +-i sigma pairing (each value appears twice
+/// up to rounding). S must be square; skewness is assumed, not checked.
+Eigen::VectorXd singular_values_skew(const Eigen::MatrixXd& S);
+
+/// Singular values (descending) of a symmetric matrix F, as |eigenvalues|.
+Eigen::VectorXd singular_values_symmetric(const Eigen::MatrixXd& F);
+
+/// max_i Re lambda_i(M) for a square matrix (general real eigensolver, eigenvalues only).
+double max_real_eigenvalue_dense(const Eigen::MatrixXd& M);
+
+}  // namespace cf::spectral

@@ -1,0 +1,157 @@
+#include "cf/spectral/decomposition.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cf/core/error.hpp"
+
+namespace cf::spectral {
+
+namespace {
+
+Eigen::VectorXd sorted_desc(Eigen::VectorXd v) {
+  std::sort(v.data(), v.data() + v.size(), [](double a, double b) { return a > b; });
+  return v;
+}
+
+void check_sigma(const Eigen::VectorXd& sigma) {
+  for (Index i = 0; i < sigma.size(); ++i)
+    require(std::isfinite(sigma[i]) && sigma[i] >= 0, "singular values must be finite and >= 0 (entry ", i,
+            " is ", sigma[i], ")");
+}
+
+}  // namespace
+
+Parts split(const Eigen::MatrixXd& M) {
+  require(M.rows() == M.cols() && M.rows() >= 1, "split needs a square non-empty matrix (got ", M.rows(), " x ",
+          M.cols(), ")");
+  Parts p;
+  p.F = 0.5 * (M + M.transpose());
+  p.R = 0.5 * (M - M.transpose());
+  return p;
+}
+
+double effective_rank_entropy(const Eigen::VectorXd& sigma) {
+  check_sigma(sigma);
+  const double total = sigma.sum();
+  if (total <= 0) return 0.0;
+  double h = 0;
+  for (Index i = 0; i < sigma.size(); ++i) {
+    const double p = sigma[i] / total;
+    if (p > 0) h -= p * std::log(p);
+  }
+  return std::exp(h);
+}
+
+double effective_rank_participation(const Eigen::VectorXd& sigma) {
+  check_sigma(sigma);
+  const double s1 = sigma.sum(), s2 = sigma.squaredNorm();
+  if (s2 <= 0) return 0.0;
+  return s1 * s1 / s2;
+}
+
+double routing_filtering_ratio(double norm_R, double norm_F) {
+  require(norm_R >= 0 && norm_F >= 0, "norms must be >= 0 (got ||R|| = ", norm_R, ", ||F|| = ", norm_F, ")");
+  if (norm_F == 0) return norm_R == 0 ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  return norm_R / norm_F;
+}
+
+Spectrum make_spectrum(Eigen::VectorXd sigma, double rank_tol) {
+  Spectrum s;
+  // Rounding can leave tiny negative |lambda|-type values at zero; clamp before the checks.
+  sigma = sigma.cwiseMax(0.0);
+  s.sigma = sorted_desc(std::move(sigma));
+  s.fro = s.sigma.norm();
+  s.erank_entropy = effective_rank_entropy(s.sigma);
+  s.erank_participation = effective_rank_participation(s.sigma);
+  const double smax = s.sigma.size() ? s.sigma[0] : 0.0;
+  for (Index i = 0; i < s.sigma.size(); ++i) s.numerical_rank += (s.sigma[i] > rank_tol * smax && smax > 0);
+  return s;
+}
+
+Eigen::VectorXd singular_values_symmetric(const Eigen::MatrixXd& F) {
+  require(F.rows() == F.cols(), "symmetric matrix must be square (got ", F.rows(), " x ", F.cols(), ")");
+  if (F.size() == 0) return {};
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(F, Eigen::EigenvaluesOnly);
+  return sorted_desc(es.eigenvalues().cwiseAbs());
+}
+
+Eigen::VectorXd singular_values_skew(const Eigen::MatrixXd& S) {
+  require(S.rows() == S.cols(), "skew matrix must be square (got ", S.rows(), " x ", S.cols(), ")");
+  if (S.size() == 0) return {};
+  // i S is Hermitian with eigenvalues +-sigma_k (and zeros): a symmetric solver keeps the pairs
+  // exact to rounding, unlike sqrt(eig(S^T S)) which loses half the digits of small sigma.
+  const Eigen::MatrixXcd H = std::complex<double>(0, 1) * S.cast<std::complex<double>>();
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXcd> es(H, Eigen::EigenvaluesOnly);
+  return sorted_desc(es.eigenvalues().cwiseAbs());
+}
+
+double max_real_eigenvalue_dense(const Eigen::MatrixXd& M) {
+  require(M.rows() == M.cols() && M.rows() >= 1, "eigenvalues need a square non-empty matrix (got ", M.rows(),
+          " x ", M.cols(), ")");
+  Eigen::EigenSolver<Eigen::MatrixXd> es(M, /*computeEigenvectors=*/false);
+  if (es.info() != Eigen::Success) throw Error("general eigensolver did not converge");
+  return es.eigenvalues().real().maxCoeff();
+}
+
+HeadSpectrum analyse_dense(const Eigen::MatrixXd& M, const AnalysisOptions& opt) {
+  require(M.allFinite(), "interaction matrix has non-finite entries");
+  const Parts p = split(M);
+  HeadSpectrum h;
+  h.n = M.rows();
+  h.method = "dense";
+  h.F = make_spectrum(singular_values_symmetric(p.F), opt.rank_tol);
+  h.R = make_spectrum(singular_values_skew(p.R), opt.rank_tol);
+  if (opt.spectrum_M) {
+    Eigen::BDCSVD<Eigen::MatrixXd> svd(M);
+    h.M = make_spectrum(svd.singularValues(), opt.rank_tol);
+  } else {
+    h.M.fro = M.norm();
+  }
+  h.rho = routing_filtering_ratio(h.R.fro, h.F.fro);
+  h.max_re_lambda = opt.eigenvalues ? max_real_eigenvalue_dense(M) : std::numeric_limits<double>::quiet_NaN();
+  return h;
+}
+
+HeadSpectrum analyse_factored(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B, double scale,
+                              const AnalysisOptions& opt) {
+  require(A.rows() == B.rows() && A.cols() == B.cols(), "factors must have equal shapes (A is ", A.rows(), " x ",
+          A.cols(), ", B is ", B.rows(), " x ", B.cols(), ")");
+  require(A.rows() >= 1 && A.cols() >= 1, "factors must be non-empty (got ", A.rows(), " x ", A.cols(), ")");
+  require(A.allFinite() && B.allFinite() && std::isfinite(scale), "factors and scale must be finite");
+  const Index m = A.rows(), r = A.cols(), p = std::min(m, 2 * r);
+  Eigen::MatrixXd U(m, 2 * r);
+  U << A, B;
+  Eigen::HouseholderQR<Eigen::MatrixXd> qr(U);
+  // R_U (p x 2r, upper trapezoidal); only R_U is needed, never Q_U.
+  const Eigen::MatrixXd RU = qr.matrixQR().topRows(p).triangularView<Eigen::Upper>();
+  const Eigen::MatrixXd C = scale * (RU.leftCols(r) * RU.rightCols(r).transpose());
+  const Eigen::MatrixXd CF = 0.5 * (C + C.transpose());
+  const Eigen::MatrixXd CR = 0.5 * (C - C.transpose());
+
+  HeadSpectrum h;
+  h.n = m;
+  h.method = "factored";
+  h.F = make_spectrum(singular_values_symmetric(CF), opt.rank_tol);
+  h.R = make_spectrum(singular_values_skew(CR), opt.rank_tol);
+  if (opt.spectrum_M) {
+    Eigen::BDCSVD<Eigen::MatrixXd> svd(C);
+    h.M = make_spectrum(svd.singularValues(), opt.rank_tol);
+  } else {
+    h.M.fro = C.norm();
+  }
+  h.rho = routing_filtering_ratio(h.R.fro, h.F.fro);
+  if (opt.eigenvalues) {
+    // M = Q C Q^T with Q^T Q = I: the nonzero eigenvalues of M are those of C; when p < m the
+    // remaining m - p eigenvalues are exactly 0.
+    double mx = max_real_eigenvalue_dense(C);
+    if (p < m) mx = std::max(mx, 0.0);
+    h.max_re_lambda = mx;
+  } else {
+    h.max_re_lambda = std::numeric_limits<double>::quiet_NaN();
+  }
+  return h;
+}
+
+}  // namespace cf::spectral
