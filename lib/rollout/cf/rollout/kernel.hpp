@@ -1,0 +1,76 @@
+#pragma once
+// Attention kernels for the rollout of seed 004 (SPEC.md section 2): causal / sliding-window
+// masks, ALiBi slopes, constant-plus-diagonal content, and the dense expected kernel
+// Abar(l) = sum_h w_h A(l,h). Notation: n positions, L layers, H heads, row i = query, col j = key.
+#include <Eigen/Dense>
+#include <string>
+#include <vector>
+
+namespace cf::rollout {
+
+/// Row-major dense matrix (rows are attention rows; filled row by row).
+using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Attention mask: full causal (j <= i) or sliding window of width w (i-w+1 <= j <= i, self
+/// included; SPEC.md section 0). Implemented here as a predicate (no lib/graph dependency).
+struct Mask {
+  long window = 0;  ///< 0 = full causal; w >= 1 = sliding window admitting w keys
+  /// True iff query i may read key j.
+  bool admits(long i, long j) const { return j <= i && (window <= 0 || i - j < window); }
+  /// Number of keys row i admits: min(i+1, w).
+  long row_size(long i) const { return window > 0 && window < i + 1 ? window : i + 1; }
+  /// "causal" or "swa:W".
+  std::string name() const;
+};
+
+/// Parse "causal" | "swa:W" (W >= 1); throws cf::InvalidArgument otherwise.
+Mask parse_mask(const std::string& spec);
+
+/// ALiBi slopes, recipe `simple`: m_h = 2^(-8h/H), h = 1..H (reference code of seed 004, any H).
+/// H >= 1.
+std::vector<double> alibi_slopes_simple(int H);
+
+/// ALiBi slopes, recipe `hf` (BLOOM's build_alibi_tensor): with P = 2^floor(log2 H), the P
+/// slopes 2^(-8k/P), k = 1..P, followed (if H != P) by 2^(-4k/P) for the odd k = 1, 3, ...,
+/// 2(H-P)-1. For H a power of two both recipes agree. H >= 1.
+std::vector<double> alibi_slopes_hf(int H);
+
+/// Dispatch on recipe name "simple" | "hf"; throws cf::InvalidArgument otherwise.
+std::vector<double> alibi_slopes(const std::string& recipe, int H);
+
+/// A structured ALiBi model: every layer l and head h has the kernel
+///   A(l,h)[i,j] ∝ exp(-m_h (i-j) + delta(l,h) [i = j]) on the mask, 0 elsewhere
+/// (constant-plus-diagonal content of Prop. 4.5: the constant c_l cancels in the softmax).
+/// The expected kernel is Abar(l) = sum_h w_h A(l,h) (seed 004 Eq. 4).
+struct AlibiModel {
+  std::vector<double> slopes;        ///< H slopes m_h >= 0 (already scaled, e.g. by 1/sqrt(d_head))
+  Eigen::MatrixXd delta;             ///< L x H diagonal content; L x 1 or 1 x 1 broadcast; empty = 0
+  std::vector<double> head_weights;  ///< H non-negative weights summing to 1; empty = uniform
+  Mask mask;                         ///< causal or sliding window
+};
+
+/// delta(l, h) with the broadcasting rules of AlibiModel (l in [0, L), h in [0, H)).
+double model_delta(const AlibiModel& model, int l, int h);
+
+/// Normalised head weights (uniform when empty); throws cf::InvalidArgument unless the size is H,
+/// every weight >= 0 and the sum > 0.
+std::vector<double> model_head_weights(const AlibiModel& model);
+
+/// Validate the model (slopes finite and >= 0, delta finite with broadcastable shape, weights);
+/// throws cf::InvalidArgument naming the violated constraint.
+void validate_model(const AlibiModel& model);
+
+/// Dense single-head kernel A[i,j] ∝ exp(-slope (i-j) + delta [i=j]) on the mask, n x n,
+/// row-stochastic. Each entry is computed from exp() directly (the oracle for the fast path).
+RowMatrix alibi_head_kernel_dense(double slope, double delta, const Mask& mask, long n);
+
+/// Dense expected kernel Abar(l) = sum_h w_h A(l,h), n x n, for layer l in [0, L).
+RowMatrix alibi_kernel_dense(const AlibiModel& model, int l, long n);
+
+/// Read a kernel file: whitespace/comma separated numbers, either one n x n matrix (same kernel
+/// at every layer) or L*n rows of n numbers (layer 1 first). Rows are renormalised only if they
+/// already sum to 1 within 1e-6; otherwise throws cf::InvalidArgument (malformed or not
+/// row-stochastic, negative entries, non-causal mass above 1e-12).
+std::vector<RowMatrix> read_kernel_file(const std::string& path);
+
+}  // namespace cf::rollout

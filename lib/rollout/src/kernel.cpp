@@ -1,0 +1,179 @@
+#include "cf/rollout/kernel.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "cf/core/error.hpp"
+
+namespace cf::rollout {
+
+std::string Mask::name() const { return window > 0 ? "swa:" + std::to_string(window) : "causal"; }
+
+Mask parse_mask(const std::string& spec) {
+  if (spec == "causal") return Mask{};
+  if (spec.rfind("swa:", 0) == 0) {
+    const std::string w = spec.substr(4);
+    char* end = nullptr;
+    const long v = std::strtol(w.c_str(), &end, 10);
+    require(!w.empty() && end && *end == '\0' && v >= 1, "mask: swa:W needs an integer W >= 1, got '",
+            spec, "'");
+    return Mask{v};
+  }
+  throw InvalidArgument(str("mask: expected 'causal' or 'swa:W', got '", spec, "'"));
+}
+
+std::vector<double> alibi_slopes_simple(int H) {
+  require(H >= 1, "alibi slopes: H >= 1 required, got H = ", H);
+  std::vector<double> s(H);
+  for (int h = 1; h <= H; ++h) s[h - 1] = std::exp2(-8.0 * h / H);
+  return s;
+}
+
+std::vector<double> alibi_slopes_hf(int H) {
+  require(H >= 1, "alibi slopes: H >= 1 required, got H = ", H);
+  int P = 1;
+  while (2 * P <= H) P *= 2;
+  std::vector<double> s;
+  for (int k = 1; k <= P; ++k) s.push_back(std::exp2(-8.0 * k / P));
+  for (int k = 1; k <= 2 * (H - P) - 1; k += 2) s.push_back(std::exp2(-4.0 * k / P));
+  return s;
+}
+
+std::vector<double> alibi_slopes(const std::string& recipe, int H) {
+  if (recipe == "simple") return alibi_slopes_simple(H);
+  if (recipe == "hf") return alibi_slopes_hf(H);
+  throw InvalidArgument(str("slopes: expected 'simple' or 'hf', got '", recipe, "'"));
+}
+
+double model_delta(const AlibiModel& m, int l, int h) {
+  if (m.delta.size() == 0) return 0.0;
+  const int r = m.delta.rows() == 1 ? 0 : l;
+  const int c = m.delta.cols() == 1 ? 0 : h;
+  return m.delta(r, c);
+}
+
+std::vector<double> model_head_weights(const AlibiModel& m) {
+  const int H = static_cast<int>(m.slopes.size());
+  if (m.head_weights.empty()) return std::vector<double>(H, 1.0 / H);
+  require(static_cast<int>(m.head_weights.size()) == H, "head weights: need H = ", H, " weights, got ",
+          m.head_weights.size());
+  double sum = 0;
+  for (double w : m.head_weights) {
+    require(std::isfinite(w) && w >= 0, "head weights: every weight must be finite and >= 0, got ", w);
+    sum += w;
+  }
+  require(sum > 0, "head weights: sum must be > 0");
+  std::vector<double> w = m.head_weights;
+  for (double& x : w) x /= sum;
+  return w;
+}
+
+void validate_model(const AlibiModel& m) {
+  require(!m.slopes.empty(), "model: at least one head (slope) required");
+  for (double s : m.slopes) require(std::isfinite(s) && s >= 0, "model: ALiBi slopes must be finite and >= 0, got ", s);
+  const int H = static_cast<int>(m.slopes.size());
+  if (m.delta.size() > 0) {
+    require(m.delta.cols() == 1 || m.delta.cols() == H, "model: delta must have 1 or H = ", H,
+            " columns, got ", m.delta.cols());
+    require(m.delta.allFinite(), "model: delta (diagonal content) must be finite");
+  }
+  require(m.mask.window >= 0, "model: window must be >= 0, got ", m.mask.window);
+  model_head_weights(m);
+}
+
+namespace {
+// A += w * A(slope, delta): each row's weights come from a table of exp(-slope d - shift) with
+// d = i - j, computed by exp() per distance (independent of the fast path's recurrences).
+void add_head_dense(RowMatrix& A, double w, double slope, double delta, const Mask& mask) {
+  const long n = A.rows();
+  // Logits -slope d (d >= 1) and delta (d = 0) are shifted by their maximum so that exp() never
+  // overflows and the largest weight is 1; a row with one admitted key puts all weight on it.
+  const double shift = std::max(delta, -slope);
+  std::vector<double> e(n, 0.0), prefix(n + 1, 0.0);  // prefix[k] = sum_{1<=d<k} e[d]
+  for (long d = 1; d < n; ++d) e[d] = std::exp(-slope * static_cast<double>(d) - shift);
+  for (long d = 1; d < n; ++d) prefix[d + 1] = prefix[d] + e[d];
+  const double diag = std::exp(delta - shift);
+  for (long i = 0; i < n; ++i) {
+    const long k = mask.row_size(i);
+    double* row = A.data() + i * n;
+    if (k == 1) {
+      row[i] += w;
+      continue;
+    }
+    const double s = w / (prefix[k] + diag);
+    for (long d = 1; d < k; ++d) row[i - d] += s * e[d];
+    row[i] += s * diag;
+  }
+}
+}  // namespace
+
+RowMatrix alibi_head_kernel_dense(double slope, double delta, const Mask& mask, long n) {
+  require(n >= 1, "kernel: n >= 1 required, got ", n);
+  RowMatrix A = RowMatrix::Zero(n, n);
+  add_head_dense(A, 1.0, slope, delta, mask);
+  return A;
+}
+
+RowMatrix alibi_kernel_dense(const AlibiModel& model, int l, long n) {
+  validate_model(model);
+  require(n >= 1, "kernel: n >= 1 required, got ", n);
+  const auto w = model_head_weights(model);
+  RowMatrix A = RowMatrix::Zero(n, n);
+  for (std::size_t h = 0; h < model.slopes.size(); ++h)
+    add_head_dense(A, w[h], model.slopes[h], model_delta(model, l, static_cast<int>(h)), model.mask);
+  return A;
+}
+
+std::vector<RowMatrix> read_kernel_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(str("kernel file: cannot open '", path, "'"));
+  std::vector<std::vector<double>> rows;
+  std::string line;
+  long lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (auto p = line.find('#'); p != std::string::npos) line.erase(p);
+    for (char& c : line)
+      if (c == ',' || c == ';' || c == '\t') c = ' ';
+    std::istringstream ls(line);
+    std::vector<double> row;
+    std::string tok;
+    while (ls >> tok) {
+      char* end = nullptr;
+      const double v = std::strtod(tok.c_str(), &end);
+      require(end && *end == '\0' && std::isfinite(v), "kernel file '", path, "' line ", lineno,
+              ": not a finite number: '", tok, "'");
+      row.push_back(v);
+    }
+    if (!row.empty()) rows.push_back(std::move(row));
+  }
+  require(!rows.empty(), "kernel file '", path, "': no numbers found");
+  const long n = static_cast<long>(rows[0].size());
+  require(static_cast<long>(rows.size()) % n == 0, "kernel file '", path, "': ", rows.size(),
+          " rows is not a multiple of the row length n = ", n);
+  std::vector<RowMatrix> out;
+  for (std::size_t r0 = 0; r0 < rows.size(); r0 += n) {
+    RowMatrix A(n, n);
+    for (long i = 0; i < n; ++i) {
+      const auto& row = rows[r0 + i];
+      require(static_cast<long>(row.size()) == n, "kernel file '", path, "': row ", r0 + i + 1, " has ",
+              row.size(), " entries, expected n = ", n);
+      double sum = 0;
+      for (long j = 0; j < n; ++j) {
+        require(row[j] >= 0, "kernel file '", path, "': negative entry ", row[j], " at row ", i, " col ", j);
+        require(j <= i || row[j] <= 1e-12, "kernel file '", path, "': non-causal entry ", row[j], " at row ", i,
+                " col ", j, " (j > i)");
+        A(i, j) = j <= i ? row[j] : 0.0;
+        sum += A(i, j);
+      }
+      require(std::abs(sum - 1) <= 1e-6, "kernel file '", path, "': row ", i, " sums to ", sum,
+              " (rows must be stochastic within 1e-6)");
+      A.row(i) /= sum;
+    }
+    out.push_back(std::move(A));
+  }
+  return out;
+}
+
+}  // namespace cf::rollout

@@ -1,0 +1,104 @@
+// Rollout paths (seed 004, SPEC.md section 2): the published BLOOM-176B curve, and the structured
+// O(L H n) path against the dense O(L n^2) oracle on random configurations.
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "cf/core/error.hpp"
+#include "cf/rollout/preset.hpp"
+#include "cf/rollout/rollout.hpp"
+
+using namespace cf::rollout;
+
+namespace {
+double rel_err(const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
+  return (a - b).cwiseAbs().maxCoeff() / b.cwiseAbs().maxCoeff();
+}
+AlibiModel preset_model(const Preset& p, bool content) {
+  AlibiModel m;
+  m.slopes = p.slopes;
+  if (content) m.delta = p.content_delta;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("Published BLOOM-176B residual-aware rollout at n 256 (variant b)", "[rollout][seed004]") {
+  // Published fact (seed 004, Fig. bloom; reference figure data/position-bias/figures/bloom.png
+  // and SPEC.md section 2 "Check"): BLOOM-176B, 70 layers, 112 heads, measured FineWeb-Edu alpha,
+  // n = 256: p_0 ~ 0.0203, p_255 ~ 0.0252, minimum ~ 0.0025 near position 61.
+  const Preset p = load_preset("bloom");
+  REQUIRE(p.layers == 70);
+  REQUIRE(p.heads == 112);
+  const Eigen::VectorXd pb = rollout_last_row_alibi(preset_model(p, false), p.alpha_measured, 256);
+  const auto s = summarize(pb);
+  CHECK(pb.sum() == Approx(1.0).epsilon(1e-12));
+  CHECK(s.first == Approx(0.0203).margin(0.00005));
+  CHECK(s.last == Approx(0.0252).margin(0.00005));
+  CHECK(s.min == Approx(0.0025).margin(0.00005));
+  CHECK(std::abs(s.argmin - 61) <= 3);
+}
+
+TEST_CASE("Structured ALiBi path agrees with dense path on BLOOM-176B at n 96", "[rollout]") {
+  const Preset p = load_preset("bloom-176b");
+  for (bool content : {false, true}) {
+    const AlibiModel m = preset_model(p, content);
+    const Eigen::VectorXd fast = rollout_last_row_alibi(m, p.alpha_measured, 96);
+    const Eigen::VectorXd dense = rollout_last_row_alibi_dense(m, p.alpha_measured, 96);
+    INFO("content " << content);
+    CHECK(rel_err(fast, dense) < 1e-12);
+  }
+}
+
+TEST_CASE("Structured ALiBi path agrees with dense path on random configurations", "[rollout]") {
+  std::mt19937_64 rng(20260);
+  std::uniform_real_distribution<double> U(0, 1);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int H = 1 + static_cast<int>(U(rng) * 6);
+    const int L = 1 + static_cast<int>(U(rng) * 6);
+    const long n = 1 + static_cast<long>(U(rng) * 120);
+    AlibiModel m;
+    for (int h = 0; h < H; ++h) m.slopes.push_back(trial % 7 == 0 && h == 0 ? 0.0 : std::pow(10.0, -3 + 3.5 * U(rng)));
+    if (trial % 2) {
+      m.delta = Eigen::MatrixXd(L, H);
+      for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h) m.delta(l, h) = (U(rng) - 0.5) * (trial % 4 == 1 ? 600 : 10);
+    }
+    if (trial % 3 == 1)
+      for (int h = 0; h < H; ++h) m.head_weights.push_back(U(rng) + 0.01);
+    if (trial % 5 >= 3) m.mask.window = 1 + static_cast<long>(U(rng) * n);
+    Eigen::VectorXd alpha(L);
+    for (int l = 0; l < L; ++l) alpha(l) = U(rng);
+    const Eigen::VectorXd fast = rollout_last_row_alibi(m, alpha, n);
+    const Eigen::VectorXd dense = rollout_last_row_alibi_dense(m, alpha, n);
+    INFO("trial " << trial << " H " << H << " L " << L << " n " << n << " window " << m.mask.window);
+    CHECK(rel_err(fast, dense) < 1e-12);
+    CHECK(fast.sum() == Approx(1.0).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("Dense last row equals the last row of the full rollout matrix", "[rollout]") {
+  AlibiModel m;
+  m.slopes = alibi_slopes_simple(4);
+  m.delta = Eigen::MatrixXd::Constant(1, 1, 1.5);
+  Eigen::VectorXd alpha(3);
+  alpha << 0.3, 0.9, 0.5;
+  const long n = 17;
+  auto k = [&](int l) { return alibi_kernel_dense(m, l, n); };
+  const RowMatrix P = rollout_matrix_dense(k, alpha, n);
+  const Eigen::VectorXd row = rollout_last_row_dense(k, alpha, n);
+  CHECK((P.row(n - 1).transpose() - row).cwiseAbs().maxCoeff() < 1e-15);
+  CHECK((P.rowwise().sum().array() - 1.0).abs().maxCoeff() < 1e-13);
+  // Brute force: explicit product R(3) R(2) R(1) (newest layer on the left).
+  RowMatrix R = RowMatrix::Identity(n, n);
+  for (int l = 0; l < 3; ++l) R = ((1 - alpha(l)) * RowMatrix::Identity(n, n) + alpha(l) * k(l)) * R;
+  CHECK((R - P).cwiseAbs().maxCoeff() < 1e-14);
+}
+
+TEST_CASE("Structured path is stable at n 65536 with slopes near 1 and near 0", "[rollout]") {
+  AlibiModel m;
+  m.slopes = {std::exp2(-0.07), 1e-5};
+  Eigen::VectorXd alpha = Eigen::VectorXd::Constant(4, 0.5);
+  const Eigen::VectorXd p = rollout_last_row_alibi(m, alpha, 65536);
+  CHECK(p.allFinite());
+  CHECK(p.minCoeff() >= 0);
+  CHECK(p.sum() == Approx(1.0).epsilon(1e-10));
+}
