@@ -1,0 +1,92 @@
+#pragma once
+// Model configuration of the embedded trainer (issue 4, SPEC §4): a decoder-only, pre-LN (or
+// norm-free) GPT with tied embeddings and one attention variant per layer. The JSON form is the
+// `config` attribute of checkpoints (docs/checkpoint_format.md).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cf/graph/mask.hpp"
+
+namespace cf::nn {
+
+/// Attention variant of one layer. Full/Block/Swa/Bridge/Pbb/SeBridge are softmax attention
+/// restricted to the mask families of SPEC §1 (seed 002); RunwayDot/RunwayBilinear are full causal
+/// attention with runway-aware rewiring (seed 000 Eqs. 8-14, SPEC §4); Sd is skew-routing plus
+/// diagonal-damping attention (seed 003, SPEC §3); Linear is ELU+1 linear attention (SPEC §3).
+enum class AttnKind { Full, Block, Swa, Bridge, Pbb, SeBridge, RunwayDot, RunwayBilinear, Sd, Linear };
+
+/// Position scheme: learned table (wpe), rotary (RoPE, base 10000, interleaved pairs (2i, 2i+1)),
+/// ALiBi (slopes 2^(-8(h+1)/H), the "simple" scheme of SPEC §7.3) or none.
+enum class PosKind { Learned, Rope, Alibi, None };
+
+/// Normalisation: pre-LN LayerNorm (ln_1, ln_2, ln_f) or none at all (SPEC §3/§4 S–D variant).
+enum class NormKind { LayerNorm, None };
+
+/// One layer's attention. b = block size, w = window / bridge width (bridge h = w/2), e = SE-Bridge
+/// extension (SPEC §1 notation); fusion = how bridge messages join the block path (seed 002
+/// Eqs. 34-36); d_head = head dimension of this layer (0 = d_model / n_head); sd_eps = fixed
+/// positive damping offset of S–D attention (SPEC §7.11; eps = 0 diverges).
+struct LayerConfig {
+  AttnKind attn = AttnKind::Full;
+  int b = 128, w = 128, e = 64;
+  graph::Fusion fusion = graph::Fusion::Branch;
+  int d_head = 0;
+  double sd_eps = 0.1;
+};
+
+/// Whole-model configuration. `bias` = biases of attn.c_attn (qkv); `proj_bias` = bias of
+/// attn.c_proj (JSON key "proj_bias", defaults to `bias` when absent so files with only "bias"
+/// read as the format describes). MLP and LayerNorm always carry biases (GPT-2).
+struct ModelConfig {
+  int vocab_size = 256;
+  int block_size = 256;
+  int n_layer = 4;
+  int n_head = 4;
+  int d_model = 256;
+  PosKind pos = PosKind::Learned;
+  NormKind norm = NormKind::LayerNorm;
+  bool bias = true;
+  bool proj_bias = true;
+  std::vector<LayerConfig> layers;  ///< exactly n_layer entries after validate()
+};
+
+/// Canonical names ("full", "block", "swa", "bridge", "pbb", "se-bridge", "runway-dot",
+/// "runway-bilinear", "sd", "linear"; "learned", "rope", "alibi", "none"; "layernorm", "none").
+std::string attn_name(AttnKind k);
+std::string pos_name(PosKind k);
+std::string norm_name(NormKind k);
+/// Parse the names above (case-insensitive; "softmax" = "full"); throw cf::InvalidArgument
+/// listing the known names.
+AttnKind parse_attn_kind(const std::string& s);
+PosKind parse_pos_kind(const std::string& s);
+NormKind parse_norm_kind(const std::string& s);
+
+/// Expand a schedule such as "swa,swa,swa,full", "swa*3,full" or "linear x4, softmax x8" into
+/// n_layer layer configs copied from `proto` with the kind replaced. A single entry is repeated
+/// to n_layer. Throws cf::InvalidArgument if the expanded length differs from n_layer or a name
+/// is unknown.
+std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer, const LayerConfig& proto);
+
+/// Effective head dimension of layer l (d_head, or d_model / n_head when 0).
+int head_dim(const ModelConfig& c, int l);
+
+/// Check every constraint (sizes >= 1, d_model % n_head == 0 when d_head is implicit, even d_head
+/// with RoPE, mask parameters per graph::validate at n = block_size, sd_eps > 0, layers.size() ==
+/// n_layer); throws cf::InvalidArgument naming the violated constraint and the values.
+void validate(const ModelConfig& c);
+
+/// JSON of the checkpoint `config` attribute (docs/checkpoint_format.md) and its inverse;
+/// from_json validates and throws cf::InvalidArgument on missing or malformed keys.
+nlohmann::json to_json(const ModelConfig& c);
+ModelConfig config_from_json(const nlohmann::json& j);
+
+/// Total number of trainable parameters (tied embeddings counted once). Runway-dot adds none,
+/// runway-bilinear adds d_head^2 per such layer, S–D adds H (d_model + 1) per such layer, norm =
+/// none removes 4 d_model per layer + 2 d_model (SPEC §3/§4). GPT-2 small (12 x 768, 12 heads,
+/// vocab 50257, block 1024, learned positions) without qkv bias has 124,412,160 (seed 003 Table 1).
+std::int64_t param_count(const ModelConfig& c);
+
+}  // namespace cf::nn

@@ -1,0 +1,87 @@
+#pragma once
+// Saved activations and gradient scratch of one forward/backward pass (internal to model.cpp).
+#include <cstdint>
+#include <vector>
+
+#include "cf/nn/config.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/nn/ops.hpp"
+
+namespace cf::nn {
+
+template <class T>
+struct Activations {
+  int B = 0, Tn = 0;
+  ModelConfig cfg;
+  std::vector<MatR<T>> resid, ln1, ln2, qkv, atty, resid_mid, fch, fcg, damp_z, damp_d;
+  std::vector<std::vector<T>> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, P, lin_s, tau;
+  std::vector<std::vector<std::vector<std::uint8_t>>> masks;
+  std::vector<int> nbranch;
+  std::vector<T> rbias, dS, lnf_mean, lnf_rstd, losses;
+  MatR<T> lnf, logits, dres, dn, dfc, dfch, datty, dqkv, ddamp;
+
+  /// (Re)allocate for config `c` at batch B and length Tn; masks are rebuilt only when Tn or the
+  /// config changes.
+  void ensure(const ModelConfig& c, int B_, int T_) {
+    const bool same_cfg = to_json(c) == to_json(cfg);
+    if (same_cfg && B_ == B && T_ == Tn) return;
+    if (!same_cfg || T_ != Tn) masks.assign(static_cast<std::size_t>(c.n_layer), {});
+    cfg = c;
+    B = B_;
+    Tn = T_;
+    const int N = B * Tn, C = c.d_model, H = c.n_head, L = c.n_layer;
+    const bool ln = c.norm == NormKind::LayerNorm;
+    resid.assign(L + 1, MatR<T>(N, C));
+    ln1.assign(L, ln ? MatR<T>(N, C) : MatR<T>());
+    ln2 = ln1;
+    ln1_mean.assign(L, std::vector<T>(ln ? N : 0));
+    ln1_rstd = ln2_mean = ln2_rstd = ln1_mean;
+    qkv.resize(L);
+    atty.resize(L);
+    damp_z.resize(L);
+    damp_d.resize(L);
+    tau.resize(L);
+    lin_s.resize(L);
+    P.resize(L);
+    nbranch.assign(L, 1);
+    std::size_t maxT2 = 0;
+    for (int l = 0; l < L; ++l) {
+      const int HD = H * head_dim(c, l);
+      const auto k = c.layers[l].attn;
+      qkv[l].resize(N, 3 * HD);
+      atty[l].resize(N, HD);
+      damp_z[l].resize(k == AttnKind::Sd ? N : 0, H);
+      damp_d[l].resize(k == AttnKind::Sd ? N : 0, H);
+      const bool rw = k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear;
+      tau[l].assign(rw ? static_cast<std::size_t>(B) * Tn * Tn : 0, T(0));
+      if (rw) maxT2 = static_cast<std::size_t>(B) * Tn * Tn;
+      lin_s[l].assign(static_cast<std::size_t>(B) * H * Tn, T(0));
+    }
+    rbias.assign(maxT2, T(0));
+    resid_mid.assign(L, MatR<T>(N, C));
+    fch.assign(L, MatR<T>(N, 4 * C));
+    fcg = fch;
+    lnf.resize(ln ? N : 0, C);
+    lnf_mean.assign(ln ? N : 0, T(0));
+    lnf_rstd = lnf_mean;
+    logits.resize(N, c.vocab_size);
+    losses.assign(N, T(0));
+  }
+  void ensure_P(int l, std::size_t n) {
+    if (P[l].size() != n) P[l].assign(n, T(0));
+  }
+  std::size_t bytes() const {
+    std::size_t n = 0;
+    auto add = [&](const auto& v) {
+      for (const auto& m : v) n += static_cast<std::size_t>(m.size()) * sizeof(T);
+    };
+    add(resid); add(ln1); add(ln2); add(qkv); add(atty); add(resid_mid); add(fch); add(fcg); add(damp_z);
+    add(damp_d); add(ln1_mean); add(ln1_rstd); add(ln2_mean); add(ln2_rstd); add(P); add(lin_s); add(tau);
+    n += (rbias.size() + dS.size() + lnf_mean.size() + lnf_rstd.size() + losses.size()) * sizeof(T);
+    n += static_cast<std::size_t>(lnf.size() + logits.size() + dres.size() + dn.size() + dfc.size() + dfch.size() +
+                                  datty.size() + dqkv.size() + ddamp.size()) * sizeof(T);
+    return n;
+  }
+};
+
+}  // namespace cf::nn

@@ -1,0 +1,218 @@
+#pragma once
+// Elementary ops of the trainer, llm.c style: <op>_forward / <op>_backward on raw row-major
+// buffers, every function opening with its argument shapes; gradients are prefixed `d` and
+// backward functions ACCUMULATE (+=) into parameter and input gradients. Templated on the scalar
+// so the finite-difference tests run the same code in double. Rows are parallelised with OpenMP
+// (static schedules: the result does not depend on timing, only on the thread count through
+// Eigen's GEMM blocking).
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+
+namespace cf::nn {
+
+/// Row-major dynamic matrix and maps (PyTorch layout).
+template <class T>
+using MatR = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MapR = Eigen::Map<MatR<T>>;
+template <class T>
+using CMapR = Eigen::Map<const MatR<T>>;
+
+/// Token + position embedding. out [N=B*T, C]; tokens [N]; wte [V, C]; wpe [block_size, C] or
+/// null (non-learned positions); position of row n is n % T.
+template <class T>
+void encoder_forward(T* out, const std::int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < B * Tn; ++n) {
+    const T* e = wte + static_cast<std::int64_t>(tokens[n]) * C;
+    const T* p = wpe ? wpe + static_cast<std::int64_t>(n % Tn) * C : nullptr;
+    T* o = out + static_cast<std::int64_t>(n) * C;
+    for (int c = 0; c < C; ++c) o[c] = e[c] + (p ? p[c] : T(0));
+  }
+}
+/// Backward of encoder_forward: dwte [V, C] += scatter of dout [N, C]; dwpe [block_size, C] +=
+/// (if not null). Sequential over rows so repeated tokens accumulate in a fixed order.
+template <class T>
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const std::int32_t* tokens, int B, int Tn, int C) {
+  for (int n = 0; n < B * Tn; ++n) {
+    const T* d = dout + static_cast<std::int64_t>(n) * C;
+    T* e = dwte + static_cast<std::int64_t>(tokens[n]) * C;
+    for (int c = 0; c < C; ++c) e[c] += d[c];
+    if (dwpe) {
+      T* p = dwpe + static_cast<std::int64_t>(n % Tn) * C;
+      for (int c = 0; c < C; ++c) p[c] += d[c];
+    }
+  }
+}
+
+/// LayerNorm over the last dimension, eps 1e-5 (GPT-2). out, inp [N, C]; mean, rstd [N] saved for
+/// backward; w, b [C].
+template <class T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<std::int64_t>(n) * C;
+    T m = 0;
+    for (int c = 0; c < C; ++c) m += x[c];
+    m /= C;
+    T v = 0;
+    for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+    v /= C;
+    const T s = T(1) / std::sqrt(v + T(1e-5));
+    T* o = out + static_cast<std::int64_t>(n) * C;
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+/// Backward of layernorm_forward: dinp [N, C] +=, dw, db [C] +=.
+template <class T>
+void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
+                        const T* rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<std::int64_t>(n) * C;
+    const T* d = dout + static_cast<std::int64_t>(n) * C;
+    T* dx = dinp + static_cast<std::int64_t>(n) * C;
+    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int c = 0; c < C; ++c) {
+      const T norm = (x[c] - mean[n]) * rstd[n];
+      const T dnorm = w[c] * d[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean /= C;
+    dnorm_norm_mean /= C;
+    for (int c = 0; c < C; ++c) {
+      const T norm = (x[c] - mean[n]) * rstd[n];
+      const T dnorm = w[c] * d[c];
+      dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[n];
+    }
+  }
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<std::int64_t>(n) * C;
+    const T* d = dout + static_cast<std::int64_t>(n) * C;
+    for (int c = 0; c < C; ++c) {
+      dw[c] += (x[c] - mean[n]) * rstd[n] * d[c];
+      db[c] += d[c];
+    }
+  }
+}
+
+/// Linear layer y = x W^T + b (PyTorch nn.Linear). out [N, OC]; inp [N, C]; W [OC, C]; b [OC] or null.
+template <class T>
+void linear_forward(T* out, const T* inp, const T* W, const T* b, int N, int C, int OC) {
+  MapR<T> Y(out, N, OC);
+  Y.noalias() = CMapR<T>(inp, N, C) * CMapR<T>(W, OC, C).transpose();
+  if (b) Y.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(b, OC);
+}
+/// Backward of linear_forward: dinp [N, C] += dout W (if not null); dW [OC, C] += dout^T inp;
+/// db [OC] += column sums of dout (if not null).
+template <class T>
+void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T* W, int N, int C, int OC) {
+  CMapR<T> dY(dout, N, OC);
+  if (dinp) MapR<T>(dinp, N, C).noalias() += dY * CMapR<T>(W, OC, C);
+  MapR<T>(dW, OC, C).noalias() += dY.transpose() * CMapR<T>(inp, N, C);
+  if (db) Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(db, OC) += dY.colwise().sum();
+}
+
+/// GELU, tanh approximation (GPT-2). out, inp [n].
+template <class T>
+void gelu_forward(T* out, const T* inp, std::int64_t n) {
+  const T s = std::sqrt(T(2) / T(M_PI));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    out[i] = T(0.5) * x * (T(1) + std::tanh(s * (x + T(0.044715) * x * x * x)));
+  }
+}
+/// Backward of gelu_forward: dinp [n] += gelu'(inp) * dout.
+template <class T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, std::int64_t n) {
+  const T s = std::sqrt(T(2) / T(M_PI));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    const T u = s * (x + T(0.044715) * x * x * x);
+    const T th = std::tanh(u);
+    const T sech2 = T(1) - th * th;
+    dinp[i] += (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * s * (T(1) + T(3) * T(0.044715) * x * x)) * dout[i];
+  }
+}
+
+/// Softmax cross-entropy. logits [N, V] are replaced by probabilities; losses [N] = -log p(target)
+/// (0 where target < 0). Returns the number of counted rows.
+template <class T>
+std::int64_t crossentropy_forward(T* logits, T* losses, const std::int32_t* targets, int N, int V) {
+  std::int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : count)
+  for (int n = 0; n < N; ++n) {
+    T* z = logits + static_cast<std::int64_t>(n) * V;
+    T mx = z[0];
+    for (int v = 1; v < V; ++v) mx = std::max(mx, z[v]);
+    const T zt = targets[n] >= 0 ? z[targets[n]] - mx : T(0);
+    T sum = 0;
+    for (int v = 0; v < V; ++v) {
+      z[v] = std::exp(z[v] - mx);
+      sum += z[v];
+    }
+    const T inv = T(1) / sum;
+    for (int v = 0; v < V; ++v) z[v] *= inv;
+    if (targets[n] >= 0) {
+      // -log p from the shifted logit, so tiny probabilities do not underflow to -inf
+      losses[n] = std::log(sum) - zt;
+      ++count;
+    } else {
+      losses[n] = 0;
+    }
+  }
+  return count;
+}
+/// Backward of crossentropy_forward for loss = scale * sum of counted losses: probs [N, V] are
+/// turned into dlogits in place (scale * (p - onehot); rows with target < 0 become 0).
+template <class T>
+void crossentropy_backward(T* probs, const std::int32_t* targets, int N, int V, T scale) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    T* p = probs + static_cast<std::int64_t>(n) * V;
+    if (targets[n] < 0) {
+      for (int v = 0; v < V; ++v) p[v] = 0;
+      continue;
+    }
+    for (int v = 0; v < V; ++v) p[v] *= scale;
+    p[targets[n]] -= scale;
+  }
+}
+
+/// Rotary position embedding in place on one head's rows: x [T rows, d_head] with row stride ld;
+/// pair (2i, 2i+1) at position t rotates by angle t * 10000^(-2i/d_head). inverse = true applies
+/// the transpose rotation (the backward pass of a rotation is its inverse).
+template <class T>
+void rope_apply(T* x, int Tn, int dh, std::int64_t ld, bool inverse) {
+  for (int t = 0; t < Tn; ++t) {
+    T* r = x + static_cast<std::int64_t>(t) * ld;
+    for (int i = 0; i < dh / 2; ++i) {
+      const double theta = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / dh);
+      const T c = static_cast<T>(std::cos(theta)), s = static_cast<T>(inverse ? -std::sin(theta) : std::sin(theta));
+      const T a = r[2 * i], b = r[2 * i + 1];
+      r[2 * i] = a * c - b * s;
+      r[2 * i + 1] = a * s + b * c;
+    }
+  }
+}
+
+/// ALiBi slope of head h of H: 2^(-8 (h+1) / H) (SPEC §7.3 "simple" scheme).
+inline double alibi_slope(int h, int H) { return std::pow(2.0, -8.0 * (h + 1) / H); }
+
+/// Numerically stable softplus log(1 + e^x) and logistic sigmoid.
+template <class T>
+T softplus(T x) {
+  return x > T(20) ? x : std::log1p(std::exp(x));
+}
+template <class T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+}  // namespace cf::nn

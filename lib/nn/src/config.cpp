@@ -1,0 +1,238 @@
+#include "cf/nn/config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "cf/core/error.hpp"
+
+namespace cf::nn {
+namespace {
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+std::string trim(const std::string& s) {
+  auto a = s.find_first_not_of(" \t");
+  if (a == std::string::npos) return "";
+  auto b = s.find_last_not_of(" \t");
+  return s.substr(a, b - a + 1);
+}
+}  // namespace
+
+std::string attn_name(AttnKind k) {
+  switch (k) {
+    case AttnKind::Full: return "full";
+    case AttnKind::Block: return "block";
+    case AttnKind::Swa: return "swa";
+    case AttnKind::Bridge: return "bridge";
+    case AttnKind::Pbb: return "pbb";
+    case AttnKind::SeBridge: return "se-bridge";
+    case AttnKind::RunwayDot: return "runway-dot";
+    case AttnKind::RunwayBilinear: return "runway-bilinear";
+    case AttnKind::Sd: return "sd";
+    case AttnKind::Linear: return "linear";
+  }
+  return "?";
+}
+std::string pos_name(PosKind k) {
+  switch (k) {
+    case PosKind::Learned: return "learned";
+    case PosKind::Rope: return "rope";
+    case PosKind::Alibi: return "alibi";
+    case PosKind::None: return "none";
+  }
+  return "?";
+}
+std::string norm_name(NormKind k) { return k == NormKind::LayerNorm ? "layernorm" : "none"; }
+
+AttnKind parse_attn_kind(const std::string& s0) {
+  const std::string s = lower(trim(s0));
+  if (s == "full" || s == "softmax") return AttnKind::Full;
+  if (s == "block") return AttnKind::Block;
+  if (s == "swa") return AttnKind::Swa;
+  if (s == "bridge") return AttnKind::Bridge;
+  if (s == "pbb") return AttnKind::Pbb;
+  if (s == "se-bridge" || s == "sebridge" || s == "se") return AttnKind::SeBridge;
+  if (s == "runway-dot") return AttnKind::RunwayDot;
+  if (s == "runway-bilinear") return AttnKind::RunwayBilinear;
+  if (s == "sd" || s == "s-d") return AttnKind::Sd;
+  if (s == "linear" || s == "elu-linear") return AttnKind::Linear;
+  throw InvalidArgument(str("unknown attention variant '", s0,
+                            "' (known: full|softmax, block, swa, bridge, pbb, se-bridge, runway-dot, "
+                            "runway-bilinear, sd, linear)"));
+}
+PosKind parse_pos_kind(const std::string& s0) {
+  const std::string s = lower(trim(s0));
+  if (s == "learned") return PosKind::Learned;
+  if (s == "rope") return PosKind::Rope;
+  if (s == "alibi") return PosKind::Alibi;
+  if (s == "none") return PosKind::None;
+  throw InvalidArgument(str("unknown position scheme '", s0, "' (known: learned, rope, alibi, none)"));
+}
+NormKind parse_norm_kind(const std::string& s0) {
+  const std::string s = lower(trim(s0));
+  if (s == "layernorm" || s == "ln") return NormKind::LayerNorm;
+  if (s == "none") return NormKind::None;
+  throw InvalidArgument(str("unknown normalisation '", s0, "' (known: layernorm, none)"));
+}
+
+std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer, const LayerConfig& proto) {
+  require(n_layer >= 1, "n_layer must be >= 1 (got ", n_layer, ")");
+  std::vector<LayerConfig> out;
+  std::stringstream ss(schedule);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::string t = trim(item);
+    require(!t.empty(), "empty entry in attention schedule '", schedule, "'");
+    int count = 1;
+    // "name*3" or "name x3"
+    auto star = t.find('*');
+    auto xs = t.rfind(" x");
+    std::string name = t;
+    std::string num;
+    if (star != std::string::npos) {
+      name = t.substr(0, star);
+      num = t.substr(star + 1);
+    } else if (xs != std::string::npos) {
+      name = t.substr(0, xs);
+      num = t.substr(xs + 2);
+    }
+    if (!num.empty()) {
+      num = trim(num);
+      require(!num.empty() && std::all_of(num.begin(), num.end(), ::isdigit) && num.size() < 6,
+              "bad repeat count '", num, "' in schedule entry '", t, "' (use name*3 or 'name x3')");
+      count = std::stoi(num);
+      require(count >= 1, "repeat count must be >= 1 in '", t, "'");
+    }
+    LayerConfig lc = proto;
+    lc.attn = parse_attn_kind(name);
+    for (int i = 0; i < count; ++i) out.push_back(lc);
+  }
+  require(!out.empty(), "attention schedule is empty");
+  if (out.size() == 1) out.assign(static_cast<std::size_t>(n_layer), out[0]);
+  require(static_cast<int>(out.size()) == n_layer, "attention schedule '", schedule, "' has ", out.size(),
+          " layers but n_layer = ", n_layer);
+  return out;
+}
+
+int head_dim(const ModelConfig& c, int l) {
+  const int dh = c.layers.at(static_cast<std::size_t>(l)).d_head;
+  return dh > 0 ? dh : c.d_model / c.n_head;
+}
+
+void validate(const ModelConfig& c) {
+  require(c.vocab_size >= 2 && c.vocab_size <= 1000000, "vocab_size must be in [2, 1e6] (got ", c.vocab_size, ")");
+  require(c.block_size >= 1 && c.block_size <= 65536, "block_size must be in [1, 65536] (got ", c.block_size, ")");
+  require(c.n_layer >= 1 && c.n_layer <= 256, "n_layer must be in [1, 256] (got ", c.n_layer, ")");
+  require(c.n_head >= 1 && c.n_head <= 1024, "n_head must be in [1, 1024] (got ", c.n_head, ")");
+  require(c.d_model >= 1 && c.d_model <= 65536, "d_model must be in [1, 65536] (got ", c.d_model, ")");
+  require(static_cast<int>(c.layers.size()) == c.n_layer, "layers has ", c.layers.size(),
+          " entries but n_layer = ", c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const auto& lc = c.layers[static_cast<std::size_t>(l)];
+    if (lc.d_head == 0)
+      require(c.d_model % c.n_head == 0, "d_model % n_head must be 0 when d_head is implicit (d_model = ", c.d_model,
+              ", n_head = ", c.n_head, ")");
+    require(lc.d_head >= 0 && lc.d_head <= 4096, "layer ", l, ": d_head must be in [0, 4096] (got ", lc.d_head, ")");
+    const int dh = head_dim(c, l);
+    if (c.pos == PosKind::Rope) require(dh % 2 == 0, "layer ", l, ": RoPE needs an even d_head (got ", dh, ")");
+    graph::Pattern p;
+    p.b = lc.b;
+    p.w = lc.w;
+    p.e = lc.e;
+    switch (lc.attn) {
+      case AttnKind::Block: p.kind = graph::PatternKind::Block; break;
+      case AttnKind::Swa: p.kind = graph::PatternKind::Swa; break;
+      case AttnKind::Bridge: p.kind = graph::PatternKind::Bridge; break;
+      case AttnKind::Pbb: p.kind = graph::PatternKind::Pbb; break;
+      case AttnKind::SeBridge: p.kind = graph::PatternKind::SeBridge; break;
+      default: p.kind = graph::PatternKind::Full; break;
+    }
+    try {
+      graph::validate(p, c.block_size);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(str("layer ", l, " (", attn_name(lc.attn), "): ", e.what()));
+    }
+    if (lc.attn == AttnKind::Sd)
+      require(lc.sd_eps > 0, "layer ", l, ": S-D damping offset sd_eps must be > 0 (got ", lc.sd_eps, ")");
+  }
+}
+
+nlohmann::json to_json(const ModelConfig& c) {
+  nlohmann::json j;
+  j["vocab_size"] = c.vocab_size;
+  j["block_size"] = c.block_size;
+  j["n_layer"] = c.n_layer;
+  j["n_head"] = c.n_head;
+  j["d_model"] = c.d_model;
+  j["pos"] = pos_name(c.pos);
+  j["norm"] = norm_name(c.norm);
+  j["bias"] = c.bias;
+  j["proj_bias"] = c.proj_bias;
+  j["layers"] = nlohmann::json::array();
+  for (std::size_t l = 0; l < c.layers.size(); ++l) {
+    const auto& lc = c.layers[l];
+    j["layers"].push_back({{"attn", attn_name(lc.attn)},
+                           {"b", lc.b},
+                           {"w", lc.w},
+                           {"e", lc.e},
+                           {"fusion", lc.fusion == graph::Fusion::Branch ? "branch" : "union"},
+                           {"d_head", head_dim(c, static_cast<int>(l))},
+                           {"sd_eps", lc.sd_eps}});
+  }
+  return j;
+}
+
+ModelConfig config_from_json(const nlohmann::json& j) {
+  try {
+    ModelConfig c;
+    c.vocab_size = j.at("vocab_size").get<int>();
+    c.block_size = j.at("block_size").get<int>();
+    c.n_layer = j.at("n_layer").get<int>();
+    c.n_head = j.at("n_head").get<int>();
+    c.d_model = j.at("d_model").get<int>();
+    c.pos = parse_pos_kind(j.value("pos", std::string("learned")));
+    c.norm = parse_norm_kind(j.value("norm", std::string("layernorm")));
+    c.bias = j.value("bias", true);
+    c.proj_bias = j.value("proj_bias", c.bias);
+    for (const auto& lj : j.at("layers")) {
+      LayerConfig lc;
+      lc.attn = parse_attn_kind(lj.at("attn").get<std::string>());
+      lc.b = lj.value("b", 128);
+      lc.w = lj.value("w", 128);
+      lc.e = lj.value("e", 64);
+      const std::string f = lj.value("fusion", std::string("branch"));
+      require(f == "branch" || f == "union", "fusion must be branch or union (got '", f, "')");
+      lc.fusion = f == "branch" ? graph::Fusion::Branch : graph::Fusion::Union;
+      lc.d_head = lj.value("d_head", 0);
+      lc.sd_eps = lj.value("sd_eps", 0.1);
+      c.layers.push_back(lc);
+    }
+    validate(c);
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(str("malformed model config JSON: ", e.what()));
+  }
+}
+
+std::int64_t param_count(const ModelConfig& c) {
+  validate(c);
+  const std::int64_t C = c.d_model, H = c.n_head;
+  std::int64_t n = static_cast<std::int64_t>(c.vocab_size) * C;
+  if (c.pos == PosKind::Learned) n += static_cast<std::int64_t>(c.block_size) * C;
+  const bool ln = c.norm == NormKind::LayerNorm;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::int64_t dh = head_dim(c, l), HD = H * dh;
+    if (ln) n += 4 * C;
+    n += 3 * HD * C + (c.bias ? 3 * HD : 0) + C * HD + (c.proj_bias ? C : 0);
+    const auto k = c.layers[static_cast<std::size_t>(l)].attn;
+    if (k == AttnKind::Sd) n += H * C + H;
+    if (k == AttnKind::RunwayBilinear) n += dh * dh;
+    n += 4 * C * C + 4 * C + 4 * C * C + C;
+  }
+  if (ln) n += 2 * C;
+  return n;
+}
+
+}  // namespace cf::nn
