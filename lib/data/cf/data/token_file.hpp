@@ -1,0 +1,59 @@
+#pragma once
+// Binary token files for the trainer: raw little-endian uint16 per split (<prefix>.train.bin,
+// <prefix>.val.bin) plus <prefix>.meta.json {"vocab_size", "tokenizer", "n_train", "n_val",
+// "source"}. numpy reads a split with np.fromfile(path, dtype='<u2').
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "cf/data/tokenizer.hpp"
+
+namespace cf::data {
+
+/// Contents of <prefix>.meta.json.
+struct TokenMeta {
+  int vocab_size = 0;          ///< every token id is < vocab_size (1..65536)
+  std::string tokenizer;       ///< "byte" | "gpt2"
+  std::size_t n_train = 0;     ///< tokens in <prefix>.train.bin
+  std::size_t n_val = 0;       ///< tokens in <prefix>.val.bin
+  std::string source;          ///< corpus name or text file path
+};
+
+/// A train/validation split of one token stream.
+struct TokenSplit {
+  std::vector<Token> train, val;
+};
+
+/// Contiguous split: the last round(val_fraction * n) tokens form the validation set, the rest
+/// the training set. Requires 0 < val_fraction < 1 and both parts non-empty (throws
+/// cf::InvalidArgument naming n and val_fraction otherwise).
+TokenSplit split_tokens(const std::vector<Token>& tokens, double val_fraction);
+
+/// Write the two splits and the metadata (n_train/n_val taken from `split`). Each file is
+/// written atomically; the meta file is written last, so a reader never sees a meta file that
+/// disagrees with fully written splits from an interrupted run. Throws cf::InvalidArgument if a
+/// token is >= meta.vocab_size, cf::Error on I/O failure.
+void write_token_files(const std::string& prefix, const TokenSplit& split, const TokenMeta& meta);
+
+/// Read <prefix>.meta.json; throws cf::InvalidArgument naming the file and the missing or bad
+/// field.
+TokenMeta read_token_meta(const std::string& prefix);
+
+/// Read one split file: its size must be a positive multiple of 2 bytes and every id must be
+/// < vocab_size (throws cf::InvalidArgument naming the file, the offset and the value).
+std::vector<Token> read_token_bin(const std::string& path, int vocab_size);
+
+/// A prepared data set.
+struct TokenData {
+  TokenMeta meta;
+  std::vector<Token> train, val;
+};
+
+/// Read and validate all three files (counts must match the metadata).
+TokenData read_token_files(const std::string& prefix);
+
+/// Entropy (nats) of the unigram distribution of `tokens`: the cross-entropy of the best
+/// context-free predictor, the bar a trained model's loss should go well below. 0 for empty input.
+double unigram_entropy_nats(const std::vector<Token>& tokens);
+
+}  // namespace cf::data

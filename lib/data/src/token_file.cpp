@@ -1,0 +1,129 @@
+#include "cf/data/token_file.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "cf/core/atomic_file.hpp"
+#include "cf/core/error.hpp"
+
+namespace cf::data {
+
+TokenSplit split_tokens(const std::vector<Token>& tokens, double val_fraction) {
+  require(val_fraction > 0.0 && val_fraction < 1.0, "val_fraction must satisfy 0 < val_fraction < 1 (got ",
+          val_fraction, ")");
+  const std::size_t n = tokens.size();
+  const auto n_val = static_cast<std::size_t>(std::llround(val_fraction * static_cast<double>(n)));
+  require(n_val >= 1 && n_val < n, "cannot split ", n, " tokens with val_fraction ", val_fraction,
+          ": both the training and the validation split need at least one token");
+  TokenSplit s;
+  s.train.assign(tokens.begin(), tokens.end() - static_cast<std::ptrdiff_t>(n_val));
+  s.val.assign(tokens.end() - static_cast<std::ptrdiff_t>(n_val), tokens.end());
+  return s;
+}
+
+namespace {
+std::string pack_le(const std::vector<Token>& t, int vocab_size, const std::string& what) {
+  std::string bytes(2 * t.size(), '\0');
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    require(static_cast<int>(t[i]) < vocab_size, what, " token ", i, " has id ", t[i], " >= vocab_size ",
+            vocab_size);
+    bytes[2 * i] = static_cast<char>(t[i] & 0xFF);
+    bytes[2 * i + 1] = static_cast<char>(t[i] >> 8);
+  }
+  return bytes;
+}
+}  // namespace
+
+void write_token_files(const std::string& prefix, const TokenSplit& split, const TokenMeta& meta) {
+  require(!prefix.empty(), "token file prefix must not be empty");
+  require(meta.vocab_size >= 1 && meta.vocab_size <= 65536, "vocab_size must be in 1..65536 (got ", meta.vocab_size,
+          ")");
+  const std::string train = pack_le(split.train, meta.vocab_size, "training");
+  const std::string val = pack_le(split.val, meta.vocab_size, "validation");
+  nlohmann::json j = {{"vocab_size", meta.vocab_size}, {"tokenizer", meta.tokenizer},
+                      {"n_train", split.train.size()}, {"n_val", split.val.size()},
+                      {"source", meta.source}};
+  write_file_atomic(prefix + ".train.bin", train);
+  write_file_atomic(prefix + ".val.bin", val);
+  write_file_atomic(prefix + ".meta.json", j.dump(2) + "\n");
+}
+
+TokenMeta read_token_meta(const std::string& prefix) {
+  const std::string path = prefix + ".meta.json";
+  const std::string text = read_file(path);  // throws InvalidArgument naming the path
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw InvalidArgument(str("'", path, "' is not valid JSON: ", e.what()));
+  }
+  require(j.is_object(), "'", path, "' must hold a JSON object");
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    require(j.contains(key), "'", path, "' lacks the field \"", key, "\"");
+    return j.at(key);
+  };
+  TokenMeta m;
+  const auto& vs = need("vocab_size");
+  require(vs.is_number_integer() && vs.get<long long>() >= 1 && vs.get<long long>() <= 65536, "'", path,
+          "': vocab_size must be an integer in 1..65536 (got ", vs.dump(), ")");
+  m.vocab_size = vs.get<int>();
+  const auto& tk = need("tokenizer");
+  require(tk.is_string(), "'", path, "': tokenizer must be a string");
+  m.tokenizer = tk.get<std::string>();
+  for (const char* key : {"n_train", "n_val"}) {
+    const auto& v = need(key);
+    require(v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0), "'", path, "': ", key,
+            " must be a non-negative integer (got ", v.dump(), ")");
+  }
+  m.n_train = j["n_train"].get<std::size_t>();
+  m.n_val = j["n_val"].get<std::size_t>();
+  if (j.contains("source") && j["source"].is_string()) m.source = j["source"].get<std::string>();
+  return m;
+}
+
+std::vector<Token> read_token_bin(const std::string& path, int vocab_size) {
+  const std::string bytes = read_file(path);
+  require(!bytes.empty(), "token file '", path, "' is empty");
+  require(bytes.size() % 2 == 0, "token file '", path, "' has ", bytes.size(),
+          " bytes, not a multiple of 2 (uint16 tokens): truncated?");
+  std::vector<Token> t(bytes.size() / 2);
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    t[i] = static_cast<Token>(static_cast<unsigned char>(bytes[2 * i]) |
+                              (static_cast<unsigned>(static_cast<unsigned char>(bytes[2 * i + 1])) << 8));
+    if (static_cast<int>(t[i]) >= vocab_size)
+      throw InvalidArgument(str("token file '", path, "': token ", i, " (byte offset ", 2 * i, ") has id ", t[i],
+                                " >= vocab_size ", vocab_size));
+  }
+  return t;
+}
+
+TokenData read_token_files(const std::string& prefix) {
+  TokenData d;
+  d.meta = read_token_meta(prefix);
+  d.train = read_token_bin(prefix + ".train.bin", d.meta.vocab_size);
+  d.val = read_token_bin(prefix + ".val.bin", d.meta.vocab_size);
+  require(d.train.size() == d.meta.n_train, "'", prefix, ".train.bin' holds ", d.train.size(),
+          " tokens but the meta file says n_train = ", d.meta.n_train);
+  require(d.val.size() == d.meta.n_val, "'", prefix, ".val.bin' holds ", d.val.size(),
+          " tokens but the meta file says n_val = ", d.meta.n_val);
+  return d;
+}
+
+double unigram_entropy_nats(const std::vector<Token>& tokens) {
+  if (tokens.empty()) return 0.0;
+  std::vector<std::size_t> count(65536, 0);
+  for (Token t : tokens) ++count[t];
+  const double n = static_cast<double>(tokens.size());
+  double h = 0.0;
+  for (std::size_t c : count)
+    if (c) {
+      const double p = static_cast<double>(c) / n;
+      h -= p * std::log(p);
+    }
+  return h;
+}
+
+}  // namespace cf::data
