@@ -1,0 +1,83 @@
+#pragma once
+// The training loop behind the `train` tool: deterministic batches, AdamW with warm-up + cosine
+// and clipping, gradient accumulation, periodic validation, atomic checkpoints (last + best),
+// exact resume, NaN/Inf stop and a cooperative stop flag (SIGINT in the app). Everything a run
+// depends on is a function of (seed, step), so --resume reproduces an uninterrupted run bit for bit
+// at a given thread count.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cf/nn/checkpoint.hpp"
+#include "cf/nn/config.hpp"
+#include "cf/nn/optim.hpp"
+
+namespace cf::nn {
+
+/// Token streams for training: train and validation ids (< vocab_size), the data source and the
+/// unigram entropy of the training split (nats, the bar a model must beat).
+struct TrainData {
+  std::vector<std::int32_t> train, val;
+  int vocab_size = 256;
+  std::string source;
+  double unigram_entropy = 0;
+};
+
+/// Byte-level data from a text file: ids = bytes, the last val_fraction of the bytes is the
+/// validation split. Throws cf::InvalidArgument for a missing or empty file or a split too short.
+TrainData load_text_bytes(const std::string& path, double val_fraction);
+
+/// Data prepared by `prepare-data` (<prefix>.train.bin, .val.bin, .meta.json; cf/data/token_file.hpp).
+TrainData load_token_files(const std::string& prefix);
+
+/// Training-run settings. Paths: out_dir receives last.h5, best.h5, log.csv (and the plot).
+struct TrainConfig {
+  std::string out_dir = "run";
+  std::int64_t max_steps = 1000;   ///< total optimizer updates of the run (defines the schedule)
+  std::int64_t stop_after = 0;     ///< > 0: stop (and checkpoint) after this many updates in total
+  int batch = 8;                   ///< sequences per micro-batch
+  int seq_len = 256;               ///< T <= block_size
+  int grad_accum = 1;              ///< micro-batches per update
+  double lr = 1e-3, min_lr = 1e-4;
+  std::int64_t warmup = 100;
+  double grad_clip = 1.0;          ///< <= 0: off
+  AdamWConfig adamw;
+  std::int64_t eval_interval = 100;  ///< validate every this many updates (and at the end)
+  int eval_batches = 4;              ///< micro-batches of validation
+  std::int64_t ckpt_interval = 100;  ///< write last.h5 every this many updates (and at the end)
+  std::uint64_t seed = 1337;
+  nlohmann::json to_json() const;
+};
+
+/// What the loop reports after every update (for progress lines and the CSV log).
+struct StepInfo {
+  std::int64_t step = 0;  ///< updates done
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, eta_s = 0;
+  double val_loss = std::nan("");  ///< NaN unless validated at this step
+};
+
+/// How a run ended.
+struct TrainResult {
+  std::int64_t steps_done = 0;
+  double last_loss = 0, best_val_loss = std::nan(""), final_val_loss = std::nan("");
+  bool interrupted = false;  ///< stopped by the stop flag (checkpoint written)
+  std::vector<StepInfo> history;
+};
+
+/// Run (or, with resume_from non-empty, continue) training. A fresh run initialises the model
+/// from `model_config` with cfg.seed; a resumed run takes model, optimizer and step from the
+/// checkpoint (model_config ignored). Non-finite loss or gradient norm throws cf::Error naming
+/// the step, leaving the last good checkpoint in place. `stop` (may be null) is polled after each
+/// update: when set, last.h5 is written and the run returns with interrupted = true.
+TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
+                  const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
+                  const std::atomic<bool>* stop);
+
+/// Mean validation loss over cfg.eval_batches fixed windows of the validation split.
+double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data);
+
+}  // namespace cf::nn

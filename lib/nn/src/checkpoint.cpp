@@ -1,0 +1,86 @@
+#include "cf/nn/checkpoint.hpp"
+
+#include <cmath>
+
+#include "cf/core/error.hpp"
+#include "cf/io/hdf5.hpp"
+
+namespace cf::nn {
+
+namespace {
+io::Shape shape_of(const ParamInfo& t) { return io::Shape(t.shape.begin(), t.shape.end()); }
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& ck) {
+  const auto& lay = ck.model.layout;
+  io::write_hdf5_atomic(path, [&](io::File& f) {
+    f.set_attr("format", std::string("causalflow-checkpoint"));
+    f.set_attr("format_version", std::int64_t{1});
+    f.set_attr("config", to_json(ck.model.config).dump());
+    f.set_attr("step", static_cast<std::int64_t>(ck.step));
+    f.set_attr("train_config", ck.train_config.dump());
+    if (ck.has_best_val) f.set_attr("best_val_loss", ck.best_val_loss);
+    io::Group p = f.create_group("params");
+    for (const auto& t : lay.tensors) p.write(t.name, ck.model.params.data() + t.offset, shape_of(t));
+    if (!ck.optim.m.empty()) {
+      io::Group o = f.create_group("optim");
+      o.set_attr("t", static_cast<std::int64_t>(ck.optim.t));
+      io::Group m = o.create_group("m"), v = o.create_group("v");
+      for (const auto& t : lay.tensors) {
+        m.write(t.name, ck.optim.m.data() + t.offset, shape_of(t));
+        v.write(t.name, ck.optim.v.data() + t.offset, shape_of(t));
+      }
+    }
+  });
+}
+
+Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
+  io::File f = io::File::open(path);
+  require(f.has_attr("format") && f.attr_string("format") == "causalflow-checkpoint", "'", path,
+          "' is not a causalflow checkpoint (root attribute format != \"causalflow-checkpoint\")");
+  require(f.attr_int("format_version") == 1, "'", path, "': unsupported format_version ", f.attr_int("format_version"),
+          " (this build reads 1)");
+  Checkpoint ck;
+  nlohmann::json cj;
+  try {
+    cj = nlohmann::json::parse(f.attr_string("config"));
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(str("'", path, "': config attribute is not valid JSON: ", e.what()));
+  }
+  ck.model.config = config_from_json(cj);
+  ck.model.layout = make_layout(ck.model.config);
+  ck.model.params.assign(static_cast<std::size_t>(ck.model.layout.total), 0.f);
+  ck.step = f.has_attr("step") ? f.attr_int("step") : 0;
+  if (f.has_attr("train_config")) {
+    try {
+      ck.train_config = nlohmann::json::parse(f.attr_string("train_config"));
+    } catch (const nlohmann::json::exception&) {
+      ck.train_config = nlohmann::json::object();
+    }
+  }
+  if (f.has_attr("best_val_loss")) {
+    ck.best_val_loss = f.attr_double("best_val_loss");
+    ck.has_best_val = true;
+  }
+  io::Group p = f.open_group("params");
+  for (const auto& t : ck.model.layout.tensors)
+    p.read_into(t.name, ck.model.params.data() + t.offset, shape_of(t));
+  if (with_optimizer && f.has("optim")) {
+    io::Group o = f.open_group("optim");
+    ck.optim.t = o.attr_int("t");
+    ck.optim.m.assign(ck.model.params.size(), 0.f);
+    ck.optim.v.assign(ck.model.params.size(), 0.f);
+    io::Group m = o.open_group("m"), v = o.open_group("v");
+    for (const auto& t : ck.model.layout.tensors) {
+      m.read_into(t.name, ck.optim.m.data() + t.offset, shape_of(t));
+      v.read_into(t.name, ck.optim.v.data() + t.offset, shape_of(t));
+    }
+  }
+  return ck;
+}
+
+Model<float> load_model(const std::string& checkpoint_path) {
+  return load_checkpoint(checkpoint_path, false).model;
+}
+
+}  // namespace cf::nn

@@ -1,0 +1,237 @@
+#include "cf/nn/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cf/core/atomic_file.hpp"
+#include "cf/core/error.hpp"
+#include "cf/data/token_file.hpp"
+#include "cf/nn/model.hpp"
+
+namespace cf::nn {
+
+namespace {
+
+double unigram_entropy(const std::vector<std::int32_t>& t, int V) {
+  std::vector<double> c(static_cast<std::size_t>(V), 0.0);
+  for (auto x : t) c[x] += 1;
+  double h = 0;
+  for (double x : c)
+    if (x > 0) h -= x / t.size() * std::log(x / t.size());
+  return h;
+}
+
+// Deterministic batch: sequence b of micro-batch k of update `step` starts at a position drawn
+// from an engine seeded by (seed, step, k): no state to save for an exact resume.
+void sample_batch(const std::vector<std::int32_t>& src, int B, int Tn, std::uint64_t seed, std::int64_t step, int k,
+                  std::vector<std::int32_t>& x, std::vector<std::int32_t>& y) {
+  std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
+                    static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(step >> 32), static_cast<std::uint32_t>(k)};
+  std::mt19937_64 rng(seq);
+  const std::uint64_t span = src.size() - static_cast<std::size_t>(Tn);  // start in [0, span)
+  x.resize(static_cast<std::size_t>(B) * Tn);
+  y.resize(x.size());
+  for (int b = 0; b < B; ++b) {
+    const std::uint64_t s = rng() % span;
+    for (int t = 0; t < Tn; ++t) {
+      x[b * Tn + t] = src[s + t];
+      y[b * Tn + t] = src[s + t + 1];
+    }
+  }
+}
+
+void write_log(const std::string& path, const std::vector<StepInfo>& h) {
+  std::ostringstream os;
+  os << "step,loss,val_loss,lr,grad_norm,tokens_per_s\n";
+  for (const auto& s : h) {
+    os << s.step << ',' << s.loss << ',';
+    if (std::isfinite(s.val_loss)) os << s.val_loss;
+    os << ',' << s.lr << ',' << s.grad_norm << ',' << s.tokens_per_s << '\n';
+  }
+  write_file_atomic(path, os.str());
+}
+
+std::vector<StepInfo> read_log(const std::string& path, std::int64_t upto) {
+  std::vector<StepInfo> h;
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return h;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::string f[6];
+    for (auto& x : f) std::getline(ss, x, ',');
+    StepInfo s;
+    try {
+      s.step = std::stoll(f[0]);
+      s.loss = std::stod(f[1]);
+      s.val_loss = f[2].empty() ? std::nan("") : std::stod(f[2]);
+      s.lr = std::stod(f[3]);
+      s.grad_norm = std::stod(f[4]);
+      s.tokens_per_s = std::stod(f[5]);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (s.step <= upto) h.push_back(s);
+  }
+  return h;
+}
+
+}  // namespace
+
+TrainData load_text_bytes(const std::string& path, double val_fraction) {
+  require(val_fraction > 0 && val_fraction < 1, "val_fraction must be in (0, 1) (got ", val_fraction, ")");
+  require(std::filesystem::is_regular_file(path), "text file '", path, "' does not exist");
+  const std::string text = read_file(path);
+  require(!text.empty(), "text file '", path, "' is empty (an empty corpus cannot be trained on)");
+  TrainData d;
+  d.vocab_size = 256;
+  d.source = path;
+  const std::size_t nval = static_cast<std::size_t>(std::llround(val_fraction * text.size()));
+  require(nval >= 2 && text.size() - nval >= 2, "text file '", path, "' has ", text.size(),
+          " bytes: too short for a train/validation split with val_fraction ", val_fraction);
+  for (std::size_t i = 0; i < text.size(); ++i)
+    (i < text.size() - nval ? d.train : d.val).push_back(static_cast<unsigned char>(text[i]));
+  d.unigram_entropy = unigram_entropy(d.train, 256);
+  return d;
+}
+
+TrainData load_token_files(const std::string& prefix) {
+  const data::TokenData td = data::read_token_files(prefix);
+  TrainData d;
+  d.vocab_size = td.meta.vocab_size;
+  d.source = prefix + " (" + td.meta.source + ")";
+  d.train.assign(td.train.begin(), td.train.end());
+  d.val.assign(td.val.begin(), td.val.end());
+  require(!d.train.empty() && !d.val.empty(), "token data '", prefix, "' has an empty split (train ", d.train.size(),
+          ", val ", d.val.size(), ")");
+  d.unigram_entropy = unigram_entropy(d.train, d.vocab_size);
+  return d;
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  return {{"max_steps", max_steps}, {"batch", batch}, {"seq_len", seq_len}, {"grad_accum", grad_accum},
+          {"lr", lr}, {"min_lr", min_lr}, {"warmup", warmup}, {"grad_clip", grad_clip},
+          {"beta1", adamw.beta1}, {"beta2", adamw.beta2}, {"eps", adamw.eps}, {"weight_decay", adamw.weight_decay},
+          {"eval_interval", eval_interval}, {"eval_batches", eval_batches}, {"ckpt_interval", ckpt_interval},
+          {"seed", seed}};
+}
+
+double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data) {
+  const int Tn = cfg.seq_len, B = cfg.batch;
+  require(data.val.size() > static_cast<std::size_t>(Tn) + 1, "validation split has ", data.val.size(),
+          " tokens: needs more than seq_len + 1 = ", Tn + 1);
+  Workspace<float> ws;
+  std::vector<std::int32_t> x(static_cast<std::size_t>(B) * Tn), y(x.size());
+  const std::size_t span = data.val.size() - Tn - 1;
+  const int nwin = B * cfg.eval_batches;
+  double sum = 0;
+  for (int k = 0; k < cfg.eval_batches; ++k) {
+    for (int b = 0; b < B; ++b) {
+      const std::size_t s = span * static_cast<std::size_t>(k * B + b) / std::max(1, nwin - 1);
+      for (int t = 0; t < Tn; ++t) {
+        x[b * Tn + t] = data.val[s + t];
+        y[b * Tn + t] = data.val[s + t + 1];
+      }
+    }
+    sum += forward_backward<float>(model, x.data(), y.data(), B, Tn, nullptr, ws);
+  }
+  return sum / cfg.eval_batches;
+}
+
+TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
+                  const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
+                  const std::atomic<bool>* stop) {
+  require(cfg.batch >= 1 && cfg.grad_accum >= 1 && cfg.max_steps >= 1 && cfg.eval_batches >= 1,
+          "batch, grad_accum, max_steps and eval_batches must be >= 1");
+  require(cfg.ckpt_interval >= 1 && cfg.eval_interval >= 1, "ckpt_interval and eval_interval must be >= 1");
+  Checkpoint ck;
+  if (!resume_from.empty()) {
+    ck = load_checkpoint(resume_from, true);
+  } else {
+    ck.model = init_model<float>(model_config, cfg.seed);
+  }
+  Model<float>& model = ck.model;
+  require(cfg.seq_len >= 1 && cfg.seq_len <= model.config.block_size, "seq_len must be in [1, block_size = ",
+          model.config.block_size, "] (got ", cfg.seq_len, ")");
+  require(data.vocab_size <= model.config.vocab_size, "data vocabulary ", data.vocab_size,
+          " exceeds the model's vocab_size ", model.config.vocab_size);
+  require(data.train.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "training split has ", data.train.size(),
+          " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
+  require(data.val.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "validation split has ", data.val.size(),
+          " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
+  std::filesystem::create_directories(cfg.out_dir);
+  const std::string last = cfg.out_dir + "/last.h5", best = cfg.out_dir + "/best.h5", log = cfg.out_dir + "/log.csv";
+  ck.train_config = cfg.to_json();
+  TrainResult res;
+  if (!resume_from.empty()) res.history = read_log(log, ck.step);
+  if (ck.has_best_val) res.best_val_loss = ck.best_val_loss;
+
+  Workspace<float> ws;
+  std::vector<float> grad(model.params.size());
+  std::vector<std::int32_t> x, y;
+  const std::int64_t end = cfg.stop_after > 0 ? std::min(cfg.stop_after, cfg.max_steps) : cfg.max_steps;
+  const double tokens_per_step = double(cfg.batch) * cfg.seq_len * cfg.grad_accum;
+  auto t_start = std::chrono::steady_clock::now();
+  const std::int64_t first = ck.step;
+  auto save_last = [&]() { save_checkpoint(last, ck); };
+  while (ck.step < end) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::fill(grad.begin(), grad.end(), 0.f);
+    double loss = 0;
+    for (int k = 0; k < cfg.grad_accum; ++k) {
+      sample_batch(data.train, cfg.batch, cfg.seq_len, cfg.seed, ck.step, k, x, y);
+      loss += forward_backward<float>(model, x.data(), y.data(), cfg.batch, cfg.seq_len, &grad, ws);
+    }
+    loss /= cfg.grad_accum;
+    if (cfg.grad_accum > 1)
+      for (auto& g : grad) g /= static_cast<float>(cfg.grad_accum);
+    const double gn = clip_grad_norm(grad, cfg.grad_clip);
+    if (!std::isfinite(loss) || !std::isfinite(gn))
+      throw Error(str("non-finite ", std::isfinite(loss) ? "gradient norm" : "loss", " at step ", ck.step + 1,
+                      " (loss ", loss, ", grad norm ", gn, "): training stopped; the last good checkpoint '", last,
+                      "' is untouched (lower --lr or raise --warmup)"));
+    StepInfo si;
+    si.lr = lr_schedule(ck.step, cfg.warmup, cfg.max_steps, cfg.lr, cfg.min_lr);
+    adamw_step(model.params, grad, ck.optim, model.layout, si.lr, cfg.adamw);
+    ck.step += 1;
+    const auto t1 = std::chrono::steady_clock::now();
+    si.step = ck.step;
+    si.loss = loss;
+    si.grad_norm = gn;
+    si.tokens_per_s = tokens_per_step / std::max(1e-9, std::chrono::duration<double>(t1 - t0).count());
+    const double el = std::chrono::duration<double>(t1 - t_start).count();
+    si.eta_s = el / double(ck.step - first) * double(end - ck.step);
+    if (ck.step % cfg.eval_interval == 0 || ck.step == end) {
+      si.val_loss = validation_loss(model, cfg, data);
+      res.final_val_loss = si.val_loss;
+      if (!std::isfinite(si.val_loss))
+        throw Error(str("non-finite validation loss at step ", ck.step, ": training stopped; '", last, "' untouched"));
+      if (!ck.has_best_val || si.val_loss < ck.best_val_loss) {
+        ck.best_val_loss = si.val_loss;
+        ck.has_best_val = true;
+        res.best_val_loss = si.val_loss;
+        save_checkpoint(best, ck);
+      }
+    }
+    res.history.push_back(si);
+    res.last_loss = loss;
+    if (on_step) on_step(si);
+    const bool stopping = stop && stop->load();
+    if (ck.step % cfg.ckpt_interval == 0 || ck.step == end || stopping) {
+      save_last();
+      write_log(log, res.history);
+    }
+    if (stopping) {
+      res.interrupted = true;
+      break;
+    }
+  }
+  res.steps_done = ck.step;
+  return res;
+}
+
+}  // namespace cf::nn
