@@ -12,6 +12,9 @@
 // r^(k_i) < 1e-17 relative (k >= 40/m) or k_i = w, so they are tabulated for the first K rows only.
 #include <algorithm>
 #include <cmath>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "cf/core/error.hpp"
 #include "cf/rollout/preset.hpp"
@@ -57,23 +60,43 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
     const double m = model.slopes[h];
     const double delta = model_delta(model, l, h);
     const double r = std::exp(-m);
-    auto coeffs = [&](long i, double& a, double& b) {
-      const long k = model.mask.row_size(i);
+    const double sh = std::max(delta, -m);  // the largest logit of a row with >= 2 keys
+    const double off = std::exp(-sh), diag = std::exp(delta - sh);
+    // Off-diagonal mass off * sum_{1<=d<k} r^d = off * r * G(k-1) (never 1 + x - 1), with
+    // G(k) = 1 + r G(k-1): a recurrence of positive terms, relative error ~ k * 2^-53 at worst.
+    auto coeffs_from = [&](long k, double g_km1, double& a, double& b) {
       if (k == 1) {  // a single admitted key (row 0 or w = 1): all weight on the diagonal
         a = 0;
         b = 1;
         return;
       }
-      const double s = std::max(delta, -m);  // the largest logit of the row
-      const double off = std::exp(-s), diag = std::exp(delta - s);
-      // Off-diagonal mass off * sum_{1<=d<k} r^d = off * r * G(k-1): never 1 + x - 1.
-      const double z = off * r * geometric_sum(m, k - 1) + diag;
+      const double z = off * r * g_km1 + diag;
       a = off / z;
       b = (diag - off) / z;
     };
+    auto coeffs = [&](long i, double& a, double& b) {
+      const long k = model.mask.row_size(i);
+      coeffs_from(k, geometric_sum(m, k - 1), a, b);
+    };
     double a, b;
-    for (long i = 0; i < K; ++i) {
-      coeffs(i, a, b);
+    double g = 0;  // G(k-1) for the current row
+    long kprev = 1;
+    // Rows beyond this head's own saturation point K_h reuse the saturated coefficients.
+    long Kh = K;
+    if (m > 0) Kh = std::min<long>(K, static_cast<long>(std::ceil(40.0 / m)) + 1);
+    double a_sat = 0, b_sat = 0;
+    coeffs(n - 1, a_sat, b_sat);
+    for (long i = Kh; i < K; ++i) {
+      t.a[static_cast<std::size_t>(i) * t.H + h] = a_sat;
+      t.bw[i] += w[h] * b_sat;
+    }
+    for (long i = 0; i < Kh; ++i) {
+      const long k = model.mask.row_size(i);
+      if (k != kprev) {
+        g = 1 + r * g;
+        kprev = k;
+      }
+      coeffs_from(k, g, a, b);
       t.a[static_cast<std::size_t>(i) * t.H + h] = a;
       t.bw[i] += w[h] * b;
     }
@@ -85,19 +108,30 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
   return t;
 }
 
+// Subnormal doubles (masses below 2.2e-308 far from the last position at large n) slow x86
+// arithmetic by ~100x; flush them to zero for the duration of a sweep (per thread, restored).
+struct FlushDenormals {
+#if defined(__SSE2__)
+  unsigned int saved = _mm_getcsr();
+  FlushDenormals() { _mm_setcsr(saved | 0x8040u); }  // FTZ | DAZ
+  ~FlushDenormals() { _mm_setcsr(saved); }
+#endif
+};
+
 // out_j = sum_h w_h S_{h,j} for heads [h0, h1), j descending.
 void sweep(const LayerTables& t, const std::vector<double>& r, const std::vector<double>& rw,
            const std::vector<double>& w, long window, const double* v, double* out, int h0, int h1, long n) {
+  const FlushDenormals ftz;
   const int H = t.H;
   std::vector<double> S(H, 0.0);
-  double* Sp = S.data();
-  const double* rp = r.data();
-  const double* rwp = rw.data();
-  const double* wp = w.data();
-  const double* ac = t.a_c.data();
+  double* __restrict Sp = S.data();
+  const double* __restrict rp = r.data();
+  const double* __restrict rwp = rw.data();
+  const double* __restrict wp = w.data();
+  const double* __restrict ac = t.a_c.data();
   for (long j = n - 1; j >= 0; --j) {
     const double vj = v[j];
-    const double* a = j < t.K ? t.a.data() + static_cast<std::size_t>(j) * H : ac;
+    const double* __restrict a = j < t.K ? t.a.data() + static_cast<std::size_t>(j) * H : ac;
     double acc = 0;
     if (window > 0 && j + window < n) {
       const double vjw = v[j + window];  // row j+w >= w-1 is saturated: its a is the constant
@@ -117,10 +151,16 @@ void sweep(const LayerTables& t, const std::vector<double>& r, const std::vector
   }
 }
 
-void apply_left(const AlibiModel& model, const std::vector<double>& w, int l, const Eigen::VectorXd& v,
-                Eigen::VectorXd& out, long K) {
+bool same_deltas(const AlibiModel& model, int l1, int l2) {
+  for (int h = 0; h < static_cast<int>(model.slopes.size()); ++h)
+    if (model_delta(model, l1, h) != model_delta(model, l2, h)) return false;
+  return true;
+}
+
+void apply_left(const AlibiModel& model, const std::vector<double>& w, const LayerTables& t, const Eigen::VectorXd& v,
+                Eigen::VectorXd& out) {
   const long n = v.size();
-  const LayerTables t = make_tables(model, w, l, n, K);
+  const long K = t.K;
   const int H = t.H;
   std::vector<double> r(H), rw(H, 0.0);
   for (int h = 0; h < H; ++h) {
@@ -128,8 +168,9 @@ void apply_left(const AlibiModel& model, const std::vector<double>& w, int l, co
     if (model.mask.window > 0) rw[h] = std::exp(-model.slopes[h] * static_cast<double>(model.mask.window));
   }
   out.resize(n);
-  // Two head groups on two threads when the work is large enough to pay for the fork.
-  const bool par = static_cast<double>(n) * H > 2e5 && H >= 2;
+  // Two head groups on two threads only for large work: on a loaded 2-core machine a fork per
+  // layer costs more than it saves below ~1e7 head-steps.
+  const bool par = static_cast<double>(n) * H > 1e7 && H >= 2;
   if (par) {
     Eigen::VectorXd part(n);
     const int mid = H / 2;
@@ -154,7 +195,8 @@ Eigen::VectorXd alibi_apply_left(const AlibiModel& model, int l, const Eigen::Ve
   require(v.size() >= 1, "rollout: v must have n >= 1 entries");
   const auto w = model_head_weights(model);
   Eigen::VectorXd out;
-  apply_left(model, w, l, v, out, saturation_rows(model, v.size()));
+  const LayerTables t = make_tables(model, w, l, v.size(), saturation_rows(model, v.size()));
+  apply_left(model, w, t, v, out);
   return out;
 }
 
@@ -168,9 +210,15 @@ Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::Vec
   const long K = saturation_rows(model, n);
   Eigen::VectorXd v = Eigen::VectorXd::Zero(n), u;
   v(n - 1) = 1.0;
+  LayerTables t;
+  int t_layer = -1;  // layers with identical deltas (e.g. no content) share one table
   for (long l = alpha.size() - 1; l >= 0; --l) {
     if (alpha(l) == 0.0) continue;
-    apply_left(model, w, static_cast<int>(l), v, u, K);
+    if (t_layer < 0 || !same_deltas(model, t_layer, static_cast<int>(l))) {
+      t = make_tables(model, w, static_cast<int>(l), n, K);
+      t_layer = static_cast<int>(l);
+    }
+    apply_left(model, w, t, v, u);
     v = (1.0 - alpha(l)) * v + alpha(l) * u;
   }
   return v;
