@@ -282,3 +282,29 @@ TEST_CASE("hdf5 atomic writer leaves the previous file intact when writing fails
   CHECK(File::open(path).read<double>("added").data == std::vector<double>{1, 2});
   std::remove(path.c_str());
 }
+
+TEST_CASE("hdf5 datasets filled and read in slices along the first dimension", "[io]") {
+  const std::string path = tmp_path("rows.h5");
+  // A capture-like tensor [N=3, H=2, T=2, T=2]: element value = its flat row-major index.
+  std::vector<float> full(3 * 2 * 2 * 2);
+  for (std::size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(i);
+  cf::io::write_hdf5_atomic(path, [&](File& f) {
+    f.create_dataset<float>("layer_0/attn_probs", Shape{3, 2, 2, 2});
+    f.write_rows("layer_0/attn_probs", 2, 1, full.data() + 16);  // out of order on purpose
+    f.write_rows("layer_0/attn_probs", 0, 2, full.data());
+    f.create_dataset<std::int64_t>("tokens", Shape{4, 3});
+    const std::int64_t row[3] = {7, 8, 9};
+    f.write_rows("tokens", 1, 1, row);
+    CHECK_THROWS_WITH(f.write_rows("tokens", 3, 2, row), Catch::Contains("fall outside dimension 0"));
+  });
+  File f = File::open(path);
+  CHECK(f.read<float>("layer_0/attn_probs").data == full);
+  auto mid = f.read_rows<float>("layer_0/attn_probs", 1, 1);
+  CHECK(mid.shape == Shape{1, 2, 2, 2});
+  CHECK(mid.data == std::vector<float>(full.begin() + 8, full.begin() + 16));
+  CHECK(f.read_rows<double>("layer_0/attn_probs", 1, 2).data.front() == 8.0);
+  CHECK(f.read<std::int64_t>("tokens").data == std::vector<std::int64_t>{0, 0, 0, 7, 8, 9, 0, 0, 0, 0, 0, 0});
+  CHECK(f.read_rows<float>("layer_0/attn_probs", 3, 0).data.empty());
+  CHECK_THROWS_WITH(f.read_rows<float>("layer_0/attn_probs", 2, 2), Catch::Contains("rows [2, 4)"));
+  std::remove(path.c_str());
+}

@@ -362,6 +362,79 @@ template RowMatrix<double> Group::read_matrix<double>(const std::string&) const;
 template Eigen::Matrix<float, Eigen::Dynamic, 1> Group::read_vector<float>(const std::string&) const;
 template Eigen::Matrix<double, Eigen::Dynamic, 1> Group::read_vector<double>(const std::string&) const;
 
+// ---- slices along dimension 0 -----------------------------------------------------------------
+namespace {
+// Selects rows [first, first + count) of dimension 0 in `file_space`; returns the memory space.
+hid_t select_rows(hid_t file_space, const Shape& shape, std::size_t first, std::size_t count,
+                  const std::string& what) {
+  require(!shape.empty(), what, " is a scalar; row access needs rank >= 1");
+  require(first <= shape[0] && count <= shape[0] - first, what, ": rows [", first, ", ", first + count,
+          ") fall outside dimension 0 of shape ", shape_string(shape));
+  std::vector<hsize_t> start(shape.size(), 0), cnt(shape.begin(), shape.end());
+  start[0] = first;
+  cnt[0] = count;
+  if (count > 0) H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr);
+  return H5Screate_simple(static_cast<int>(cnt.size()), cnt.data(), nullptr);
+}
+}  // namespace
+
+template <class T>
+void Group::create_dataset(const std::string& name, const Shape& shape) {
+  QuietErrors quiet;
+  require(id_ >= 0, "HDF5: group is not open");
+  require(!name.empty(), "dataset name must not be empty");
+  if (H5Lexists(id_, name.c_str(), H5P_DEFAULT) > 0) H5Ldelete(id_, name.c_str(), H5P_DEFAULT);
+  Handle space(make_space(shape));
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_ALLOC);  // unwritten rows read as zeros
+  Handle ds(H5Dcreate2(id_, name.c_str(), file_type<T>(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+  if (!ds.ok() || !space.ok())
+    throw Error(str("cannot create dataset '", join(name_, name), "' ", shape_string(shape), " in '", file_, "'"));
+}
+
+template <class T>
+void Group::write_rows(const std::string& name, std::size_t first, std::size_t count, const T* data) {
+  QuietErrors quiet;
+  const Shape shape = dataset_shape(name);
+  Handle ds(H5Dopen2(id_, name.c_str(), H5P_DEFAULT));
+  Handle fspace(H5Dget_space(ds.get()));
+  Handle mspace(select_rows(fspace.get(), shape, first, count, "dataset '" + join(name_, name) + "'"));
+  if (count == 0) return;
+  require(data != nullptr, "dataset '", name, "': data pointer is null");
+  if (H5Dwrite(ds.get(), mem_type<T>(), mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0)
+    throw Error(str("cannot write rows of dataset '", join(name_, name), "' in '", file_, "' (disk full?)"));
+}
+
+template <class T>
+Tensor<T> Group::read_rows(const std::string& name, std::size_t first, std::size_t count) const {
+  QuietErrors quiet;
+  const Shape shape = dataset_shape(name);
+  Handle ds(open_dataset_checked(id_, name_, file_, name, !std::is_same_v<T, std::int64_t>));
+  Handle fspace(H5Dget_space(ds.get()));
+  Handle mspace(select_rows(fspace.get(), shape, first, count, "dataset '" + join(name_, name) + "'"));
+  Tensor<T> t;
+  t.shape = shape;
+  t.shape[0] = count;
+  t.data.resize(shape_numel(t.shape));
+  if (count == 0 || t.data.empty()) return t;
+  if (H5Dread(ds.get(), mem_type<T>(), mspace.get(), fspace.get(), H5P_DEFAULT, t.data.data()) < 0)
+    throw InvalidArgument(str("cannot read rows of dataset '", join(name_, name), "' from '", file_,
+                              "' (file truncated or corrupt?)"));
+  return t;
+}
+
+template void Group::create_dataset<float>(const std::string&, const Shape&);
+template void Group::create_dataset<double>(const std::string&, const Shape&);
+template void Group::create_dataset<std::int64_t>(const std::string&, const Shape&);
+template void Group::write_rows<float>(const std::string&, std::size_t, std::size_t, const float*);
+template void Group::write_rows<double>(const std::string&, std::size_t, std::size_t, const double*);
+template void Group::write_rows<std::int64_t>(const std::string&, std::size_t, std::size_t, const std::int64_t*);
+template Tensor<float> Group::read_rows<float>(const std::string&, std::size_t, std::size_t) const;
+template Tensor<double> Group::read_rows<double>(const std::string&, std::size_t, std::size_t) const;
+template Tensor<std::int64_t> Group::read_rows<std::int64_t>(const std::string&, std::size_t, std::size_t) const;
+
 // ---- attributes -----------------------------------------------------------------------------
 namespace {
 hid_t create_attr(hid_t loc, const std::string& gname, const std::string& file, const std::string& name,

@@ -85,6 +85,21 @@ class Group {
   template <class T>
   void read_into(const std::string& name, T* out, const Shape& expected) const;
 
+  /// Create dataset `name` of element type T (float, double or std::int64_t) and shape `shape`
+  /// without data (reads as zeros until written), for writers that fill it in slices with
+  /// write_rows. An existing dataset of that name is replaced.
+  template <class T>
+  void create_dataset(const std::string& name, const Shape& shape);
+  /// Write rows [first, first + count) along dimension 0 of an existing dataset of rank >= 1:
+  /// `data` holds count * (product of the other dimensions) row-major values. Throws
+  /// cf::InvalidArgument if the dataset is absent or the rows fall outside its shape.
+  template <class T>
+  void write_rows(const std::string& name, std::size_t first, std::size_t count, const T* data);
+  /// Read rows [first, first + count) along dimension 0 (e.g. one sequence of a capture
+  /// [N, H, T, T]); the returned shape is the dataset's with dimension 0 replaced by count.
+  template <class T>
+  Tensor<T> read_rows(const std::string& name, std::size_t first, std::size_t count) const;
+
   /// Write any Eigen matrix as a 2-D dataset [rows, cols] in row-major order (column-major
   /// inputs are converted). Scalar must be float or double.
   template <class Derived>
