@@ -1,0 +1,137 @@
+// spectral — routing/filtering decomposition of every attention head of a checkpoint (seed 003,
+// SPEC §3): per-head table, per-layer profile (the spectral cascade), CSV/JSON, cascade plot.
+// Thin app: options, set-up, and a report of lib/spectral results (docs/conventions.md).
+#include <fstream>
+#include <iostream>
+
+#include "cf/core/app.hpp"
+#include "cf/core/atomic_file.hpp"
+#include "cf/core/error.hpp"
+#include "cf/core/plot.hpp"
+#include "cf/spectral/checkpoint.hpp"
+#include "cf/spectral/model.hpp"
+#include "cf/spectral/report.hpp"
+#ifdef CF_SPECTRAL_HAVE_NN
+#include "cf/spectral/sequence.hpp"
+#endif
+
+using namespace cf;
+using namespace cf::spectral;
+
+namespace {
+
+struct Options {
+  std::string checkpoint, texts, level = "both", layers = "all", erank = "entropy", tokenizer = "auto";
+  std::string gpt2_dir;
+  int max_tokens = 1024;
+  bool summary_only = false, no_eigen = false;
+  app::CommonOptions common;
+};
+
+void run(const Options& o) {
+  const ErankForm form = parse_erank_form(o.erank);
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  const bool want_weight = o.level != "sequence", want_seq = o.level != "weight";
+#ifndef CF_SPECTRAL_HAVE_NN
+  require(!want_seq || o.level == "both",
+          "--level sequence needs the trainer's forward pass (lib/nn), which this build lacks; use --level weight");
+#endif
+  const std::string texts_path = o.texts.empty() ? std::string(CF_DATA_DIR) + "/texts/seed003_eval.txt" : o.texts;
+  const AttentionWeights w = read_attention_weights(o.checkpoint);
+  const std::vector<int> layers = parse_layer_spec(o.layers, w.n_layer);
+  AnalysisOptions aopt;
+  aopt.eigenvalues = !o.no_eigen;
+
+  output::Report rep;
+  nlohmann::json params = {{"checkpoint", o.checkpoint}, {"level", o.level},  {"layers", o.layers},
+                           {"erank", o.erank},           {"eigenvalues", !o.no_eigen},
+                           {"n_layer", w.n_layer},       {"n_head", w.n_head}, {"d_model", w.d_model},
+                           {"pos", w.pos},               {"norm", w.norm}};
+  plot::LinePlot lp;
+  lp.title = "Spectral cascade: effective routing rank by layer";
+  lp.xlabel = "layer";
+  lp.ylabel = std::string("mean effective rank of R (") + (form == ErankForm::Entropy ? "entropy" : "participation") + ")";
+
+  if (want_weight) {
+    const ModelSpectrum m = analyse_weights(w, layers, aopt);
+    if (!o.summary_only) rep.tables.push_back(head_table(m));
+    rep.tables.push_back(layer_table(m, form));
+    rep.body["weight"] = to_json(m);
+    lp.series.push_back(cascade_series(m, form, "weight level (W_Q W_K^T)"));
+    rep.notes.push_back(str("weight level: ", m.summary.heads, " heads, ", m.summary.routing_heads,
+                            " with rho > 1, ", m.summary.unstable_heads, " with max Re lambda > 0; median rho ",
+                            output::fmt(m.summary.rho_median, 4), ", mean erank(R) ",
+                            output::fmt(m.summary.erank_R_mean, 4)));
+  }
+  bool seq_done = false;
+#ifdef CF_SPECTRAL_HAVE_NN
+  if (want_seq) {
+    SequenceOptions so;
+    so.texts_path = texts_path;
+    so.tokenizer = o.tokenizer;
+    so.gpt2_dir = o.gpt2_dir;
+    so.max_tokens = o.max_tokens;
+    so.analysis = aopt;
+    const SequenceAnalysis sa = analyse_sequences(o.checkpoint, layers, so);
+    const ModelSpectrum& m = sa.spectrum;
+    if (!o.summary_only) rep.tables.push_back(head_table(m));
+    rep.tables.push_back(layer_table(m, form));
+    rep.body["sequence"] = to_json(m);
+    rep.body["sequence"]["texts"] = sa.token_counts;
+    lp.series.push_back(cascade_series(m, form, "sequence level (Q K^T / sqrt(d_k), texts)"));
+    params["texts"] = texts_path;
+    params["tokenizer"] = sa.tokenizer;
+    rep.notes.push_back(str("sequence level: ", sa.token_counts.size(), " texts (", sa.tokenizer,
+                            " tokens), unmasked scores from the forward pass; median rho ",
+                            output::fmt(m.summary.rho_median, 4), ", mean erank(R) ",
+                            output::fmt(m.summary.erank_R_mean, 4)));
+    seq_done = true;
+  }
+#endif
+  if (want_seq && !seq_done)
+    rep.notes.push_back("sequence level skipped: this build has no trainer forward pass (lib/nn)");
+  rep.meta = output::metadata("spectral", params);
+  app::emit(rep, o.common);
+  if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"spectral: routing/filtering decomposition M = F + R of every attention head of a checkpoint "
+               "(seed 003, SPEC §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
+               "(the spectral cascade) and per model.",
+               "spectral"};
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--texts", o.texts,
+                 "Text set for the sequence level, one text per non-empty line [default: data/texts/seed003_eval.txt, "
+                 "the six sentences of seed 003 App. A]");
+  app.add_option("--level", o.level, "weight (W_Q W_K^T) | sequence (Q K^T / sqrt(d_k) on the texts) | both")
+      ->check(CLI::IsMember({"weight", "sequence", "both"}))
+      ->capture_default_str();
+  app.add_option("--layers", o.layers, "Layers to analyse: all | L | A-B | A,B,C-D")->capture_default_str();
+  app.add_option("--erank", o.erank, "Effective-rank form of the profile and plot: entropy | participation")
+      ->check(CLI::IsMember({"entropy", "participation"}))
+      ->capture_default_str();
+  app.add_option("--tokenizer", o.tokenizer, "Tokenizer for --texts: auto (byte for vocab 256, gpt2 for 50257) | byte | gpt2")
+      ->check(CLI::IsMember({"auto", "byte", "gpt2"}))
+      ->capture_default_str();
+  app.add_option("--gpt2-dir", o.gpt2_dir, "Folder of the GPT-2 vocabulary (gpt2 tokenizer) [default: lib/data's]");
+  app.add_option("--max-tokens", o.max_tokens, "Truncate each text to at most this many tokens (and block_size)")
+      ->check(CLI::Range(2, 1 << 20))
+      ->capture_default_str();
+  app.add_flag("--summary-only", o.summary_only, "Print the per-layer profile only (no per-head table)");
+  app.add_flag("--no-eigenvalues", o.no_eigen, "Skip max Re lambda (general eigensolver)");
+  app::add_common_options(app, o.common);
+  app.footer(
+      "Examples:\n"
+      "  spectral --checkpoint ckpt.h5                          # weight + sequence level, six App. A texts\n"
+      "  spectral --checkpoint ckpt.h5 --level weight --summary-only --plot cascade.svg\n"
+      "  spectral --checkpoint ckpt.h5 --texts my_texts.txt --format csv --out heads.csv\n"
+      "  spectral --checkpoint ckpt.h5 --layers 0-3 --erank participation --format json\n"
+      "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (missing attention weights, layers out of range).");
+  return app::run(app, argc, argv, [&] { run(o); });
+}

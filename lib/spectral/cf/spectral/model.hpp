@@ -1,0 +1,64 @@
+#pragma once
+// Per-head, per-layer and per-model routing/filtering metrics (seed 003 §3, §5.2; SPEC §3): the
+// weight-level analysis of every head of a checkpoint (factorised, never a dense d x d SVD) and
+// the per-layer profile whose effective routing rank by layer is the "spectral cascade".
+#include <string>
+#include <vector>
+
+#include "cf/spectral/checkpoint.hpp"
+#include "cf/spectral/decomposition.hpp"
+
+namespace cf::spectral {
+
+/// Metrics of one head at one level ("weight" or "sequence").
+struct HeadResult {
+  int layer = 0, head = 0;
+  std::string attn;  ///< the layer's attention variant
+  /// At sequence level: averages over the texts of each scalar below (seed 003 App. A: "averaged
+  /// across sequences per head"); at weight level the values of the one kernel.
+  double rho = 0, erank_R = 0, erank_F = 0, pr_R = 0, pr_F = 0, erank_M = 0;
+  double norm_M = 0, norm_F = 0, norm_R = 0, max_re_lambda = 0;
+  Index rank_R = 0, rank_F = 0;  ///< numerical ranks (sequence level: of the last text)
+  Eigen::VectorXd sigma_R, sigma_F;  ///< leading singular values (weight level; sequence: last text)
+};
+
+/// Per-layer aggregate (mean over heads unless named otherwise).
+struct LayerProfile {
+  int layer = 0;
+  std::string attn;
+  double erank_R = 0, erank_F = 0, pr_R = 0, rho = 0, rho_median = 0, max_re_lambda = 0, max_re_lambda_max = 0;
+  int routing_heads = 0;   ///< heads with rho > 1
+  int unstable_heads = 0;  ///< heads with max Re lambda > 0
+};
+
+/// Model-level summary.
+struct ModelSummary {
+  int heads = 0, routing_heads = 0, unstable_heads = 0;
+  double rho_median = 0, erank_R_mean = 0, erank_F_mean = 0, max_re_lambda_mean = 0;
+};
+
+/// All results of one analysis.
+struct ModelSpectrum {
+  std::string level;  ///< "weight" or "sequence"
+  std::vector<HeadResult> heads;     ///< ordered by (layer, head)
+  std::vector<LayerProfile> layers;  ///< one per analysed layer, ascending
+  ModelSummary summary;
+};
+
+/// Convert one HeadSpectrum into a HeadResult (keeps at most keep_sigma singular values).
+HeadResult head_result(int layer, int head, const std::string& attn, const HeadSpectrum& s, Index keep_sigma = 16);
+
+/// Weight-level analysis of every head of the given layers (all when `layers` is empty):
+/// analyse_factored(W_Q, W_K) per head, heads in parallel (OpenMP). Layer indices must be in
+/// [0, n_layer). Cost O(L H (d d_k^2 + d_k^3)).
+ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>& layers = {},
+                              const AnalysisOptions& opt = {});
+
+/// Average several per-text HeadResults of the same head (sequence level): every scalar is the
+/// mean; ranks and sigma come from the last entry. Throws cf::InvalidArgument if empty.
+HeadResult average_heads(const std::vector<HeadResult>& per_text);
+
+/// Per-layer profiles and the model summary from head results (fills m.layers and m.summary).
+void aggregate(ModelSpectrum& m);
+
+}  // namespace cf::spectral

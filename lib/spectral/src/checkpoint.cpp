@@ -1,0 +1,123 @@
+#include "cf/spectral/checkpoint.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "cf/core/error.hpp"
+#include "cf/io/hdf5.hpp"
+
+namespace cf::spectral {
+
+LayerWeights layer_weights_from_c_attn(const Eigen::MatrixXd& c_attn, int n_head, int d_head, const std::string& attn,
+                                       int layer) {
+  require(n_head >= 1 && d_head >= 1, "layer ", layer, ": n_head and d_head must be >= 1 (got ", n_head, ", ", d_head,
+          ")");
+  require(c_attn.rows() == 3 * Eigen::Index(n_head) * d_head, "layer ", layer, ": c_attn.weight must have 3 H d_head = ",
+          3 * n_head * d_head, " rows (got ", c_attn.rows(), ")");
+  LayerWeights lw;
+  lw.attn = attn;
+  lw.d_head = d_head;
+  const Eigen::Index hd = Eigen::Index(n_head) * d_head;
+  for (int h = 0; h < n_head; ++h) {
+    HeadWeights hw;
+    // Linear: y = x W^T, so the papers' W_Q (d_model x d_head) is the transposed row block.
+    hw.W_Q = c_attn.middleRows(Eigen::Index(h) * d_head, d_head).transpose();
+    hw.W_K = c_attn.middleRows(hd + Eigen::Index(h) * d_head, d_head).transpose();
+    lw.heads.push_back(std::move(hw));
+  }
+  return lw;
+}
+
+AttentionWeights read_attention_weights(const std::string& path) {
+  io::File f = io::File::open(path);
+  require(f.has_attr("config"), "checkpoint '", path,
+          "' has no `config` attribute: not a causalflow checkpoint (see docs/checkpoint_format.md)");
+  AttentionWeights w;
+  try {
+    w.config = nlohmann::json::parse(f.attr_string("config"));
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(str("checkpoint '", path, "': `config` is not valid JSON (", e.what(), ")"));
+  }
+  const auto& c = w.config;
+  auto get_int = [&](const char* key) {
+    require(c.contains(key) && c[key].is_number_integer(), "checkpoint '", path, "': config lacks integer '", key, "'");
+    return c[key].get<int>();
+  };
+  w.n_layer = get_int("n_layer");
+  w.n_head = get_int("n_head");
+  w.d_model = get_int("d_model");
+  require(w.n_layer >= 1 && w.n_head >= 1 && w.d_model >= 1, "checkpoint '", path,
+          "': config needs n_layer, n_head, d_model >= 1 (got ", w.n_layer, ", ", w.n_head, ", ", w.d_model, ")");
+  w.pos = c.value("pos", std::string("learned"));
+  w.norm = c.value("norm", std::string("layernorm"));
+  require(f.has("params"), "checkpoint '", path, "' has no /params group: a checkpoint without attention weights");
+  const io::Group params = f.open_group("params");
+  for (int l = 0; l < w.n_layer; ++l) {
+    nlohmann::json lc = nlohmann::json::object();
+    if (c.contains("layers") && c["layers"].is_array() && l < int(c["layers"].size())) lc = c["layers"][l];
+    const std::string attn = lc.value("attn", std::string("full"));
+    int d_head = lc.value("d_head", 0);
+    if (d_head == 0) d_head = w.d_model / w.n_head;
+    const std::string name = str("h.", l, ".attn.c_attn.weight");
+    require(params.has(name), "checkpoint '", path, "' has no attention weights: /params/", name,
+            " is missing (a checkpoint without attention weights cannot be analysed)");
+    const io::Shape shape = params.dataset_shape(name);
+    require(shape.size() == 2 && shape[0] == std::size_t(3 * w.n_head * d_head) && shape[1] == std::size_t(w.d_model),
+            "checkpoint '", path, "': /params/", name, " has shape ", io::shape_string(shape), ", expected [",
+            3 * w.n_head * d_head, ", ", w.d_model, "] (3 H d_head, d_model)");
+    const Eigen::MatrixXd c_attn = params.read_matrix<double>(name);
+    LayerWeights lw = layer_weights_from_c_attn(c_attn, w.n_head, d_head, attn, l);
+    if (attn == "sd") {
+      lw.sd_eps = lc.value("sd_eps", 0.0);
+      const std::string dw = str("h.", l, ".attn.damp.weight"), db = str("h.", l, ".attn.damp.bias");
+      require(params.has(dw) && params.has(db), "checkpoint '", path, "': S-D layer ", l, " lacks /params/", dw, " or ",
+              db);
+      lw.damp_w = params.read_matrix<double>(dw);
+      lw.damp_b = params.read_vector<double>(db);
+      require(lw.damp_w.rows() == w.n_head && lw.damp_w.cols() == w.d_model && lw.damp_b.size() == w.n_head,
+              "checkpoint '", path, "': S-D damping of layer ", l, " must be [H, d_model] and [H]");
+    }
+    w.layers.push_back(std::move(lw));
+  }
+  return w;
+}
+
+std::vector<int> parse_layer_spec(const std::string& spec, int n_layer) {
+  require(n_layer >= 1, "n_layer must be >= 1 (got ", n_layer, ")");
+  std::vector<int> out;
+  if (spec == "all" || spec.empty()) {
+    for (int l = 0; l < n_layer; ++l) out.push_back(l);
+    return out;
+  }
+  std::set<int> s;
+  std::stringstream ss(spec);
+  std::string item;
+  auto to_int = [&](const std::string& t) {
+    std::size_t pos = 0;
+    int v = 0;
+    try {
+      v = std::stoi(t, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    require(pos == t.size() && !t.empty(), "layer spec '", spec, "': '", t, "' is not a layer index");
+    require(v >= 0 && v < n_layer, "layer spec '", spec, "': layer ", v, " is out of range (0 <= layer < n_layer = ",
+            n_layer, ")");
+    return v;
+  };
+  while (std::getline(ss, item, ',')) {
+    const auto dash = item.find('-');
+    if (dash == std::string::npos) {
+      s.insert(to_int(item));
+    } else {
+      const int a = to_int(item.substr(0, dash)), b = to_int(item.substr(dash + 1));
+      require(a <= b, "layer spec '", spec, "': range ", a, "-", b, " is empty (need A <= B)");
+      for (int l = a; l <= b; ++l) s.insert(l);
+    }
+  }
+  require(!s.empty(), "layer spec '", spec, "' selects no layer");
+  return {s.begin(), s.end()};
+}
+
+}  // namespace cf::spectral

@@ -1,0 +1,135 @@
+#include "cf/spectral/model.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "cf/core/error.hpp"
+
+namespace cf::spectral {
+
+namespace {
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+HeadResult head_result(int layer, int head, const std::string& attn, const HeadSpectrum& s, Index keep_sigma) {
+  HeadResult r;
+  r.layer = layer;
+  r.head = head;
+  r.attn = attn;
+  r.rho = s.rho;
+  r.erank_R = s.R.erank_entropy;
+  r.erank_F = s.F.erank_entropy;
+  r.pr_R = s.R.erank_participation;
+  r.pr_F = s.F.erank_participation;
+  r.erank_M = s.M.erank_entropy;
+  r.norm_M = s.M.fro;
+  r.norm_F = s.F.fro;
+  r.norm_R = s.R.fro;
+  r.max_re_lambda = s.max_re_lambda;
+  r.rank_R = s.R.numerical_rank;
+  r.rank_F = s.F.numerical_rank;
+  r.sigma_R = s.R.sigma.head(std::min(keep_sigma, s.R.sigma.size()));
+  r.sigma_F = s.F.sigma.head(std::min(keep_sigma, s.F.sigma.size()));
+  return r;
+}
+
+ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>& layers, const AnalysisOptions& opt) {
+  std::vector<int> ls = layers;
+  if (ls.empty())
+    for (int l = 0; l < int(w.layers.size()); ++l) ls.push_back(l);
+  for (int l : ls)
+    require(l >= 0 && l < int(w.layers.size()), "layer ", l, " is out of range (0 <= layer < n_layer = ",
+            w.layers.size(), ")");
+  std::vector<std::pair<int, int>> jobs;
+  for (int l : ls)
+    for (int h = 0; h < int(w.layers[l].heads.size()); ++h) jobs.emplace_back(l, h);
+  ModelSpectrum m;
+  m.level = "weight";
+  m.heads.resize(jobs.size());
+  std::string error;
+#pragma omp parallel for schedule(dynamic)
+  for (long j = 0; j < long(jobs.size()); ++j) {
+    const auto [l, h] = jobs[j];
+    try {
+      const HeadWeights& hw = w.layers[l].heads[h];
+      m.heads[j] = head_result(l, h, w.layers[l].attn, analyse_factored(hw.W_Q, hw.W_K, 1.0, opt));
+    } catch (const std::exception& e) {
+#pragma omp critical
+      error = str("layer ", l, " head ", h, ": ", e.what());
+    }
+  }
+  if (!error.empty()) throw InvalidArgument(error);
+  aggregate(m);
+  return m;
+}
+
+HeadResult average_heads(const std::vector<HeadResult>& v) {
+  require(!v.empty(), "average_heads needs at least one result");
+  HeadResult r = v.back();
+  const double k = double(v.size());
+  auto mean = [&](double HeadResult::*f) {
+    double s = 0;
+    for (const auto& x : v) s += x.*f;
+    r.*f = s / k;
+  };
+  for (auto f : {&HeadResult::rho, &HeadResult::erank_R, &HeadResult::erank_F, &HeadResult::pr_R, &HeadResult::pr_F,
+                 &HeadResult::erank_M, &HeadResult::norm_M, &HeadResult::norm_F, &HeadResult::norm_R,
+                 &HeadResult::max_re_lambda})
+    mean(f);
+  return r;
+}
+
+void aggregate(ModelSpectrum& m) {
+  std::map<int, std::vector<const HeadResult*>> by_layer;
+  for (const auto& h : m.heads) by_layer[h.layer].push_back(&h);
+  m.layers.clear();
+  std::vector<double> all_rho;
+  ModelSummary s;
+  for (const auto& [l, hs] : by_layer) {
+    LayerProfile p;
+    p.layer = l;
+    p.attn = hs.front()->attn;
+    std::vector<double> rhos;
+    p.max_re_lambda_max = -1e300;
+    for (const HeadResult* h : hs) {
+      p.erank_R += h->erank_R;
+      p.erank_F += h->erank_F;
+      p.pr_R += h->pr_R;
+      p.rho += h->rho;
+      p.max_re_lambda += h->max_re_lambda;
+      p.max_re_lambda_max = std::max(p.max_re_lambda_max, h->max_re_lambda);
+      p.routing_heads += h->rho > 1;
+      p.unstable_heads += h->max_re_lambda > 0;
+      rhos.push_back(h->rho);
+      all_rho.push_back(h->rho);
+      s.erank_R_mean += h->erank_R;
+      s.erank_F_mean += h->erank_F;
+      s.max_re_lambda_mean += h->max_re_lambda;
+    }
+    const double k = double(hs.size());
+    p.erank_R /= k;
+    p.erank_F /= k;
+    p.pr_R /= k;
+    p.rho /= k;
+    p.max_re_lambda /= k;
+    p.rho_median = median(rhos);
+    s.heads += int(hs.size());
+    s.routing_heads += p.routing_heads;
+    s.unstable_heads += p.unstable_heads;
+    m.layers.push_back(p);
+  }
+  if (s.heads > 0) {
+    s.erank_R_mean /= s.heads;
+    s.erank_F_mean /= s.heads;
+    s.max_re_lambda_mean /= s.heads;
+    s.rho_median = median(all_rho);
+  }
+  m.summary = s;
+}
+
+}  // namespace cf::spectral

@@ -1,0 +1,100 @@
+#include "cf/spectral/report.hpp"
+
+#include <cmath>
+
+#include "cf/core/error.hpp"
+
+namespace cf::spectral {
+
+using output::fmt;
+
+ErankForm parse_erank_form(const std::string& name) {
+  if (name == "entropy") return ErankForm::Entropy;
+  if (name == "participation") return ErankForm::Participation;
+  throw InvalidArgument(str("erank form must be entropy or participation (got '", name, "')"));
+}
+
+namespace {
+nlohmann::json num(double v) {
+  // JSON has no inf/NaN: encode them as null.
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+std::vector<double> vec(const Eigen::VectorXd& v) { return {v.data(), v.data() + v.size()}; }
+}  // namespace
+
+output::Table head_table(const ModelSpectrum& m) {
+  output::Table t;
+  t.title = "Per-head routing/filtering metrics (" + m.level + " level" +
+            (m.level == "sequence" ? ", mean over texts" : "") + ")";
+  t.header = {"layer", "head", "attn", "rho", "erank_R", "erank_F", "pr_R", "rank_R", "norm_M", "max_re_lambda"};
+  for (const auto& h : m.heads)
+    t.add_row({std::to_string(h.layer), std::to_string(h.head), h.attn, fmt(h.rho, 4), fmt(h.erank_R, 4),
+               fmt(h.erank_F, 4), fmt(h.pr_R, 4), std::to_string(h.rank_R), fmt(h.norm_M, 4),
+               fmt(h.max_re_lambda, 4)});
+  return t;
+}
+
+output::Table layer_table(const ModelSpectrum& m, ErankForm form) {
+  output::Table t;
+  t.title = "Per-layer profile (" + m.level + " level): spectral cascade = effective routing rank by layer (" +
+            (form == ErankForm::Entropy ? "entropy" : "participation-ratio") + " form)";
+  t.header = {"layer", "attn", "erank_R", "erank_F", "rho_mean", "rho_median", "routing_heads", "max_re_mean",
+              "max_re_max"};
+  for (const auto& p : m.layers)
+    t.add_row({std::to_string(p.layer), p.attn, fmt(form == ErankForm::Entropy ? p.erank_R : p.pr_R, 4),
+               fmt(p.erank_F, 4), fmt(p.rho, 4), fmt(p.rho_median, 4), std::to_string(p.routing_heads),
+               fmt(p.max_re_lambda, 4), fmt(p.max_re_lambda_max, 4)});
+  return t;
+}
+
+nlohmann::json to_json(const ModelSpectrum& m, bool with_sigma) {
+  nlohmann::json heads = nlohmann::json::array(), layers = nlohmann::json::array();
+  for (const auto& h : m.heads) {
+    nlohmann::json j = {{"layer", h.layer},          {"head", h.head},         {"attn", h.attn},
+                        {"rho", num(h.rho)},         {"erank_R", h.erank_R},   {"erank_F", h.erank_F},
+                        {"pr_R", h.pr_R},            {"pr_F", h.pr_F},         {"erank_M", h.erank_M},
+                        {"rank_R", h.rank_R},        {"rank_F", h.rank_F},     {"norm_M", h.norm_M},
+                        {"norm_F", h.norm_F},        {"norm_R", h.norm_R},     {"max_re_lambda", num(h.max_re_lambda)}};
+    if (with_sigma) {
+      j["sigma_R"] = vec(h.sigma_R);
+      j["sigma_F"] = vec(h.sigma_F);
+    }
+    heads.push_back(j);
+  }
+  for (const auto& p : m.layers)
+    layers.push_back({{"layer", p.layer},
+                      {"attn", p.attn},
+                      {"erank_R", p.erank_R},
+                      {"pr_R", p.pr_R},
+                      {"erank_F", p.erank_F},
+                      {"rho_mean", num(p.rho)},
+                      {"rho_median", num(p.rho_median)},
+                      {"routing_heads", p.routing_heads},
+                      {"unstable_heads", p.unstable_heads},
+                      {"max_re_lambda_mean", num(p.max_re_lambda)},
+                      {"max_re_lambda_max", num(p.max_re_lambda_max)}});
+  const auto& s = m.summary;
+  return {{"level", m.level},
+          {"heads", heads},
+          {"layers", layers},
+          {"summary",
+           {{"heads", s.heads},
+            {"routing_heads", s.routing_heads},
+            {"unstable_heads", s.unstable_heads},
+            {"rho_median", num(s.rho_median)},
+            {"erank_R_mean", s.erank_R_mean},
+            {"erank_F_mean", s.erank_F_mean},
+            {"max_re_lambda_mean", num(s.max_re_lambda_mean)}}}};
+}
+
+plot::Series cascade_series(const ModelSpectrum& m, ErankForm form, const std::string& label) {
+  plot::Series s;
+  s.label = label;
+  for (const auto& p : m.layers) {
+    s.x.push_back(p.layer);
+    s.y.push_back(form == ErankForm::Entropy ? p.erank_R : p.pr_R);
+  }
+  return s;
+}
+
+}  // namespace cf::spectral

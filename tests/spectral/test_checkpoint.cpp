@@ -1,0 +1,119 @@
+// Checkpoint reading (docs/checkpoint_format.md) and the model-level weight analysis.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <random>
+
+#include "cf/core/error.hpp"
+#include "cf/io/hdf5.hpp"
+#include "cf/spectral/checkpoint.hpp"
+#include "cf/spectral/model.hpp"
+
+using namespace cf::spectral;
+
+namespace {
+Eigen::MatrixXd randn(Index r, Index c, unsigned seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<double> N(0, 1);
+  Eigen::MatrixXd X(r, c);
+  for (Index i = 0; i < X.size(); ++i) X.data()[i] = N(g);
+  return X;
+}
+
+// Write a checkpoint with only what the weight-level analysis reads: config + c_attn (+ damping).
+std::string write_fixture(const std::string& name, int L, int H, int D, const std::string& attn, bool with_attn,
+                          std::vector<Eigen::MatrixXd>* c_attn_out) {
+  const std::string path = "spectral_test_" + name + ".h5";
+  const int dh = D / H;
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < L; ++l) layers.push_back({{"attn", attn}, {"d_head", dh}, {"sd_eps", 0.1}});
+  const nlohmann::json cfg = {{"vocab_size", 256}, {"block_size", 32}, {"n_layer", L}, {"n_head", H},
+                              {"d_model", D},      {"pos", "learned"}, {"norm", "none"}, {"layers", layers}};
+  cf::io::write_hdf5_atomic(path, [&](cf::io::File& f) {
+    f.set_attr("format", "causalflow-checkpoint");
+    f.set_attr("config", cfg.dump());
+    auto g = f.create_group("params");
+    for (int l = 0; l < L; ++l) {
+      // float32 values so the reader's float -> double conversion is exact.
+      const Eigen::MatrixXd w = randn(3 * H * dh, D, 10 + l).cast<float>().cast<double>();
+      if (c_attn_out) c_attn_out->push_back(w);
+      if (with_attn) g.write_matrix("h." + std::to_string(l) + ".attn.c_attn.weight", w.cast<float>());
+      if (attn == "sd") {
+        g.write_matrix("h." + std::to_string(l) + ".attn.damp.weight", randn(H, D, 99).cast<float>());
+        g.write_vector("h." + std::to_string(l) + ".attn.damp.bias", Eigen::VectorXf::Zero(H));
+      }
+    }
+  });
+  return path;
+}
+}  // namespace
+
+TEST_CASE("Checkpoint reader returns W_Q and W_K as transposed c_attn row blocks, 2 layers x 3 heads", "[seed003]") {
+  std::vector<Eigen::MatrixXd> raw;
+  const std::string path = write_fixture("layout", 2, 3, 12, "full", true, &raw);
+  const AttentionWeights w = read_attention_weights(path);
+  REQUIRE(w.n_layer == 2);
+  REQUIRE(w.layers.size() == 2);
+  for (int l = 0; l < 2; ++l) {
+    REQUIRE(w.layers[l].heads.size() == 3);
+    for (int h = 0; h < 3; ++h) {
+      // Entry (i, c) of W_Q(h) is c_attn.weight[h*4 + c, i] (PyTorch Linear, y = x W^T).
+      for (int i = 0; i < 12; ++i)
+        for (int c = 0; c < 4; ++c) {
+          CHECK(w.layers[l].heads[h].W_Q(i, c) == raw[l](h * 4 + c, i));
+          CHECK(w.layers[l].heads[h].W_K(i, c) == raw[l](12 + h * 4 + c, i));
+        }
+    }
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("Model weight analysis equals the per-head dense oracle, 2 layers x 3 heads, d = 12", "[seed003]") {
+  std::vector<Eigen::MatrixXd> raw;
+  const std::string path = write_fixture("model", 2, 3, 12, "sd", true, &raw);
+  const AttentionWeights w = read_attention_weights(path);
+  CHECK(w.layers[0].attn == "sd");
+  CHECK(w.layers[0].damp_w.rows() == 3);
+  CHECK(w.layers[0].sd_eps == 0.1);
+  const ModelSpectrum m = analyse_weights(w);
+  REQUIRE(m.heads.size() == 6);
+  REQUIRE(m.layers.size() == 2);
+  double erank_sum = 0;
+  for (const auto& h : m.heads) {
+    const Eigen::MatrixXd Wq = raw[h.layer].middleRows(h.head * 4, 4).transpose();
+    const Eigen::MatrixXd Wk = raw[h.layer].middleRows(12 + h.head * 4, 4).transpose();
+    const HeadSpectrum d = analyse_dense(Wq * Wk.transpose());
+    CHECK(h.erank_R == Approx(d.R.erank_entropy).epsilon(1e-8));
+    CHECK(h.rho == Approx(d.rho).epsilon(1e-8));
+    CHECK(h.max_re_lambda == Approx(d.max_re_lambda).margin(1e-8 * d.M.sigma[0]));
+    if (h.layer == 1) erank_sum += d.R.erank_entropy;
+  }
+  CHECK(m.layers[1].erank_R == Approx(erank_sum / 3).epsilon(1e-8));
+  CHECK(m.summary.heads == 6);
+  // Only layer 1.
+  CHECK(analyse_weights(w, {1}).heads.size() == 3);
+  CHECK_THROWS_AS(analyse_weights(w, {2}), cf::InvalidArgument);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("A checkpoint without attention weights is rejected with a clear message", "[seed003]") {
+  const std::string path = write_fixture("noattn", 1, 2, 8, "full", false, nullptr);
+  try {
+    read_attention_weights(path);
+    FAIL("no exception");
+  } catch (const cf::InvalidArgument& e) {
+    CHECK(std::string(e.what()).find("without attention weights") != std::string::npos);
+  }
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(read_attention_weights("/nonexistent/ckpt.h5"), cf::InvalidArgument);
+}
+
+TEST_CASE("Layer specs all, single, ranges and lists with out of range rejected", "[seed003]") {
+  CHECK(parse_layer_spec("all", 3) == std::vector<int>{0, 1, 2});
+  CHECK(parse_layer_spec("1", 3) == std::vector<int>{1});
+  CHECK(parse_layer_spec("0-2,1", 4) == std::vector<int>{0, 1, 2});
+  CHECK(parse_layer_spec("3,0", 4) == std::vector<int>{0, 3});
+  CHECK_THROWS_AS(parse_layer_spec("0-5", 4), cf::InvalidArgument);
+  CHECK_THROWS_AS(parse_layer_spec("-1", 4), cf::InvalidArgument);
+  CHECK_THROWS_AS(parse_layer_spec("2-1", 4), cf::InvalidArgument);
+  CHECK_THROWS_AS(parse_layer_spec("a", 4), cf::InvalidArgument);
+}
