@@ -102,3 +102,19 @@ TEST_CASE("Structured path is stable at n 65536 with slopes near 1 and near 0", 
   CHECK(p.minCoeff() >= 0);
   CHECK(p.sum() == Approx(1.0).epsilon(1e-10));
 }
+
+TEST_CASE("Published BLOOM-176B rollout with content at n 256 (variant c)", "[rollout][seed004]") {
+  // Published figure (seed 004, Fig. bloom_content; data/position-bias/figures/bloom_content.png),
+  // values read off the plot: p_0 ~ 0.0137, p_254 ~ 0.022, p_255 ~ 0.0445, flat minimum ~ 0.002
+  // between positions 30 and 80. Content = per layer and head diagonal scores (FineWeb-Edu, raw q.k).
+  const Preset p = load_preset("bloom");
+  AlibiModel m = preset_model(p, true);
+  const Eigen::VectorXd pc = rollout_last_row_alibi(m, p.alpha_measured, 256);
+  const auto s = summarize(pc);
+  CHECK(s.first == Approx(0.0137).margin(0.0005));
+  CHECK(s.last == Approx(0.0445).margin(0.001));
+  CHECK(pc(254) == Approx(0.022).margin(0.001));
+  CHECK(s.min == Approx(0.002).margin(0.0003));
+  CHECK(s.argmin >= 30);
+  CHECK(s.argmin <= 80);
+}
