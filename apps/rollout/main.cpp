@@ -24,7 +24,7 @@ namespace {
 
 struct Options {
   std::string model = "bloom", alpha = "measured", mask = "causal", slopes = "preset", content = "measured";
-  std::string content_scale = "raw", path = "auto", kernel_file, influence, matrix;
+  std::string content_scale = "raw", path = "auto", kernel_file, influence, matrix, alpha_kind = "token-mean";
   long n = 0;  // 0 = mode default
   bool falcon_scale = false;
   // dichotomy
@@ -75,7 +75,9 @@ Setup make_setup(const Options& o, long default_n) {
     require(!s.kernels.empty(), "--model ", o.model,
             ": a checkpoint/capture model needs its measured attention kernels via --kernel-file "
             "(kernels from captures are not yet supported)");
-    if (spec.kind == AlphaSpec::Kind::Measured) measured = read_capture_alpha(o.model);
+    if (spec.kind == AlphaSpec::Kind::Measured)
+      measured = read_capture_alpha(o.model, o.alpha_kind == "frobenius" ? "/alpha_frobenius" : "/alpha_token_mean");
+    s.params["alpha_kind"] = o.alpha_kind;
     s.L = spec.kind == AlphaSpec::Kind::Measured ? static_cast<int>(measured.size())
                                                  : static_cast<int>(s.kernels.size());
   } else {
@@ -219,7 +221,8 @@ void run_rollout(const Options& o) {
     plot::LinePlot lp;
     lp.title = "Rollout of the last position, " + s.model_name + " (n = " + std::to_string(s.n) + ")";
     lp.xlabel = "input position j";
-    lp.ylabel = "p_j (influence on the next-token position)";
+    lp.ylabel = "p_j (influence on the next-token position, log scale)";
+    lp.log_y = true;  // (a) collapses onto token 0 (p_j down to 1e-60): a linear axis hides (b), (c)
     for (const auto& v : vs) {
       plot::Series se{v.label, {}, {}};
       for (long j = 0; j < s.n; ++j) se.x.push_back(j), se.y.push_back(v.p(j));
@@ -391,6 +394,9 @@ void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--n", o.n, "Sequence length n [default: 256; verify/monotonicity 48/64; dichotomy 8]")
       ->check(CLI::Range(1L, 1L << 26));
   app.add_option("--alpha", o.alpha, "Residual schedule: measured | const:X | power:A0,BETA (A0/(l+1)^BETA) | file:PATH")
+      ->capture_default_str();
+  app.add_option("--alpha-kind", o.alpha_kind, "Measured alpha of a capture file: token-mean (published) | frobenius (Eq. 1)")
+      ->check(CLI::IsMember({"token-mean", "frobenius"}))
       ->capture_default_str();
   app.add_option("--mask", o.mask, "Mask: causal | swa:W (W keys, self included)")->capture_default_str();
   app.add_option("--slopes", o.slopes, "ALiBi slopes: preset (as shipped) | simple (2^(-8h/H)) | hf (BLOOM recipe)")

@@ -144,7 +144,6 @@ Eigen::VectorXd read_alpha_file(const std::string& path) {
 }
 
 Eigen::VectorXd read_capture_alpha(const std::string& path, const std::string& dataset) {
-  require(H5Fis_hdf5(path.c_str()) > 0, "capture: '", path, "' is not an HDF5 file (or cannot be read)");
   H5E_auto2_t old_func;
   void* old_data;
   H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data);
@@ -154,6 +153,7 @@ Eigen::VectorXd read_capture_alpha(const std::string& path, const std::string& d
     void* d;
     ~Restore() { H5Eset_auto2(H5E_DEFAULT, f, d); }
   } restore{old_func, old_data};
+  require(H5Fis_hdf5(path.c_str()) > 0, "capture: '", path, "' is not an HDF5 file (or cannot be read)");
   struct Handle {
     hid_t id;
     herr_t (*close)(hid_t);
