@@ -114,7 +114,11 @@ void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T
   CMapR<T> dY(dout, N, OC);
   if (dinp) MapR<T>(dinp, N, C).noalias() += dY * CMapR<T>(W, OC, C);
   MapR<T>(dW, OC, C).noalias() += dY.transpose() * CMapR<T>(inp, N, C);
-  if (db) Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(db, OC) += dY.colwise().sum();
+  // explicit loop: Eigen's vectorised reductions group terms by the buffer's address alignment,
+  // which would make results differ between runs (and break bit-exact resume)
+  if (db)
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < OC; ++o) db[o] += dout[static_cast<std::int64_t>(n) * OC + o];
 }
 
 /// GELU, tanh approximation (GPT-2). out, inp [n].
