@@ -6,6 +6,7 @@
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/version.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/data/tokenizer.hpp"
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
   app.add_option("--format", o.common.format, "Report format: table | csv | json (default: from --report's extension, else table)")
       ->check(CLI::IsMember({"table", "csv", "json"}));
   app.add_option("--report", o.common.out, "Write the report to FILE (atomically) instead of stdout");
+  app.set_version_flag("--version", std::string("causalflow ") + kVersion + " (" + kGitRevision + ")");
   app.footer(
       "Examples:\n"
       "  prepare-data --corpus brown --tokenizer byte --out data/brown_byte\n"
