@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <csignal>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cf/core/atomic_file.hpp"
@@ -306,5 +308,54 @@ TEST_CASE("hdf5 datasets filled and read in slices along the first dimension", "
   CHECK(f.read<std::int64_t>("tokens").data == std::vector<std::int64_t>{0, 0, 0, 7, 8, 9, 0, 0, 0, 0, 0, 0});
   CHECK(f.read_rows<float>("layer_0/attn_probs", 3, 0).data.empty());
   CHECK_THROWS_WITH(f.read_rows<float>("layer_0/attn_probs", 2, 2), Catch::Contains("rows [2, 4)"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hdf5 atomic writer killed mid-write leaves the previous file intact", "[io]") {
+  // A child process rewrites the file slowly and is killed with SIGKILL in the middle of the
+  // write; the target must still be the complete previous version (issue 4, acceptance 5).
+  const std::string path = tmp_path("killed.h5");
+  cf::io::write_hdf5_atomic(path, [](File& f) {
+    f.set_attr("step", 1);
+    f.write("w", std::vector<float>(1000, 1.0f), Shape{10, 100});
+  });
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    try {
+      cf::io::write_hdf5_atomic(path, [&](File& f) {
+        f.set_attr("step", 2);
+        std::vector<float> big(1 << 18, 2.0f);
+        for (int i = 0;; ++i) {  // never finishes on its own
+          f.write("x" + std::to_string(i), big, Shape{big.size()});
+          if (i == 2) {
+            const char c = 'w';
+            if (::write(fds[1], &c, 1) != 1) ::_exit(3);
+          }
+          if (i > 4000) ::_exit(4);
+        }
+      });
+    } catch (...) {
+    }
+    ::_exit(5);
+  }
+  ::close(fds[1]);
+  char c = 0;
+  REQUIRE(::read(fds[0], &c, 1) == 1);  // the child is inside the write
+  ::close(fds[0]);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  File f = File::open(path);
+  CHECK(f.attr_int("step") == 1);
+  CHECK(f.read<float>("w").data == std::vector<float>(1000, 1.0f));
+  CHECK(f.list_datasets() == std::vector<std::string>{"w"});
+  const std::string tmp = path + ".tmp." + std::to_string(child);
+  CHECK(file_exists(tmp));  // the interrupted temporary sibling, never renamed
+  std::remove(tmp.c_str());
   std::remove(path.c_str());
 }
