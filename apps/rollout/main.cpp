@@ -123,7 +123,7 @@ Setup make_setup(const Options& o, long default_n) {
 }
 
 Eigen::VectorXd compute(const Setup& s, const Options& o, const Eigen::VectorXd& alpha, bool content) {
-  if (!s.structured) return rollout_last_row_dense([&](int l) { return s.kernels[l]; }, alpha, s.n);
+  if (!s.structured) return rollout_last_row_dense(s.kernels, alpha);
   AlibiModel m = s.base;
   if (content) m.delta = s.delta;
   if (o.path == "dense") {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/rollout/detail/flush_denormals.hpp"
 
 namespace cf::rollout {
 
@@ -115,13 +116,20 @@ RowMatrix alibi_head_kernel_dense(double slope, double delta, const Mask& mask, 
   return A;
 }
 
-RowMatrix alibi_kernel_dense(const AlibiModel& model, int l, long n) {
+void alibi_kernel_dense_into(const AlibiModel& model, int l, long n, RowMatrix& A) {
   validate_model(model);
   require(n >= 1, "kernel: n >= 1 required, got ", n);
   const auto w = model_head_weights(model);
-  RowMatrix A = RowMatrix::Zero(n, n);
+  const detail::FlushDenormals ftz;
+  if (A.rows() != n || A.cols() != n) A.resize(n, n);
+  A.setZero();
   for (std::size_t h = 0; h < model.slopes.size(); ++h)
     add_head_dense(A, w[h], model.slopes[h], model_delta(model, l, static_cast<int>(h)), model.mask);
+}
+
+RowMatrix alibi_kernel_dense(const AlibiModel& model, int l, long n) {
+  RowMatrix A;
+  alibi_kernel_dense_into(model, l, n, A);
   return A;
 }
 

@@ -3,6 +3,7 @@
 #include "cf/core/error.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
+#include "cf/rollout/detail/flush_denormals.hpp"
 
 namespace cf::rollout {
 
@@ -15,21 +16,42 @@ void check_dense(const Eigen::VectorXd& alpha, long n) {
 }
 }  // namespace
 
-Eigen::VectorXd rollout_last_row_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n) {
+namespace {
+// v <- v R(l) for l = L..1; get(l) returns a reference to Abar(l+1) valid until the next call.
+template <class Get>
+Eigen::VectorXd last_row_impl(Get&& get, const Eigen::VectorXd& alpha, long n) {
   check_dense(alpha, n);
-  Eigen::RowVectorXd v = Eigen::RowVectorXd::Zero(n);
+  const detail::FlushDenormals ftz;
+  Eigen::RowVectorXd v = Eigen::RowVectorXd::Zero(n), u(n);
   v(n - 1) = 1.0;
   for (long l = alpha.size() - 1; l >= 0; --l) {
-    const RowMatrix A = kernel(static_cast<int>(l));
+    if (alpha(l) == 0.0) continue;
+    const RowMatrix& A = get(static_cast<int>(l));
     require(A.rows() == n && A.cols() == n, "rollout: kernel of layer ", l + 1, " is ", A.rows(), " x ", A.cols(),
             ", expected n x n with n = ", n);
-    v = (1.0 - alpha(l)) * v + alpha(l) * (v * A);
+    u.noalias() = v * A;
+    v = (1.0 - alpha(l)) * v + alpha(l) * u;
   }
   return v.transpose();
+}
+}  // namespace
+
+Eigen::VectorXd rollout_last_row_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n) {
+  RowMatrix buf;
+  return last_row_impl([&](int l) -> const RowMatrix& { return buf = kernel(l); }, alpha, n);
+}
+
+Eigen::VectorXd rollout_last_row_dense(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha) {
+  require(!kernels.empty(), "rollout: at least one kernel required");
+  require(kernels.size() == 1 || static_cast<long>(kernels.size()) == alpha.size(), "rollout: ", kernels.size(),
+          " kernels for L = ", alpha.size(), " layers (need 1 or L)");
+  return last_row_impl([&](int l) -> const RowMatrix& { return kernels.size() == 1 ? kernels[0] : kernels[l]; }, alpha,
+                       kernels[0].rows());
 }
 
 RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n) {
   check_dense(alpha, n);
+  const detail::FlushDenormals ftz;
   RowMatrix P = RowMatrix::Identity(n, n);
   for (long l = 0; l < alpha.size(); ++l) {  // P <- R(l) P, newest layer on the left
     const RowMatrix A = kernel(static_cast<int>(l));
@@ -42,7 +64,11 @@ RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& al
 
 Eigen::VectorXd rollout_last_row_alibi_dense(const AlibiModel& model, const Eigen::VectorXd& alpha, long n) {
   validate_model(model);
-  return rollout_last_row_dense([&](int l) { return alibi_kernel_dense(model, l, n); }, alpha, n);
+  RowMatrix buf;
+  return last_row_impl([&](int l) -> const RowMatrix& {
+    alibi_kernel_dense_into(model, l, n, buf);
+    return buf;
+  }, alpha, n);
 }
 
 DistributionSummary summarize(const Eigen::VectorXd& p) {

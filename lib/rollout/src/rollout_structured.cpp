@@ -12,13 +12,11 @@
 // r^(k_i) < 1e-17 relative (k >= 40/m) or k_i = w, so they are tabulated for the first K rows only.
 #include <algorithm>
 #include <cmath>
-#if defined(__SSE2__)
-#include <xmmintrin.h>
-#endif
 
 #include "cf/core/error.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
+#include "cf/rollout/detail/flush_denormals.hpp"
 
 namespace cf::rollout {
 
@@ -29,37 +27,52 @@ double geometric_sum(double m, long k) {  // sum_{d<k} exp(-m d)
   return std::expm1(-m * static_cast<double>(k)) / std::expm1(-m);
 }
 
-/// Per-layer tables, head-minor so the inner loop over heads is contiguous.
+/// Per-layer tables. Heads are sorted by their saturation row K_h (descending): row j needs a
+/// tabulated coefficient only for the first cnt[j] heads (those with K_h > j); the others use
+/// their saturated constant. Memory traffic is sum_h K_h instead of H max_h K_h.
 struct LayerTables {
   int H = 0;
-  long K = 0;                  // rows 0..K-1 tabulated, rows >= K use the constants
-  std::vector<double> a, bw;   // a[i*H + h] for i < K; bw[i] = sum_h w_h b_{h,i}
-  std::vector<double> a_c;     // a at saturation, per head
-  double bw_c = 0;             // sum_h w_h b_h at saturation
+  long K = 0;                          // max_h K_h: rows >= K are saturated for every head
+  std::vector<double> r, rw, w, a_c;   // per sorted head: exp(-m), exp(-m w), weight, saturated a
+  std::vector<long> cnt;               // cnt[j], j < K: heads still tabulated on row j
+  std::vector<std::size_t> off;        // off[j]: start of row j's cnt[j] coefficients in a
+  std::vector<double> a, bw;           // a: tabulated coefficients; bw[j] = sum_h w_h b_{h,j}
+  double bw_c = 0;                     // sum_h w_h b_h at saturation
 };
 
-long saturation_rows(const AlibiModel& model, long n) {
-  long K = 1;
-  for (double m : model.slopes) {
-    long k = n;
-    if (m > 0) k = std::min<long>(n, static_cast<long>(std::ceil(40.0 / m)) + 1);
-    if (model.mask.window > 0) k = std::min<long>(k, model.mask.window);
-    K = std::max(K, k);
-  }
-  return std::min(K, n);
+long head_saturation(double m, const Mask& mask, long n) {
+  // Beyond k = 40/m keys r^k < 4e-18: the row normaliser is constant to double precision.
+  long k = n;
+  if (m > 0) k = std::min<long>(n, static_cast<long>(std::ceil(40.0 / m)) + 1);
+  if (mask.window > 0) k = std::min<long>(k, mask.window);
+  return std::max<long>(1, std::min(k, n));
 }
 
-LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, int l, long n, long K) {
+LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, int l, long n) {
   LayerTables t;
-  t.H = static_cast<int>(model.slopes.size());
-  t.K = K;
-  t.a.assign(static_cast<std::size_t>(K) * t.H, 0.0);
-  t.bw.assign(K, 0.0);
-  t.a_c.assign(t.H, 0.0);
-  for (int h = 0; h < t.H; ++h) {
+  const int H = static_cast<int>(model.slopes.size());
+  t.H = H;
+  std::vector<long> Kh(H);
+  std::vector<int> order(H);
+  for (int h = 0; h < H; ++h) Kh[h] = head_saturation(model.slopes[h], model.mask, n), order[h] = h;
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return Kh[x] > Kh[y]; });
+  t.K = Kh[order[0]];
+  t.r.resize(H), t.rw.assign(H, 0.0), t.w.resize(H), t.a_c.resize(H);
+  t.cnt.assign(t.K, 0);
+  for (int q = 0; q < H; ++q)
+    for (long j = 0; j < Kh[order[q]]; ++j) ++t.cnt[j];
+  t.off.assign(t.K + 1, 0);
+  for (long j = 0; j < t.K; ++j) t.off[j + 1] = t.off[j] + static_cast<std::size_t>(t.cnt[j]);
+  t.a.assign(t.off[t.K], 0.0);
+  t.bw.assign(t.K, 0.0);
+  for (int q = 0; q < H; ++q) {
+    const int h = order[q];
     const double m = model.slopes[h];
     const double delta = model_delta(model, l, h);
     const double r = std::exp(-m);
+    t.r[q] = r;
+    if (model.mask.window > 0) t.rw[q] = std::exp(-m * static_cast<double>(model.mask.window));
+    t.w[q] = w[h];
     const double sh = std::max(delta, -m);  // the largest logit of a row with >= 2 keys
     const double off = std::exp(-sh), diag = std::exp(delta - sh);
     // Off-diagonal mass off * sum_{1<=d<k} r^d = off * r * G(k-1) (never 1 + x - 1), with
@@ -74,77 +87,69 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
       a = off / z;
       b = (diag - off) / z;
     };
-    auto coeffs = [&](long i, double& a, double& b) {
-      const long k = model.mask.row_size(i);
-      coeffs_from(k, geometric_sum(m, k - 1), a, b);
-    };
-    double a, b;
+    // Saturated row: row n-1 (k = min(n, w)); identical to rows >= K_h to double precision.
+    double a_sat, b_sat;
+    const long k_sat = model.mask.row_size(n - 1);
+    coeffs_from(k_sat, geometric_sum(m, k_sat - 1), a_sat, b_sat);
+    t.a_c[q] = a_sat;
+    t.bw_c += w[h] * b_sat;
+    for (long i = Kh[h]; i < t.K; ++i) t.bw[i] += w[h] * b_sat;
     double g = 0;  // G(k-1) for the current row
     long kprev = 1;
-    // Rows beyond this head's own saturation point K_h reuse the saturated coefficients.
-    long Kh = K;
-    if (m > 0) Kh = std::min<long>(K, static_cast<long>(std::ceil(40.0 / m)) + 1);
-    double a_sat = 0, b_sat = 0;
-    coeffs(n - 1, a_sat, b_sat);
-    for (long i = Kh; i < K; ++i) {
-      t.a[static_cast<std::size_t>(i) * t.H + h] = a_sat;
-      t.bw[i] += w[h] * b_sat;
-    }
-    for (long i = 0; i < Kh; ++i) {
+    for (long i = 0; i < Kh[h]; ++i) {
       const long k = model.mask.row_size(i);
       if (k != kprev) {
         g = 1 + r * g;
         kprev = k;
       }
+      double a, b;
       coeffs_from(k, g, a, b);
-      t.a[static_cast<std::size_t>(i) * t.H + h] = a;
+      t.a[t.off[i] + q] = a;  // q < cnt[i] because K_h > i
       t.bw[i] += w[h] * b;
     }
-    // Saturated row: row n-1 (k = min(n, w)); identical to rows >= K to double precision.
-    coeffs(n - 1, a, b);
-    t.a_c[h] = a;
-    t.bw_c += w[h] * b;
   }
   return t;
 }
 
-// Subnormal doubles (masses below 2.2e-308 far from the last position at large n) slow x86
-// arithmetic by ~100x; flush them to zero for the duration of a sweep (per thread, restored).
-struct FlushDenormals {
-#if defined(__SSE2__)
-  unsigned int saved = _mm_getcsr();
-  FlushDenormals() { _mm_setcsr(saved | 0x8040u); }  // FTZ | DAZ
-  ~FlushDenormals() { _mm_setcsr(saved); }
-#endif
-};
+using detail::FlushDenormals;
 
-// out_j = sum_h w_h S_{h,j} for heads [h0, h1), j descending.
-void sweep(const LayerTables& t, const std::vector<double>& r, const std::vector<double>& rw,
-           const std::vector<double>& w, long window, const double* v, double* out, int h0, int h1, long n) {
+// out_j = sum_q w_q S_{q,j} for sorted heads [q0, q1), j descending.
+void sweep(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n) {
   const FlushDenormals ftz;
-  const int H = t.H;
-  std::vector<double> S(H, 0.0);
+  std::vector<double> S(t.H, 0.0);
   double* __restrict Sp = S.data();
-  const double* __restrict rp = r.data();
-  const double* __restrict rwp = rw.data();
-  const double* __restrict wp = w.data();
+  const double* __restrict rp = t.r.data();
+  const double* __restrict rwp = t.rw.data();
+  const double* __restrict wp = t.w.data();
   const double* __restrict ac = t.a_c.data();
   for (long j = n - 1; j >= 0; --j) {
     const double vj = v[j];
-    const double* __restrict a = j < t.K ? t.a.data() + static_cast<std::size_t>(j) * H : ac;
+    const int c = j < t.K ? static_cast<int>(t.cnt[j]) : 0;
+    const double* __restrict a = c > 0 ? t.a.data() + t.off[j] : ac;
+    const int split = std::clamp(c, q0, q1);  // heads [q0, split) tabulated, [split, q1) saturated
     double acc = 0;
     if (window > 0 && j + window < n) {
       const double vjw = v[j + window];  // row j+w >= w-1 is saturated: its a is the constant
 #pragma omp simd reduction(+ : acc)
-      for (int h = h0; h < h1; ++h) {
-        Sp[h] = vj * a[h] + rp[h] * Sp[h] - rwp[h] * vjw * ac[h];
-        acc += wp[h] * Sp[h];
+      for (int q = q0; q < split; ++q) {
+        Sp[q] = vj * a[q] + rp[q] * Sp[q] - rwp[q] * vjw * ac[q];
+        acc += wp[q] * Sp[q];
+      }
+#pragma omp simd reduction(+ : acc)
+      for (int q = split; q < q1; ++q) {
+        Sp[q] = vj * ac[q] + rp[q] * Sp[q] - rwp[q] * vjw * ac[q];
+        acc += wp[q] * Sp[q];
       }
     } else {
 #pragma omp simd reduction(+ : acc)
-      for (int h = h0; h < h1; ++h) {
-        Sp[h] = vj * a[h] + rp[h] * Sp[h];
-        acc += wp[h] * Sp[h];
+      for (int q = q0; q < split; ++q) {
+        Sp[q] = vj * a[q] + rp[q] * Sp[q];
+        acc += wp[q] * Sp[q];
+      }
+#pragma omp simd reduction(+ : acc)
+      for (int q = split; q < q1; ++q) {
+        Sp[q] = vj * ac[q] + rp[q] * Sp[q];
+        acc += wp[q] * Sp[q];
       }
     }
     out[j] = acc;
@@ -157,16 +162,9 @@ bool same_deltas(const AlibiModel& model, int l1, int l2) {
   return true;
 }
 
-void apply_left(const AlibiModel& model, const std::vector<double>& w, const LayerTables& t, const Eigen::VectorXd& v,
-                Eigen::VectorXd& out) {
+void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::VectorXd& v, Eigen::VectorXd& out) {
   const long n = v.size();
-  const long K = t.K;
   const int H = t.H;
-  std::vector<double> r(H), rw(H, 0.0);
-  for (int h = 0; h < H; ++h) {
-    r[h] = std::exp(-model.slopes[h]);
-    if (model.mask.window > 0) rw[h] = std::exp(-model.slopes[h] * static_cast<double>(model.mask.window));
-  }
   out.resize(n);
   // Two head groups on two threads only for large work: on a loaded 2-core machine a fork per
   // layer costs more than it saves below ~1e7 head-steps.
@@ -177,15 +175,15 @@ void apply_left(const AlibiModel& model, const std::vector<double>& w, const Lay
 #pragma omp parallel sections num_threads(2)
     {
 #pragma omp section
-      sweep(t, r, rw, w, model.mask.window, v.data(), out.data(), 0, mid, n);
+      sweep(t, model.mask.window, v.data(), out.data(), 0, mid, n);
 #pragma omp section
-      sweep(t, r, rw, w, model.mask.window, v.data(), part.data(), mid, H, n);
+      sweep(t, model.mask.window, v.data(), part.data(), mid, H, n);
     }
     out += part;
   } else {
-    sweep(t, r, rw, w, model.mask.window, v.data(), out.data(), 0, H, n);
+    sweep(t, model.mask.window, v.data(), out.data(), 0, H, n);
   }
-  for (long j = 0; j < n; ++j) out[j] += v[j] * (j < K ? t.bw[j] : t.bw_c);
+  for (long j = 0; j < n; ++j) out[j] += v[j] * (j < t.K ? t.bw[j] : t.bw_c);
 }
 
 }  // namespace
@@ -195,8 +193,8 @@ Eigen::VectorXd alibi_apply_left(const AlibiModel& model, int l, const Eigen::Ve
   require(v.size() >= 1, "rollout: v must have n >= 1 entries");
   const auto w = model_head_weights(model);
   Eigen::VectorXd out;
-  const LayerTables t = make_tables(model, w, l, v.size(), saturation_rows(model, v.size()));
-  apply_left(model, w, t, v, out);
+  const LayerTables t = make_tables(model, w, l, v.size());
+  apply_left(model, t, v, out);
   return out;
 }
 
@@ -207,7 +205,6 @@ Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::Vec
   require(model.delta.rows() <= 1 || model.delta.rows() == alpha.size(), "rollout: delta has ", model.delta.rows(),
           " layers but the schedule has L = ", alpha.size());
   const auto w = model_head_weights(model);
-  const long K = saturation_rows(model, n);
   Eigen::VectorXd v = Eigen::VectorXd::Zero(n), u;
   v(n - 1) = 1.0;
   LayerTables t;
@@ -215,10 +212,10 @@ Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::Vec
   for (long l = alpha.size() - 1; l >= 0; --l) {
     if (alpha(l) == 0.0) continue;
     if (t_layer < 0 || !same_deltas(model, t_layer, static_cast<int>(l))) {
-      t = make_tables(model, w, static_cast<int>(l), n, K);
+      t = make_tables(model, w, static_cast<int>(l), n);
       t_layer = static_cast<int>(l);
     }
-    apply_left(model, w, t, v, u);
+    apply_left(model, t, v, u);
     v = (1.0 - alpha(l)) * v + alpha(l) * u;
   }
   return v;

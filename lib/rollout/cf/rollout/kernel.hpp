@@ -67,6 +67,10 @@ RowMatrix alibi_head_kernel_dense(double slope, double delta, const Mask& mask, 
 /// Dense expected kernel Abar(l) = sum_h w_h A(l,h), n x n, for layer l in [0, L).
 RowMatrix alibi_kernel_dense(const AlibiModel& model, int l, long n);
 
+/// Same as alibi_kernel_dense, written into A (resized to n x n only if its shape differs), so a
+/// caller looping over layers reuses one buffer (large allocations are slow on some systems).
+void alibi_kernel_dense_into(const AlibiModel& model, int l, long n, RowMatrix& A);
+
 /// Read a kernel file: whitespace/comma separated numbers, either one n x n matrix (same kernel
 /// at every layer) or L*n rows of n numbers (layer 1 first). Rows are renormalised only if they
 /// already sum to 1 within 1e-6; otherwise throws cf::InvalidArgument (malformed or not

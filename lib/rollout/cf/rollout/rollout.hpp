@@ -18,6 +18,10 @@ using KernelFn = std::function<RowMatrix(int l)>;
 /// layer first). alpha: L entries in [0, 1]; kernel(l) must return an n x n matrix.
 Eigen::VectorXd rollout_last_row_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n);
 
+/// Dense last row from stored kernels: kernels.size() == L (kernels[l] = Abar(l+1)) or 1 (the
+/// same kernel at every layer); each n x n. No per-layer copies.
+Eigen::VectorXd rollout_last_row_dense(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha);
+
 /// Full rollout matrix P(L) = R(L) ... R(1) (n x n) by dense products.
 RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n);
 
