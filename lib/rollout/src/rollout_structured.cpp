@@ -61,6 +61,9 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
   t.cnt.assign(t.K, 0);
   for (int q = 0; q < H; ++q)
     for (long j = 0; j < Kh[order[q]]; ++j) ++t.cnt[j];
+  // Round each row's count up to a multiple of 8 doubles (one AVX-512 vector; heads that are
+  // already saturated get their constant) so the head loops run without scalar remainders.
+  for (long j = 0; j < t.K; ++j) t.cnt[j] = std::min<long>(H, (t.cnt[j] + 7) / 8 * 8);
   t.off.assign(t.K + 1, 0);
   for (long j = 0; j < t.K; ++j) t.off[j + 1] = t.off[j] + static_cast<std::size_t>(t.cnt[j]);
   t.a.assign(t.off[t.K], 0.0);
@@ -93,6 +96,7 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
     coeffs_from(k_sat, geometric_sum(m, k_sat - 1), a_sat, b_sat);
     t.a_c[q] = a_sat;
     t.bw_c += w[h] * b_sat;
+    for (long i = Kh[h]; i < t.K && q < t.cnt[i]; ++i) t.a[t.off[i] + q] = a_sat;  // padding
     for (long i = Kh[h]; i < t.K; ++i) t.bw[i] += w[h] * b_sat;
     double g = 0;  // G(k-1) for the current row
     long kprev = 1;

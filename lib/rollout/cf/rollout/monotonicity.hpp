@@ -22,7 +22,7 @@ struct MonotonicityStats {
   long long violations = 0;       ///< triples with gap > tol
   double violation_rate = 0;      ///< violations / triples
   double mean_gap = 0;            ///< mean gap over violating triples (0 if none)
-  double expected_shortfall = 0;  ///< mean over all triples of max(gap, 0)
+  double expected_shortfall = 0;  ///< mean over all triples of gap [gap > tol] (0 for a monotone kernel)
   double max_gap = 0;             ///< largest gap (<= 0 for a monotone kernel)
   bool monotone() const { return violations == 0; }
 };
