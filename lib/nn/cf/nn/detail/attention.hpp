@@ -67,7 +67,9 @@ void attention_head_forward(const HeadSpec& s, int Tn, int dh, const T* q, const
     Y.noalias() = A * V;
     return;
   }
-  MatR<T> S(Tn, Tn);
+  // per-thread scratch: T x T temporaries would otherwise be mmap-allocated and page-faulted per head
+  thread_local MatR<T> S;
+  S.resize(Tn, Tn);
   S.noalias() = Q * K.transpose();
   if (s.sd) {
     MatR<T> St = S.transpose();
@@ -124,14 +126,15 @@ void attention_head_backward(const HeadSpec& s, int Tn, int dh, const T* q, cons
       V(v, Tn, dh, Eigen::OuterStride<>(ld)), dY(dy, Tn, dh, Eigen::OuterStride<>(ldy));
   SMap<T> dQ(dq, Tn, dh, Eigen::OuterStride<>(ld)), dK(dk, Tn, dh, Eigen::OuterStride<>(ld)),
       dV(dv, Tn, dh, Eigen::OuterStride<>(ld));
-  MatR<T> dP(Tn, Tn);
+  thread_local MatR<T> dP, dS;
+  dP.resize(Tn, Tn);
   dP.noalias() = dY * V.transpose();
   const std::size_t nb = s.linear ? 1 : s.masks.size();
   for (std::size_t br = 0; br < nb; ++br) {
     CMapR<T> Pb(P + br * static_cast<std::int64_t>(Tn) * Tn, Tn, Tn);
     dV.noalias() += Pb.transpose() * dY;
   }
-  MatR<T> dS = MatR<T>::Zero(Tn, Tn);
+  dS.setZero(Tn, Tn);
   for (std::size_t br = 0; br < nb; ++br) {
     CMapR<T> Pb(P + br * static_cast<std::int64_t>(Tn) * Tn, Tn, Tn);
     for (int i = 0; i < Tn; ++i) {

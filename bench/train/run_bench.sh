@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Side-by-side tokens/s of one training step (forward + backward + clip + AdamW): causalflow vs
+# Debian python3-torch, the same model on the same machine, alternating runs, at 1 and 2 threads.
+# Usage: bench/train/run_bench.sh BUILD_DIR [a|b] [REPS]
+#   a: 4 layers, d_model 256, 4 heads, T 256, B 8, byte vocabulary (issue 4 config a)
+#   b: GPT-2 124M shape (12 x 768, 12 heads, vocab 50257) at T 1024, B 1
+set -eu
+build="$1"; which="${2:-a}"; reps="${3:-3}"
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ "$which" = a ]; then args=(4 256 4 256 8 256 4 1); else args=(12 768 12 1024 1 50257 2 1); fi
+tc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+for th in 1 2; do
+  for rep in $(seq "$reps"); do
+    echo -n "threads=$th rep=$rep "
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bin/bench_train_step" "${args[@]}"
+    echo -n "threads=$th rep=$rep "
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
+      /usr/bin/python3 "$here/torch_train_step.py" "${args[@]}"
+  done
+done

@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""The same model and step as bench_train_step.cpp in Debian's python3-torch (fp32, CPU):
+GPT-2 style, pre-LN, GELU(tanh), tied embeddings, learned positions, biases, AdamW
+(betas 0.9/0.95, wd 0.1 on matrices), grad clip 1.0. Reports tokens/s and peak RSS.
+Usage: torch_train_step.py LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP]"""
+import math, resource, sys, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+L, C, H, T, B, V, STEPS = map(int, sys.argv[1:8])
+WARM = int(sys.argv[8]) if len(sys.argv) > 8 else 1
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(C); self.ln_2 = nn.LayerNorm(C)
+        self.c_attn = nn.Linear(C, 3 * C); self.c_proj = nn.Linear(C, C)
+        self.c_fc = nn.Linear(C, 4 * C); self.m_proj = nn.Linear(4 * C, C)
+    def forward(self, x):
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q = q.view(B, T, H, C // H).transpose(1, 2); k = k.view(B, T, H, C // H).transpose(1, 2)
+        v = v.view(B, T, H, C // H).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+        att = F.softmax(att.masked_fill(MASK == 0, float("-inf")), dim=-1)
+        y = att @ v
+        x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        return x + self.m_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(V, C); self.wpe = nn.Embedding(T, C)
+        self.h = nn.ModuleList([Block() for _ in range(L)]); self.ln_f = nn.LayerNorm(C)
+    def forward(self, idx, tgt):
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.h: x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, V), tgt.view(-1))
+
+MASK = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
+torch.manual_seed(1)
+m = GPT()
+decay = [p for p in m.parameters() if p.dim() >= 2]; nodecay = [p for p in m.parameters() if p.dim() < 2]
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                        lr=1e-4, betas=(0.9, 0.95), foreach=True)
+x = torch.randint(0, V, (B, T)); y = torch.randint(0, V, (B, T))
+secs = 0.0
+for s in range(WARM + STEPS):
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss = m(x, y); loss.backward()
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0); opt.step()
+    t1 = time.perf_counter()
+    if s >= WARM: secs += t1 - t0
+P = sum(p.numel() for p in m.parameters())
+print(f"torch params={P} tokens_per_s={B*T*STEPS/secs:.1f} step_s={secs/STEPS:.4f} loss={loss.item():.4f} "
+      f"peak_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024:.1f} threads={torch.get_num_threads()}")
