@@ -12,6 +12,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/rollout/agreement.hpp"
 #include "cf/rollout/dichotomy.hpp"
+#include "cf/rollout/jacobian_bound.hpp"
 #include "cf/rollout/monotonicity.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
@@ -25,6 +26,10 @@ namespace {
 struct Options {
   std::string model = "bloom", alpha = "measured", mask = "causal", slopes = "preset", content = "measured";
   std::string content_scale = "raw", path = "auto", kernel_file, influence, matrix, alpha_kind = "token-mean";
+  std::string head_weights;
+  // jacobian
+  double C = 1.0;
+  long target = -1;
   long n = 0;  // 0 = mode default
   bool falcon_scale = false;
   // dichotomy
@@ -91,6 +96,13 @@ Setup make_setup(const Options& o, long default_n) {
       s.base.slopes = o.slopes == "preset" ? p.slopes : alibi_slopes(o.slopes, p.heads);
       const double dscale = o.falcon_scale ? 1.0 / std::sqrt(static_cast<double>(p.d_head)) : 1.0;
       for (double& m : s.base.slopes) m *= dscale;
+      if (!o.head_weights.empty()) {
+        Eigen::VectorXd hw = read_alpha_file(o.head_weights);  // same number-list format
+        require(hw.size() == p.heads, "--head-weights has ", hw.size(), " numbers but the model has H = ", p.heads);
+        s.base.head_weights.assign(hw.data(), hw.data() + hw.size());
+        model_head_weights(s.base);  // validates: non-negative, positive sum
+        s.params["head_weights"] = o.head_weights;
+      }
       s.params["slopes"] = o.slopes == "preset" ? "preset (" + p.slope_recipe + ")" : o.slopes;
       s.params["alibi_divided_by_sqrt_d_head"] = o.falcon_scale;
       s.params["heads"] = p.heads;
@@ -388,7 +400,35 @@ void run_dichotomy(const Options& o) {
   if (!all) throw Error("dichotomy: a bound of Theorem 5.4 failed (see the table)");
 }
 
+void run_jacobian(const Options& o) {
+  Setup s = make_setup(o, 16);
+  const auto ks = model_kernels(s, true);
+  const auto b = jacobian_bound(ks, o.C);
+  const long d = o.target >= 0 ? o.target : s.n - 1;
+  require(d < s.n, "--target must be < n = ", s.n, ", got ", d);
+  output::Report rep;
+  nlohmann::json params = s.params;
+  params["C"] = o.C;
+  params["target"] = d;
+  rep.meta = output::metadata("rollout jacobian", params);
+  output::Table t;
+  t.title = "Jacobian bound (seed 000, Theorem 3.3): C^r [(I + A(r)) ... (I + A(1))]_{d,s}, d = " + std::to_string(d) +
+            ", r = " + std::to_string(ks.size()) + " layers, C = " + fmt(o.C);
+  t.header = {"s", "bound", "self term", "gate x runway", "gate share"};
+  nlohmann::json rows = nlohmann::json::array();
+  for (long src = 0; src <= d; ++src) {
+    const double tot = b.bound(d, src), self = b.self_term(d, src), gate = b.gate_term(d, src);
+    t.add_row({std::to_string(src), fmt(tot, 6), fmt(self, 6), fmt(gate, 6), fmt(tot > 0 ? gate / tot : 0, 4)});
+    rows.push_back({{"s", src}, {"bound", tot}, {"self_term", self}, {"gate_term", gate}});
+  }
+  rep.tables.push_back(t);
+  rep.body = {{"rows", rows}};
+  rep.notes.push_back("kernels: the model's Abar(l) (content included) or --kernel-file; entries can grow like 2^r");
+  app::emit(rep, o.common);
+}
+
 void add_model_options(CLI::App& app, Options& o) {
+  app.add_option("--head-weights", o.head_weights, "File with H non-negative head weights (default: uniform mean over heads)");
   app.add_option("--model", o.model, "Preset (bloom-176b|bloom|bloom-7b1|mpt-7b|mpt-30b|falcon-rw-7b) or a capture .h5 file")
       ->capture_default_str();
   app.add_option("--n", o.n, "Sequence length n [default: 256; verify/monotonicity 48/64; dichotomy 8]")
@@ -416,7 +456,8 @@ void add_model_options(CLI::App& app, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"rollout: residual-aware attention rollout of seed 004 (position bias: U-shaped priors, primacy and "
-               "recency forces, infinite-depth collapse). Modes: default rollout, 'monotonicity', 'verify', 'dichotomy'.",
+               "recency forces, infinite-depth collapse) and the Jacobian bound of seed 000. Modes: default rollout, "
+               "'monotonicity', 'verify', 'dichotomy', 'jacobian'.",
                "rollout"};
   app.fallthrough();
   add_model_options(app, o);
@@ -434,7 +475,10 @@ int main(int argc, char** argv) {
   dich->add_option("--schedule", o.deep_alpha, "Non-summable schedule (const:X or power:A0,BETA with BETA <= 1)")->capture_default_str();
   dich->add_option("--schedule2", o.deep_alpha2, "Summable schedule (power:A0,BETA with BETA > 1)")->capture_default_str();
   dich->add_option("--eps", o.eps, "Lemma 5.3 epsilon [default: smallest kernel weight]");
-  for (auto* sub : {mono, verify, dich}) sub->fallthrough();
+  auto* jac = app.add_subcommand("jacobian", "Seed 000 Theorem 3.3 bound for one target over all sources");
+  jac->add_option("--C", o.C, "Per-layer constant C > 0")->capture_default_str()->check(CLI::PositiveNumber);
+  jac->add_option("--target", o.target, "Target position d [default: n-1]");
+  for (auto* sub : {mono, verify, dich, jac}) sub->fallthrough();
   app.require_subcommand(0, 1);
   app.footer(
       "Examples:\n"
@@ -445,11 +489,13 @@ int main(int argc, char** argv) {
       "  rollout --model run/capture.h5 --kernel-file kernels.txt --alpha measured\n"
       "  rollout verify --model bloom --n 48\n"
       "  rollout monotonicity --model mpt-30b --n 64\n"
-      "  rollout dichotomy --model bloom --n 8 --depth 1000000");
+      "  rollout dichotomy --model bloom --n 8 --depth 1000000\n"
+      "  rollout jacobian --model bloom-7b1 --n 16 --C 1");
   return app::run(app, argc, argv, [&] {
     if (*mono) return run_monotonicity(o);
     if (*verify) return run_verify(o);
     if (*dich) return run_dichotomy(o);
+    if (*jac) return run_jacobian(o);
     run_rollout(o);
   });
 }
