@@ -66,8 +66,22 @@ AttentionWeights read_attention_weights(const std::string& path) {
     require(shape.size() == 2 && shape[0] == std::size_t(3 * w.n_head * d_head) && shape[1] == std::size_t(w.d_model),
             "checkpoint '", path, "': /params/", name, " has shape ", io::shape_string(shape), ", expected [",
             3 * w.n_head * d_head, ", ", w.d_model, "] (3 H d_head, d_model)");
-    const Eigen::MatrixXd c_attn = params.read_matrix<double>(name);
-    LayerWeights lw = layer_weights_from_c_attn(c_attn, w.n_head, d_head, attn, l);
+    // Only the Q and K rows (the first 2 H d_head), as stored (float32): the row-major
+    // [2 H d_head, d_model] block is the column-major d_model x 2 H d_head matrix whose column
+    // h*d_head + c is column c of W_Q(h) -- no transposes needed.
+    const std::size_t qk_rows = std::size_t(2 * w.n_head * d_head);
+    const io::Tensor<float> qk = params.read_rows<float>(name, 0, qk_rows);
+    const Eigen::Map<const Eigen::MatrixXf> cols(qk.data.data(), w.d_model, Eigen::Index(qk_rows));
+    LayerWeights lw;
+    lw.attn = attn;
+    lw.d_head = d_head;
+    const Eigen::Index hd = Eigen::Index(w.n_head) * d_head;
+    for (int h = 0; h < w.n_head; ++h) {
+      HeadWeights hw;
+      hw.W_Q = cols.middleCols(Eigen::Index(h) * d_head, d_head).cast<double>();
+      hw.W_K = cols.middleCols(hd + Eigen::Index(h) * d_head, d_head).cast<double>();
+      lw.heads.push_back(std::move(hw));
+    }
     if (attn == "sd") {
       lw.sd_eps = lc.value("sd_eps", 0.0);
       const std::string dw = str("h.", l, ".attn.damp.weight"), db = str("h.", l, ".attn.damp.bias");

@@ -135,18 +135,22 @@ HeadSpectrum analyse_factored(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B
   h.method = "factored";
   h.F = make_spectrum(singular_values_symmetric(CF), opt.rank_tol);
   h.R = make_spectrum(singular_values_skew(CR), opt.rank_tol);
+  // R_A = [T_A; 0] (the first r columns of an upper-trapezoidal R_U), so only the first
+  // r' = min(r, p) rows of C are nonzero: C = [X; 0] with X = T_A R_B^T (r' x p). Hence
+  // sigma(M) = sigma(X) and eig(C) = eig(X[:, :r']) plus p - r' zeros: half-size problems.
+  const Index rr = std::min(r, p);
   if (opt.spectrum_M) {
-    Eigen::BDCSVD<Eigen::MatrixXd> svd(C);
+    Eigen::BDCSVD<Eigen::MatrixXd> svd(C.topRows(rr));
     h.M = make_spectrum(svd.singularValues(), opt.rank_tol);
   } else {
     h.M.fro = C.norm();
   }
   h.rho = routing_filtering_ratio(h.R.fro, h.F.fro);
   if (opt.eigenvalues) {
-    // M = Q C Q^T with Q^T Q = I: the nonzero eigenvalues of M are those of C; when p < m the
-    // remaining m - p eigenvalues are exactly 0.
-    double mx = max_real_eigenvalue_dense(C);
-    if (p < m) mx = std::max(mx, 0.0);
+    // M = Q C Q^T with Q^T Q = I: the nonzero eigenvalues of M are those of C; M has m - r'
+    // further eigenvalues that are exactly 0 whenever m > r'.
+    double mx = max_real_eigenvalue_dense(C.topLeftCorner(rr, rr));
+    if (m > rr) mx = std::max(mx, 0.0);
     h.max_re_lambda = mx;
   } else {
     h.max_re_lambda = std::numeric_limits<double>::quiet_NaN();

@@ -42,7 +42,7 @@ AttentionWeights read_attention_weights(const std::string& path);
 
 /// Build AttentionWeights from a config JSON (checkpoint `config` attribute) and, per layer l,
 /// the row-major c_attn weight [3 H d_head, d_model] (PyTorch layout, float or double values)
-/// and optional damping tensors. Used by read_attention_weights and by tests.
+/// (callers holding the tensor in memory; read_attention_weights reads only the Q/K rows).
 /// Throws cf::InvalidArgument on shape mismatches, naming layer and shapes.
 LayerWeights layer_weights_from_c_attn(const Eigen::MatrixXd& c_attn, int n_head, int d_head,
                                        const std::string& attn, int layer);

@@ -1,0 +1,189 @@
+// spectral-surgery — validation perplexity with each head's interaction truncated, linearised or
+// replaced at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3);
+// per-layer and cumulative linearisation sweeps as tables and plots.
+// Thin app: options, set-up, and a report of lib/spectral results (docs/conventions.md).
+#include <iostream>
+
+#include "cf/core/app.hpp"
+#include "cf/core/error.hpp"
+#include "cf/core/plot.hpp"
+#include "cf/data/token_file.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/spectral/checkpoint.hpp"
+#include "cf/spectral/sequence.hpp"
+#include "cf/spectral/surgery_eval.hpp"
+
+using namespace cf;
+using namespace cf::spectral;
+using output::fmt;
+
+namespace {
+
+struct Options {
+  std::string checkpoint, data, text, component = "both", layers = "all", linear_attention, sweep = "none";
+  std::string sweep_mode = "linearize", scalar = "trace", tokenizer = "auto";
+  int rank = -1, context = 0, stride = 0;
+  long max_tokens = 8192;
+  bool linearize = false;
+  app::CommonOptions common;
+};
+
+std::vector<std::int32_t> load_tokens(const Options& o, const nn::Model<float>& m, std::string* source) {
+  std::vector<std::int32_t> t;
+  if (!o.data.empty()) {
+    const data::TokenMeta meta = data::read_token_meta(o.data);
+    require(meta.vocab_size <= m.config.vocab_size, "token data vocab_size ", meta.vocab_size,
+            " exceeds the checkpoint's vocab_size ", m.config.vocab_size);
+    const auto val = data::read_token_bin(o.data + ".val.bin", meta.vocab_size);
+    t.assign(val.begin(), val.end());
+    *source = o.data + ".val.bin";
+  } else {
+    const auto texts = tokenize_texts(o.text, o.tokenizer, "", m.config.vocab_size, 1 << 30, nullptr);
+    for (const auto& x : texts) t.insert(t.end(), x.begin(), x.end());
+    *source = o.text;
+  }
+  if (long(t.size()) > o.max_tokens) t.resize(std::size_t(o.max_tokens));
+  require(t.size() >= 2, "need at least 2 validation tokens (got ", t.size(), ")");
+  return t;
+}
+
+void run(const Options& o) {
+  require(o.data.empty() != o.text.empty(), "give exactly one of --data PREFIX (token files, val split) or --text FILE");
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  const nn::Model<float> model = nn::load_model(o.checkpoint);
+  const auto& cfg = model.config;
+  const std::vector<int> layers = parse_layer_spec(o.layers, cfg.n_layer);
+  std::vector<int> lin_layers;
+  if (!o.linear_attention.empty()) lin_layers = parse_layer_spec(o.linear_attention, cfg.n_layer);
+  PerplexitySettings ps;
+  ps.context = o.context > 0 ? o.context : cfg.block_size;
+  require(ps.context <= cfg.block_size, "--context must be <= block_size = ", cfg.block_size, " (got ", ps.context, ")");
+  ps.stride = o.stride > 0 ? o.stride : std::max(1, ps.context / 2);
+  require(ps.stride <= ps.context, "--stride must be <= context = ", ps.context, " (got ", ps.stride, ")");
+  if (o.rank >= 0) validate_rank(cfg, layers, o.rank, ps.context);
+  require(!(o.linearize && o.rank >= 0), "--linearize fixes the ranks itself (top routing pair, scalar filtering): "
+                                         "drop --rank");
+  std::string source;
+  const std::vector<std::int32_t> tokens = load_tokens(o, model, &source);
+
+  Intervention iv;
+  iv.spec = SurgerySpec{parse_component(o.component), o.rank};
+  iv.layers = layers;
+  iv.linearize = o.linearize;
+  iv.scalar = o.scalar == "trace" ? ScalarFiltering::TraceOverN : ScalarFiltering::MeanDiag;
+  iv.linear_attention = lin_layers;
+
+  const nn::PerplexityResult base = evaluate_intervention(model, tokens, Intervention{}, ps);
+  const bool has_surgery = o.linearize || o.rank >= 0 || !lin_layers.empty();
+  output::Report rep;
+  output::Table main;
+  main.title = "Validation perplexity (overlapping stride: context " + std::to_string(ps.context) + ", stride " +
+               std::to_string(ps.stride) + ", " + std::to_string(base.n_tokens) + " tokens)";
+  main.header = {"run", "nll", "ppl", "delta_pct"};
+  main.add_row({"baseline", fmt(base.nll, 6), fmt(base.ppl, 6), "0"});
+  nlohmann::json body = {{"baseline", {{"nll", base.nll}, {"ppl", base.ppl}, {"n_tokens", base.n_tokens}}}};
+  if (has_surgery) {
+    const nn::PerplexityResult r = evaluate_intervention(model, tokens, iv, ps);
+    std::string what = o.linearize ? "linearize" : (o.rank >= 0 ? component_name(iv.spec.component) + " rank " +
+                                                                      std::to_string(o.rank)
+                                                                : "");
+    if (!lin_layers.empty()) what += std::string(what.empty() ? "" : " + ") + "ELU+1 linear attention";
+    const double d = (r.ppl - base.ppl) / base.ppl * 100;
+    main.add_row({what + " (layers " + o.layers + ")", fmt(r.nll, 6), fmt(r.ppl, 6), fmt(d, 4)});
+    body["surgery"] = {{"description", what}, {"nll", r.nll}, {"ppl", r.ppl}, {"delta_pct", d},
+                       {"exact_baseline", r.nll == base.nll}};
+  }
+  rep.tables.push_back(main);
+
+  plot::LinePlot lp;
+  lp.title = "Linearisation cost by layer";
+  lp.xlabel = "layer";
+  lp.ylabel = "perplexity increase over baseline (%)";
+  const bool lin_attn = o.sweep_mode == "linear-attention";
+  auto add_sweep = [&](const std::vector<SweepRow>& rows, const std::string& key, const std::string& title) {
+    output::Table t;
+    t.title = title;
+    t.header = {"layer", "ppl", "cost_pct"};
+    nlohmann::json arr = nlohmann::json::array();
+    plot::Series s;
+    s.label = key;
+    for (const auto& r : rows) {
+      t.add_row({std::to_string(r.layer), fmt(r.ppl, 6), fmt(r.cost_pct, 4)});
+      arr.push_back({{"layer", r.layer}, {"ppl", r.ppl}, {"cost_pct", r.cost_pct}});
+      s.x.push_back(r.layer);
+      s.y.push_back(r.cost_pct);
+    }
+    rep.tables.push_back(t);
+    body[key] = arr;
+    lp.series.push_back(s);
+  };
+  const std::string how = lin_attn ? "ELU+1 linear attention" : "linearize (top routing pair + scalar filtering)";
+  if (o.sweep == "per-layer" || o.sweep == "both")
+    add_sweep(sweep_per_layer(model, tokens, layers, lin_attn, base.ppl, ps), "per_layer",
+              "Per-layer cost: one layer at a time, " + how);
+  if (o.sweep == "cumulative" || o.sweep == "both")
+    add_sweep(sweep_cumulative(model, tokens, layers, lin_attn, base.ppl, ps), "cumulative",
+              "Cumulative front-to-back cost: layers up to L together, " + how);
+  rep.body = body;
+  rep.meta = output::metadata(
+      "spectral-surgery",
+      {{"checkpoint", o.checkpoint}, {"tokens", source},        {"component", o.component}, {"rank", o.rank},
+       {"layers", o.layers},         {"linearize", o.linearize}, {"linear_attention", o.linear_attention},
+       {"sweep", o.sweep},           {"sweep_mode", o.sweep_mode}, {"scalar_filtering", o.scalar},
+       {"context", ps.context},      {"stride", ps.stride},     {"max_tokens", o.max_tokens}});
+  app::emit(rep, o.common);
+  if (!o.common.plot.empty()) {
+    require(!lp.series.empty(), "--plot needs --sweep per-layer|cumulative|both");
+    plot::save(lp, o.common.plot);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"spectral-surgery: validation perplexity with attention interactions truncated (routing / filtering "
+               "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
+               "attention at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3).",
+               "spectral-surgery"};
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5)")->required()->check(CLI::ExistingFile);
+  app.add_option("--data", o.data, "Token files PREFIX (PREFIX.val.bin + PREFIX.meta.json); the val split is scored");
+  app.add_option("--text", o.text, "Or a text file to tokenize and score (lines joined)");
+  app.add_option("--tokenizer", o.tokenizer, "Tokenizer for --text: auto | byte | gpt2")
+      ->check(CLI::IsMember({"auto", "byte", "gpt2"}))
+      ->capture_default_str();
+  app.add_option("--component", o.component, "Part truncated to --rank: routing | filtering | both")
+      ->check(CLI::IsMember({"routing", "filtering", "both"}))
+      ->capture_default_str();
+  app.add_option("--rank", o.rank, "Target rank k (0 removes the component; -1 = full rank, no truncation)")
+      ->capture_default_str();
+  app.add_option("--layers", o.layers, "Layers the surgery / sweeps apply to: all | L | A-B | A,B,C-D")
+      ->capture_default_str();
+  app.add_flag("--linearize", o.linearize, "Linearise the layers: keep the top singular pair of R, filtering -> one "
+                                           "scalar per head (S–D: d_i -> head mean)");
+  app.add_option("--scalar-filtering", o.scalar, "Scalar of linearised filtering: trace (trace F / n) | mean-diag")
+      ->check(CLI::IsMember({"trace", "mean-diag"}))
+      ->capture_default_str();
+  app.add_option("--linear-attention", o.linear_attention, "Replace these layers by ELU+1 linear attention: A-B | A,B");
+  app.add_option("--sweep", o.sweep, "Sweeps over --layers: none | per-layer | cumulative | both")
+      ->check(CLI::IsMember({"none", "per-layer", "cumulative", "both"}))
+      ->capture_default_str();
+  app.add_option("--sweep-mode", o.sweep_mode, "What a sweep does to a layer: linearize | linear-attention")
+      ->check(CLI::IsMember({"linearize", "linear-attention"}))
+      ->capture_default_str();
+  app.add_option("--context", o.context, "Perplexity window length [default: block_size]")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--stride", o.stride, "Window stride [default: context / 2]")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-tokens", o.max_tokens, "Score at most this many validation tokens")
+      ->check(CLI::Range(2L, 1L << 40))
+      ->capture_default_str();
+  app::add_common_options(app, o.common);
+  app.footer(
+      "Examples:\n"
+      "  spectral-surgery --checkpoint ckpt.h5 --data data/tiny --component routing --rank 0     # remove routing\n"
+      "  spectral-surgery --checkpoint ckpt.h5 --data data/tiny --component filtering --rank 4 --layers 0-3\n"
+      "  spectral-surgery --checkpoint ckpt.h5 --data data/tiny --linearize --layers 0-2\n"
+      "  spectral-surgery --checkpoint ckpt.h5 --data data/tiny --sweep both --plot lin.svg\n"
+      "  spectral-surgery --checkpoint ckpt.h5 --text notes.txt --linear-attention 0-1\n"
+      "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (rank larger than possible, layers out of range).");
+  return app::run(app, argc, argv, [&] { run(o); });
+}

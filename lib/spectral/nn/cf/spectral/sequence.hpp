@@ -1,0 +1,52 @@
+#pragma once
+// Sequence-level routing/filtering analysis (seed 003 §3, App. A; SPEC §3): the UNMASKED score
+// matrix M = Q K^T / sqrt(d_k) (S–D layers: S - D) of every head on given texts, intercepted from
+// the trainer's forward pass (cf::nn::ForwardHooks::on_scores), decomposed and averaged over texts.
+// Part of target cf_spectral_nn (needs lib/nn and lib/data).
+#include <string>
+#include <vector>
+
+#include "cf/nn/model.hpp"
+#include "cf/spectral/model.hpp"
+#include "cf/spectral/partial.hpp"
+
+namespace cf::spectral {
+
+/// Settings of the sequence-level analysis.
+struct SequenceOptions {
+  std::string texts_path;          ///< one text per non-empty line
+  std::string tokenizer = "auto";  ///< auto (byte for vocab 256, gpt2 for 50257) | byte | gpt2
+  std::string gpt2_dir;            ///< GPT-2 vocabulary folder ("" = lib/data default)
+  int max_tokens = 1024;           ///< each text is cut to min(max_tokens, block_size) tokens
+  AnalysisOptions analysis;        ///< spectrum_M is ignored (sequence level reports F and R)
+  /// n above this: max Re lambda from Spectra's GenEigsSolver instead of the dense eigensolver.
+  Index dense_eigen_max_n = 128;
+};
+
+/// Result: per-head metrics averaged over the texts, plus the token count of each text.
+struct SequenceAnalysis {
+  ModelSpectrum spectrum;  ///< level "sequence"
+  std::vector<int> token_counts;
+  std::string tokenizer;
+};
+
+/// Tokenize each non-empty line of `texts_path` (throws cf::InvalidArgument if the file is
+/// missing or has no text, or the tokenizer does not fit vocab_size).
+std::vector<std::vector<std::int32_t>> tokenize_texts(const std::string& texts_path, const std::string& tokenizer,
+                                                      const std::string& gpt2_dir, int vocab_size, int max_tokens,
+                                                      std::string* resolved_tokenizer);
+
+/// Metrics of one unmasked score matrix M (n x n): dense SVDs of F and R; max Re lambda by the
+/// dense eigensolver for n <= dense_eigen_max_n, else Spectra GenEigs (dense fallback inside).
+HeadSpectrum analyse_scores(const Eigen::MatrixXd& M, const AnalysisOptions& opt, Index dense_eigen_max_n);
+
+/// Analyse `layers` (all when empty; indices in [0, n_layer)) of a loaded model on token lists.
+/// Linear-attention layers have no score matrix and are skipped.
+ModelSpectrum analyse_sequences(const nn::Model<float>& model, const std::vector<std::vector<std::int32_t>>& texts,
+                                const std::vector<int>& layers, const SequenceOptions& opt);
+
+/// Load `checkpoint`, tokenize opt.texts_path and analyse.
+SequenceAnalysis analyse_sequences(const std::string& checkpoint, const std::vector<int>& layers,
+                                   const SequenceOptions& opt);
+
+}  // namespace cf::spectral

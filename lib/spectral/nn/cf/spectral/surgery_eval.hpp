@@ -1,0 +1,60 @@
+#pragma once
+// Spectral surgery at run time (seed 003 §5.1, §6, App. B; SPEC §3): validation perplexity
+// (overlapping-stride) with each selected layer's interaction M replaced by its truncation /
+// linearisation through the trainer's score hook, or the layer replaced by ELU+1 linear
+// attention; per-layer and cumulative front-to-back linearisation sweeps.
+// Part of target cf_spectral_nn (needs lib/nn).
+#include <string>
+#include <vector>
+
+#include "cf/nn/model.hpp"
+#include "cf/spectral/surgery.hpp"
+
+namespace cf::spectral {
+
+/// One intervention on a model.
+struct Intervention {
+  SurgerySpec spec;                   ///< truncation of the selected layers (rank < 0: none)
+  std::vector<int> layers;            ///< layers the truncation / linearisation applies to
+  bool linearize = false;             ///< linearize those layers instead (top routing pair + scalar filtering)
+  ScalarFiltering scalar = ScalarFiltering::TraceOverN;
+  std::vector<int> linear_attention;  ///< layers replaced by ELU+1 linear attention
+};
+
+/// Perplexity settings: windows of `context` tokens every `stride` tokens (nn::evaluate_perplexity).
+struct PerplexitySettings {
+  int context = 0;  ///< 0 = block_size
+  int stride = 0;   ///< 0 = context / 2 (at least 1)
+};
+
+/// Build the forward hooks of an intervention. The score hook leaves M untouched (bit for bit)
+/// when the truncation is the identity (rank < 0 or >= T) and the layer is not linearised, so
+/// "full-rank surgery" reproduces the baseline perplexity exactly. Layer indices must lie in
+/// [0, n_layer).
+nn::ForwardHooks make_hooks(const Intervention& iv, int n_layer);
+
+/// Perplexity of `model` on `tokens` under `iv` (an empty intervention = the baseline).
+nn::PerplexityResult evaluate_intervention(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
+                                           const Intervention& iv, const PerplexitySettings& ps);
+
+/// Check a requested rank against the model: 0 <= k <= min(context, 2 d_head(l)) for every
+/// selected layer (SPEC §3: rank F, rank R <= 2 d_k); throws cf::InvalidArgument ("rank k larger
+/// than possible") naming k, the layer and the bound.
+void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, int rank, int context);
+
+/// One row of a sweep.
+struct SweepRow {
+  int layer = 0;
+  double ppl = 0, cost_pct = 0;  ///< cost = (ppl - baseline) / baseline * 100
+};
+
+/// Per-layer sweep: for each layer l of `layers`, only l is linearised (or, if linear_attention,
+/// replaced by ELU+1 linear attention); cumulative sweep: layers[0..i] together, front to back.
+std::vector<SweepRow> sweep_per_layer(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
+                                      const std::vector<int>& layers, bool linear_attention, double baseline_ppl,
+                                      const PerplexitySettings& ps);
+std::vector<SweepRow> sweep_cumulative(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
+                                       const std::vector<int>& layers, bool linear_attention, double baseline_ppl,
+                                       const PerplexitySettings& ps);
+
+}  // namespace cf::spectral
