@@ -42,7 +42,7 @@ struct Options {
 };
 
 bool is_file_model(const std::string& m) {
-  return m.find('/') != std::string::npos || m.size() > 3 && m.substr(m.size() - 3) == ".h5";
+  return m.find('/') != std::string::npos || (m.size() > 3 && m.substr(m.size() - 3) == ".h5");
 }
 
 /// Everything the modes need: the structured model (if any), kernels from a file (if any), alpha.

@@ -118,3 +118,32 @@ TEST_CASE("Published BLOOM-176B rollout with content at n 256 (variant c)", "[ro
   CHECK(s.argmin >= 30);
   CHECK(s.argmin <= 80);
 }
+
+TEST_CASE("Only the simple slope recipe reproduces the published BLOOM-176B curve", "[rollout][seed004]") {
+  // SPEC.md section 2: the reference code used 2^(-8h/H) for every H, also H = 112. BLOOM's own
+  // recipe (hf) gives different slopes for 112 heads and misses the published p_0 ~ 0.0203.
+  const Preset p = load_preset("bloom");
+  AlibiModel simple, hf;
+  simple.slopes = alibi_slopes_simple(112);
+  hf.slopes = alibi_slopes_hf(112);
+  const auto s = summarize(rollout_last_row_alibi(simple, p.alpha_measured, 256));
+  const auto h = summarize(rollout_last_row_alibi(hf, p.alpha_measured, 256));
+  CHECK(s.first == Approx(0.0203).margin(0.00005));
+  CHECK(std::abs(h.first - 0.0203) > 0.005);
+  CHECK(p.slope_recipe == "simple");
+}
+
+TEST_CASE("Sliding-window structured path with measured content at n 1500 matches the dense path", "[rollout]") {
+  const Preset p = load_preset("mpt-7b");
+  AlibiModel m;
+  m.slopes = p.slopes;
+  m.mask.window = 300;
+  m.delta = p.content_delta;
+  // A content matrix for 32 layers with a 4-layer schedule is a shape error, not a silent crop.
+  CHECK_THROWS_AS(rollout_last_row_alibi(m, p.alpha_measured.head(4), 1500), cf::InvalidArgument);
+  AlibiModel m4 = m;
+  m4.delta = p.content_delta.topRows(4);
+  const Eigen::VectorXd f4 = rollout_last_row_alibi(m4, p.alpha_measured.head(4), 1500);
+  const Eigen::VectorXd d = rollout_last_row_alibi_dense(m4, p.alpha_measured.head(4), 1500);
+  CHECK(rel_err(f4, d) < 1e-12);
+}
