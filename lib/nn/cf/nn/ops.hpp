@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <omp.h>
 
 namespace cf::nn {
 
@@ -101,25 +102,53 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
   }
 }
 
+/// Row range [lo, hi) of part `id` of `parts` for n rows (static split, no synchronisation).
+inline void split_range(std::int64_t n, int id, int parts, std::int64_t& lo, std::int64_t& hi) {
+  lo = n * id / parts;
+  hi = n * (id + 1) / parts;
+}
+
 /// Linear layer y = x W^T + b (PyTorch nn.Linear). out [N, OC]; inp [N, C]; W [OC, C]; b [OC] or null.
+/// Threads split the rows of y, each running a sequential GEMM: one barrier per call (Eigen's own
+/// parallel GEMM synchronises per block, which costs much on a loaded 2-core machine).
 template <class T>
 void linear_forward(T* out, const T* inp, const T* W, const T* b, int N, int C, int OC) {
   MapR<T> Y(out, N, OC);
-  Y.noalias() = CMapR<T>(inp, N, C) * CMapR<T>(W, OC, C).transpose();
-  if (b) Y.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(b, OC);
+  CMapR<T> X(inp, N, C), Wm(W, OC, C);
+#pragma omp parallel
+  {
+    std::int64_t lo, hi;
+    split_range(N, omp_get_thread_num(), omp_get_num_threads(), lo, hi);
+    if (hi > lo) {
+      Y.middleRows(lo, hi - lo).noalias() = X.middleRows(lo, hi - lo) * Wm.transpose();
+      if (b) Y.middleRows(lo, hi - lo).rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(b, OC);
+    }
+  }
 }
 /// Backward of linear_forward: dinp [N, C] += dout W (if not null); dW [OC, C] += dout^T inp;
-/// db [OC] += column sums of dout (if not null).
+/// db [OC] += column sums of dout (if not null). Threads split rows of dinp and rows of dW.
 template <class T>
 void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T* W, int N, int C, int OC) {
-  CMapR<T> dY(dout, N, OC);
-  if (dinp) MapR<T>(dinp, N, C).noalias() += dY * CMapR<T>(W, OC, C);
-  MapR<T>(dW, OC, C).noalias() += dY.transpose() * CMapR<T>(inp, N, C);
-  // explicit loop: Eigen's vectorised reductions group terms by the buffer's address alignment,
-  // which would make results differ between runs (and break bit-exact resume)
-  if (db)
-    for (int n = 0; n < N; ++n)
-      for (int o = 0; o < OC; ++o) db[o] += dout[static_cast<std::int64_t>(n) * OC + o];
+  CMapR<T> dY(dout, N, OC), X(inp, N, C), Wm(W, OC, C);
+  MapR<T> dWm(dW, OC, C);
+#pragma omp parallel
+  {
+    const int id = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::int64_t lo, hi;
+    if (dinp) {
+      split_range(N, id, nt, lo, hi);
+      if (hi > lo) MapR<T>(dinp, N, C).middleRows(lo, hi - lo).noalias() += dY.middleRows(lo, hi - lo) * Wm;
+    }
+    split_range(OC, id, nt, lo, hi);
+    if (hi > lo) {
+      dWm.middleRows(lo, hi - lo).noalias() += dY.middleCols(lo, hi - lo).transpose() * X;
+      // explicit loop: Eigen's vectorised reductions group terms by the buffer's address
+      // alignment, which would make results differ between runs (and break bit-exact resume)
+      if (db)
+        for (int n = 0; n < N; ++n)
+          for (std::int64_t o = lo; o < hi; ++o) db[o] += dout[static_cast<std::int64_t>(n) * OC + o];
+    }
+  }
 }
 
 /// GELU, tanh approximation (GPT-2). out, inp [n]. The tanh runs through Eigen's vectorised
