@@ -50,6 +50,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const nn::Model<float>& 
 void run(const Options& o) {
   require(o.data.empty() != o.text.empty(), "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  (void)read_attention_weights(o.checkpoint);  // clear message for a checkpoint without attention weights
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   const auto& cfg = model.config;
   const std::vector<int> layers = parse_layer_spec(o.layers, cfg.n_layer);
@@ -60,7 +61,7 @@ void run(const Options& o) {
   require(ps.context <= cfg.block_size, "--context must be <= block_size = ", cfg.block_size, " (got ", ps.context, ")");
   ps.stride = o.stride > 0 ? o.stride : std::max(1, ps.context / 2);
   require(ps.stride <= ps.context, "--stride must be <= context = ", ps.context, " (got ", ps.stride, ")");
-  if (o.rank >= 0) validate_rank(cfg, layers, o.rank, ps.context);
+  if (o.rank >= 0) validate_rank(cfg, layers, parse_component(o.component), o.rank, ps.context);
   require(!(o.linearize && o.rank >= 0), "--linearize fixes the ranks itself (top routing pair, scalar filtering): "
                                          "drop --rank");
   std::string source;

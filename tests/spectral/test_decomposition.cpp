@@ -157,3 +157,20 @@ TEST_CASE("Factorised decomposition rejects mismatched or non-finite factors", "
   CHECK_THROWS_AS(analyse_factored(A, A), cf::InvalidArgument);
   CHECK_THROWS_AS(split(randn(3, 4, 1)), cf::InvalidArgument);
 }
+
+TEST_CASE("Thin-QR R factor satisfies R^T R = U^T U on well and ill conditioned 300 x 16 inputs", "[seed003]") {
+  Eigen::MatrixXd U = randn(300, 16, 77);
+  for (double tiny : {1.0, 1e-7}) {
+    U.col(3) *= tiny;  // second pass: cond ~ 1e7 -> Householder branch
+    const Eigen::MatrixXd R = qr_r_factor(U);
+    REQUIRE(R.rows() == 16);
+    CHECK((R.transpose() * R - U.transpose() * U).norm() <= 1e-12 * U.squaredNorm());
+    CHECK(R.isUpperTriangular(0.0));
+  }
+  // Ill-conditioned kernel (W_K nearly parallel to W_Q): factorised still matches dense.
+  const Eigen::MatrixXd A = randn(80, 6, 1);
+  const Eigen::MatrixXd B = A + 1e-6 * randn(80, 6, 2);
+  const HeadSpectrum f = analyse_factored(A, B), e = analyse_dense(A * B.transpose());
+  CHECK((f.F.sigma.head(12) - e.F.sigma.head(12)).cwiseAbs().maxCoeff() <= 1e-8 * e.F.sigma[0]);
+  CHECK(f.R.fro == Approx(e.R.fro).epsilon(1e-6));
+}

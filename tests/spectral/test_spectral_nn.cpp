@@ -47,7 +47,10 @@ TEST_CASE("Surgery at full rank reproduces the baseline perplexity exactly, stan
     const PerplexitySettings ps{32, 16};
     const nn::PerplexityResult base = evaluate_intervention(m, tokens, Intervention{}, ps);
     for (Component c : {Component::Routing, Component::Filtering, Component::Both}) {
-      for (int k : {32, 1000}) {
+      // 16 = 2 d_head: F and R of Q K^T have rank <= 16, so truncation is the identity (except
+      // S–D filtering, -D, which is full rank: only k >= T is the identity there).
+      for (int k : {16, 32, 1000}) {
+        if (k == 16 && std::string(attn) == "sd" && c != Component::Routing) continue;
         Intervention iv;
         iv.spec = SurgerySpec{c, k};
         iv.layers = {0, 1};
@@ -70,7 +73,7 @@ TEST_CASE("Linearize hook substitutes the top routing pair and scalar filtering 
   Intervention iv;
   iv.layers = {1};
   iv.linearize = true;
-  nn::ForwardHooks hooks = make_hooks(iv, 2);
+  nn::ForwardHooks hooks = make_hooks(iv, m.config);
   // Wrap the hook: record what it produced for layer 1 and compare with the library function.
   int checked = 0;
   auto inner = hooks.on_scores;
@@ -91,11 +94,15 @@ TEST_CASE("Linearize hook substitutes the top routing pair and scalar filtering 
 
 TEST_CASE("Rank validation rejects k above min(context, 2 d_head) and layers out of range", "[seed003]") {
   const nn::ModelConfig c = tiny("full", true);  // d_head = 8 -> bound 16
-  CHECK_NOTHROW(validate_rank(c, {0, 1}, 16, 32));
-  CHECK_THROWS_AS(validate_rank(c, {0, 1}, 17, 32), cf::InvalidArgument);
-  CHECK_THROWS_AS(validate_rank(c, {0}, 5, 4), cf::InvalidArgument);
-  CHECK_THROWS_AS(validate_rank(c, {2}, 1, 32), cf::InvalidArgument);
-  CHECK_THROWS_AS(make_hooks(Intervention{SurgerySpec{}, {3}}, 2), cf::InvalidArgument);
+  CHECK_NOTHROW(validate_rank(c, {0, 1}, Component::Both, 16, 32));
+  CHECK_THROWS_AS(validate_rank(c, {0, 1}, Component::Routing, 17, 32), cf::InvalidArgument);
+  CHECK_THROWS_AS(validate_rank(c, {0}, Component::Both, 5, 4), cf::InvalidArgument);
+  CHECK_THROWS_AS(validate_rank(c, {2}, Component::Both, 1, 32), cf::InvalidArgument);
+  CHECK_THROWS_AS(make_hooks(Intervention{SurgerySpec{}, {3}}, c), cf::InvalidArgument);
+  // S–D filtering is diagonal, full rank: k up to the context is possible.
+  const nn::ModelConfig sd = tiny("sd", false);
+  CHECK_NOTHROW(validate_rank(sd, {0}, Component::Filtering, 30, 32));
+  CHECK_THROWS_AS(validate_rank(sd, {0}, Component::Routing, 30, 32), cf::InvalidArgument);
 }
 
 TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence level", "[seed003]") {

@@ -78,7 +78,7 @@ HeadSpectrum analyse_dense(const Eigen::MatrixXd& M, const AnalysisOptions& opt 
 /// a dense d x d SVD"). A, B: m x r (weight level: A = W_Q, B = W_K, m = d, r = d_k, scale = 1;
 /// sequence level: A = Q, B = K, m = n, r = d_k, scale = 1/sqrt(d_k)).
 ///
-/// One thin QR [A, B] = Q_U R_U (m x p, p = min(m, 2r)) spans the column spaces of F = 1/2 U V^T
+/// One thin QR [A, B] = Q_U R_U (m x p, p = min(m, 2r); qr_r_factor) spans the column spaces of F = 1/2 U V^T
 /// with U = [A, B], V = [B, A] and of R = 1/2 U V'^T with V' = [B, -A]: V and V' are U times a
 /// block permutation, so the QR of V is that of U. With R_U = [R_A, R_B], M = Q_U C Q_U^T for the
 /// p x p core C = scale R_A R_B^T, F = Q_U sym(C) Q_U^T and R = Q_U skew(C) Q_U^T: the singular
@@ -87,6 +87,11 @@ HeadSpectrum analyse_dense(const Eigen::MatrixXd& M, const AnalysisOptions& opt 
 /// Throws cf::InvalidArgument if A and B differ in shape, are empty or not finite.
 HeadSpectrum analyse_factored(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B, double scale = 1.0,
                               const AnalysisOptions& opt = {});
+
+/// R factor (min(m, c) x c, upper trapezoidal) of the thin QR U = Q R of an m x c matrix:
+/// Cholesky QR (R = chol(U^T U)^T) when U is well conditioned (diagonal of the Cholesky factor
+/// within a factor 1e3), else Householder QR. Row signs of R may differ between the two.
+Eigen::MatrixXd qr_r_factor(const Eigen::MatrixXd& U);
 
 /// Singular values (descending) of a skew-symmetric matrix S (n x n), computed as |eigenvalues|
 /// of the Hermitian matrix i S, which keeps the exact +-i sigma pairing (each value appears twice

@@ -1,14 +1,16 @@
 #include "cf/spectral/surgery_eval.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "cf/core/error.hpp"
 
 namespace cf::spectral {
 
-nn::ForwardHooks make_hooks(const Intervention& iv, int n_layer) {
+nn::ForwardHooks make_hooks(const Intervention& iv, const nn::ModelConfig& c) {
+  const int n_layer = c.n_layer;
   nn::ForwardHooks hooks;
-  std::vector<bool> touch(std::size_t(n_layer), false);
+  std::vector<bool> touch(static_cast<std::size_t>(n_layer), false);
   for (int l : iv.layers) {
     require(l >= 0 && l < n_layer, "layer ", l, " is out of range (0 <= layer < n_layer = ", n_layer, ")");
     touch[l] = true;
@@ -21,11 +23,23 @@ nn::ForwardHooks make_hooks(const Intervention& iv, int n_layer) {
   }
   const bool any = iv.linearize || iv.spec.rank >= 0;
   if (!any || iv.layers.empty()) return hooks;
+  // Per layer, the rank from which truncation is the identity in exact arithmetic:
+  // rank R <= 2 d_head always; rank F <= 2 d_head for Q K^T scores, but F = -D is full rank in S–D.
+  std::vector<Index> id_R(static_cast<std::size_t>(n_layer)), id_F(static_cast<std::size_t>(n_layer));
+  for (int l = 0; l < n_layer; ++l) {
+    id_R[l] = 2 * Index(nn::head_dim(c, l));
+    id_F[l] = c.layers[l].attn == nn::AttnKind::Sd ? std::numeric_limits<Index>::max() : id_R[l];
+  }
   const Intervention cfg = iv;
-  hooks.on_scores = [cfg, touch](int l, int, Eigen::Ref<Eigen::MatrixXf> M) {
+  hooks.on_scores = [cfg, touch, id_R, id_F](int l, int, Eigen::Ref<Eigen::MatrixXf> M) {
     if (!touch[l]) return;
-    // Identity surgery (full rank) must leave the floats untouched: return before any round trip.
-    if (!cfg.linearize && (cfg.spec.rank < 0 || cfg.spec.rank >= M.rows())) return;
+    if (!cfg.linearize) {
+      // Identity surgery (full rank) must leave the floats untouched: return before any round
+      // trip, so the perplexity equals the baseline bit for bit.
+      const Index k = cfg.spec.rank, T = M.rows();
+      const bool cut_R = cfg.spec.component != Component::Filtering, cut_F = cfg.spec.component != Component::Routing;
+      if (k < 0 || k >= T || ((!cut_R || k >= id_R[l]) && (!cut_F || k >= id_F[l]))) return;
+    }
     const Eigen::MatrixXd Md = M.cast<double>();
     const Eigen::MatrixXd out = cfg.linearize ? linearize_standard(Md, cfg.scalar) : apply_surgery(Md, cfg.spec);
     M = out.cast<float>();
@@ -37,18 +51,22 @@ nn::PerplexityResult evaluate_intervention(const nn::Model<float>& model, const 
                                            const Intervention& iv, const PerplexitySettings& ps) {
   const int context = ps.context > 0 ? ps.context : model.config.block_size;
   const int stride = ps.stride > 0 ? ps.stride : std::max(1, context / 2);
-  const nn::ForwardHooks hooks = make_hooks(iv, model.config.n_layer);
+  const nn::ForwardHooks hooks = make_hooks(iv, model.config);
   return nn::evaluate_perplexity(model, tokens, context, stride, &hooks);
 }
 
-void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, int rank, int context) {
+void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, Component component, int rank,
+                   int context) {
   require(rank >= 0, "--rank must be >= 0 (got ", rank, ")");
   for (int l : layers) {
     require(l >= 0 && l < c.n_layer, "layer ", l, " is out of range (0 <= layer < n_layer = ", c.n_layer, ")");
-    const int bound = int(max_component_rank(context, nn::head_dim(c, l)));
-    require(rank <= bound, "rank k = ", rank, " is larger than possible for layer ", l,
-            ": rank(F), rank(R) <= min(context, 2 d_head) = min(", context, ", ", 2 * nn::head_dim(c, l), ") = ",
-            bound);
+    const int dh = nn::head_dim(c, l);
+    // S–D filtering is the full-rank diagonal D: any k <= context is possible there.
+    const bool sd_filter_only = c.layers[l].attn == nn::AttnKind::Sd && component == Component::Filtering;
+    const int bound = sd_filter_only ? context : int(max_component_rank(context, dh));
+    require(rank <= bound, "rank k = ", rank, " is larger than possible for layer ", l, ": rank <= ",
+            sd_filter_only ? str("context = ", context)
+                           : str("min(context, 2 d_head) = min(", context, ", ", 2 * dh, ") = ", bound));
   }
 }
 

@@ -27,20 +27,23 @@ struct PerplexitySettings {
   int stride = 0;   ///< 0 = context / 2 (at least 1)
 };
 
-/// Build the forward hooks of an intervention. The score hook leaves M untouched (bit for bit)
-/// when the truncation is the identity (rank < 0 or >= T) and the layer is not linearised, so
+/// Build the forward hooks of an intervention for a model with config c. The score hook leaves M
+/// untouched (bit for bit) when the truncation is the identity in exact arithmetic (rank < 0,
+/// rank >= T, or rank >= 2 d_head for every truncated part whose rank is bounded by 2 d_head:
+/// R always, F except in S–D layers where F = -D) and the layer is not linearised, so
 /// "full-rank surgery" reproduces the baseline perplexity exactly. Layer indices must lie in
 /// [0, n_layer).
-nn::ForwardHooks make_hooks(const Intervention& iv, int n_layer);
+nn::ForwardHooks make_hooks(const Intervention& iv, const nn::ModelConfig& c);
 
 /// Perplexity of `model` on `tokens` under `iv` (an empty intervention = the baseline).
 nn::PerplexityResult evaluate_intervention(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                                            const Intervention& iv, const PerplexitySettings& ps);
 
 /// Check a requested rank against the model: 0 <= k <= min(context, 2 d_head(l)) for every
-/// selected layer (SPEC §3: rank F, rank R <= 2 d_k); throws cf::InvalidArgument ("rank k larger
-/// than possible") naming k, the layer and the bound.
-void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, int rank, int context);
+/// selected layer (SPEC §3: rank F, rank R <= 2 d_k; S–D filtering alone: k <= context); throws
+/// cf::InvalidArgument ("rank k larger than possible") naming k, the layer and the bound.
+void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, Component component, int rank,
+                   int context);
 
 /// One row of a sweep.
 struct SweepRow {
