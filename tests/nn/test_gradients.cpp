@@ -226,3 +226,20 @@ TEST_CASE("Model gradients: positions learned rope alibi none, no LayerNorm, no 
   nb.layers[1].d_head = 2;
   CHECK(model_fd_error(nb) < kRelTol);
 }
+
+TEST_CASE("Linear layer: float path (OpenBLAS) agrees with the double path (Eigen)", "[nn][blas]") {
+  const int N = 37, C = 19, OC = 23;
+  auto x = random_vec(N * C, 1), W = random_vec(OC * C, 2), b = random_vec(OC, 3), R = random_vec(N * OC, 4);
+  std::vector<double> yd(N * OC), dxd(N * C, 0), dWd(OC * C, 0), dbd(OC, 0);
+  linear_forward(yd.data(), x.data(), W.data(), b.data(), N, C, OC);
+  linear_backward(dxd.data(), dWd.data(), dbd.data(), R.data(), x.data(), W.data(), N, C, OC);
+  std::vector<float> xf(x.begin(), x.end()), Wf(W.begin(), W.end()), bf(b.begin(), b.end()), Rf(R.begin(), R.end());
+  std::vector<float> yf(N * OC), dxf(N * C, 0), dWf(OC * C, 0), dbf(OC, 0);
+  linear_forward(yf.data(), xf.data(), Wf.data(), bf.data(), N, C, OC);
+  linear_backward(dxf.data(), dWf.data(), dbf.data(), Rf.data(), xf.data(), Wf.data(), N, C, OC);
+  // float accumulation over <= 37 terms of size <= 1: errors ~ 1e-6; 1e-4 leaves a wide margin
+  for (int i = 0; i < N * OC; ++i) REQUIRE(std::abs(yf[i] - yd[i]) < 1e-4);
+  for (int i = 0; i < N * C; ++i) REQUIRE(std::abs(dxf[i] - dxd[i]) < 1e-4);
+  for (int i = 0; i < OC * C; ++i) REQUIRE(std::abs(dWf[i] - dWd[i]) < 1e-4);
+  for (int i = 0; i < OC; ++i) REQUIRE(std::abs(dbf[i] - dbd[i]) < 1e-4);
+}

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 #include <omp.h>
+#include <cblas.h>
+#include <type_traits>
 
 namespace cf::nn {
 
@@ -109,44 +111,66 @@ inline void split_range(std::int64_t n, int id, int parts, std::int64_t& lo, std
 }
 
 /// Linear layer y = x W^T + b (PyTorch nn.Linear). out [N, OC]; inp [N, C]; W [OC, C]; b [OC] or null.
-/// Threads split the rows of y, each running a sequential GEMM: one barrier per call (Eigen's own
-/// parallel GEMM synchronises per block, which costs much on a loaded 2-core machine).
+/// float: OpenBLAS sgemm (its own threads; about 2x Eigen's GEMM on this machine, see
+/// docs/benchmarks/train.md). double (gradient tests): Eigen, rows split across OpenMP threads.
 template <class T>
 void linear_forward(T* out, const T* inp, const T* W, const T* b, int N, int C, int OC) {
-  MapR<T> Y(out, N, OC);
-  CMapR<T> X(inp, N, C), Wm(W, OC, C);
+  if constexpr (std::is_same_v<T, float>) {
+    if (b) {
+#pragma omp parallel for schedule(static)
+      for (int n = 0; n < N; ++n) std::copy(b, b + OC, out + static_cast<std::int64_t>(n) * OC);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.f, inp, C, W, C, b ? 1.f : 0.f, out, OC);
+  } else {
+    MapR<T> Y(out, N, OC);
+    CMapR<T> X(inp, N, C), Wm(W, OC, C);
 #pragma omp parallel
-  {
-    std::int64_t lo, hi;
-    split_range(N, omp_get_thread_num(), omp_get_num_threads(), lo, hi);
-    if (hi > lo) {
-      Y.middleRows(lo, hi - lo).noalias() = X.middleRows(lo, hi - lo) * Wm.transpose();
-      if (b) Y.middleRows(lo, hi - lo).rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(b, OC);
+    {
+      std::int64_t lo, hi;
+      split_range(N, omp_get_thread_num(), omp_get_num_threads(), lo, hi);
+      if (hi > lo) {
+        Y.middleRows(lo, hi - lo).noalias() = X.middleRows(lo, hi - lo) * Wm.transpose();
+        if (b) Y.middleRows(lo, hi - lo).rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(b, OC);
+      }
     }
   }
 }
 /// Backward of linear_forward: dinp [N, C] += dout W (if not null); dW [OC, C] += dout^T inp;
-/// db [OC] += column sums of dout (if not null). Threads split rows of dinp and rows of dW.
+/// db [OC] += column sums of dout (if not null).
 template <class T>
 void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T* W, int N, int C, int OC) {
-  CMapR<T> dY(dout, N, OC), X(inp, N, C), Wm(W, OC, C);
-  MapR<T> dWm(dW, OC, C);
-#pragma omp parallel
-  {
-    const int id = omp_get_thread_num(), nt = omp_get_num_threads();
-    std::int64_t lo, hi;
-    if (dinp) {
-      split_range(N, id, nt, lo, hi);
-      if (hi > lo) MapR<T>(dinp, N, C).middleRows(lo, hi - lo).noalias() += dY.middleRows(lo, hi - lo) * Wm;
+  if (db) {
+    // explicit loop in a fixed order: Eigen's vectorised reductions group terms by the buffer's
+    // address alignment, which would make results differ between runs (and break exact resume)
+    // column blocks per thread, rows streamed in order (cache-friendly, order fixed per column)
+    constexpr int kCols = 64;
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += kCols) {
+      const int o1 = std::min(OC, o0 + kCols);
+      T acc[kCols] = {};
+      for (int n = 0; n < N; ++n) {
+        const T* r = dout + static_cast<std::int64_t>(n) * OC;
+        for (int o = o0; o < o1; ++o) acc[o - o0] += r[o];
+      }
+      for (int o = o0; o < o1; ++o) db[o] += acc[o - o0];
     }
-    split_range(OC, id, nt, lo, hi);
-    if (hi > lo) {
-      dWm.middleRows(lo, hi - lo).noalias() += dY.middleCols(lo, hi - lo).transpose() * X;
-      // explicit loop: Eigen's vectorised reductions group terms by the buffer's address
-      // alignment, which would make results differ between runs (and break bit-exact resume)
-      if (db)
-        for (int n = 0; n < N; ++n)
-          for (std::int64_t o = lo; o < hi; ++o) db[o] += dout[static_cast<std::int64_t>(n) * OC + o];
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.f, dout, OC, W, C, 1.f, dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dW, C);
+  } else {
+    CMapR<T> dY(dout, N, OC), X(inp, N, C), Wm(W, OC, C);
+    MapR<T> dWm(dW, OC, C);
+#pragma omp parallel
+    {
+      const int id = omp_get_thread_num(), nt = omp_get_num_threads();
+      std::int64_t lo, hi;
+      if (dinp) {
+        split_range(N, id, nt, lo, hi);
+        if (hi > lo) MapR<T>(dinp, N, C).middleRows(lo, hi - lo).noalias() += dY.middleRows(lo, hi - lo) * Wm;
+      }
+      split_range(OC, id, nt, lo, hi);
+      if (hi > lo) dWm.middleRows(lo, hi - lo).noalias() += dY.middleCols(lo, hi - lo).transpose() * X;
     }
   }
 }
