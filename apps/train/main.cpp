@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 #include <omp.h>
+#include <cblas.h>
 #include <sstream>
 
 #include "cf/core/app.hpp"
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
   auto* o_cki = app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
                     ->check(CLI::PositiveNumber)->capture_default_str();
   auto* o_seed = app.add_option("--seed", o.seed, "seed of initialisation and batches")->capture_default_str();
-  app.add_option("--threads", o.threads, "OpenMP threads (0 = default); results are reproducible per thread count")
+  app.add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (0 = default); results are reproducible per thread count")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--log-every", o.log_every, "progress line every N updates")->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -130,7 +131,10 @@ int main(int argc, char** argv) {
       "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.");
 
   const int rc = app::run(app, argc, argv, [&] {
-    if (o.threads > 0) omp_set_num_threads(o.threads);
+    if (o.threads > 0) {
+      omp_set_num_threads(o.threads);
+      openblas_set_num_threads(o.threads);  // float GEMMs run in OpenBLAS's own thread pool
+    }
     nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                          : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                              : nn::load_token_files(o.data);
