@@ -1,6 +1,7 @@
 // Run-time surgery and sequence-level analysis through the trainer's forward pass (lib/nn hooks).
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include "cf/core/error.hpp"
@@ -150,6 +151,5 @@ TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence l
     CHECK(h.rank_F == 32);
     CHECK(h.rank_R % 2 == 0);
   }
-  std::remove((tc.out_dir + "/last.h5").c_str());
-  std::remove((tc.out_dir + "/best.h5").c_str());
+  std::filesystem::remove_all(tc.out_dir);
 }
