@@ -10,3 +10,7 @@ echo "(plot: results/coverage_se-bridge.svg)"
 echo
 echo "== notebooks: seed 002 Table 2 (score accounting) =="
 "$BIN/nb_seed002_01_table2_scores"
+echo
+echo "== rollout: BLOOM-176B position prior, measured alpha (seed 004 figure, n = 256) =="
+"$BIN/rollout" --model bloom --alpha measured --plot results/rollout_bloom.svg
+echo "(plot: results/rollout_bloom.svg)"

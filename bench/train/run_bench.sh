@@ -9,6 +9,17 @@ build="$1"; which="${2:-a}"; reps="${3:-3}"
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ "$which" = a ]; then args=(4 256 4 256 8 256 4 1); else args=(12 768 12 1024 1 50257 2 1); fi
 tc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+# The PyTorch side needs two packages the toolkit itself does not (kept out of scripts/deps/apt.txt
+# so that set-up and CI stay small).
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || [ ! -f "$tc" ]; then
+  echo "run_bench.sh: the baseline needs Debian python3-torch and libtcmalloc-minimal4:" >&2
+  echo "  sudo apt-get install python3-torch libtcmalloc-minimal4" >&2
+  exit 2
+fi
+if [ ! -x "$build/bin/bench_train_step" ]; then
+  echo "run_bench.sh: $build/bin/bench_train_step not found (build first: cmake --build $build --target bench_train_step)" >&2
+  exit 2
+fi
 for th in 1 2; do
   for rep in $(seq "$reps"); do
     echo -n "threads=$th rep=$rep "
