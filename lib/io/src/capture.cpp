@@ -51,6 +51,7 @@ void CaptureWriter::write(int layer, int seq, const LayerCapture& c) {
     started_ = true;
     probs_ = c.attn_probs != nullptr;
     qk_ = c.q != nullptr && c.k != nullptr;
+    out_norm_ = c.resid_out_norm != nullptr;
     for (int l = 0; l < L; ++l) {
       Group g = file_.create_group(layer_name(l));
       const std::size_t N = sz(header_.n_seq), T = sz(header_.seq_len), H = sz(header_.n_head[sz(l)]),
@@ -62,9 +63,12 @@ void CaptureWriter::write(int layer, int seq, const LayerCapture& c) {
       }
       g.create_dataset<float>("resid_in_norm", Shape{N, T});
       g.create_dataset<float>("attn_out_norm", Shape{N, T});
+      if (out_norm_) g.create_dataset<float>("resid_out_norm", Shape{N, T});
     }
   } else {
-    require(probs_ == (c.attn_probs != nullptr) && qk_ == (c.q != nullptr && c.k != nullptr), "capture layer ",
+    require(probs_ == (c.attn_probs != nullptr) && qk_ == (c.q != nullptr && c.k != nullptr) &&
+                out_norm_ == (c.resid_out_norm != nullptr),
+            "capture layer ",
             layer, " sequence ", seq, ": the same datasets must be given for every layer and sequence");
   }
   Group g = file_.open_group(layer_name(layer));
@@ -76,6 +80,7 @@ void CaptureWriter::write(int layer, int seq, const LayerCapture& c) {
   }
   g.write_rows("resid_in_norm", s, 1, c.resid_in_norm);
   g.write_rows("attn_out_norm", s, 1, c.attn_out_norm);
+  if (out_norm_) g.write_rows("resid_out_norm", s, 1, c.resid_out_norm);
   for (int t = 0; t < header_.seq_len; ++t) {
     resid_[sz(layer)](seq, t) = c.resid_in_norm[t];
     attn_[sz(layer)](seq, t) = c.attn_out_norm[t];
@@ -122,11 +127,18 @@ void write_capture_atomic(const std::string& path, const CaptureHeader& h,
   for (std::size_t l = 0; l < h.n_head.size(); ++l)
     require(h.n_head[l] >= 1 && h.d_head[l] >= 1, "capture layer ", l, ": n_head and d_head must be >= 1 (got ",
             h.n_head[l], ", ", h.d_head[l], ")");
+  for (std::size_t l = 0; l < h.n_head.size() && !h.heads.empty(); ++l)
+    require(static_cast<int>(h.heads.size()) == h.n_head[l], "capture layer ", l, ": ", h.heads.size(),
+            " head indices given but n_head = ", h.n_head[l]);
   write_hdf5_atomic(path, [&](File& f) {
     f.set_attr("format", "causalflow-capture");
     f.set_attr("format_version", 1);
     f.set_attr("config", h.config_json);
     f.set_attr("source", h.source);
+    if (!h.heads.empty()) {
+      const std::vector<std::int64_t> heads(h.heads.begin(), h.heads.end());
+      f.write("heads", heads, Shape{heads.size()});
+    }
     CaptureWriter w(f, h);
     fill(w);
     w.finish();

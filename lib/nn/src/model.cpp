@@ -79,6 +79,69 @@ void zero(MatR<T>& m, int r, int c) {
   m.setZero(r, c);
 }
 
+// Hand one layer's attention probabilities, Q, K and residual quantities to the capture hook, one
+// sequence at a time (float copies, so the hook sees the same types for Model<float> and
+// Model<double>). P: per (b, h) nb branch blocks of T x T (summed here); qkv: N x 3 H dh after RoPE;
+// x, att, y: N x C residual in, attention output (after c_proj), residual out.
+template <class T>
+void report_layer(const CaptureHook& hook, int l, int B, int Tn, int H, int dh, int C, std::size_t nb, const T* qkv,
+                  const T* P, const T* x, const T* att, const T* y) {
+  const std::size_t TT = static_cast<std::size_t>(Tn) * Tn, HD = static_cast<std::size_t>(H) * dh;
+  std::vector<float> probs(static_cast<std::size_t>(H) * TT), q(HD * Tn), k(HD * Tn);
+  std::vector<float> xin(static_cast<std::size_t>(Tn) * C), aout(xin.size()), yout(xin.size());
+  std::vector<float> nx(Tn), na(Tn), ny(Tn);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      const T* Pb = P + (static_cast<std::size_t>(b) * H + h) * nb * TT;
+      float* dst = probs.data() + static_cast<std::size_t>(h) * TT;
+      for (std::size_t i = 0; i < TT; ++i) {
+        T sum = 0;
+        for (std::size_t br = 0; br < nb; ++br) sum += Pb[br * TT + i];
+        dst[i] = static_cast<float>(sum);
+      }
+      for (int t = 0; t < Tn; ++t) {
+        const T* row = qkv + (static_cast<std::size_t>(b) * Tn + t) * 3 * HD + static_cast<std::size_t>(h) * dh;
+        for (int d = 0; d < dh; ++d) {
+          q[(static_cast<std::size_t>(h) * Tn + t) * dh + d] = static_cast<float>(row[d]);
+          k[(static_cast<std::size_t>(h) * Tn + t) * dh + d] = static_cast<float>(row[HD + d]);
+        }
+      }
+    }
+    const std::size_t off = static_cast<std::size_t>(b) * Tn * C;
+    auto copy_norms = [&](const T* src, std::vector<float>& dst, std::vector<float>& norms) {
+      for (int t = 0; t < Tn; ++t) {
+        double ss = 0;
+        for (int c = 0; c < C; ++c) {
+          const T v = src[off + static_cast<std::size_t>(t) * C + c];
+          dst[static_cast<std::size_t>(t) * C + c] = static_cast<float>(v);
+          ss += static_cast<double>(v) * static_cast<double>(v);
+        }
+        norms[t] = static_cast<float>(std::sqrt(ss));
+      }
+    };
+    copy_norms(x, xin, nx);
+    copy_norms(att, aout, na);
+    copy_norms(y, yout, ny);
+    LayerActivations la;
+    la.layer = l;
+    la.seq = b;
+    la.n_head = H;
+    la.seq_len = Tn;
+    la.d_head = dh;
+    la.d_model = C;
+    la.attn_probs = probs.data();
+    la.q = q.data();
+    la.k = k.data();
+    la.resid_in = xin.data();
+    la.attn_out = aout.data();
+    la.resid_out = yout.data();
+    la.resid_in_norm = nx.data();
+    la.attn_out_norm = na.data();
+    la.resid_out_norm = ny.data();
+    hook(la);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -189,6 +252,9 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
     }
     linear_forward(tmp.data(), a.atty[l].data(), W + o.proj_w, o.proj_b >= 0 ? W + o.proj_b : nullptr, N, HD, C);
     a.resid_mid[l] = a.resid[l] + tmp;
+    if (hooks && hooks->on_layer)
+      report_layer<T>(hooks->on_layer, l, B, Tn, H, dh, C, nb, qkv, a.P[l].data(), a.resid[l].data(), tmp.data(),
+                      a.resid_mid[l].data());
     const T* m = a.resid_mid[l].data();
     if (ln) {
       layernorm_forward(a.ln2[l].data(), a.ln2_mean[l].data(), a.ln2_rstd[l].data(), m, W + o.ln2_w, W + o.ln2_b, N, C);

@@ -36,6 +36,8 @@ struct CaptureHeader {
   int n_seq = 0, seq_len = 0;    ///< N >= 1, T >= 1
   std::vector<int> n_head;       ///< per layer, >= 1 (size L >= 1)
   std::vector<int> d_head;       ///< per layer, >= 1 (size L)
+  std::vector<int> heads;        ///< model head indices stored in attn_probs/q/k (empty = all
+                                 ///< heads, /heads omitted); else size n_head[l] for every layer
 };
 
 /// One layer's capture of one sequence (row-major float32 buffers).
@@ -45,6 +47,7 @@ struct LayerCapture {
   const float* k = nullptr;           ///< [H, T, d_head] (may be null)
   const float* resid_in_norm = nullptr;  ///< [T], required
   const float* attn_out_norm = nullptr;  ///< [T], required
+  const float* resid_out_norm = nullptr; ///< [T], ||x_t + a_t||_2 leaving the attention block (may be null)
 };
 
 /// Streaming writer handed to the fill function of write_capture_atomic.
@@ -65,15 +68,16 @@ class CaptureWriter {
   const CaptureHeader& header_;
   std::vector<Eigen::MatrixXd> resid_, attn_;  // per layer, N x T
   std::vector<std::vector<bool>> done_;        // per layer, per sequence
-  bool started_ = false, probs_ = false, qk_ = false, tokens_ = false;
+  bool started_ = false, probs_ = false, qk_ = false, out_norm_ = false, tokens_ = false;
 };
 
 /// Write a capture file atomically (cf::io::write_hdf5_atomic): root attributes format =
 /// "causalflow-capture", format_version = 1, config, source; per layer l the datasets
 /// /layer_{l}/attn_probs [N, H, T, T], /layer_{l}/q and /layer_{l}/k [N, H, T, d_head],
-/// /layer_{l}/resid_in_norm and /layer_{l}/attn_out_norm [N, T], attributes alpha_token_mean and
-/// alpha_frobenius; root datasets /alpha_token_mean and /alpha_frobenius [L] (float64); /tokens
-/// [N, T] (int64) if written. Datasets whose pointer was null in the first write (whatever its layer and sequence) are
+/// /layer_{l}/resid_in_norm and /layer_{l}/attn_out_norm [N, T], optional /layer_{l}/resid_out_norm
+/// [N, T], attributes alpha_token_mean and alpha_frobenius; root datasets /alpha_token_mean and
+/// /alpha_frobenius [L] (float64); /tokens [N, T] (int64) if written; /heads [H'] (int64) when
+/// header.heads is not empty. Datasets whose pointer was null in the first write (whatever its layer and sequence) are
 /// omitted.
 /// Throws cf::InvalidArgument for an inconsistent header.
 void write_capture_atomic(const std::string& path, const CaptureHeader& header,

@@ -20,12 +20,51 @@ namespace cf::nn {
 /// the modified matrix is what gets masked and normalised. Not called for linear-attention layers.
 using ScoreHook = std::function<void(int layer, int head, Eigen::Ref<Eigen::MatrixXf> scores)>;
 
-/// Inference-time interventions (spectral surgery). `on_scores` may be empty. `linearize[l]` true
-/// replaces layer l's attention by ELU+1 linear attention computed from the same Q, K, V (SPEC §3
-/// "replacing a layer by ELU+1 linear attention"); shorter vectors mean false for the rest.
+/// What one layer of one sequence exposes to a capture hook: views into buffers owned by the
+/// forward pass, valid only during the call (copy what you keep). All buffers are row-major float32.
+/// Shapes: H = n_head, T = seq_len, C = d_model, dh = d_head of this layer.
+///  - attn_probs [H, T, T], row = query i, column = key j: the weights that multiply V, after the
+///    hook, ALiBi / runway biases, masking and softmax; zero outside the mask. Branch fusion of
+///    bridge patterns (bridge, pbb, se-bridge with fusion = branch): the SUM of the block and the
+///    bridge branch weights, so a row sums to 2 where the bridge branch admits a key and to 1
+///    elsewhere (the head output is exactly attn_probs V). Linear (ELU+1) layers: the normalised
+///    weights phi(q_i).phi(k_j) / sum_{j'<=i} phi(q_i).phi(k_j'). S–D: softmax of S - D.
+///  - q, k [H, T, dh]: the queries and keys the scores are computed from (after RoPE; before the
+///    1/sqrt(dh) scale).
+///  - resid_in, attn_out, resid_out [T, C]: the residual stream entering the attention sub-layer
+///    (x_l, before ln_1), the attention sub-layer output after c_proj (the quantity added to the
+///    residual), and the residual leaving it (resid_in + attn_out).
+///  - resid_in_norm, attn_out_norm, resid_out_norm [T]: per-token Euclidean norms of those three
+///    (accumulated in double), the inputs of alpha_l (SPEC §2, seed 004 Eq. 1).
+struct LayerActivations {
+  int layer = 0;    ///< 0..L-1
+  int seq = 0;      ///< sequence index b in the batch, 0..B-1
+  int n_head = 0, seq_len = 0, d_head = 0, d_model = 0;
+  const float* attn_probs = nullptr;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* resid_in = nullptr;
+  const float* attn_out = nullptr;
+  const float* resid_out = nullptr;
+  const float* resid_in_norm = nullptr;
+  const float* attn_out_norm = nullptr;
+  const float* resid_out_norm = nullptr;
+};
+
+/// Capture hook: called once per (layer, sequence) of a forward pass, in layer order then sequence
+/// order, after the layer's attention sub-layer (before its MLP). Read-only: the forward pass and
+/// its logits are the same bit for bit with and without it.
+using CaptureHook = std::function<void(const LayerActivations& layer)>;
+
+/// Inference-time interventions (spectral surgery) and observation (capture). `on_scores` may be
+/// empty. `linearize[l]` true replaces layer l's attention by ELU+1 linear attention computed from
+/// the same Q, K, V (SPEC §3 "replacing a layer by ELU+1 linear attention"); shorter vectors mean
+/// false for the rest. `on_layer` (may be empty) receives each layer's attention probabilities,
+/// Q, K and residual-stream quantities (LayerActivations); it costs nothing when empty.
 struct ForwardHooks {
   ScoreHook on_scores;
   std::vector<bool> linearize;
+  CaptureHook on_layer;
 };
 
 /// A model with parameters in scalar type T (float or double).
