@@ -1,0 +1,175 @@
+// capture — record what the analysers read from a trained model (issue 4): per layer and head the
+// attention probabilities, Q and K, and the residual-stream norms entering and leaving attention
+// with alpha_l in both SPEC §2 forms, into an HDF5 capture file (docs/checkpoint_format.md).
+// Thin app over cf/nn/capture.hpp; `rollout --model CAPTURE.h5` consumes the file.
+#include <cmath>
+#include <sstream>
+
+#include "cf/core/app.hpp"
+#include "cf/core/error.hpp"
+#include "cf/core/plot.hpp"
+#include "cf/core/version.hpp"
+#include "cf/data/corpus.hpp"
+#include "cf/data/token_file.hpp"
+#include "cf/data/tokenizer.hpp"
+#include "cf/nn/capture.hpp"
+#include "cf/nn/checkpoint.hpp"
+
+using namespace cf;
+using output::fmt;
+using output::fmt_int;
+
+namespace {
+
+struct Options {
+  std::string checkpoint, text, data, split = "val", heads = "all", out = "capture.h5", gpt2_dir;
+  int seq_len = 0;  // 0 = min(256, block_size)
+  int n_seq = 4;
+  bool no_qk = false, no_probs = false;
+  app::CommonOptions common;  // --format, --report (the report's file; --out is the capture), --plot
+};
+
+std::vector<int> parse_heads(const std::string& spec) {
+  if (spec == "all") return {};
+  std::vector<int> heads;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long h = std::strtol(item.c_str(), &end, 10);
+    require(!item.empty() && *end == '\0', "--heads: expected 'all' or a comma list of head indices, got '", spec, "'");
+    heads.push_back(static_cast<int>(h));
+  }
+  return heads;
+}
+
+// Token ids of the input, tokenised with the checkpoint's vocabulary.
+std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& cfg, std::string& tokenizer) {
+  if (!o.data.empty()) {
+    const data::TokenData d = data::read_token_files(o.data);
+    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data, " has vocab_size = ",
+            d.meta.vocab_size, " (", d.meta.tokenizer, ") but the checkpoint has vocab_size = ", cfg.vocab_size,
+            "; prepare the data with the tokenizer the model was trained on");
+    tokenizer = d.meta.tokenizer;
+    const auto& s = o.split == "val" ? d.val : d.train;
+    return std::vector<std::int32_t>(s.begin(), s.end());
+  }
+  std::string name;
+  if (cfg.vocab_size == data::kByteVocabSize)
+    name = "byte";
+  else if (cfg.vocab_size == data::kGpt2VocabSize)
+    name = "gpt2";
+  else
+    throw InvalidArgument(str("--text needs a byte (256) or GPT-2 BPE (50,257) vocabulary, but the checkpoint has "
+                              "vocab_size = ", cfg.vocab_size, "; tokenise with prepare-data and pass --data PREFIX"));
+  const data::Tokenizer tok = data::Tokenizer::create(name, o.gpt2_dir);
+  tokenizer = tok.name();
+  const std::vector<data::Token> t = tok.encode(data::load_corpus(o.text));
+  return std::vector<std::int32_t>(t.begin(), t.end());
+}
+
+void run(const Options& o) {
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  const nn::Model<float> model = nn::load_model(o.checkpoint);
+  const nn::ModelConfig& cfg = model.config;
+  const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
+  require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,
+          " (T <= block_size)");
+  std::string tokenizer;
+  const std::vector<std::int32_t> tokens = load_tokens(o, cfg, tokenizer);
+  const auto windows = nn::capture_windows(tokens, T, o.n_seq);
+  nn::CaptureOptions co;
+  co.store_probs = !o.no_probs;
+  co.store_qk = !o.no_qk;
+  co.heads = parse_heads(o.heads);
+  co.source = !o.data.empty() ? o.data + " (" + o.split + " split)" : o.text;
+  const nn::CaptureSummary s = nn::capture_model(model, windows, o.out, co);
+
+  const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());
+  output::Report rep;
+  rep.meta = output::metadata("capture", {{"checkpoint", o.checkpoint}, {"text", o.text}, {"data", o.data},
+                                          {"split", o.split}, {"seq_len", T}, {"n_seq", o.n_seq},
+                                          {"heads", o.heads}, {"qk", !o.no_qk}, {"probs", !o.no_probs},
+                                          {"out", o.out}, {"tokenizer", tokenizer}});
+  output::Table t;
+  t.title = "capture: " + o.out + " (N = " + std::to_string(s.n_seq) + " sequences of T = " + std::to_string(T) +
+            " tokens, " + std::to_string(cfg.n_layer) + " layers, " + std::to_string(H) + " heads stored)";
+  t.header = {"layer", "attention", "alpha token-mean", "alpha Frobenius", "mean entropy (nats)"};
+  nlohmann::json layers = nlohmann::json::array();
+  plot::LinePlot lp;
+  lp.title = "capture: residual mixing alpha_l (SPEC §2, seed 004 Eq. 1)";
+  lp.xlabel = "layer l";
+  lp.ylabel = "alpha_l";
+  plot::Series ptm{"token-mean", {}, {}}, pfr{"Frobenius", {}, {}};
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const auto& L = s.layers[static_cast<std::size_t>(l)];
+    const std::string kind = nn::attn_name(cfg.layers[static_cast<std::size_t>(l)].attn);
+    t.add_row({std::to_string(l), kind, fmt(L.alpha_token_mean, 5), fmt(L.alpha_frobenius, 5), fmt(L.entropy, 4)});
+    layers.push_back({{"layer", l}, {"attn", kind}, {"alpha_token_mean", L.alpha_token_mean},
+                      {"alpha_frobenius", L.alpha_frobenius}, {"entropy", L.entropy}});
+    ptm.x.push_back(l), ptm.y.push_back(L.alpha_token_mean);
+    pfr.x.push_back(l), pfr.y.push_back(L.alpha_frobenius);
+  }
+  rep.tables.push_back(t);
+  rep.body = {{"file", o.out},
+              {"n_seq", s.n_seq},
+              {"seq_len", T},
+              {"n_layer", cfg.n_layer},
+              {"heads_stored", H},
+              {"tokenizer", tokenizer},
+              {"input_tokens", tokens.size()},
+              {"mean_nll", s.nll},
+              {"layers", layers}};
+  rep.notes.push_back("mean next-token loss on the captured windows: " + fmt(s.nll, 5) + " nats/token");
+  rep.notes.push_back("entropy: mean over stored heads, sequences and query rows of -sum_j p_ij log p_ij (rows "
+                      "normalised; a uniform causal head gives mean_t log(t+1) = " +
+                      fmt([&] { double e = 0; for (int i = 0; i < T; ++i) e += std::log(i + 1.0); return e / T; }(), 4) +
+                      ")");
+  rep.notes.push_back("next: rollout --model " + o.out + " --alpha measured");
+  if (!o.common.plot.empty()) {
+    lp.series = {ptm, pfr};
+    plot::save(lp, o.common.plot);
+  }
+  app::emit(rep, o.common);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"capture: run a trained checkpoint over text and record, per layer and head, the attention "
+               "probabilities, Q, K and the residual-stream norms (alpha_l in both SPEC §2 forms) into an HDF5 "
+               "capture for rollout / spectral.",
+               "capture"};
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5)")->required();
+  auto* in = app.add_option_group("input", "token input (exactly one)");
+  in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes or GPT-2 BPE)");
+  in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
+  in->require_option(1);
+  app.add_option("--split", o.split, "Split of --data to read")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "Tokens per sequence T (<= block size) [default: min(256, block_size)]")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--n-seq", o.n_seq, "Number of sequences N (windows spread evenly over the input)")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--heads", o.heads, "Heads stored in attn_probs/q/k: all | comma list of indices (e.g. 0,3)")
+      ->capture_default_str();
+  app.add_flag("--no-qk", o.no_qk, "Do not store Q and K");
+  app.add_flag("--no-probs", o.no_probs, "Do not store attention probabilities (rollout then needs --kernel-file)");
+  app.add_option("--out", o.out, "Capture file (HDF5, written atomically)")->capture_default_str();
+  app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
+  app.add_option("--format", o.common.format, "Report format: table | csv | json (default: from --report's extension, else table)")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  app.add_option("--report", o.common.out, "Write the report to FILE (atomically) instead of stdout");
+  app.add_option("--plot", o.common.plot, "Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");
+  app.set_version_flag("--version", std::string("causalflow ") + kVersion + " (" + kGitRevision + ")");
+  app.footer(
+      "Examples:\n"
+      "  capture --checkpoint runs/brown/best.h5 --text notes.txt --out runs/brown/capture.h5\n"
+      "  capture --checkpoint runs/brown/best.h5 --data data/brown_byte --n-seq 16 --seq-len 128 --format json\n"
+      "  capture --checkpoint run/last.h5 --text kjv --heads 0,1 --no-qk --plot alpha.svg\n"
+      "  rollout --model runs/brown/capture.h5 --alpha measured      # measured alpha and kernels\n"
+      "File layout: docs/checkpoint_format.md (\"Capture files\"); h5py: f['layer_0/attn_probs'] is [N, H, T, T].\n"
+      "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (missing/foreign checkpoint, input shorter than\n"
+      "  T + 1 tokens, T > block size, vocabulary mismatch).");
+  return app::run(app, argc, argv, [&] { run(o); });
+}

@@ -1,0 +1,62 @@
+#pragma once
+// Captures for the analysers (issue 4, docs/checkpoint_format.md "Capture files"): run a model
+// over token windows with the ForwardHooks::on_layer hook and stream, per layer and sequence, the
+// attention probabilities, Q, K and the residual-stream norms into an HDF5 capture through
+// cf::io::write_capture_atomic, which also stores alpha_l in both forms of SPEC §2 (seed 004
+// Eq. 1). `rollout --model CAPTURE.h5` reads the file back (cf/rollout/kernel.hpp).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cf/nn/model.hpp"
+
+namespace cf::nn {
+
+/// Cut a token stream into n_seq windows of seq_len + 1 tokens (seq_len inputs, and the next-token
+/// targets shifted by one). Window i starts at round(i (len - seq_len - 1) / (n_seq - 1)) (0 when
+/// n_seq = 1): evenly spread over the stream, overlapping only when len < n_seq (seq_len + 1).
+/// Requires seq_len >= 1, n_seq >= 1 and tokens.size() >= seq_len + 1; throws
+/// cf::InvalidArgument naming the counts otherwise.
+std::vector<std::vector<std::int32_t>> capture_windows(const std::vector<std::int32_t>& tokens, int seq_len,
+                                                       int n_seq);
+
+/// Mean Shannon entropy (nats) over the rows of one head's attention weights `probs` (seq_len x
+/// seq_len, row-major, row = query). Each row is normalised to sum 1 first (branch-fused bridge
+/// rows sum to 2, see LayerActivations); rows with zero mass are skipped. 0 <= result <=
+/// log(seq_len); a causal uniform head gives mean_t log(t + 1).
+double attention_row_entropy(const float* probs, int seq_len);
+
+/// What to store. heads: model head indices to keep in attn_probs / q / k (distinct, each in
+/// [0, n_head); empty = all); the residual norms and alpha_l never depend on it.
+struct CaptureOptions {
+  bool store_probs = true;   ///< /layer_{l}/attn_probs [N, H, T, T]
+  bool store_qk = true;      ///< /layer_{l}/q, /layer_{l}/k [N, H, T, d_head]
+  std::vector<int> heads;    ///< empty = all heads
+  std::string source;        ///< the text or data path, root attribute `source`
+};
+
+/// Per-layer results of a capture.
+struct CaptureLayerSummary {
+  double alpha_token_mean = 0;  ///< SPEC §2 token-averaged alpha_l (the published form)
+  double alpha_frobenius = 0;   ///< SPEC §2 Eq. 1, ||A||_F / (||X||_F + ||A||_F), mean over sequences
+  double entropy = 0;           ///< mean attention_row_entropy over the stored heads and the sequences (nats)
+};
+
+/// Summary of a capture run: one entry per layer, plus the model's mean next-token loss on the
+/// captured windows (nats/token) as a sanity check that the right vocabulary was used.
+struct CaptureSummary {
+  std::vector<CaptureLayerSummary> layers;
+  double nll = 0;
+  int n_seq = 0, seq_len = 0;
+};
+
+/// Run `model` over `windows` (each of seq_len + 1 tokens, 1 <= seq_len <= block_size, ids <
+/// vocab_size; seq_len from the first window) and write the capture file `path` atomically
+/// (cf::io::write_capture_atomic; layout in docs/checkpoint_format.md, plus /layer_{l}/resid_out_norm
+/// and /tokens). Returns alpha_l in both forms, the mean attention entropy per layer and the mean
+/// loss. Throws cf::InvalidArgument for empty or ragged windows, seq_len > block_size, token ids out
+/// of range or bad head indices; cf::Error on I/O failure (an existing `path` is left untouched).
+CaptureSummary capture_model(const Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,
+                             const std::string& path, const CaptureOptions& options);
+
+}  // namespace cf::nn
