@@ -27,6 +27,7 @@ struct Options {
   std::string model = "bloom", alpha = "measured", mask = "causal", slopes = "preset", content = "measured";
   std::string content_scale = "raw", path = "auto", kernel_file, influence, matrix, alpha_kind = "token-mean";
   std::string head_weights;
+  std::string kernels = "auto";  // capture models: auto | measured | file
   // jacobian
   double C = 1.0;
   long target = -1;
@@ -51,7 +52,8 @@ struct Setup {
   bool structured = false;
   AlibiModel base;                  // slopes, mask, no content
   Eigen::MatrixXd delta;            // content for variant (c); empty = none
-  std::vector<RowMatrix> kernels;   // from --kernel-file
+  std::vector<RowMatrix> kernels;   // from --kernel-file or measured in a capture
+  std::string kernel_source = "kernel file";
   Eigen::VectorXd alpha;
   int L = 0;
   long n = 0;
@@ -65,6 +67,9 @@ Setup make_setup(const Options& o, long default_n) {
   require(o.n >= 0, "--n must be >= 1, got ", o.n);
   s.n = o.n > 0 ? o.n : default_n;
   s.params = {{"model", o.model}, {"alpha", o.alpha}, {"mask", mask.name()}, {"content", o.content}};
+  require(o.kernels != "file" || !o.kernel_file.empty(), "--kernels file needs --kernel-file FILE");
+  require(o.kernels != "measured" || o.kernel_file.empty(),
+          "--kernels measured takes the kernels from the capture: drop --kernel-file (or use --kernels file)");
   if (!o.kernel_file.empty()) {
     s.kernels = read_kernel_file(o.kernel_file);
     const long kn = s.kernels[0].rows();
@@ -77,9 +82,20 @@ Setup make_setup(const Options& o, long default_n) {
     require(std::filesystem::exists(o.model), "--model: file '", o.model, "' does not exist; known presets: ",
             [] { std::string k; for (auto& p : preset_names()) k += p + " "; return k; }(), "(alias bloom)");
     s.model_name = o.model;
-    require(!s.kernels.empty(), "--model ", o.model,
-            ": a checkpoint/capture model needs its measured attention kernels via --kernel-file "
-            "(kernels from captures are not yet supported)");
+    require_capture_file(o.model);  // a checkpoint gets "run `capture` first"
+    if (s.kernels.empty()) {
+      // measured kernels: head-mean attention probabilities of the capture, n fixed to its T
+      require(mask.window == 0, "--mask applies to ALiBi kernels only; measured kernels carry the model's own mask");
+      s.kernels = read_capture_kernels(o.model);
+      const long kn = s.kernels[0].rows();
+      require(o.n == 0 || o.n == kn, "--n ", o.n, " differs from the capture's sequence length T = ", kn,
+              " (measured kernels fix n = T; omit --n)");
+      s.n = kn;
+      s.params["kernels"] = "measured (capture head mean)";
+      s.kernel_source = "measured kernels";
+    } else {
+      s.params["kernels"] = "file";
+    }
     if (spec.kind == AlphaSpec::Kind::Measured)
       measured = read_capture_alpha(o.model, o.alpha_kind == "frobenius" ? "/alpha_frobenius" : "/alpha_token_mean");
     s.params["alpha_kind"] = o.alpha_kind;
@@ -150,7 +166,7 @@ void run_rollout(const Options& o) {
   const Setup s = make_setup(o, 256);
   if (!s.structured)
     require(s.n <= kDenseMaxN, "n = ", s.n, " is too large for the dense path (n <= ", kDenseMaxN,
-            ") and kernels from a file have no structured path");
+            ") and kernels from a file or capture have no structured path");
   Eigen::VectorXd influence;
   if (!o.influence.empty()) {
     influence = read_influence_file(o.influence);
@@ -171,7 +187,7 @@ void run_rollout(const Options& o) {
 
   output::Report rep;
   nlohmann::json params = s.params;
-  params["path"] = s.structured ? (o.path == "dense" ? "dense" : "structured O(L H n)") : "dense (kernel file)";
+  params["path"] = s.structured ? (o.path == "dense" ? "dense" : "structured O(L H n)") : "dense (" + s.kernel_source + ")";
   rep.meta = output::metadata("rollout", params);
   output::Table t;
   t.title = "Last-row rollout p_j = P(L)[n-1, j], " + s.model_name + ", n = " + std::to_string(s.n) + ", L = " +
@@ -202,7 +218,7 @@ void run_rollout(const Options& o) {
   rep.tables.push_back(t);
   rep.body = {{"summary", summary}, {"variants", variants}};
   rep.notes.push_back("primacy / recency = mass of the first / last ceil(n/10) positions");
-  if (!has_content) rep.notes.push_back("variant (c) omitted: no content model (--content none or kernel file)");
+  if (!has_content) rep.notes.push_back("variant (c) omitted: no content model (--content none, kernel file or capture)");
   if (app::resolve_format(o.common) == output::Format::Csv) {
     output::Table d;
     d.title = "distributions";
@@ -281,7 +297,7 @@ void run_monotonicity(const Options& o) {
     }
   };
   const auto plain = model_kernels(s, false);
-  add(s.structured ? "ALiBi, no content" : "kernel file", plain, !s.structured);
+  add(s.structured ? "ALiBi, no content" : s.kernel_source, plain, !s.structured);
   if (s.structured && s.delta.size() > 0) add("ALiBi + content", model_kernels(s, true), s.delta.rows() > 1);
   rep.tables.push_back(t);
   rep.body = {{"kernels", rows}};
@@ -449,6 +465,11 @@ void add_model_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"raw", "sqrt"}))
       ->capture_default_str();
   app.add_option("--kernel-file", o.kernel_file, "Measured kernels: n rows of n numbers (one layer) or L*n rows; dense path");
+  app.add_option("--kernels", o.kernels,
+                 "Kernels of a capture model: auto (--kernel-file if given, else measured) | measured (uniform head "
+                 "mean of the capture's attention probabilities, averaged over its sequences; n = T) | file")
+      ->check(CLI::IsMember({"auto", "measured", "file"}))
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -486,6 +507,7 @@ int main(int argc, char** argv) {
       "  rollout --model bloom --n 1048576 --content none --format json --out p.json\n"
       "  rollout --model mpt-7b --alpha power:0.5,1.2 --mask swa:64 --format csv\n"
       "  rollout --model bloom --influence influence.txt\n"
+      "  rollout --model run/capture.h5 --alpha measured               # measured alpha and kernels\n"
       "  rollout --model run/capture.h5 --kernel-file kernels.txt --alpha measured\n"
       "  rollout verify --model bloom --n 48\n"
       "  rollout monotonicity --model mpt-30b --n 64\n"

@@ -77,4 +77,23 @@ void alibi_kernel_dense_into(const AlibiModel& model, int l, long n, RowMatrix& 
 /// row-stochastic, negative entries, non-causal mass above 1e-12).
 std::vector<RowMatrix> read_kernel_file(const std::string& path);
 
+/// Throw cf::InvalidArgument unless `path` is a causalflow capture file (docs/checkpoint_format.md,
+/// "Capture files"): the message says "not an HDF5 file" for a foreign or missing file and "run
+/// `capture` first" for a causalflow checkpoint (format = "causalflow-checkpoint").
+void require_capture_file(const std::string& path);
+
+/// True if the capture file stores attention probabilities (/layer_0/attn_probs); the file must
+/// pass require_capture_file.
+bool capture_has_kernels(const std::string& path);
+
+/// Measured expected kernels from a capture: for each layer l (0..L-1, L = number of layer_{l}
+/// groups), Abar(l+1) = the uniform mean over the stored heads (seed 004 Eq. 4, SPEC §2) and over
+/// the N captured sequences of the rows of /layer_{l}/attn_probs [N, H, T, T], each head's row
+/// divided by its sum first (branch-fused bridge layers store the sum of the two branches'
+/// weights, so their rows sum to 2 where the bridge admits a key). Returns L row-stochastic,
+/// causal T x T kernels. Throws cf::InvalidArgument (via require_capture_file) for a file that is
+/// not a capture, one without attn_probs ("re-run capture without --no-probs"), negative entries,
+/// an empty row or mass above the diagonal beyond 1e-6.
+std::vector<RowMatrix> read_capture_kernels(const std::string& path);
+
 }  // namespace cf::rollout
