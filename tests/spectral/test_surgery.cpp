@@ -85,6 +85,28 @@ TEST_CASE("Surgery at full rank is the identity bit for bit", "[seed003]") {
   CHECK((truncate_rank(L, 3).array() == L.array()).all());
 }
 
+TEST_CASE("Top rotation plane by Lanczos equals the SVD rank-2 truncation of a skew matrix, n = 3 to 160", "[seed003]") {
+  for (Index n : {Index(3), Index(20), Index(33), Index(64), Index(128), Index(160)}) {
+    // Dense Gaussian skew (small gaps between planes) and a score-like skew part of Q K^T
+    // (rank <= 2 d_k = 16, decaying planes).
+    const Eigen::MatrixXd G = randn(n, n, unsigned(n));
+    const Eigen::MatrixXd Q = randn(n, 8, unsigned(n) + 1), K = randn(n, 8, unsigned(n) + 2);
+    const Eigen::MatrixXd QK = Q * K.transpose();
+    for (const Eigen::MatrixXd& S : {Eigen::MatrixXd(0.5 * (G - G.transpose())),
+                                     Eigen::MatrixXd(0.5 * (QK - QK.transpose()))}) {
+      const Eigen::MatrixXd fast = truncate_skew_top_pair(S), ref = truncate_rank(S, 2);
+      // Lanczos stops at residual 1e-13 sigma_1^2; the plane error is that over the relative gap.
+      CHECK((fast - ref).norm() <= 1e-8 * ref.norm());
+      CHECK(((fast + fast.transpose()).array() == 0.0).all());  // exactly skew by construction
+    }
+  }
+  // Exact rank 2 (one plane) and zero.
+  const Eigen::MatrixXd a = randn(100, 1, 1), b = randn(100, 1, 2);
+  const Eigen::MatrixXd P = a * b.transpose() - b * a.transpose();
+  CHECK((truncate_skew_top_pair(P) - P).norm() <= 1e-12 * P.norm());
+  CHECK(truncate_skew_top_pair(Eigen::MatrixXd::Zero(50, 50)).norm() == 0.0);
+}
+
 TEST_CASE("Remove routing and remove filtering leave the other part intact", "[seed003]") {
   const Eigen::MatrixXd M = randn(7, 7, 8);
   const Parts p = split(M);

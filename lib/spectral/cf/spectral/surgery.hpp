@@ -30,6 +30,17 @@ enum class ScalarFiltering { TraceOverN, MeanDiag };
 /// For a skew X an odd k keeps half of a rotation plane (still optimal, no longer skew).
 Eigen::MatrixXd truncate_rank(const Eigen::MatrixXd& X, Index k);
 
+/// Rank-2 Eckart–Young truncation of a skew-symmetric S (n x n): its top rotation plane
+/// A - A^T with A = (S v) v^T and v the top right singular vector (S v = sigma_1 u). v comes from
+/// Lanczos with full reorthogonalisation on the Gram matrix S^T S = -S^2 (one vector of its doubly
+/// degenerate top eigenspace fixes the plane): GEMVs only, typically 10-40 steps, instead of the
+/// O(n^3) full SVD of truncate_rank. The result is exactly skew and agrees with truncate_rank(S, 2)
+/// to ~1e-10 relative whenever sigma_1 > sigma_3 (when sigma_1 = sigma_3 the best plane is not
+/// unique; both are optimal). n <= 2 returns S, S = 0 returns 0; n <= 32, or a start vector that
+/// misses the top plane, uses truncate_rank(S, 2). Skewness is assumed, not checked.
+/// Used by linearize_standard / linearize_sd (seed 003 §6 "top singular pair of R").
+Eigen::MatrixXd truncate_skew_top_pair(const Eigen::MatrixXd& S);
+
 /// One surgery: which component, to which rank; rank < 0 means "keep full rank".
 /// rank = 0 removes the component (R = 0: "remove routing"; F = 0: "remove filtering").
 struct SurgerySpec {
@@ -42,12 +53,12 @@ struct SurgerySpec {
 /// M is square.
 Eigen::MatrixXd apply_surgery(const Eigen::MatrixXd& M, const SurgerySpec& spec);
 
-/// Linearise a standard-attention head (seed 003 §6): R -> its top singular pair (rank 2) and
-/// F -> s I with s = trace F / n (= mean diag F). M: n x n, n >= 1.
+/// Linearise a standard-attention head (seed 003 §6): R -> its top singular pair (rank 2,
+/// truncate_skew_top_pair) and F -> s I with s = trace F / n (= mean diag F). M: n x n, n >= 1.
 Eigen::MatrixXd linearize_standard(const Eigen::MatrixXd& M, ScalarFiltering mode = ScalarFiltering::TraceOverN);
 
-/// Linearise an S–D head (seed 003 §5.1, §6): routing S (n x n, skew) -> its top singular pair,
-/// damping d (n entries, > 0) -> its mean. Returns S' - mean(d) I (the pre-mask logits).
+/// Linearise an S–D head (seed 003 §5.1, §6): routing S (n x n, skew) -> its top singular pair
+/// (truncate_skew_top_pair), damping d (n entries, > 0) -> its mean. Returns S' - mean(d) I (the pre-mask logits).
 Eigen::MatrixXd linearize_sd(const Eigen::MatrixXd& S, const Eigen::VectorXd& d);
 
 /// The S–D interaction S - diag(d) (seed 003 §4) for skew S (n x n) and damping d (n).
