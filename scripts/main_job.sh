@@ -14,3 +14,12 @@ echo
 echo "== rollout: BLOOM-176B position prior, measured alpha (seed 004 figure, n = 256) =="
 "$BIN/rollout" --model bloom --alpha measured --plot results/rollout_bloom.svg
 echo "(plot: results/rollout_bloom.svg)"
+echo
+echo "== train -> capture -> rollout -> spectral: a tiny byte-level GPT on the Brown corpus (seconds) =="
+RUN=results/main_job_run
+"$BIN/train" --corpus brown --n-layer 2 --n-head 2 --d-model 64 --block-size 64 --seq-len 64 --batch 8 \
+  --steps 120 --warmup 20 --eval-interval 40 --ckpt-interval 120 --out-dir "$RUN" --quiet
+"$BIN/capture" --checkpoint "$RUN/best.h5" --text kjv --out "$RUN/capture.h5"
+"$BIN/rollout" --model "$RUN/capture.h5" --alpha measured --plot "$RUN/rollout.svg"
+"$BIN/spectral" --checkpoint "$RUN/best.h5" --summary-only --plot "$RUN/cascade.svg"
+echo "(files: $RUN/: checkpoints, log.csv, loss.svg, capture.h5, rollout.svg, cascade.svg)"
