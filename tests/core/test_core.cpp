@@ -5,6 +5,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/number_file.hpp"
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
 
@@ -69,4 +70,30 @@ TEST_CASE("plot: SVG line plots and heat maps carry titles, labels and legends",
   REQUIRE(plot::render_svg(h).find("<rect") != std::string::npos);
   REQUIRE_THROWS_AS(plot::check_plot_path("x.pdf"), InvalidArgument);
   REQUIRE_NOTHROW(plot::check_plot_path("x.PNG"));
+}
+
+TEST_CASE("number_file: comments, separators, empty lines, and malformed tokens", "[core]") {
+  const std::string path = "test_core_numbers.txt";
+  {
+    std::ofstream f(path);
+    f << "# alpha schedule\n0.5, 0.25;0.125\t1e-3\n\n   \n2 # trailing comment\r\n";
+  }
+  const auto rows = cf::read_number_rows(path, "alpha file");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0] == std::vector<double>{0.5, 0.25, 0.125, 1e-3});
+  CHECK(rows[1] == std::vector<double>{2.0});
+  for (const char* bad : {"0.5 nan\n", "1.0x\n", "inf\n"}) {
+    {
+      std::ofstream f(path);
+      f << "0.1\n" << bad;
+    }
+    try {
+      cf::read_number_rows(path, "alpha file");
+      FAIL("accepted '" << bad << "'");
+    } catch (const cf::InvalidArgument& e) {
+      CHECK(std::string(e.what()).find("line 2") != std::string::npos);
+    }
+  }
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(cf::read_number_rows("/nonexistent/x.txt", "kernel file"), cf::InvalidArgument);
 }

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <vector>
 
 #include "cf/core/error.hpp"
+#include "cf/core/number_file.hpp"
 
 namespace cf::rollout {
 
@@ -54,26 +53,8 @@ double wasserstein1_normalised(const Eigen::VectorXd& a, const Eigen::VectorXd& 
 }
 
 Eigen::VectorXd read_influence_file(const std::string& path) {
-  std::ifstream in(path);
-  require(static_cast<bool>(in), "influence file: cannot open '", path, "'");
   std::vector<double> v;
-  std::string line;
-  long lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (auto p = line.find('#'); p != std::string::npos) line.erase(p);
-    for (char& c : line)
-      if (c == ',' || c == ';' || c == '\t') c = ' ';
-    std::istringstream ls(line);
-    std::vector<double> row;
-    std::string tok;
-    while (ls >> tok) {
-      char* end = nullptr;
-      const double x = std::strtod(tok.c_str(), &end);
-      require(end && *end == '\0' && std::isfinite(x), "influence file '", path, "' line ", lineno,
-              ": not a finite number: '", tok, "'");
-      row.push_back(x);
-    }
+  for (const auto& row : read_number_rows(path, "influence file")) {
     if (row.size() == 2 && row[0] == static_cast<double>(v.size()))
       v.push_back(row[1]);  // "position,value"
     else

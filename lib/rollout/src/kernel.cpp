@@ -1,10 +1,9 @@
 #include "cf/rollout/kernel.hpp"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/number_file.hpp"
 #include "cf/rollout/detail/flush_denormals.hpp"
 
 namespace cf::rollout {
@@ -134,28 +133,7 @@ RowMatrix alibi_kernel_dense(const AlibiModel& model, int l, long n) {
 }
 
 std::vector<RowMatrix> read_kernel_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument(str("kernel file: cannot open '", path, "'"));
-  std::vector<std::vector<double>> rows;
-  std::string line;
-  long lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (auto p = line.find('#'); p != std::string::npos) line.erase(p);
-    for (char& c : line)
-      if (c == ',' || c == ';' || c == '\t') c = ' ';
-    std::istringstream ls(line);
-    std::vector<double> row;
-    std::string tok;
-    while (ls >> tok) {
-      char* end = nullptr;
-      const double v = std::strtod(tok.c_str(), &end);
-      require(end && *end == '\0' && std::isfinite(v), "kernel file '", path, "' line ", lineno,
-              ": not a finite number: '", tok, "'");
-      row.push_back(v);
-    }
-    if (!row.empty()) rows.push_back(std::move(row));
-  }
+  const std::vector<std::vector<double>> rows = read_number_rows(path, "kernel file");
   require(!rows.empty(), "kernel file '", path, "': no numbers found");
   const long n = static_cast<long>(rows[0].size());
   require(static_cast<long>(rows.size()) % n == 0, "kernel file '", path, "': ", rows.size(),

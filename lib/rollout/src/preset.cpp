@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/number_file.hpp"
 
 namespace cf::rollout {
 
@@ -119,26 +120,8 @@ Eigen::VectorXd alpha_power(int L, double a0, double beta) {
 }
 
 Eigen::VectorXd read_alpha_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InvalidArgument(str("alpha file: cannot open '", path, "'"));
   std::vector<double> v;
-  std::string line;
-  long lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (auto p = line.find('#'); p != std::string::npos) line.erase(p);
-    for (char& c : line)
-      if (c == ',' || c == ';' || c == '\t') c = ' ';
-    std::istringstream ls(line);
-    std::string tok;
-    while (ls >> tok) {
-      char* end = nullptr;
-      const double x = std::strtod(tok.c_str(), &end);
-      require(end && *end == '\0' && std::isfinite(x), "alpha file '", path, "' line ", lineno,
-              ": not a finite number: '", tok, "'");
-      v.push_back(x);
-    }
-  }
+  for (const auto& row : read_number_rows(path, "alpha file")) v.insert(v.end(), row.begin(), row.end());
   require(!v.empty(), "alpha file '", path, "': no numbers found");
   return Eigen::Map<Eigen::VectorXd>(v.data(), static_cast<long>(v.size()));
 }
