@@ -74,8 +74,25 @@ void run(const Options& o) {
   iv.scalar = o.scalar == "trace" ? ScalarFiltering::TraceOverN : ScalarFiltering::MeanDiag;
   iv.linear_attention = lin_layers;
 
-  const nn::PerplexityResult base = evaluate_intervention(model, tokens, Intervention{}, ps);
+  // Every perplexity of the run (baseline, the surgery, the sweep rows) in one concurrent batch.
   const bool has_surgery = o.linearize || o.rank >= 0 || !lin_layers.empty();
+  const bool lin_attn = o.sweep_mode == "linear-attention";
+  const bool want_per_layer = o.sweep == "per-layer" || o.sweep == "both";
+  const bool want_cumulative = o.sweep == "cumulative" || o.sweep == "both";
+  std::vector<Intervention> ivs = {Intervention{}};
+  if (has_surgery) ivs.push_back(iv);
+  const std::size_t per_at = ivs.size();
+  if (want_per_layer)
+    for (const Intervention& x : sweep_interventions(layers, lin_attn, false)) ivs.push_back(x);
+  const std::size_t cum_at = ivs.size();
+  if (want_cumulative)
+    for (const Intervention& x : sweep_interventions(layers, lin_attn, true)) ivs.push_back(x);
+  const std::vector<nn::PerplexityResult> res = evaluate_interventions(model, tokens, ivs, ps);
+  auto slice = [&](std::size_t at) {
+    return std::vector<nn::PerplexityResult>(res.begin() + long(at), res.begin() + long(at + layers.size()));
+  };
+
+  const nn::PerplexityResult& base = res[0];
   output::Report rep;
   output::Table main;
   main.title = "Validation perplexity (overlapping stride: context " + std::to_string(ps.context) + ", stride " +
@@ -84,7 +101,7 @@ void run(const Options& o) {
   main.add_row({"baseline", fmt(base.nll, 6), fmt(base.ppl, 6), "0"});
   nlohmann::json body = {{"baseline", {{"nll", base.nll}, {"ppl", base.ppl}, {"n_tokens", base.n_tokens}}}};
   if (has_surgery) {
-    const nn::PerplexityResult r = evaluate_intervention(model, tokens, iv, ps);
+    const nn::PerplexityResult& r = res[1];
     std::string what = o.linearize ? "linearize" : (o.rank >= 0 ? component_name(iv.spec.component) + " rank " +
                                                                       std::to_string(o.rank)
                                                                 : "");
@@ -100,7 +117,6 @@ void run(const Options& o) {
   lp.title = "Linearisation cost by layer";
   lp.xlabel = "layer";
   lp.ylabel = "perplexity increase over baseline (%)";
-  const bool lin_attn = o.sweep_mode == "linear-attention";
   auto add_sweep = [&](const std::vector<SweepRow>& rows, const std::string& key, const std::string& title) {
     output::Table t;
     t.title = title;
@@ -119,11 +135,10 @@ void run(const Options& o) {
     lp.series.push_back(s);
   };
   const std::string how = lin_attn ? "ELU+1 linear attention" : "linearize (top routing pair + scalar filtering)";
-  if (o.sweep == "per-layer" || o.sweep == "both")
-    add_sweep(sweep_per_layer(model, tokens, layers, lin_attn, base.ppl, ps), "per_layer",
-              "Per-layer cost: one layer at a time, " + how);
-  if (o.sweep == "cumulative" || o.sweep == "both")
-    add_sweep(sweep_cumulative(model, tokens, layers, lin_attn, base.ppl, ps), "cumulative",
+  if (want_per_layer)
+    add_sweep(sweep_rows(layers, slice(per_at), base.ppl), "per_layer", "Per-layer cost: one layer at a time, " + how);
+  if (want_cumulative)
+    add_sweep(sweep_rows(layers, slice(cum_at), base.ppl), "cumulative",
               "Cumulative front-to-back cost: layers up to L together, " + how);
   rep.body = body;
   rep.meta = output::metadata(

@@ -68,6 +68,40 @@ TEST_CASE("Surgery at full rank reproduces the baseline perplexity exactly, stan
   }
 }
 
+TEST_CASE("Concurrent evaluation of interventions equals one-by-one evaluation, T = 32", "[seed003]") {
+  const nn::Model<float> m = nn::init_model<float>(tiny("full", true), 6);
+  const auto tokens = random_tokens(400, 2);
+  const PerplexitySettings ps{32, 16};
+  Intervention full_rank;
+  full_rank.spec = SurgerySpec{Component::Both, 32};
+  full_rank.layers = {0, 1};
+  std::vector<Intervention> ivs = {Intervention{}, full_rank};
+  for (bool cumulative : {false, true})
+    for (const Intervention& x : sweep_interventions({0, 1}, false, cumulative)) ivs.push_back(x);
+  REQUIRE(ivs.size() == 6);
+  CHECK(ivs[3].layers == std::vector<int>{1});
+  CHECK(ivs[5].layers == std::vector<int>{0, 1});
+  const std::vector<nn::PerplexityResult> batch = evaluate_interventions(m, tokens, ivs, ps);
+  REQUIRE(batch.size() == ivs.size());
+  CHECK(batch[1].nll == batch[0].nll);  // identity surgery: same code path, same bits
+  for (std::size_t i = 0; i < ivs.size(); ++i) {
+    // Inside the batch the forward's nested OpenMP regions run on one thread; float GEMM
+    // blocking may depend on the thread count, so allow float rounding (1e-6 relative).
+    const nn::PerplexityResult one = evaluate_intervention(m, tokens, ivs[i], ps);
+    CHECK(batch[i].nll == Approx(one.nll).epsilon(1e-6));
+    CHECK(batch[i].n_tokens == one.n_tokens);
+  }
+  CHECK(batch[2].nll != batch[0].nll);  // linearising layer 0 changes the result
+  const auto rows = sweep_rows({0, 1}, {batch[2], batch[3]}, batch[0].ppl);
+  CHECK(rows[1].layer == 1);
+  CHECK(rows[0].cost_pct == Approx((batch[2].ppl - batch[0].ppl) / batch[0].ppl * 100));
+  // A bad layer is rejected before any evaluation starts.
+  Intervention bad;
+  bad.layers = {2};
+  bad.linearize = true;
+  CHECK_THROWS_AS(evaluate_interventions(m, tokens, {Intervention{}, bad}, ps), cf::InvalidArgument);
+}
+
 TEST_CASE("Linearize hook substitutes the top routing pair and scalar filtering per head", "[seed003]") {
   const nn::Model<float> m = nn::init_model<float>(tiny("full", true), 6);
   const auto tokens = random_tokens(20, 2);

@@ -1,6 +1,7 @@
 #include "cf/spectral/surgery_eval.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 
 #include "cf/core/error.hpp"
@@ -70,11 +71,34 @@ void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, Com
   }
 }
 
-namespace {
-std::vector<SweepRow> sweep(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
-                            const std::vector<int>& layers, bool linear_attention, double baseline,
-                            const PerplexitySettings& ps, bool cumulative) {
-  std::vector<SweepRow> rows;
+std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>& model,
+                                                         const std::vector<std::int32_t>& tokens,
+                                                         const std::vector<Intervention>& ivs,
+                                                         const PerplexitySettings& ps) {
+  // Hooks are built up front (this validates every intervention before any work starts); the
+  // score hooks are pure functions of their captures, so concurrent calls are safe.
+  std::vector<nn::PerplexityResult> out(ivs.size());
+  std::vector<std::exception_ptr> errors(ivs.size());
+  const int context = ps.context > 0 ? ps.context : model.config.block_size;
+  const int stride = ps.stride > 0 ? ps.stride : std::max(1, context / 2);
+  std::vector<nn::ForwardHooks> hooks;
+  hooks.reserve(ivs.size());
+  for (const Intervention& iv : ivs) hooks.push_back(make_hooks(iv, model.config));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long i = 0; i < long(ivs.size()); ++i) {
+    try {
+      out[std::size_t(i)] = nn::evaluate_perplexity(model, tokens, context, stride, &hooks[std::size_t(i)]);
+    } catch (...) {
+      errors[std::size_t(i)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+std::vector<Intervention> sweep_interventions(const std::vector<int>& layers, bool linear_attention, bool cumulative) {
+  std::vector<Intervention> ivs;
   std::vector<int> acc;
   for (int l : layers) {
     if (cumulative)
@@ -88,26 +112,38 @@ std::vector<SweepRow> sweep(const nn::Model<float>& model, const std::vector<std
       iv.layers = acc;
       iv.linearize = true;
     }
+    ivs.push_back(iv);
+  }
+  return ivs;
+}
+
+std::vector<SweepRow> sweep_rows(const std::vector<int>& layers, const std::vector<nn::PerplexityResult>& results,
+                                 double baseline_ppl) {
+  require(layers.size() == results.size(), "sweep_rows needs one result per layer (", layers.size(), " layers, ",
+          results.size(), " results)");
+  std::vector<SweepRow> rows;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
     SweepRow r;
-    r.layer = l;
-    r.ppl = evaluate_intervention(model, tokens, iv, ps).ppl;
-    r.cost_pct = (r.ppl - baseline) / baseline * 100.0;
+    r.layer = layers[i];
+    r.ppl = results[i].ppl;
+    r.cost_pct = (r.ppl - baseline_ppl) / baseline_ppl * 100.0;
     rows.push_back(r);
   }
   return rows;
 }
-}  // namespace
 
 std::vector<SweepRow> sweep_per_layer(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                                       const std::vector<int>& layers, bool linear_attention, double baseline_ppl,
                                       const PerplexitySettings& ps) {
-  return sweep(model, tokens, layers, linear_attention, baseline_ppl, ps, false);
+  return sweep_rows(layers, evaluate_interventions(model, tokens, sweep_interventions(layers, linear_attention, false), ps),
+                    baseline_ppl);
 }
 
 std::vector<SweepRow> sweep_cumulative(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                                        const std::vector<int>& layers, bool linear_attention, double baseline_ppl,
                                        const PerplexitySettings& ps) {
-  return sweep(model, tokens, layers, linear_attention, baseline_ppl, ps, true);
+  return sweep_rows(layers, evaluate_interventions(model, tokens, sweep_interventions(layers, linear_attention, true), ps),
+                    baseline_ppl);
 }
 
 }  // namespace cf::spectral

@@ -39,6 +39,22 @@ nn::ForwardHooks make_hooks(const Intervention& iv, const nn::ModelConfig& c);
 nn::PerplexityResult evaluate_intervention(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                                            const Intervention& iv, const PerplexitySettings& ps);
 
+/// Perplexities of several interventions on the same tokens: result[i] belongs to ivs[i]. The
+/// evaluations run concurrently, OpenMP over the interventions (dynamic schedule); each is one serial nn::evaluate_perplexity, whose own parallel regions are
+/// nested and run on one thread. Fine-grained OpenMP regions per (layer, head) and window are what
+/// made sweeps slow on a loaded 2-core machine (threads spin-waiting for cores); coarse tasks do
+/// not suffer from it. Every entry runs the same code path, so an identity intervention equals the
+/// baseline entry bit for bit. An exception inside a task is rethrown (the first by index) afterwards.
+std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>& model,
+                                                         const std::vector<std::int32_t>& tokens,
+                                                         const std::vector<Intervention>& ivs,
+                                                         const PerplexitySettings& ps);
+
+/// The interventions of a sweep over `layers`: per-layer (only layer l) or cumulative (layers[0..i]
+/// together, front to back); each linearises its layers or, if linear_attention, replaces them by
+/// ELU+1 linear attention.
+std::vector<Intervention> sweep_interventions(const std::vector<int>& layers, bool linear_attention, bool cumulative);
+
 /// Check a requested rank against the model: 0 <= k <= min(context, 2 d_head(l)) for every
 /// selected layer (SPEC §3: rank F, rank R <= 2 d_k; S–D filtering alone: k <= context); throws
 /// cf::InvalidArgument ("rank k larger than possible") naming k, the layer and the bound.
@@ -51,8 +67,13 @@ struct SweepRow {
   double ppl = 0, cost_pct = 0;  ///< cost = (ppl - baseline) / baseline * 100
 };
 
+/// Sweep rows from the perplexities of sweep_interventions(layers, ...) (same order).
+std::vector<SweepRow> sweep_rows(const std::vector<int>& layers, const std::vector<nn::PerplexityResult>& results,
+                                 double baseline_ppl);
+
 /// Per-layer sweep: for each layer l of `layers`, only l is linearised (or, if linear_attention,
 /// replaced by ELU+1 linear attention); cumulative sweep: layers[0..i] together, front to back.
+/// The rows are evaluated concurrently (evaluate_interventions).
 std::vector<SweepRow> sweep_per_layer(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                                       const std::vector<int>& layers, bool linear_attention, double baseline_ppl,
                                       const PerplexitySettings& ps);
