@@ -54,13 +54,13 @@ TEST_CASE("Checkpoint reader returns W_Q and W_K as transposed c_attn row blocks
   REQUIRE(w.n_layer == 2);
   REQUIRE(w.layers.size() == 2);
   for (int l = 0; l < 2; ++l) {
-    REQUIRE(w.layers[l].heads.size() == 3);
+    REQUIRE(w.layers[l].n_head == 3);
     for (int h = 0; h < 3; ++h) {
       // Entry (i, c) of W_Q(h) is c_attn.weight[h*4 + c, i] (PyTorch Linear, y = x W^T).
       for (int i = 0; i < 12; ++i)
         for (int c = 0; c < 4; ++c) {
-          CHECK(w.layers[l].heads[h].W_Q(i, c) == raw[l](h * 4 + c, i));
-          CHECK(w.layers[l].heads[h].W_K(i, c) == raw[l](12 + h * 4 + c, i));
+          CHECK(w.layers[l].W_Q(h)(i, c) == raw[l](h * 4 + c, i));
+          CHECK(w.layers[l].W_K(h)(i, c) == raw[l](12 + h * 4 + c, i));
         }
     }
   }

@@ -9,26 +9,6 @@
 
 namespace cf::spectral {
 
-LayerWeights layer_weights_from_c_attn(const Eigen::MatrixXd& c_attn, int n_head, int d_head, const std::string& attn,
-                                       int layer) {
-  require(n_head >= 1 && d_head >= 1, "layer ", layer, ": n_head and d_head must be >= 1 (got ", n_head, ", ", d_head,
-          ")");
-  require(c_attn.rows() == 3 * Eigen::Index(n_head) * d_head, "layer ", layer, ": c_attn.weight must have 3 H d_head = ",
-          3 * n_head * d_head, " rows (got ", c_attn.rows(), ")");
-  LayerWeights lw;
-  lw.attn = attn;
-  lw.d_head = d_head;
-  const Eigen::Index hd = Eigen::Index(n_head) * d_head;
-  for (int h = 0; h < n_head; ++h) {
-    HeadWeights hw;
-    // Linear: y = x W^T, so the papers' W_Q (d_model x d_head) is the transposed row block.
-    hw.W_Q = c_attn.middleRows(Eigen::Index(h) * d_head, d_head).transpose();
-    hw.W_K = c_attn.middleRows(hd + Eigen::Index(h) * d_head, d_head).transpose();
-    lw.heads.push_back(std::move(hw));
-  }
-  return lw;
-}
-
 AttentionWeights read_attention_weights(const std::string& path) {
   io::File f = io::File::open(path);
   require(f.has_attr("config"), "checkpoint '", path,
@@ -68,20 +48,14 @@ AttentionWeights read_attention_weights(const std::string& path) {
             3 * w.n_head * d_head, ", ", w.d_model, "] (3 H d_head, d_model)");
     // Only the Q and K rows (the first 2 H d_head), as stored (float32): the row-major
     // [2 H d_head, d_model] block is the column-major d_model x 2 H d_head matrix whose column
-    // h*d_head + c is column c of W_Q(h) -- no transposes needed.
+    // h*d_head + c is column c of W_Q(h) -- no transposes, and the read buffer is kept as is.
     const std::size_t qk_rows = std::size_t(2 * w.n_head * d_head);
-    const io::Tensor<float> qk = params.read_rows<float>(name, 0, qk_rows);
-    const Eigen::Map<const Eigen::MatrixXf> cols(qk.data.data(), w.d_model, Eigen::Index(qk_rows));
     LayerWeights lw;
     lw.attn = attn;
+    lw.n_head = w.n_head;
     lw.d_head = d_head;
-    const Eigen::Index hd = Eigen::Index(w.n_head) * d_head;
-    for (int h = 0; h < w.n_head; ++h) {
-      HeadWeights hw;
-      hw.W_Q = cols.middleCols(Eigen::Index(h) * d_head, d_head).cast<double>();
-      hw.W_K = cols.middleCols(hd + Eigen::Index(h) * d_head, d_head).cast<double>();
-      lw.heads.push_back(std::move(hw));
-    }
+    lw.d_model = w.d_model;
+    lw.qk = std::move(params.read_rows<float>(name, 0, qk_rows).data);
     if (attn == "sd") {
       lw.sd_eps = lc.value("sd_eps", 0.0);
       const std::string dw = str("h.", l, ".attn.damp.weight"), db = str("h.", l, ".attn.damp.bias");

@@ -11,16 +11,24 @@
 
 namespace cf::spectral {
 
-/// One head's query and key maps, d_model x d_head each (double precision).
-struct HeadWeights {
-  Eigen::MatrixXd W_Q, W_K;
-};
-
 /// One layer's attention weights.
 struct LayerWeights {
   std::string attn = "full";  ///< attention variant name from the config ("full", "sd", ...)
-  int d_head = 0;
-  std::vector<HeadWeights> heads;  ///< n_head entries
+  int n_head = 0, d_head = 0, d_model = 0;
+  /// The query and key rows of c_attn.weight exactly as stored (float32): the first 2 H d_head
+  /// rows of the row-major [3 H d_head, d_model] tensor, which is the column-major
+  /// d_model x 2 H d_head matrix [W_Q(0) .. W_Q(H-1), W_K(0) .. W_K(H-1)]. Kept in the HDF5 read
+  /// buffer itself: no per-head copies, no double conversion at read time (analyses convert one
+  /// head at a time, in parallel).
+  std::vector<float> qk;
+  /// W_Q(h): d_model x d_head view into qk (0 <= h < n_head; not checked).
+  Eigen::Map<const Eigen::MatrixXf> W_Q(int h) const {
+    return {qk.data() + std::size_t(h) * std::size_t(d_head) * std::size_t(d_model), d_model, d_head};
+  }
+  /// W_K(h): d_model x d_head view into qk (0 <= h < n_head; not checked).
+  Eigen::Map<const Eigen::MatrixXf> W_K(int h) const {
+    return {qk.data() + std::size_t(n_head + h) * std::size_t(d_head) * std::size_t(d_model), d_model, d_head};
+  }
   Eigen::MatrixXd damp_w;          ///< S–D only: H x d_model (d_i = softplus(w_h . x_i + b_h) + eps)
   Eigen::VectorXd damp_b;          ///< S–D only: H
   double sd_eps = 0;               ///< S–D damping offset from the config
@@ -39,13 +47,6 @@ struct AttentionWeights {
 /// lacks `/params/h.{l}.attn.c_attn.weight` of shape [3 H d_head, d_model] (e.g. "checkpoint
 /// without attention weights").
 AttentionWeights read_attention_weights(const std::string& path);
-
-/// Build AttentionWeights from a config JSON (checkpoint `config` attribute) and, per layer l,
-/// the row-major c_attn weight [3 H d_head, d_model] (PyTorch layout, float or double values)
-/// (callers holding the tensor in memory; read_attention_weights reads only the Q/K rows).
-/// Throws cf::InvalidArgument on shape mismatches, naming layer and shapes.
-LayerWeights layer_weights_from_c_attn(const Eigen::MatrixXd& c_attn, int n_head, int d_head,
-                                       const std::string& attn, int layer);
 
 /// Parse "all" | "L" | "A-B" | "A,B,C-D" into sorted distinct layer indices in [0, n_layer).
 /// Throws cf::InvalidArgument naming the spec, the offending index and n_layer when out of range.

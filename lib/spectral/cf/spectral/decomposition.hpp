@@ -88,6 +88,10 @@ HeadSpectrum analyse_dense(const Eigen::MatrixXd& M, const AnalysisOptions& opt 
 HeadSpectrum analyse_factored(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B, double scale = 1.0,
                               const AnalysisOptions& opt = {});
 
+/// analyse_factored with the factors already stacked: U = [A, B] (m x 2r, r >= 1), for callers
+/// that build U anyway (the weight-level analysis, straight from float32 weights). Same results.
+HeadSpectrum analyse_factored_stacked(const Eigen::MatrixXd& U, double scale = 1.0, const AnalysisOptions& opt = {});
+
 /// R factor (min(m, c) x c, upper trapezoidal) of the thin QR U = Q R of an m x c matrix:
 /// Cholesky QR (R = chol(U^T U)^T) when U is well conditioned (diagonal of the Cholesky factor
 /// within a factor 1e3), else Householder QR. Row signs of R may differ between the two.
