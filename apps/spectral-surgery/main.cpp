@@ -107,7 +107,9 @@ void run(const Options& o) {
                                                                 : "");
     if (!lin_layers.empty()) what += std::string(what.empty() ? "" : " + ") + "ELU+1 linear attention";
     const double d = (r.ppl - base.ppl) / base.ppl * 100;
-    main.add_row({what + " (layers " + o.layers + ")", fmt(r.nll, 6), fmt(r.ppl, 6), fmt(d, 4)});
+    std::string where = o.linearize || o.rank >= 0 ? "layers " + o.layers : "";
+    if (!lin_layers.empty()) where += std::string(where.empty() ? "" : "; ") + "linear attention " + o.linear_attention;
+    main.add_row({what + " (" + where + ")", fmt(r.nll, 6), fmt(r.ppl, 6), fmt(d, 4)});
     body["surgery"] = {{"description", what}, {"nll", r.nll}, {"ppl", r.ppl}, {"delta_pct", d},
                        {"exact_baseline", r.nll == base.nll}};
   }
