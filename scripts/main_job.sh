@@ -15,11 +15,14 @@ echo "== rollout: BLOOM-176B position prior, measured alpha (seed 004 figure, n 
 "$BIN/rollout" --model bloom --alpha measured --plot results/rollout_bloom.svg
 echo "(plot: results/rollout_bloom.svg)"
 echo
-echo "== train -> capture -> rollout -> spectral: a tiny byte-level GPT on the Brown corpus (seconds) =="
+echo "== prepare-data -> train -> capture -> rollout -> spectral -> spectral-surgery: a tiny byte-level GPT on the Brown corpus (seconds) =="
 RUN=results/main_job_run
-"$BIN/train" --corpus brown --n-layer 2 --n-head 2 --d-model 64 --block-size 64 --seq-len 64 --batch 8 \
+"$BIN/prepare-data" --corpus brown --tokenizer byte --out results/brown_byte --report /dev/null
+"$BIN/train" --data results/brown_byte --n-layer 2 --n-head 2 --d-model 64 --block-size 64 --seq-len 64 --batch 8 \
   --steps 120 --warmup 20 --eval-interval 40 --ckpt-interval 120 --out-dir "$RUN" --quiet
 "$BIN/capture" --checkpoint "$RUN/best.h5" --text kjv --out "$RUN/capture.h5"
 "$BIN/rollout" --model "$RUN/capture.h5" --alpha measured --plot "$RUN/rollout.svg"
 "$BIN/spectral" --checkpoint "$RUN/best.h5" --summary-only --plot "$RUN/cascade.svg"
-echo "(files: $RUN/: checkpoints, log.csv, loss.svg, capture.h5, rollout.svg, cascade.svg)"
+"$BIN/spectral-surgery" --checkpoint "$RUN/best.h5" --data results/brown_byte --sweep both --max-tokens 4096 \
+  --plot "$RUN/surgery.svg"
+echo "(files: $RUN/: checkpoints, log.csv, loss.svg, capture.h5, rollout.svg, cascade.svg, surgery.svg)"

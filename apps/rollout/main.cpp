@@ -28,6 +28,7 @@ struct Options {
   std::string content_scale = "raw", path = "auto", kernel_file, influence, matrix, alpha_kind = "token-mean";
   std::string head_weights;
   std::string kernels = "auto";  // capture models: auto | measured | file
+  std::string plot_scale = "linear";
   // jacobian
   double C = 1.0;
   long target = -1;
@@ -249,8 +250,19 @@ void run_rollout(const Options& o) {
     plot::LinePlot lp;
     lp.title = "Rollout of the last position, " + s.model_name + " (n = " + std::to_string(s.n) + ")";
     lp.xlabel = "input position j";
-    lp.ylabel = "p_j (influence on the next-token position, log scale)";
-    lp.log_y = true;  // (a) collapses onto token 0 (p_j down to 1e-60): a linear axis hides (b), (c)
+    lp.log_y = o.plot_scale == "log";
+    lp.ylabel = lp.log_y ? "p_j (influence on the next-token position, log scale)"
+                         : "p_j (influence on the next-token position)";
+    if (!lp.log_y && vs.size() > 1) {
+      // Linear, as the published figures: (a) collapses onto token 0 (p_0 near 1) and would flatten
+      // (b), (c) to the axis, so the range follows the residual variants and (a) is clipped.
+      double top = 0;
+      for (std::size_t k = 1; k < vs.size(); ++k) top = std::max(top, vs[k].p.maxCoeff());
+      if (influence.size()) top = std::max(top, influence.maxCoeff());
+      lp.y_min = 0;
+      lp.y_max = 1.1 * top;
+      lp.title += ", (a) clipped";
+    }
     for (const auto& v : vs) {
       plot::Series se{v.label, {}, {}};
       for (long j = 0; j < s.n; ++j) se.x.push_back(j), se.y.push_back(v.p(j));
@@ -450,6 +462,10 @@ void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--n", o.n, "Sequence length n [default: 256; verify/monotonicity 48/64; dichotomy 8]")
       ->check(CLI::Range(1L, 1L << 26));
   app.add_option("--alpha", o.alpha, "Residual schedule: measured | const:X | power:A0,BETA (A0/(l+1)^BETA) | file:PATH")
+      ->capture_default_str();
+  app.add_option("--plot-scale", o.plot_scale,
+                 "Plot y axis: linear (as the published figures; range of (b), (c), with (a) clipped) | log (every curve)")
+      ->check(CLI::IsMember({"linear", "log"}))
       ->capture_default_str();
   app.add_option("--alpha-kind", o.alpha_kind, "Measured alpha of a capture file: token-mean (published) | frobenius (Eq. 1)")
       ->check(CLI::IsMember({"token-mean", "frobenius"}))

@@ -72,6 +72,27 @@ TEST_CASE("plot: SVG line plots and heat maps carry titles, labels and legends",
   REQUIRE_NOTHROW(plot::check_plot_path("x.PNG"));
 }
 
+TEST_CASE("plot: short series get markers, integer x gets integer ticks, a fixed y range clips", "[core]") {
+  plot::LinePlot p;
+  p.xlabel = "layer";
+  p.series.push_back({"per_layer", {0, 1, 2}, {300, 200, 100}});
+  std::string svg = plot::render_svg(p);
+  CHECK(svg.find("<circle") != std::string::npos);  // 3 points: markers
+  CHECK(svg.find(">0.5<") == std::string::npos);     // no tick between layers 0 and 1
+  CHECK(svg.find(">1<") != std::string::npos);
+  plot::LinePlot q;
+  std::vector<double> x(200), y(200);
+  for (int i = 0; i < 200; ++i) x[i] = 0.5 * i, y[i] = i == 0 ? 1.0 : 0.01;
+  q.series.push_back({"spike", x, y});
+  q.y_min = 0;
+  q.y_max = 0.02;
+  svg = plot::render_svg(q);
+  CHECK(svg.find("<circle") == std::string::npos);             // 200 points: a line
+  CHECK(svg.find("clip-path=\"url(#frame)\"") != std::string::npos);  // the spike is clipped
+  CHECK(svg.find(">0.02<") != std::string::npos);              // axis follows the fixed range
+  CHECK(svg.find(">1<") == std::string::npos);
+}
+
 TEST_CASE("number_file: comments, separators, empty lines, and malformed tokens", "[core]") {
   const std::string path = "test_core_numbers.txt";
   {

@@ -35,8 +35,8 @@ std::string num(double v) {
   return b;
 }
 
-// "Nice" tick positions covering [lo, hi].
-std::vector<double> ticks(double lo, double hi, int target = 6) {
+// "Nice" tick positions covering [lo, hi]; integer_only keeps the step >= 1 (layer indices).
+std::vector<double> ticks(double lo, double hi, int target = 6, bool integer_only = false) {
   std::vector<double> t;
   if (!(hi > lo)) {
     t.push_back(lo);
@@ -50,6 +50,7 @@ std::vector<double> ticks(double lo, double hi, int target = 6) {
       step = m * mag;
       break;
     }
+  if (integer_only) step = std::max(1.0, std::round(step));
   for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * step; v += step) t.push_back(v);
   return t;
 }
@@ -103,6 +104,15 @@ std::string gp_str(const std::string& s) {
   return o + "\"";
 }
 
+bool all_integer_x(const LinePlot& p) {
+  for (const auto& s : p.series)
+    for (double x : s.x)
+      if (x != std::floor(x)) return false;
+  return true;
+}
+
+bool wants_markers(const Series& s) { return s.x.size() <= kMarkerPoints; }
+
 }  // namespace
 
 void check_plot_path(const std::string& path) {
@@ -132,6 +142,11 @@ std::string render_svg(const LinePlot& p) {
   double pad = 0.05 * (ymax - ymin);
   ymin -= pad;
   ymax += pad;
+  auto to_axis = [&](double v) { return p.log_y ? std::log10(v) : v; };
+  if (std::isfinite(p.y_min) && (!p.log_y || p.y_min > 0)) ymin = to_axis(p.y_min);
+  if (std::isfinite(p.y_max) && (!p.log_y || p.y_max > 0)) ymax = to_axis(p.y_max);
+  if (!(ymax > ymin)) ymax = ymin + 1;
+  const bool int_x = all_integer_x(p);
   auto X = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
   auto Y = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
   std::ostringstream o;
@@ -142,7 +157,9 @@ std::string render_svg(const LinePlot& p) {
     << esc(p.title) << "</text>\n";
   o << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << (W - L - R) << "\" height=\"" << (H - T - B)
     << "\" fill=\"none\" stroke=\"black\"/>\n";
-  for (double t : ticks(xmin, xmax))
+  o << "<defs><clipPath id=\"frame\"><rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << (W - L - R)
+    << "\" height=\"" << (H - T - B) << "\"/></clipPath></defs>\n";
+  for (double t : ticks(xmin, xmax, 6, int_x))
     o << "<line x1=\"" << X(t) << "\" x2=\"" << X(t) << "\" y1=\"" << (H - B) << "\" y2=\"" << (H - B + 5)
       << "\" stroke=\"black\"/><text x=\"" << X(t) << "\" y=\"" << (H - B + 20)
       << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
@@ -158,7 +175,9 @@ std::string render_svg(const LinePlot& p) {
   for (size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
     const char* col = kPalette[k % 10];
-    o << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.8\" points=\"";
+    std::ostringstream marks;
+    o << "<g clip-path=\"url(#frame)\"><polyline fill=\"none\" stroke=\"" << col
+      << "\" stroke-width=\"1.8\" points=\"";
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
       double y = s.y[i];
       if (p.log_y) {
@@ -167,8 +186,10 @@ std::string render_svg(const LinePlot& p) {
       }
       if (!std::isfinite(y)) continue;
       o << X(s.x[i]) << "," << Y(y) << " ";
+      if (wants_markers(s))
+        marks << "<circle cx=\"" << X(s.x[i]) << "\" cy=\"" << Y(y) << "\" r=\"3.5\" fill=\"" << col << "\"/>";
     }
-    o << "\"/>\n";
+    o << "\"/>" << marks.str() << "</g>\n";
     double ly = T + 20 + 22 * k;
     o << "<line x1=\"" << (W - R + 12) << "\" x2=\"" << (W - R + 40) << "\" y1=\"" << ly << "\" y2=\"" << ly
       << "\" stroke=\"" << col << "\" stroke-width=\"3\"/><text x=\"" << (W - R + 46) << "\" y=\"" << (ly + 4)
@@ -244,12 +265,24 @@ void save(const LinePlot& p, const std::string& path) {
   script << "set title " << gp_str(p.title) << "\nset xlabel " << gp_str(p.xlabel) << "\nset ylabel "
          << gp_str(p.ylabel) << "\nset grid\nset key outside right\n";
   if (p.log_y) script << "set logscale y\n";
+  if (std::isfinite(p.y_min) || std::isfinite(p.y_max))
+    script << "set yrange [" << (std::isfinite(p.y_min) ? num(p.y_min) : std::string("*")) << ":"
+           << (std::isfinite(p.y_max) ? num(p.y_max) : std::string("*")) << "]\n";
+  if (all_integer_x(p)) {  // few integer x (layers): one tick each, never 2.5
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const auto& s : p.series)
+      for (double x : s.x) lo = std::min(lo, x), hi = std::max(hi, x);
+    if (hi - lo <= 24) script << "set xtics 1\nset mxtics 1\n";
+    else script << "set format x \"%.0f\"\n";
+  }
   script << "plot ";
   for (size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) data << s.x[i] << " " << s.y[i] << "\n";
     data << "\n\n";
-    script << (k ? ", " : "") << "datafile index " << k << " with lines lw 2 title " << gp_str(s.label);
+    // Labels are literal ("per_layer"): gnuplot's enhanced mode would read '_' as a subscript.
+    script << (k ? ", " : "") << "datafile index " << k << (wants_markers(s) ? " with linespoints pt 7" : " with lines")
+           << " lw 2 title " << gp_str(s.label) << " noenhanced";
   }
   script << "\n";
   run_gnuplot(script.str(), data.str(), path);

@@ -2,6 +2,7 @@
 // Plots for `--plot FILE.svg|.png`: a small self-contained SVG writer (no dependency) and, for PNG,
 // gnuplot's pngcairo terminal (Debian gnuplot-nox, installed by scripts/setup.sh).
 #include <Eigen/Dense>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,12 +14,18 @@ struct Series {
   std::vector<double> x, y;
 };
 
-/// Line plot with labelled axes and a legend.
+/// Line plot with labelled axes and a legend. Series of at most kMarkerPoints points are drawn
+/// with markers (a 4-layer sweep is 4 points, not a line shape); when every x is an integer the
+/// x ticks are integers (layers, positions).
 struct LinePlot {
   std::string title, xlabel, ylabel;
   std::vector<Series> series;
   bool log_y = false;
+  /// Fixed y range (data units, before the log); NaN = from the data. Curves outside it are
+  /// clipped at the frame, so one extreme curve cannot flatten the others.
+  double y_min = std::numeric_limits<double>::quiet_NaN(), y_max = std::numeric_limits<double>::quiet_NaN();
 };
+inline constexpr std::size_t kMarkerPoints = 40;
 
 /// Heat map: values(row, col) drawn with row index on the y axis (row 0 at the top unless
 /// y_up), column index on the x axis; x = x0 + col, y = y0 + row.
