@@ -7,18 +7,12 @@
 #include "cf/io/hdf5.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
+#include "randn.hpp"
 
 using namespace cf::spectral;
+using cf::spectral::test::randn;
 
 namespace {
-Eigen::MatrixXd randn(Index r, Index c, unsigned seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> N(0, 1);
-  Eigen::MatrixXd X(r, c);
-  for (Index i = 0; i < X.size(); ++i) X.data()[i] = N(g);
-  return X;
-}
-
 // Write a checkpoint with only what the weight-level analysis reads: config + c_attn (+ damping).
 std::string write_fixture(const std::string& name, int L, int H, int D, const std::string& attn, bool with_attn,
                           std::vector<Eigen::MatrixXd>* c_attn_out) {

@@ -7,18 +7,12 @@
 #include "cf/core/error.hpp"
 #include "cf/spectral/decomposition.hpp"
 #include "cf/spectral/surgery.hpp"
+#include "randn.hpp"
 
 using namespace cf::spectral;
+using cf::spectral::test::randn;
 
 namespace {
-
-Eigen::MatrixXd randn(Index r, Index c, unsigned seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> N(0, 1);
-  Eigen::MatrixXd X(r, c);
-  for (Index i = 0; i < X.size(); ++i) X.data()[i] = N(g);
-  return X;
-}
 
 // Relative tolerance of the factorised-vs-dense comparison (acceptance 1: 1e-8 in double).
 constexpr double kAgree = 1e-8;

@@ -5,18 +5,10 @@
 #include "cf/core/error.hpp"
 #include "cf/spectral/partial.hpp"
 #include "cf/spectral/surgery.hpp"
+#include "randn.hpp"
 
 using namespace cf::spectral;
-
-namespace {
-Eigen::MatrixXd randn(Index r, Index c, unsigned seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> N(0, 1);
-  Eigen::MatrixXd X(r, c);
-  for (Index i = 0; i < X.size(); ++i) X.data()[i] = N(g);
-  return X;
-}
-}  // namespace
+using cf::spectral::test::randn;
 
 TEST_CASE("Spectra partial singular values of F and R match dense, n = 400, factored d_k = 16", "[seed003]") {
   const Index n = 400, dk = 16;

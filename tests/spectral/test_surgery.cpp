@@ -7,18 +7,12 @@
 
 #include "cf/core/error.hpp"
 #include "cf/spectral/surgery.hpp"
+#include "randn.hpp"
 
 using namespace cf::spectral;
+using cf::spectral::test::randn;
 
 namespace {
-Eigen::MatrixXd randn(Index r, Index c, unsigned seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> N(0, 1);
-  Eigen::MatrixXd X(r, c);
-  for (Index i = 0; i < X.size(); ++i) X.data()[i] = N(g);
-  return X;
-}
-
 // Rank-k least squares by alternating minimisation (an algorithm independent of the SVD):
 // X ~ P Q^T, alternately solving for P and Q by normal equations.
 Eigen::MatrixXd als_rank_k(const Eigen::MatrixXd& X, Index k, unsigned seed, int iters = 3000) {
