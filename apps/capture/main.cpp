@@ -8,7 +8,6 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
-#include "cf/core/version.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/data/tokenizer.hpp"
@@ -157,11 +156,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-probs", o.no_probs, "Do not store attention probabilities (rollout then needs --kernel-file)");
   app.add_option("--out", o.out, "Capture file (HDF5, written atomically)")->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
-  app.add_option("--format", o.common.format, "Report format: table | csv | json (default: from --report's extension, else table)")
-      ->check(CLI::IsMember({"table", "csv", "json"}));
-  app.add_option("--report", o.common.out, "Write the report to FILE (atomically) instead of stdout");
-  app.add_option("--plot", o.common.plot, "Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");
-  app.set_version_flag("--version", std::string("causalflow ") + kVersion + " (" + kGitRevision + ")");
+  app::add_common_options(app, o.common, /*with_plot=*/true, "--report");
+  app.get_option("--plot")->description("Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");
   app.footer(
       "Examples:\n"
       "  capture --checkpoint runs/brown/best.h5 --text notes.txt --out runs/brown/capture.h5\n"

