@@ -51,7 +51,9 @@ std::vector<double> ticks(double lo, double hi, int target = 6, bool integer_onl
       break;
     }
   if (integer_only) step = std::max(1.0, std::round(step));
-  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * step; v += step) t.push_back(v);
+  // Multiples of step, computed (not accumulated) and snapped at zero: no "-0" or 0.30000000004.
+  for (double k = std::ceil(lo / step); k * step <= hi + 1e-9 * step; k += 1)
+    t.push_back(std::abs(k) < 0.5 ? 0.0 : k * step);
   return t;
 }
 
@@ -121,7 +123,10 @@ void check_plot_path(const std::string& path) {
 }
 
 std::string render_svg(const LinePlot& p) {
-  const double W = 900, H = 560, L = 80, R = 190, T = 50, B = 60;
+  // The legend sits right of the frame: widen the picture for long labels instead of cutting them.
+  std::size_t longest = 0;
+  for (const auto& s : p.series) longest = std::max(longest, s.label.size());
+  const double R = std::max(190.0, 60.0 + 7.5 * double(longest)), W = 710 + R, H = 560, L = 80, T = 50, B = 60;
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
   for (const auto& s : p.series)
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
@@ -147,6 +152,11 @@ std::string render_svg(const LinePlot& p) {
   if (std::isfinite(p.y_max) && (!p.log_y || p.y_max > 0)) ymax = to_axis(p.y_max);
   if (!(ymax > ymin)) ymax = ymin + 1;
   const bool int_x = all_integer_x(p);
+  if (std::any_of(p.series.begin(), p.series.end(), wants_markers)) {  // whole markers at the ends
+    const double xpad = 0.03 * (xmax - xmin);
+    xmin -= xpad;
+    xmax += xpad;
+  }
   auto X = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
   auto Y = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
   std::ostringstream o;
