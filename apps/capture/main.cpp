@@ -8,9 +8,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
-#include "cf/data/corpus.hpp"
 #include "cf/data/token_file.hpp"
-#include "cf/data/tokenizer.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
 
@@ -53,18 +51,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& c
     const auto& s = o.split == "val" ? d.val : d.train;
     return std::vector<std::int32_t>(s.begin(), s.end());
   }
-  std::string name;
-  if (cfg.vocab_size == data::kByteVocabSize)
-    name = "byte";
-  else if (cfg.vocab_size == data::kGpt2VocabSize)
-    name = "gpt2";
-  else
-    throw InvalidArgument(str("--text needs a byte (256) or GPT-2 BPE (50,257) vocabulary, but the checkpoint has "
-                              "vocab_size = ", cfg.vocab_size, "; tokenise with prepare-data and pass --data PREFIX"));
-  const data::Tokenizer tok = data::Tokenizer::create(name, o.gpt2_dir);
-  tokenizer = tok.name();
-  const std::vector<data::Token> t = tok.encode(data::load_corpus(o.text));
-  return std::vector<std::int32_t>(t.begin(), t.end());
+  return nn::tokenize_text_for(cfg, o.text, o.gpt2_dir, &tokenizer);
 }
 
 void run(const Options& o) {

@@ -4,12 +4,17 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
+#include <unistd.h>
 
 #include "cf/core/app.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/io/hdf5.hpp"
+#include "cf/nn/capture.hpp"
+#include "cf/nn/checkpoint.hpp"
 #include "cf/rollout/agreement.hpp"
 #include "cf/rollout/dichotomy.hpp"
 #include "cf/rollout/jacobian_bound.hpp"
@@ -29,6 +34,8 @@ struct Options {
   std::string head_weights;
   std::string kernels = "auto";  // capture models: auto | measured | file
   std::string plot_scale = "linear";
+  std::string capture_text = "kjv";  // checkpoint models: the text captured in-process
+  int capture_seqs = 4;
   // jacobian
   double C = 1.0;
   long target = -1;
@@ -46,6 +53,36 @@ struct Options {
 bool is_file_model(const std::string& m) {
   return m.find('/') != std::string::npos || (m.size() > 3 && m.substr(m.size() - 3) == ".h5");
 }
+
+bool is_checkpoint_file(const std::string& path) {
+  if (!io::is_hdf5_file(path)) return false;
+  const io::File f = io::File::open(path);
+  return f.has_attr("format") && f.attr_string("format") == "causalflow-checkpoint";
+}
+
+/// A checkpoint given as --model is captured in-process (cf/nn/capture.hpp, as the `capture` tool
+/// does) into a temporary file that lives as long as this object; the rollout then reads it as a
+/// capture: measured alpha and measured kernels of the trained model.
+struct TemporaryCapture {
+  std::string path;
+  TemporaryCapture(const std::string& checkpoint, const std::string& text, long n, int n_seq) {
+    const nn::Model<float> model = nn::load_model(checkpoint);
+    const int T = n > 0 ? static_cast<int>(n) : std::min(256, model.config.block_size);
+    require(T <= model.config.block_size, "--n = ", T, " exceeds the checkpoint's block_size = ",
+            model.config.block_size, " (a checkpoint is captured with T = n)");
+    const auto windows = nn::capture_windows(nn::tokenize_text_for(model.config, text), T, n_seq);
+    path = (std::filesystem::temp_directory_path() /
+            ("cf_rollout_capture_" + std::to_string(::getpid()) + ".h5")).string();
+    nn::CaptureOptions co;
+    co.store_qk = false;
+    co.source = text;
+    nn::capture_model(model, windows, path, co);
+  }
+  ~TemporaryCapture() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
 
 /// Everything the modes need: the structured model (if any), kernels from a file (if any), alpha.
 struct Setup {
@@ -83,11 +120,17 @@ Setup make_setup(const Options& o, long default_n) {
     require(std::filesystem::exists(o.model), "--model: file '", o.model, "' does not exist; known presets: ",
             [] { std::string k; for (auto& p : preset_names()) k += p + " "; return k; }(), "(alias bloom)");
     s.model_name = o.model;
-    require_capture_file(o.model);  // a checkpoint gets "run `capture` first"
+    std::optional<TemporaryCapture> tmp;  // a checkpoint: capture it here, read it as a capture
+    if (is_checkpoint_file(o.model)) {
+      tmp.emplace(o.model, o.capture_text, o.n, o.capture_seqs);
+      s.params["captured"] = {{"text", o.capture_text}, {"sequences", o.capture_seqs}};
+    }
+    const std::string cap = tmp ? tmp->path : o.model;
+    require_capture_file(cap);
     if (s.kernels.empty()) {
       // measured kernels: head-mean attention probabilities of the capture, n fixed to its T
       require(mask.window == 0, "--mask applies to ALiBi kernels only; measured kernels carry the model's own mask");
-      s.kernels = read_capture_kernels(o.model);
+      s.kernels = read_capture_kernels(cap);
       const long kn = s.kernels[0].rows();
       require(o.n == 0 || o.n == kn, "--n ", o.n, " differs from the capture's sequence length T = ", kn,
               " (measured kernels fix n = T; omit --n)");
@@ -98,7 +141,7 @@ Setup make_setup(const Options& o, long default_n) {
       s.params["kernels"] = "file";
     }
     if (spec.kind == AlphaSpec::Kind::Measured)
-      measured = read_capture_alpha(o.model, o.alpha_kind == "frobenius" ? "/alpha_frobenius" : "/alpha_token_mean");
+      measured = read_capture_alpha(cap, o.alpha_kind == "frobenius" ? "/alpha_frobenius" : "/alpha_token_mean");
     s.params["alpha_kind"] = o.alpha_kind;
     s.L = spec.kind == AlphaSpec::Kind::Measured ? static_cast<int>(measured.size())
                                                  : static_cast<int>(s.kernels.size());
@@ -457,7 +500,7 @@ void run_jacobian(const Options& o) {
 
 void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--head-weights", o.head_weights, "File with H non-negative head weights (default: uniform mean over heads)");
-  app.add_option("--model", o.model, "Preset (bloom-176b|bloom|bloom-7b1|mpt-7b|mpt-30b|falcon-rw-7b) or a capture .h5 file")
+  app.add_option("--model", o.model, "Preset (bloom-176b|bloom|bloom-7b1|mpt-7b|mpt-30b|falcon-rw-7b), a capture .h5 file, or a checkpoint .h5 (captured in-process on --capture-text)")
       ->capture_default_str();
   app.add_option("--n", o.n, "Sequence length n [default: 256; verify/monotonicity 48/64; dichotomy 8]")
       ->check(CLI::Range(1L, 1L << 26));
@@ -481,6 +524,12 @@ void add_model_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"raw", "sqrt"}))
       ->capture_default_str();
   app.add_option("--kernel-file", o.kernel_file, "Measured kernels: n rows of n numbers (one layer) or L*n rows; dense path");
+  app.add_option("--capture-text", o.capture_text,
+                 "Checkpoint models: text captured in-process for the measured alpha and kernels (file, brown or kjv)")
+      ->capture_default_str();
+  app.add_option("--capture-seqs", o.capture_seqs, "Checkpoint models: number of captured sequences of n tokens")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   app.add_option("--kernels", o.kernels,
                  "Kernels of a capture model: auto (--kernel-file if given, else measured) | measured (uniform head "
                  "mean of the capture's attention probabilities, averaged over its sequences; n = T) | file")
@@ -524,6 +573,7 @@ int main(int argc, char** argv) {
       "  rollout --model mpt-7b --alpha power:0.5,1.2 --mask swa:64 --format csv\n"
       "  rollout --model bloom --influence influence.txt\n"
       "  rollout --model run/capture.h5 --alpha measured               # measured alpha and kernels\n"
+      "  rollout --model run/best.h5 --alpha measured --n 128          # a checkpoint: captured on KJV text first\n"
       "  rollout --model run/capture.h5 --kernel-file kernels.txt --alpha measured\n"
       "  rollout verify --model bloom --n 48\n"
       "  rollout monotonicity --model mpt-30b --n 64\n"

@@ -5,9 +5,27 @@
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/data/corpus.hpp"
+#include "cf/data/tokenizer.hpp"
 #include "cf/io/capture.hpp"
 
 namespace cf::nn {
+
+std::vector<std::int32_t> tokenize_text_for(const ModelConfig& cfg, const std::string& text, const std::string& gpt2_dir,
+                                            std::string* tokenizer) {
+  std::string name;
+  if (cfg.vocab_size == data::kByteVocabSize)
+    name = "byte";
+  else if (cfg.vocab_size == data::kGpt2VocabSize)
+    name = "gpt2";
+  else
+    throw InvalidArgument(str("a text needs a byte (256) or GPT-2 BPE (50,257) vocabulary, but the checkpoint has "
+                              "vocab_size = ", cfg.vocab_size, "; tokenise with prepare-data and pass --data PREFIX"));
+  const data::Tokenizer tok = data::Tokenizer::create(name, gpt2_dir);
+  if (tokenizer) *tokenizer = tok.name();
+  const std::vector<data::Token> t = tok.encode(data::load_corpus(text));
+  return std::vector<std::int32_t>(t.begin(), t.end());
+}
 
 std::vector<std::vector<std::int32_t>> capture_windows(const std::vector<std::int32_t>& tokens, int seq_len,
                                                        int n_seq) {

