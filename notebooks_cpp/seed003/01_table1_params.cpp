@@ -10,36 +10,17 @@
 
 using namespace cf::nn;
 
-namespace {
-
-ModelConfig gpt2_small(AttnKind kind) {
-  ModelConfig c;
-  c.vocab_size = 50257;
-  c.block_size = 1024;
-  c.n_layer = 12;
-  c.n_head = 12;
-  c.d_model = 768;
-  c.bias = false;  // no qkv bias
-  LayerConfig l;
-  l.attn = kind;
-  c.layers.assign(12, l);
-  validate(c);
-  return c;
-}
-
-}  // namespace
-
 int main() {
   struct Row {
     const char* name;
     ModelConfig c;
     long long published;
   };
-  ModelConfig sd = gpt2_small(AttnKind::Sd);
+  ModelConfig sd = gpt2_small_config("sd", /*qkv_bias=*/false);
   sd.proj_bias = false;
   ModelConfig sd_noln = sd;
   sd_noln.norm = NormKind::None;
-  const Row rows[] = {{"Standard", gpt2_small(AttnKind::Full), 124412160LL},
+  const Row rows[] = {{"Standard", gpt2_small_config("full", /*qkv_bias=*/false), 124412160LL},
                       {"S-D + LN", sd, 124513680LL},
                       {"S-D without LN", sd_noln, 124475280LL}};
   std::printf("Seed 003 Table 1: parameters of the GPT-2-small-shaped models (12 x 768, 12 heads, vocab 50,257)\n\n");

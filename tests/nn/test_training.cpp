@@ -20,20 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ModelConfig gpt2_small(const std::string& attn) {
-  ModelConfig c;
-  c.vocab_size = 50257;
-  c.block_size = 1024;
-  c.n_layer = 12;
-  c.n_head = 12;
-  c.d_model = 768;
-  c.bias = false;  // Table 1 of seed 003 counts no qkv bias
-  c.proj_bias = true;
-  LayerConfig p;
-  c.layers = parse_schedule(attn, 12, p);
-  return c;
-}
-
 ModelConfig small_config(const std::string& attn, int L = 2, int C = 16, int H = 2, int V = 13, int block = 16) {
   ModelConfig c;
   c.vocab_size = V;
@@ -97,10 +83,10 @@ TEST_CASE("Parameter counts: runway-dot equals standard, runway-bilinear adds n_
 TEST_CASE("Seed 003 Table 1: GPT-2 small without qkv bias has 124,412,160 parameters", "[nn][params][seed003]") {
   // Published: seed 003, Table 1, "Model parameters" row: Standard 124,412,160; S-D + LN
   // 124,513,680; S-D without LN 124,475,280.
-  CHECK(param_count(gpt2_small("full")) == 124412160);
+  CHECK(param_count(gpt2_small_config("full", /*qkv_bias=*/false)) == 124412160);
   // The S-D columns match when the S-D model also has no attention output bias (H d_model + H
   // damping parameters per layer, minus d_model): our reading of the table, documented in docs/trainer.md.
-  ModelConfig sd = gpt2_small("sd");
+  ModelConfig sd = gpt2_small_config("sd", /*qkv_bias=*/false);
   sd.proj_bias = false;
   CHECK(param_count(sd) == 124513680);
   sd.norm = NormKind::None;

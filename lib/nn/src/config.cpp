@@ -116,6 +116,20 @@ std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer
   return out;
 }
 
+ModelConfig gpt2_small_config(const std::string& attn, bool qkv_bias) {
+  ModelConfig c;
+  c.vocab_size = 50257;
+  c.block_size = 1024;
+  c.n_layer = 12;
+  c.n_head = 12;
+  c.d_model = 768;
+  c.bias = qkv_bias;
+  c.proj_bias = true;
+  c.layers = parse_schedule(attn, c.n_layer, LayerConfig{});
+  validate(c);
+  return c;
+}
+
 int head_dim(const ModelConfig& c, int l) {
   const int dh = c.layers.at(static_cast<std::size_t>(l)).d_head;
   return dh > 0 ? dh : c.d_model / c.n_head;

@@ -70,6 +70,11 @@ NormKind parse_norm_kind(const std::string& s);
 /// is unknown.
 std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer, const LayerConfig& proto);
 
+/// GPT-2 small's shape: 12 layers x 768, 12 heads, vocabulary 50,257, block 1024, learned
+/// positions, pre-LN, `attn` (a schedule, see parse_schedule) at every layer. qkv_bias = false
+/// (attention output bias kept) is the "Standard" model of seed 003 Table 1.
+ModelConfig gpt2_small_config(const std::string& attn = "full", bool qkv_bias = true);
+
 /// Effective head dimension of layer l (d_head, or d_model / n_head when 0).
 int head_dim(const ModelConfig& c, int l);
 
