@@ -8,6 +8,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
@@ -32,10 +33,9 @@ std::vector<int> parse_heads(const std::string& spec) {
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long h = std::strtol(item.c_str(), &end, 10);
-    require(!item.empty() && *end == '\0', "--heads: expected 'all' or a comma list of head indices, got '", spec, "'");
-    heads.push_back(static_cast<int>(h));
+    const std::string msg = app::integer(0, 1 << 20)(item);
+    require(msg.empty(), "--heads: expected 'all' or a comma list of head indices >= 0, got '", spec, "' (", msg, ")");
+    heads.push_back(std::stoi(item));
   }
   return heads;
 }
@@ -54,7 +54,9 @@ std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& c
   return nn::tokenize_text_for(cfg, o.text, o.gpt2_dir, &tokenizer);
 }
 
-void run(const Options& o) {
+void run(const CLI::App& app, const Options& o) {
+  app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
+  app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   const nn::ModelConfig& cfg = model.config;
@@ -119,14 +121,7 @@ void run(const Options& o) {
   app::emit(rep, o.common);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{"capture: run a trained checkpoint over text and record, per layer and head, the attention "
-               "probabilities, Q, K and the residual-stream norms (alpha_l in both SPEC §2 forms) into an HDF5 "
-               "capture for rollout / spectral.",
-               "capture"};
+void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5)")->required();
   auto* in = app.add_option_group("input", "token input (exactly one)");
   in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes or GPT-2 BPE)");
@@ -134,9 +129,9 @@ int main(int argc, char** argv) {
   in->require_option(1);
   app.add_option("--split", o.split, "Split of --data to read")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "Tokens per sequence T (<= block size) [default: min(256, block_size)]")
-      ->check(CLI::Range(1, 65536));
+      ->check(app::integer(1, 65536));
   app.add_option("--n-seq", o.n_seq, "Number of sequences N (windows spread evenly over the input)")
-      ->check(CLI::Range(1, 100000))->capture_default_str();
+      ->check(app::integer(1, 100000))->capture_default_str();
   app.add_option("--heads", o.heads, "Heads stored in attn_probs/q/k: all | comma list of indices (e.g. 0,3)")
       ->capture_default_str();
   app.add_flag("--no-qk", o.no_qk, "Do not store Q and K");
@@ -154,5 +149,16 @@ int main(int argc, char** argv) {
       "File layout: docs/checkpoint_format.md (\"Capture files\"); h5py: f['layer_0/attn_probs'] is [N, H, T, T].\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (missing/foreign checkpoint, input shorter than\n"
       "  T + 1 tokens, T > block size, vocabulary mismatch).");
-  return app::run(app, argc, argv, [&] { run(o); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"capture: run a trained checkpoint over text and record, per layer and head, the attention "
+               "probabilities, Q, K and the residual-stream norms (alpha_l in both SPEC §2 forms) into an HDF5 "
+               "capture for rollout / spectral.",
+               "capture"};
+  setup(app, o);
+  return app::run(app, argc, argv, [&] { run(app, o); });
 }

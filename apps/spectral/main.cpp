@@ -8,6 +8,7 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
 #include "cf/spectral/report.hpp"
@@ -28,7 +29,10 @@ struct Options {
   app::CommonOptions common;
 };
 
-void run(const Options& o) {
+void run(const CLI::App& app, const Options& o) {
+  // Sequence-level options with --level weight would be ignored: refused instead.
+  for (const char* name : {"--texts", "--tokenizer", "--gpt2-dir", "--max-tokens"})
+    app::refuse_unless(app, name, o.level != "weight", "--level sequence or --level both");
   const ErankForm form = parse_erank_form(o.erank);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   const bool want_weight = o.level != "sequence", want_seq = o.level != "weight";
@@ -95,14 +99,7 @@ void run(const Options& o) {
   if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{"spectral: routing/filtering decomposition M = F + R of every attention head of a checkpoint "
-               "(seed 003, SPEC §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
-               "(the spectral cascade) and per model.",
-               "spectral"};
+void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -121,7 +118,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder of the GPT-2 vocabulary (gpt2 tokenizer) [default: lib/data's]");
   app.add_option("--max-tokens", o.max_tokens, "Truncate each text to at most this many tokens (and block_size)")
-      ->check(CLI::Range(2, 1 << 20))
+      ->check(app::integer(2, 1 << 20))
       ->capture_default_str();
   app.add_flag("--summary-only", o.summary_only, "Print the per-layer profile only (no per-head table)");
   app.add_flag("--no-eigenvalues", o.no_eigen, "Skip max Re lambda (general eigensolver)");
@@ -133,5 +130,16 @@ int main(int argc, char** argv) {
       "  spectral --checkpoint ckpt.h5 --texts my_texts.txt --format csv --out heads.csv\n"
       "  spectral --checkpoint ckpt.h5 --layers 0-3 --erank participation --format json\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (missing attention weights, layers out of range).");
-  return app::run(app, argc, argv, [&] { run(o); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"spectral: routing/filtering decomposition M = F + R of every attention head of a checkpoint "
+               "(seed 003, SPEC §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
+               "(the spectral cascade) and per model.",
+               "spectral"};
+  setup(app, o);
+  return app::run(app, argc, argv, [&] { run(app, o); });
 }

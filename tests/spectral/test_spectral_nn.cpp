@@ -138,6 +138,11 @@ TEST_CASE("Rank validation rejects k above min(context, 2 d_head) and layers out
   const nn::ModelConfig sd = tiny("sd", false);
   CHECK_NOTHROW(validate_rank(sd, {0}, Component::Filtering, 30, 32));
   CHECK_THROWS_AS(validate_rank(sd, {0}, Component::Routing, 30, 32), cf::InvalidArgument);
+  // Odd routing ranks are refused (rotation planes come whole); filtering may be odd.
+  CHECK_THROWS_AS(validate_rank(c, {0}, Component::Routing, 3, 32), cf::InvalidArgument);
+  CHECK_THROWS_AS(validate_rank(c, {0}, Component::Both, 5, 32), cf::InvalidArgument);
+  CHECK_NOTHROW(validate_rank(c, {0}, Component::Filtering, 5, 32));
+  CHECK_NOTHROW(validate_rank(c, {0}, Component::Routing, 4, 32));
 }
 
 TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence level", "[seed003]") {
@@ -186,4 +191,20 @@ TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence l
     CHECK(h.rank_R % 2 == 0);
   }
   std::filesystem::remove_all(tc.out_dir);
+}
+
+TEST_CASE("Sequence-level ranks of the float32 forward pass stay within 2 d_head, T = 32", "[seed003]") {
+  // rank F, rank R <= 2 d_head = 16 for Q K^T / sqrt(d_k) (SPEC §3); float32 rounding of the
+  // 32 x 32 score matrices must not be counted (decomposition.hpp AnalysisOptions).
+  for (const char* attn : {"full", "swa"}) {
+    const nn::Model<float> m = nn::init_model<float>(tiny(attn, true), 9);
+    const ModelSpectrum s = analyse_sequences(m, {random_tokens(32, 3)}, {}, SequenceOptions{});
+    REQUIRE(s.heads.size() == 4);
+    for (const auto& h : s.heads) {
+      CHECK(h.rank_R <= 16);
+      CHECK(h.rank_F <= 16);
+      CHECK(h.rank_R % 2 == 0);
+      CHECK(h.lambda_tol > 0);
+    }
+  }
 }

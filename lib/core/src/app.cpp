@@ -54,12 +54,10 @@ int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body)
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);  // prints help / version (rc 0) or the parse error (non-zero)
-    if (rc != 0) {
-      std::cerr << "hint: run '" << name << " --help' for the options and examples\n";
-      return 2;
-    }
-    return 0;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    // Every error line starts with the tool's name (docs/conventions.md), parse errors included.
+    std::cerr << name << ": error: " << e.what() << "\nhint: run '" << name << " --help' for the options and examples\n";
+    return 2;
   }
   try {
     body();

@@ -45,6 +45,11 @@ std::string describe(const Pattern& p) {
 
 void validate(const Pattern& p, Index n) {
   require(n >= 1, "sequence length n must be >= 1 (got n=", n, ")");
+  // Upper bounds keep every count of this library inside int64: tri(n) = n(n+1)/2 <= 2^61 and
+  // (n + b - 1) in num_blocks cannot overflow (UBSan found b near 2^63 there).
+  require(n <= kMaxLength, "sequence length n must be <= 2^31 = ", kMaxLength, " (got n=", n, ")");
+  require(p.b <= kMaxLength && p.w <= kMaxLength && p.e <= kMaxLength, "b, w and e must be <= 2^31 = ", kMaxLength,
+          " (got b=", p.b, ", w=", p.w, ", e=", p.e, ")");
   switch (p.kind) {
     case PatternKind::Full: break;
     case PatternKind::Swa: require(p.w >= 1, "window width w must be >= 1 (got w=", p.w, ")"); break;
@@ -67,7 +72,11 @@ Mask make_mask(const Pattern& p, Index n) {
   return Mask{p, n};
 }
 
-Index num_blocks(const Mask& m) { return (m.n + m.pattern.b - 1) / m.pattern.b; }
+Index num_blocks(const Mask& m) {
+  require(m.pattern.b >= 1 && m.pattern.b <= kMaxLength && m.n >= 0 && m.n <= kMaxLength,
+          "num_blocks needs 1 <= b <= 2^31 and 0 <= n <= 2^31 (got b=", m.pattern.b, ", n=", m.n, ")");
+  return (m.n + m.pattern.b - 1) / m.pattern.b;
+}
 
 static bool has_bridges(PatternKind k) {
   return k == PatternKind::Bridge || k == PatternKind::Pbb || k == PatternKind::SeBridge;

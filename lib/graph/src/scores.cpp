@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cf/core/error.hpp"
+
 namespace cf::graph {
 
 static std::int64_t tri(std::int64_t m) { return m * (m + 1) / 2; }
@@ -62,8 +64,11 @@ ScheduleScores scores_schedule(const Schedule& s, Index n) {
     }
     out.branch_per_layer.push_back(it->second.first);
     out.union_per_layer.push_back(it->second.second);
-    out.branch += out.branch_per_layer.back();
-    out.unions += out.union_per_layer.back();
+    // Up to 10^6 layers of up to 2^61 scores each: checked sums (UBSan found the overflow).
+    require(!__builtin_add_overflow(out.branch, it->second.first, &out.branch) &&
+                !__builtin_add_overflow(out.unions, it->second.second, &out.unions),
+            "schedule score count overflows int64 (", s.layers.size(), " layers at n = ", n,
+            "): use fewer layers or a shorter n");
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <sstream>
 
 #include "cf/core/error.hpp"
@@ -169,7 +170,8 @@ void validate(const ModelConfig& c) {
       throw InvalidArgument(str("layer ", l, " (", attn_name(lc.attn), "): ", e.what()));
     }
     if (lc.attn == AttnKind::Sd)
-      require(lc.sd_eps > 0, "layer ", l, ": S-D damping offset sd_eps must be > 0 (got ", lc.sd_eps, ")");
+      require(lc.sd_eps > 0 && std::isfinite(lc.sd_eps), "layer ", l,
+              ": S-D damping offset sd_eps must be finite and > 0 (got ", lc.sd_eps, ")");
   }
 }
 
@@ -198,36 +200,105 @@ nlohmann::json to_json(const ModelConfig& c) {
   return j;
 }
 
-ModelConfig config_from_json(const nlohmann::json& j) {
-  try {
-    ModelConfig c;
-    c.vocab_size = j.at("vocab_size").get<int>();
-    c.block_size = j.at("block_size").get<int>();
-    c.n_layer = j.at("n_layer").get<int>();
-    c.n_head = j.at("n_head").get<int>();
-    c.d_model = j.at("d_model").get<int>();
-    c.pos = parse_pos_kind(j.value("pos", std::string("learned")));
-    c.norm = parse_norm_kind(j.value("norm", std::string("layernorm")));
-    c.bias = j.value("bias", true);
-    c.proj_bias = j.value("proj_bias", c.bias);
-    for (const auto& lj : j.at("layers")) {
-      LayerConfig lc;
-      lc.attn = parse_attn_kind(lj.at("attn").get<std::string>());
-      lc.b = lj.value("b", 128);
-      lc.w = lj.value("w", 128);
-      lc.e = lj.value("e", 64);
-      const std::string f = lj.value("fusion", std::string("branch"));
-      require(f == "branch" || f == "union", "fusion must be branch or union (got '", f, "')");
-      lc.fusion = f == "branch" ? graph::Fusion::Branch : graph::Fusion::Union;
-      lc.d_head = lj.value("d_head", 0);
-      lc.sd_eps = lj.value("sd_eps", 0.1);
-      c.layers.push_back(lc);
-    }
-    validate(c);
-    return c;
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(str("malformed model config JSON: ", e.what()));
+namespace {
+
+// Typed reads of one config field: the message names the field (with its path, e.g.
+// "layers[2].w") and what was expected, never a raw nlohmann::json exception text.
+const nlohmann::json* field(const nlohmann::json& obj, const std::string& path, const char* key, bool required) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) {
+    require(!required, "model config: missing field '", path, key, "'");
+    return nullptr;
   }
+  return &*it;
+}
+
+int int_field(const nlohmann::json& obj, const std::string& path, const char* key, bool required, int fallback,
+              long long lo, long long hi) {
+  const nlohmann::json* v = field(obj, path, key, required);
+  if (!v) return fallback;
+  require(v->is_number_integer(), "model config: field '", path, key, "' must be an integer (got ", v->dump(), ")");
+  const long long x = v->is_number_unsigned() && v->get<unsigned long long>() > (1ULL << 62)
+                          ? (1LL << 62)
+                          : v->get<long long>();
+  require(x >= lo && x <= hi, "model config: field '", path, key, "' must be in [", lo, ", ", hi, "] (got ",
+          v->dump(), ")");
+  return static_cast<int>(x);
+}
+
+double real_field(const nlohmann::json& obj, const std::string& path, const char* key, double fallback) {
+  const nlohmann::json* v = field(obj, path, key, false);
+  if (!v) return fallback;
+  require(v->is_number(), "model config: field '", path, key, "' must be a number (got ", v->dump(), ")");
+  const double x = v->get<double>();
+  require(std::isfinite(x), "model config: field '", path, key, "' must be finite (got ", v->dump(), ")");
+  return x;
+}
+
+bool bool_field(const nlohmann::json& obj, const std::string& path, const char* key, bool fallback) {
+  const nlohmann::json* v = field(obj, path, key, false);
+  if (!v) return fallback;
+  require(v->is_boolean(), "model config: field '", path, key, "' must be true or false (got ", v->dump(), ")");
+  return v->get<bool>();
+}
+
+std::string string_field(const nlohmann::json& obj, const std::string& path, const char* key, bool required,
+                         const std::string& fallback) {
+  const nlohmann::json* v = field(obj, path, key, required);
+  if (!v) return fallback;
+  require(v->is_string(), "model config: field '", path, key, "' must be a string (got ", v->dump(), ")");
+  return v->get<std::string>();
+}
+
+void no_unknown_keys(const nlohmann::json& obj, const std::string& where, std::initializer_list<const char*> known) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return it.key() == k; });
+    std::string list;
+    for (const char* k : known) list += std::string(list.empty() ? "" : ", ") + k;
+    require(ok, "model config: unknown field '", where, it.key(), "' (known: ", list, ")");
+  }
+}
+
+}  // namespace
+
+ModelConfig config_from_json(const nlohmann::json& j) {
+  require(j.is_object(), "model config must be a JSON object (got ", j.type_name(), ")");
+  no_unknown_keys(j, "", {"vocab_size", "block_size", "n_layer", "n_head", "d_model", "pos", "norm", "bias",
+                          "proj_bias", "layers"});
+  ModelConfig c;
+  c.vocab_size = int_field(j, "", "vocab_size", true, 0, 2, 1000000);
+  c.block_size = int_field(j, "", "block_size", true, 0, 1, 65536);
+  c.n_layer = int_field(j, "", "n_layer", true, 0, 1, 256);
+  c.n_head = int_field(j, "", "n_head", true, 0, 1, 1024);
+  c.d_model = int_field(j, "", "d_model", true, 0, 1, 65536);
+  c.pos = parse_pos_kind(string_field(j, "", "pos", false, "learned"));
+  c.norm = parse_norm_kind(string_field(j, "", "norm", false, "layernorm"));
+  c.bias = bool_field(j, "", "bias", true);
+  c.proj_bias = bool_field(j, "", "proj_bias", c.bias);
+  const nlohmann::json* layers = field(j, "", "layers", true);
+  require(layers->is_array(), "model config: field 'layers' must be an array (got ", layers->type_name(), ")");
+  require(static_cast<int>(layers->size()) == c.n_layer, "model config: field 'layers' has ", layers->size(),
+          " entries but n_layer = ", c.n_layer);
+  for (std::size_t l = 0; l < layers->size(); ++l) {
+    const nlohmann::json& lj = (*layers)[l];
+    const std::string path = str("layers[", l, "].");
+    require(lj.is_object(), "model config: field 'layers[", l, "]' must be an object (got ", lj.type_name(), ")");
+    no_unknown_keys(lj, path, {"attn", "b", "w", "e", "fusion", "d_head", "sd_eps"});
+    LayerConfig lc;
+    lc.attn = parse_attn_kind(string_field(lj, path, "attn", true, ""));
+    lc.b = int_field(lj, path, "b", false, 128, 1, 2147483647);
+    lc.w = int_field(lj, path, "w", false, 128, 1, 2147483647);
+    lc.e = int_field(lj, path, "e", false, 64, 1, 2147483647);
+    const std::string f = string_field(lj, path, "fusion", false, "branch");
+    require(f == "branch" || f == "union", "model config: field '", path, "fusion' must be branch or union (got '", f,
+            "')");
+    lc.fusion = f == "branch" ? graph::Fusion::Branch : graph::Fusion::Union;
+    lc.d_head = int_field(lj, path, "d_head", false, 0, 0, 4096);
+    lc.sd_eps = real_field(lj, path, "sd_eps", 0.1);
+    c.layers.push_back(lc);
+  }
+  validate(c);
+  return c;
 }
 
 std::int64_t param_count(const ModelConfig& c) {

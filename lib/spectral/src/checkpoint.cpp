@@ -1,6 +1,7 @@
 #include "cf/spectral/checkpoint.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -20,24 +21,44 @@ AttentionWeights read_attention_weights(const std::string& path) {
     throw InvalidArgument(str("checkpoint '", path, "': `config` is not valid JSON (", e.what(), ")"));
   }
   const auto& c = w.config;
-  auto get_int = [&](const char* key) {
-    require(c.contains(key) && c[key].is_number_integer(), "checkpoint '", path, "': config lacks integer '", key, "'");
-    return c[key].get<int>();
+  require(c.is_object(), "checkpoint '", path, "': `config` must be a JSON object");
+  // Typed, range-checked reads naming the field (a damaged config is exit 2 with the field, never
+  // a raw JSON exception); the ranges are lib/nn's (cf::nn::validate), which keeps 3 H d_head
+  // below 2^31.
+  auto int_field = [&](const nlohmann::json& obj, const std::string& where, const char* key, int fallback, int lo,
+                       int hi, bool required) {
+    if (!obj.contains(key)) {
+      require(!required, "checkpoint '", path, "': config lacks integer '", where, key, "'");
+      return fallback;
+    }
+    const auto& v = obj[key];
+    require(v.is_number_integer() && v.get<long long>() >= lo && v.get<long long>() <= hi, "checkpoint '", path,
+            "': config field '", where, key, "' must be an integer in [", lo, ", ", hi, "] (got ", v.dump(), ")");
+    return v.get<int>();
   };
-  w.n_layer = get_int("n_layer");
-  w.n_head = get_int("n_head");
-  w.d_model = get_int("d_model");
-  require(w.n_layer >= 1 && w.n_head >= 1 && w.d_model >= 1, "checkpoint '", path,
-          "': config needs n_layer, n_head, d_model >= 1 (got ", w.n_layer, ", ", w.n_head, ", ", w.d_model, ")");
-  w.pos = c.value("pos", std::string("learned"));
-  w.norm = c.value("norm", std::string("layernorm"));
+  auto string_field = [&](const nlohmann::json& obj, const std::string& where, const char* key,
+                          const std::string& fallback) {
+    if (!obj.contains(key)) return fallback;
+    require(obj[key].is_string(), "checkpoint '", path, "': config field '", where, key, "' must be a string (got ",
+            obj[key].dump(), ")");
+    return obj[key].get<std::string>();
+  };
+  w.n_layer = int_field(c, "", "n_layer", 0, 1, 256, true);
+  w.n_head = int_field(c, "", "n_head", 0, 1, 1024, true);
+  w.d_model = int_field(c, "", "d_model", 0, 1, 65536, true);
+  w.pos = string_field(c, "", "pos", "learned");
+  w.norm = string_field(c, "", "norm", "layernorm");
+  require(!c.contains("layers") || c["layers"].is_array(), "checkpoint '", path,
+          "': config field 'layers' must be an array");
   require(f.has("params"), "checkpoint '", path, "' has no /params group: a checkpoint without attention weights");
   const io::Group params = f.open_group("params");
   for (int l = 0; l < w.n_layer; ++l) {
     nlohmann::json lc = nlohmann::json::object();
-    if (c.contains("layers") && c["layers"].is_array() && l < int(c["layers"].size())) lc = c["layers"][l];
-    const std::string attn = lc.value("attn", std::string("full"));
-    int d_head = lc.value("d_head", 0);
+    if (c.contains("layers") && l < int(c["layers"].size())) lc = c["layers"][l];
+    const std::string where = str("layers[", l, "].");
+    require(lc.is_object(), "checkpoint '", path, "': config field 'layers[", l, "]' must be an object");
+    const std::string attn = string_field(lc, where, "attn", "full");
+    int d_head = int_field(lc, where, "d_head", 0, 0, 4096, false);
     if (d_head == 0) d_head = w.d_model / w.n_head;
     const std::string name = str("h.", l, ".attn.c_attn.weight");
     require(params.has(name), "checkpoint '", path, "' has no attention weights: /params/", name,
@@ -57,6 +78,9 @@ AttentionWeights read_attention_weights(const std::string& path) {
     lw.d_model = w.d_model;
     lw.qk = std::move(params.read_rows<float>(name, 0, qk_rows).data);
     if (attn == "sd") {
+      if (lc.contains("sd_eps"))
+        require(lc["sd_eps"].is_number() && std::isfinite(lc["sd_eps"].get<double>()), "checkpoint '", path,
+                "': config field '", where, "sd_eps' must be a finite number (got ", lc["sd_eps"].dump(), ")");
       lw.sd_eps = lc.value("sd_eps", 0.0);
       const std::string dw = str("h.", l, ".attn.damp.weight"), db = str("h.", l, ".attn.damp.bias");
       require(params.has(dw) && params.has(db), "checkpoint '", path, "': S-D layer ", l, " lacks /params/", dw, " or ",

@@ -91,6 +91,12 @@ Spectrum make_spectrum(Eigen::VectorXd sigma, double rank_tol) {
   return s;
 }
 
+double rank_tolerance(Index n, const AnalysisOptions& opt) {
+  return std::max(opt.rank_tol, double(n) * opt.rounding_unit);
+}
+
+bool is_unstable(const HeadSpectrum& h) { return h.max_re_lambda > h.lambda_tol; }
+
 Eigen::VectorXd singular_values_symmetric(const Eigen::MatrixXd& F) {
   require(F.rows() == F.cols(), "symmetric matrix must be square (got ", F.rows(), " x ", F.cols(), ")");
   if (F.size() == 0) return {};
@@ -122,11 +128,13 @@ HeadSpectrum analyse_dense(const Eigen::MatrixXd& M, const AnalysisOptions& opt)
   HeadSpectrum h;
   h.n = M.rows();
   h.method = "dense";
-  h.F = make_spectrum(singular_values_symmetric(p.F), opt.rank_tol);
-  h.R = make_spectrum(singular_values_skew(p.R), opt.rank_tol);
+  const double tol = rank_tolerance(h.n, opt);
+  h.F = make_spectrum(singular_values_symmetric(p.F), tol);
+  h.R = make_spectrum(singular_values_skew(p.R), tol);
+  h.lambda_tol = double(h.n) * opt.rounding_unit * M.norm();
   if (opt.spectrum_M) {
     Eigen::BDCSVD<Eigen::MatrixXd> svd(M);
-    h.M = make_spectrum(svd.singularValues(), opt.rank_tol);
+    h.M = make_spectrum(svd.singularValues(), tol);
   } else {
     h.M.fro = M.norm();
   }
@@ -159,15 +167,17 @@ HeadSpectrum analyse_factored_stacked(const Eigen::MatrixXd& U, double scale, co
   HeadSpectrum h;
   h.n = m;
   h.method = "factored";
-  h.F = make_spectrum(singular_values_symmetric(CF), opt.rank_tol);
-  h.R = make_spectrum(singular_values_skew(CR), opt.rank_tol);
+  const double tol = rank_tolerance(m, opt);
+  h.F = make_spectrum(singular_values_symmetric(CF), tol);
+  h.R = make_spectrum(singular_values_skew(CR), tol);
+  h.lambda_tol = double(m) * opt.rounding_unit * C.norm();  // ||M||_F = ||C||_F
   // R_A = [T_A; 0] (the first r columns of an upper-trapezoidal R_U), so only the first
   // r' = min(r, p) rows of C are nonzero: C = [X; 0] with X = T_A R_B^T (r' x p). Hence
   // sigma(M) = sigma(X) and eig(C) = eig(X[:, :r']) plus p - r' zeros: half-size problems.
   const Index rr = std::min(r, p);
   if (opt.spectrum_M) {
     Eigen::BDCSVD<Eigen::MatrixXd> svd(C.topRows(rr));
-    h.M = make_spectrum(svd.singularValues(), opt.rank_tol);
+    h.M = make_spectrum(svd.singularValues(), tol);
   } else {
     h.M.fro = C.norm();
   }

@@ -31,6 +31,7 @@ HeadResult head_result(int layer, int head, const std::string& attn, const HeadS
   r.norm_F = s.F.fro;
   r.norm_R = s.R.fro;
   r.max_re_lambda = s.max_re_lambda;
+  r.lambda_tol = s.lambda_tol;
   r.rank_R = s.R.numerical_rank;
   r.rank_F = s.F.numerical_rank;
   r.sigma_R = s.R.sigma.head(std::min(keep_sigma, s.R.sigma.size()));
@@ -90,7 +91,7 @@ HeadResult average_heads(const std::vector<HeadResult>& v) {
   };
   for (auto f : {&HeadResult::rho, &HeadResult::erank_R, &HeadResult::erank_F, &HeadResult::pr_R, &HeadResult::pr_F,
                  &HeadResult::erank_M, &HeadResult::norm_M, &HeadResult::norm_F, &HeadResult::norm_R,
-                 &HeadResult::max_re_lambda})
+                 &HeadResult::max_re_lambda, &HeadResult::lambda_tol})
     mean(f);
   return r;
 }
@@ -115,7 +116,7 @@ void aggregate(ModelSpectrum& m) {
       p.max_re_lambda += h->max_re_lambda;
       p.max_re_lambda_max = std::max(p.max_re_lambda_max, h->max_re_lambda);
       p.routing_heads += h->rho > 1;
-      p.unstable_heads += h->max_re_lambda > 0;
+      p.unstable_heads += h->max_re_lambda > h->lambda_tol;  // above rounding (decomposition.hpp)
       rhos.push_back(h->rho);
       all_rho.push_back(h->rho);
       s.erank_R_mean += h->erank_R;

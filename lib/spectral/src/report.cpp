@@ -54,7 +54,8 @@ nlohmann::json to_json(const ModelSpectrum& m, bool with_sigma) {
                         {"rho", num(h.rho)},         {"erank_R", h.erank_R},   {"erank_F", h.erank_F},
                         {"pr_R", h.pr_R},            {"pr_F", h.pr_F},         {"erank_M", h.erank_M},
                         {"rank_R", h.rank_R},        {"rank_F", h.rank_F},     {"norm_M", h.norm_M},
-                        {"norm_F", h.norm_F},        {"norm_R", h.norm_R},     {"max_re_lambda", num(h.max_re_lambda)}};
+                        {"norm_F", h.norm_F},        {"norm_R", h.norm_R},     {"max_re_lambda", num(h.max_re_lambda)},
+                        {"max_re_lambda_tol", h.lambda_tol}};
     if (with_sigma) {
       j["sigma_R"] = vec(h.sigma_R);
       j["sigma_F"] = vec(h.sigma_F);

@@ -111,6 +111,9 @@ Eigen::MatrixXd apply_surgery(const Eigen::MatrixXd& M, const SurgerySpec& spec)
   if (spec.rank < 0 || spec.rank >= M.rows()) return M;
   const Parts p = split(M);
   const bool cut_r = spec.component != Component::Filtering, cut_f = spec.component != Component::Routing;
+  require(!cut_r || spec.rank % 2 == 0, "routing rank k = ", spec.rank,
+          " is odd: the singular values of the skew routing part come in equal pairs (one per rotation plane), "
+          "so an odd k would keep half a plane; give an even k");
   return (cut_f ? truncate_rank(p.F, spec.rank) : p.F) + (cut_r ? truncate_rank(p.R, spec.rank) : p.R);
 }
 

@@ -18,6 +18,10 @@ enum class PatternKind { Full, Block, Swa, Bridge, Pbb, SeBridge };
 /// The structural edge set is the same; only score accounting differs.
 enum class Fusion { Branch, Union };
 
+/// Largest n, b, w and e that validate() accepts (2^31): n(n+1)/2 stays below 2^62, so every
+/// score count fits in int64.
+constexpr Index kMaxLength = Index(1) << 31;
+
 /// A pattern with its parameters: b = block size (block, bridge, pbb, se-bridge), w = window
 /// width (swa; bridge/pbb: bridge width, half-width h = w/2), e = SE-Bridge extension.
 struct Pattern {
@@ -50,7 +54,8 @@ PatternKind parse_pattern_kind(const std::string& name);
 std::string describe(const Pattern& p);
 
 /// Check a pattern's parameters against sequence length n; throws cf::InvalidArgument naming the
-/// violated constraint: n >= 1; b >= 1; swa: w >= 1; bridge/pbb: w even, 2 <= w <= 2b
+/// violated constraint: 1 <= n <= 2^31 and b, w, e <= 2^31 (kMaxLength: every count of this
+/// library then fits in int64); b >= 1; swa: w >= 1; bridge/pbb: w even, 2 <= w <= 2b
 /// (h <= b is what the closed forms of seed 002 assume); se-bridge: 1 <= e <= b.
 void validate(const Pattern& p, Index n);
 

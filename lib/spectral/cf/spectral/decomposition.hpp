@@ -42,13 +42,25 @@ struct Spectrum {
   double fro = 0;         ///< Frobenius norm (= ||sigma||_2)
   double erank_entropy = 0;
   double erank_participation = 0;
-  Index numerical_rank = 0;  ///< #{sigma_i > rank_tol * sigma_max}
+  Index numerical_rank = 0;  ///< #{sigma_i > tol * sigma_max}, tol = rank_tolerance(...)
 };
 
 /// Options for the analyses below.
+///
+/// Tolerances (docs/spectral.md "Numerical rank and instability"): a matrix M (n x n) computed
+/// in arithmetic of unit roundoff u carries rounding noise of about n u ||M||, which is neither
+/// rank nor instability. Hence
+///   numerical rank  = #{ sigma_i > max(rank_tol, n u) sigma_max },
+///   unstable head   : max Re lambda(M) > lambda_tol = n u ||M||_F.
+/// Weight level: W_Q W_K^T is formed in double (u = 2^-53), so max(rank_tol, n u) = rank_tol.
+/// Sequence level: the scores come from the float32 forward pass (u = 2^-24): n u = 9.5e-6 for
+/// n = 160, far above float32 round-off singular values (~1e-7 sigma_max), far below any rank
+/// a head really has.
 struct AnalysisOptions {
-  /// Relative threshold for numerical_rank (sigma_i > rank_tol * sigma_max counts).
+  /// Relative threshold for numerical_rank (sigma_i > max(rank_tol, n u) * sigma_max counts).
   double rank_tol = 1e-10;
+  /// Unit roundoff u of the arithmetic that produced the matrix (double 2^-53, float32 2^-24).
+  double rounding_unit = 0x1p-53;
   /// Compute max Re lambda(M) with a general (non-symmetric) eigensolver.
   bool eigenvalues = true;
   /// Compute the singular values of M itself (F and R are always computed).
@@ -60,13 +72,22 @@ struct HeadSpectrum {
   Index n = 0;          ///< dimension of M (d at weight level, n tokens at sequence level)
   Spectrum M, F, R;     ///< M.sigma is empty when options.spectrum_M is false
   double rho = 0;       ///< ||R||_F / ||F||_F
-  /// max_i Re lambda_i(M) (> 0: dynamically unstable head, seed 003 §3); NaN when not computed.
+  /// max_i Re lambda_i(M) (> lambda_tol: dynamically unstable head, seed 003 §3); NaN when not computed.
   double max_re_lambda = 0;
+  /// Rounding level of max_re_lambda: n u ||M||_F (AnalysisOptions); values up to it are noise.
+  double lambda_tol = 0;
   std::string method;   ///< "dense" or "factored"
 };
 
-/// Build a Spectrum from singular values (any order, >= 0).
+/// Build a Spectrum from singular values (any order, >= 0); rank_tol is relative to sigma_max.
 Spectrum make_spectrum(Eigen::VectorXd sigma, double rank_tol);
+
+/// Relative rank tolerance of an n x n matrix under `opt`: max(opt.rank_tol, n opt.rounding_unit).
+double rank_tolerance(Index n, const AnalysisOptions& opt);
+
+/// Whether a head counts as dynamically unstable: max Re lambda above its rounding level
+/// (max_re_lambda > lambda_tol); false when max_re_lambda is NaN (not computed).
+bool is_unstable(const HeadSpectrum& h);
 
 /// Dense reference analysis of an explicit square matrix M (n x n): SVDs of F, R (and M) and the
 /// general eigenvalues of M, all O(n^3). This is the oracle the factorised path is tested

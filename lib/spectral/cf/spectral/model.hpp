@@ -18,6 +18,7 @@ struct HeadResult {
   /// across sequences per head"); at weight level the values of the one kernel.
   double rho = 0, erank_R = 0, erank_F = 0, pr_R = 0, pr_F = 0, erank_M = 0;
   double norm_M = 0, norm_F = 0, norm_R = 0, max_re_lambda = 0;
+  double lambda_tol = 0;  ///< rounding level of max_re_lambda (HeadSpectrum::lambda_tol; averaged)
   Index rank_R = 0, rank_F = 0;  ///< numerical ranks (sequence level: of the last text)
   Eigen::VectorXd sigma_R, sigma_F;  ///< leading singular values (weight level; sequence: last text)
 };
@@ -28,7 +29,7 @@ struct LayerProfile {
   std::string attn;
   double erank_R = 0, erank_F = 0, pr_R = 0, rho = 0, rho_median = 0, max_re_lambda = 0, max_re_lambda_max = 0;
   int routing_heads = 0;   ///< heads with rho > 1
-  int unstable_heads = 0;  ///< heads with max Re lambda > 0
+  int unstable_heads = 0;  ///< heads with max Re lambda > lambda_tol (above rounding)
 };
 
 /// Model-level summary.

@@ -50,7 +50,9 @@ struct SurgerySpec {
 
 /// M' = F' + R' where the selected parts are truncated to spec.rank (n x n input M).
 /// With rank < 0, or rank >= n, returns M unchanged (bitwise). Throws cf::InvalidArgument unless
-/// M is square.
+/// M is square, and for an odd rank 0 < k < n when R is truncated (Routing, Both): the singular
+/// values of a skew matrix come in equal pairs, so an odd k would keep half a rotation plane
+/// (docs/spectral.md "Odd routing ranks").
 Eigen::MatrixXd apply_surgery(const Eigen::MatrixXd& M, const SurgerySpec& spec);
 
 /// Linearise a standard-attention head (seed 003 §6): R -> its top singular pair (rank 2,

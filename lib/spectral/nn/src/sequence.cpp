@@ -1,5 +1,6 @@
 #include "cf/spectral/sequence.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -62,10 +63,14 @@ ModelSpectrum analyse_sequences(const nn::Model<float>& model, const std::vector
   if (want.empty())
     for (int l = 0; l < L; ++l) want.insert(l);
   std::vector<std::vector<HeadResult>> per_head(std::size_t(L) * H);
+  // The scores come from the float32 forward pass: rank and instability are judged against
+  // float32 rounding (decomposition.hpp AnalysisOptions), not double's.
+  AnalysisOptions ao = opt.analysis;
+  ao.rounding_unit = std::max(ao.rounding_unit, kFloat32RoundingUnit);
   nn::ForwardHooks hooks;
   hooks.on_scores = [&](int l, int h, Eigen::Ref<Eigen::MatrixXf> M) {
     if (!want.count(l)) return;
-    const HeadSpectrum s = analyse_scores(M.cast<double>(), opt.analysis, opt.dense_eigen_max_n);
+    const HeadSpectrum s = analyse_scores(M.cast<double>(), ao, opt.dense_eigen_max_n);
     per_head[std::size_t(l) * H + h].push_back(
         head_result(l, h, nn::attn_name(model.config.layers[l].attn), s));
   };

@@ -69,6 +69,10 @@ void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, Com
             sd_filter_only ? str("context = ", context)
                            : str("min(context, 2 d_head) = min(", context, ", ", 2 * dh, ") = ", bound));
   }
+  // Singular values of the skew routing part come in equal pairs: an odd k keeps half a plane.
+  require(component == Component::Filtering || rank % 2 == 0 || rank >= context, "--rank ", rank,
+          " is odd: routing ranks must be even (the singular values of R come in pairs, one per rotation plane); "
+          "use --rank ", rank - 1, " or ", rank + 1);
 }
 
 std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>& model,

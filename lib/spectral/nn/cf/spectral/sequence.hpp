@@ -12,13 +12,19 @@
 
 namespace cf::spectral {
 
+/// Unit roundoff of float32 (2^-24): the forward pass computes the score matrices in float32.
+constexpr double kFloat32RoundingUnit = 0x1p-24;
+
 /// Settings of the sequence-level analysis.
 struct SequenceOptions {
   std::string texts_path;          ///< one text per non-empty line
   std::string tokenizer = "auto";  ///< auto (byte for vocab 256, gpt2 for 50257) | byte | gpt2
   std::string gpt2_dir;            ///< GPT-2 vocabulary folder ("" = lib/data default)
   int max_tokens = 1024;           ///< each text is cut to min(max_tokens, block_size) tokens
-  AnalysisOptions analysis;        ///< spectrum_M is ignored (sequence level reports F and R)
+  /// spectrum_M is ignored (sequence level reports F and R); rounding_unit is raised to
+  /// kFloat32RoundingUnit (the scores are float32), so rank_R / rank_F count sigma_i >
+  /// n 2^-24 sigma_max and a head is unstable only when max Re lambda > n 2^-24 ||M||_F.
+  AnalysisOptions analysis;
   /// n above this: max Re lambda from Spectra's GenEigsSolver instead of the dense eigensolver.
   Index dense_eigen_max_n = 128;
 };
@@ -38,6 +44,8 @@ std::vector<std::vector<std::int32_t>> tokenize_texts(const std::string& texts_p
 
 /// Metrics of one unmasked score matrix M (n x n): dense SVDs of F and R; max Re lambda by the
 /// dense eigensolver for n <= dense_eigen_max_n, else Spectra GenEigs (dense fallback inside).
+/// opt.rounding_unit must be that of the arithmetic that produced M (float32 scores:
+/// kFloat32RoundingUnit), so that ranks and instability ignore rounding noise.
 HeadSpectrum analyse_scores(const Eigen::MatrixXd& M, const AnalysisOptions& opt, Index dense_eigen_max_n);
 
 /// Analyse `layers` (all when empty; indices in [0, n_layer)) of a loaded model on token lists.

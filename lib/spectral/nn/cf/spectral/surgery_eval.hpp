@@ -56,8 +56,10 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
 std::vector<Intervention> sweep_interventions(const std::vector<int>& layers, bool linear_attention, bool cumulative);
 
 /// Check a requested rank against the model: 0 <= k <= min(context, 2 d_head(l)) for every
-/// selected layer (SPEC §3: rank F, rank R <= 2 d_k; S–D filtering alone: k <= context); throws
-/// cf::InvalidArgument ("rank k larger than possible") naming k, the layer and the bound.
+/// selected layer (SPEC §3: rank F, rank R <= 2 d_k; S–D filtering alone: k <= context), and k
+/// even whenever the routing part is truncated (Routing, Both; k >= context is full rank and
+/// allowed): singular values of a skew matrix come in pairs. Throws cf::InvalidArgument ("rank k
+/// larger than possible" / "is odd") naming k, the layer and the bound.
 void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, Component component, int rank,
                    int context);
 
