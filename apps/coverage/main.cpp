@@ -113,6 +113,7 @@ void run(const Options& o) {
     rs = a, rd = c;
   }
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  app::check_output(o.export_mask, "--export-mask");
   std::optional<ProbeSet> probes;
   if (!o.probes.empty()) {
     require(o.K >= 2, "--probes needs --K (the number of classes, >= 2) for the accuracy bounds");
@@ -183,8 +184,8 @@ void run(const Options& o) {
     if (!ok) continue;
     const Mask pm{p, o.n};
     const auto br = scores_branch(pm), un = scores_union(pm), wb = write_back(pm);
-    st.add_row({describe(p) + (p.kind == main.kind ? " *" : ""), fmt_int(br), fmt_int(un), fmt_int(wb),
-                fmt(br / swa_branch, 4) + "x", fmt(un / swa_union, 4) + "x", fmt(br / full_branch, 4) + "x"});
+    st.add_row({output::marked(describe(p), p.kind == main.kind), fmt_int(br), fmt_int(un), fmt_int(wb),
+                output::ratio(br / swa_branch), output::ratio(un / swa_union), output::ratio(br / full_branch)});
     all_scores[pattern_name(p.kind)] = {{"branch", br}, {"union", un}, {"write_back", wb}};
   }
   rep.tables.push_back(st);
@@ -405,9 +406,17 @@ void run(const Options& o) {
                   " (n = ", o.n, ")");
     h.xlabel = "target phase r (t = jb + r)";
     h.ylabel = "backward distance d (source u = t - d)";
-    h.value_label = "covered";
-    h.values = C.cast<double>();
     h.y_up = true;
+    if (Cc) {  // --compare: which pattern covers each cell
+      h.title = str("Coverage C(d, r): ", describe(main), " vs ", describe(*cmp), " (n = ", o.n, ")");
+      h.values = (C.cast<double>() + 2.0 * Cc->cast<double>());
+      h.categories = {"neither", "only " + describe(main), "only " + describe(*cmp), "both"};
+      h.value_label = "covered by";
+    } else {
+      h.values = C.cast<double>();
+      h.categories = {"not covered", "covered"};
+      h.value_label = "";
+    }
     plot::save(h, o.common.plot);
   }
   app::emit(rep, o.common);

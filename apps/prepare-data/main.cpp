@@ -36,6 +36,7 @@ void run(const Options& o) {
   require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ",
           o.val_fraction, ")");
   require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
+  app::check_output(o.out + ".meta.json", "--out");  // the token set's folder, before the work
   const auto tokenizer = data::Tokenizer::create(o.tokenizer, o.gpt2_dir);
 
   const auto t0 = std::chrono::steady_clock::now();

@@ -35,11 +35,10 @@ struct Options {
   bool no_bias = false;
   // training
   std::int64_t steps = 1000, stop_after = 0, warmup = 100, eval_interval = 100, ckpt_interval = 100;
-  int batch = 8, seq_len = 256, accum = 1, eval_batches = 4, threads = 0, log_every = 10;
+  int batch = 8, seq_len = 256, accum = 1, eval_batches = 4, log_every = 10;
   double lr = 1e-3, min_lr = 1e-4, clip = 1.0, weight_decay = 0.1;
   std::uint64_t seed = 1337;
-  bool quiet = false;
-  app::CommonOptions common;
+  app::CommonOptions common;  // also --threads (applied by app::run) and --quiet
 };
 
 std::string hms(double s) {
@@ -116,11 +115,8 @@ int main(int argc, char** argv) {
   auto* o_cki = app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
                     ->check(CLI::PositiveNumber)->capture_default_str();
   auto* o_seed = app.add_option("--seed", o.seed, "seed of initialisation and batches")->capture_default_str();
-  app.add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (0 = default); results are reproducible per thread count")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--log-every", o.log_every, "progress line every N updates")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_flag("--quiet", o.quiet, "no progress lines");
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"
@@ -131,10 +127,7 @@ int main(int argc, char** argv) {
       "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.");
 
   const int rc = app::run(app, argc, argv, [&] {
-    if (o.threads > 0) {
-      omp_set_num_threads(o.threads);
-      openblas_set_num_threads(o.threads);  // float GEMMs run in OpenBLAS's own thread pool
-    }
+    app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
     nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                          : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                              : nn::load_token_files(o.data);
@@ -215,7 +208,7 @@ int main(int argc, char** argv) {
     require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
     if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
     const std::int64_t nparams = nn::param_count(used);
-    if (!o.quiet)
+    if (!o.common.quiet)
       std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer << " layers, data " << data.source
                 << " (" << fmt_int(static_cast<long long>(data.train.size())) << " train / "
                 << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
@@ -223,7 +216,7 @@ int main(int argc, char** argv) {
 
     std::signal(SIGINT, on_sigint);
     auto progress = [&](const nn::StepInfo& s) {
-      if (o.quiet || (s.step % o.log_every != 0 && !std::isfinite(s.val_loss))) return;
+      if (o.common.quiet || (s.step % o.log_every != 0 && !std::isfinite(s.val_loss))) return;
       std::cerr << "step " << s.step << "/" << tc.max_steps << " | loss " << fmt(s.loss, 4);
       if (std::isfinite(s.val_loss)) std::cerr << " | val " << fmt(s.val_loss, 4);
       std::cerr << " | lr " << fmt(s.lr, 3) << " | |g| " << fmt(s.grad_norm, 3) << " | "

@@ -2,7 +2,7 @@
 # Every tool's CSV mode (issue 9, acceptance 4): each CSV report is checked by check_csv.py with
 # /usr/bin/python3 (csv module + numpy). Usage: csv_outputs.sh BIN_DIR CORPUS CHECKER
 set -u
-BIN="$1"; CORPUS="$2"; CHECK="$3"
+BIN="$(cd "$1" && pwd)"; CORPUS="$(realpath "$2")"; CHECK="$(realpath "$3")"
 PY=/usr/bin/python3
 $PY -c "import numpy" 2>/dev/null || { echo "skipped: /usr/bin/python3 has no numpy"; exit 77; }
 export OMP_NUM_THREADS=1
