@@ -229,6 +229,9 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
     s << ")\nset cbtics (";
     for (std::size_t i = 0; i < k; ++i) s << (i ? ", " : "") << gp_str(cats[i]) << " " << i;
     s << ") scale 0 noenhanced\n";
+    std::size_t longest = 0;
+    for (const auto& c : cats) longest = std::max(longest, c.size());
+    s << "set rmargin " << std::max<std::size_t>(10, longest + 8) << "\n";  // room for the legend labels
   } else {
     double vmin = 0, vmax = 1;
     bool any = false;
