@@ -74,9 +74,10 @@ void run(const Options& o) {
             {"load_seconds", load_s},
             {"files", {o.out + ".train.bin", o.out + ".val.bin", o.out + ".meta.json"}}};
   output::Table t;
-  t.title = "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json";
+  t.title = "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json, tokenizer " +
+            tokenizer.name();
   t.header = {"quantity", "value"};
-  t.add_row({"tokenizer", tokenizer.name() + " (vocab " + fmt_int(meta.vocab_size) + ")"});
+  t.add_row({"vocab size", fmt_int(meta.vocab_size)});  // numbers only: the CSV loads as numbers
   t.add_row({"text bytes", fmt_int(static_cast<long long>(text.size()))});
   t.add_row({"tokens", fmt_int(static_cast<long long>(tokens.size()))});
   t.add_row({"n_train", fmt_int(static_cast<long long>(split.train.size()))});

@@ -339,7 +339,7 @@ void run_monotonicity(const Options& o) {
   auto add = [&](const std::string& what, const std::vector<RowMatrix>& ks, bool per_layer) {
     for (int l = 0; l < (per_layer ? s.L : 1); ++l) {
       const auto st = monotonicity_stats(ks[l]);
-      t.add_row({what, per_layer ? std::to_string(l + 1) : "all", output::fmt_int(st.triples), fmt(st.violation_rate, 4),
+      t.add_row({what, per_layer ? std::to_string(l + 1) : output::number_style() == output::NumberStyle::Raw ? "0" : "all", output::fmt_int(st.triples), fmt(st.violation_rate, 4),
                  fmt(st.mean_gap, 4), fmt(st.expected_shortfall, 4), fmt(st.max_gap, 4)});
       rows.push_back({{"kernel", what}, {"layer", per_layer ? l + 1 : 0}, {"triples", st.triples},
                       {"violation_rate", st.violation_rate}, {"mean_gap", st.mean_gap},

@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
     t.add_row({"best val loss", fmt(r.best_val_loss, 5)});
     t.add_row({"unigram entropy (nats)", fmt(data.unigram_entropy, 5)});
     t.add_row({"mean tokens/s", fmt_int(static_cast<long long>(mean_tps))});
-    t.add_row({"checkpoints", o.out_dir + "/last.h5, " + o.out_dir + "/best.h5"});
     rep.tables.push_back(t);
+    rep.notes.push_back("checkpoints: " + o.out_dir + "/last.h5, " + o.out_dir + "/best.h5");
     if (r.interrupted) rep.notes.push_back("interrupted: last.h5 saved at step " + std::to_string(r.steps_done));
     nlohmann::json params = tc.to_json();
     params["model"] = nn::to_json(used);

@@ -8,6 +8,7 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/token_file.hpp"
+#include <nlohmann/json.hpp>
 
 using namespace cf;
 using namespace cf::data;

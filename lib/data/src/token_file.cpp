@@ -63,7 +63,7 @@ void write_token_files(const std::string& prefix, const TokenSplit& split, const
 }
 
 std::string fnv1a64_hex(const std::string& bytes) {
-  std::uint64_t h = 1469598103934665603ULL;
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 offset basis
   for (unsigned char c : bytes) {
     h ^= c;
     h *= 1099511628211ULL;
