@@ -278,7 +278,7 @@ void run_rollout(const Options& o) {
                             ? rollout_matrix_dense([&](int l) { return alibi_kernel_dense(m, l, s.n); }, s.alpha, s.n)
                             : rollout_matrix_dense([&](int l) { return s.kernels[l]; }, s.alpha, s.n);
     std::ostringstream os;
-    os.precision(12);
+    os.precision(17);  // full precision (docs/conventions.md "CSV")
     for (long i = 0; i < s.n; ++i)
       for (long j = 0; j < s.n; ++j) os << P(i, j) << (j + 1 < s.n ? "," : "\n");
     write_file_atomic(o.matrix, os.str());
