@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cf/core/app.hpp"
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/nn/trainer.hpp"
@@ -223,7 +224,7 @@ int main(int argc, char** argv) {
                 << fmt_int(static_cast<long long>(s.tokens_per_s)) << " tok/s | ETA " << hms(s.eta_s) << "\n";
     };
     const nn::TrainResult r = nn::train(used, tc, data, o.resume, progress, &g_stop);
-    std::signal(SIGINT, SIG_DFL);
+    install_temp_cleanup_handlers();  // back to: remove temporaries, then die of the signal
 
     plot::LinePlot lp;
     lp.title = "train: loss";

@@ -175,8 +175,6 @@ void unregister_temp(const std::string& path) {
 }
 
 void install_temp_cleanup_handlers() {
-  static std::atomic<bool> done{false};
-  if (done.exchange(true)) return;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old;
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // nohup, background

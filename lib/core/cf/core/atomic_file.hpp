@@ -65,8 +65,9 @@ void unregister_temp(const std::string& path);
 
 /// Install the SIGINT / SIGTERM / SIGHUP handler that unlinks the registered temporaries and then
 /// re-raises the signal with the default action (the process still dies of the signal). Called by
-/// cf::app::run; idempotent. A tool that installs its own SIGINT handler (train saves a checkpoint)
-/// keeps it; the temporaries are then removed by the normal error paths.
+/// cf::app::run; calling it again is harmless. A signal that is ignored (nohup, a background job)
+/// stays ignored. A tool that installs its own SIGINT handler for a while (train saves a
+/// checkpoint) calls this again afterwards instead of restoring SIG_DFL.
 void install_temp_cleanup_handlers();
 
 /// Remove `*.tmp.<PID>` regular files in `dir` (names starting with `prefix`) whose PID is not a
