@@ -58,6 +58,7 @@ void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
   app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  app::check_output(o.out, "--out");
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   const nn::ModelConfig& cfg = model.config;
   const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
@@ -85,7 +86,7 @@ void run(const CLI::App& app, const Options& o) {
   t.header = {"layer", "attention", "alpha token-mean", "alpha Frobenius", "mean entropy (nats)"};
   nlohmann::json layers = nlohmann::json::array();
   plot::LinePlot lp;
-  lp.title = "capture: residual mixing alpha_l (SPEC §2, seed 004 Eq. 1)";
+  lp.title = "Residual mixing alpha_l by layer (attention share of the residual update)";
   lp.xlabel = "layer l";
   lp.ylabel = "alpha_l";
   plot::Series ptm{"token-mean", {}, {}}, pfr{"Frobenius", {}, {}};

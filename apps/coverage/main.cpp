@@ -71,6 +71,7 @@ void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--K", !o.probes.empty(), "--probes FILE");
   app::refuse_unless(app, "--e", uses_kind(q, PatternKind::SeBridge), "a se-bridge pattern (--pattern/--compare/--schedule)");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  app::check_output(o.export_mask, "--export-mask");
   if (!o.probes.empty()) {
     require(o.K >= 2, "--probes needs --K (the number of classes, >= 2) for the accuracy bounds");
     q.probes = parse_probe_csv(read_file(o.probes), o.probes);
@@ -84,9 +85,17 @@ void run(const CLI::App& app, const Options& o) {
     h.title = r.map_title;
     h.xlabel = "target phase r (t = jb + r)";
     h.ylabel = "backward distance d (source u = t - d)";
-    h.value_label = "covered";
-    h.values = r.map.cast<double>();
     h.y_up = true;
+    if (r.compare_map) {  // --compare: which pattern covers each cell
+      h.title = str("Coverage C(d, r): ", describe(q.main), " vs ", describe(*q.compare), " (n = ", q.n, ")");
+      h.values = (r.map.cast<double>() + 2.0 * r.compare_map->cast<double>());
+      h.categories = {"neither", "only " + describe(q.main), "only " + describe(*q.compare), "both"};
+      h.value_label = "covered by";
+    } else {
+      h.values = r.map.cast<double>();
+      h.categories = {"not covered", "covered"};
+      h.value_label = "";
+    }
     plot::save(h, o.common.plot);
   }
   app::emit(r.report, o.common);

@@ -38,6 +38,7 @@ void run(const CLI::App& app, const Options& o) {
   require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ",
           o.val_fraction, ")");
   require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
+  app::check_output(o.out + ".meta.json", "--out");  // the token set's folder, before the work
   const auto tokenizer = data::Tokenizer::create(o.tokenizer, o.gpt2_dir);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -75,9 +76,10 @@ void run(const CLI::App& app, const Options& o) {
             {"load_seconds", load_s},
             {"files", {o.out + ".train.bin", o.out + ".val.bin", o.out + ".meta.json"}}};
   output::Table t;
-  t.title = "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json";
+  t.title = "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json, tokenizer " +
+            tokenizer.name();
   t.header = {"quantity", "value"};
-  t.add_row({"tokenizer", tokenizer.name() + " (vocab " + fmt_int(meta.vocab_size) + ")"});
+  t.add_row({"vocab size", fmt_int(meta.vocab_size)});  // numbers only: the CSV loads as numbers
   t.add_row({"text bytes", fmt_int(static_cast<long long>(text.size()))});
   t.add_row({"tokens", fmt_int(static_cast<long long>(tokens.size()))});
   t.add_row({"n_train", fmt_int(static_cast<long long>(split.train.size()))});

@@ -64,23 +64,18 @@ bool is_checkpoint_file(const std::string& path) {
 /// does) into a temporary file that lives as long as this object; the rollout then reads it as a
 /// capture: measured alpha and measured kernels of the trained model.
 struct TemporaryCapture {
-  std::string path;
+  TempFile file{"cf_rollout_capture"};  // registered: removed on exit, error and SIGINT/SIGTERM
+  std::string path = file.path();
   TemporaryCapture(const std::string& checkpoint, const std::string& text, long n, int n_seq) {
     const nn::Model<float> model = nn::load_model(checkpoint);
     const int T = n > 0 ? static_cast<int>(n) : std::min(256, model.config.block_size);
     require(T <= model.config.block_size, "--n = ", T, " exceeds the checkpoint's block_size = ",
             model.config.block_size, " (a checkpoint is captured with T = n)");
     const auto windows = nn::capture_windows(nn::tokenize_text_for(model.config, text), T, n_seq);
-    path = (std::filesystem::temp_directory_path() /
-            ("cf_rollout_capture_" + std::to_string(::getpid()) + ".h5")).string();
     nn::CaptureOptions co;
     co.store_qk = false;
     co.source = text;
     nn::capture_model(model, windows, path, co);
-  }
-  ~TemporaryCapture() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
   }
 };
 
@@ -207,6 +202,7 @@ Eigen::VectorXd compute(const Setup& s, const Options& o, const Eigen::VectorXd&
 
 void run_rollout(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  app::check_output(o.matrix, "--matrix");
   const Setup s = make_setup(o, 256);
   if (!s.structured)
     require(s.n <= kDenseMaxN, "n = ", s.n, " is too large for the dense path (n <= ", kDenseMaxN,
@@ -282,7 +278,7 @@ void run_rollout(const Options& o) {
                             ? rollout_matrix_dense([&](int l) { return alibi_kernel_dense(m, l, s.n); }, s.alpha, s.n)
                             : rollout_matrix_dense([&](int l) { return s.kernels[l]; }, s.alpha, s.n);
     std::ostringstream os;
-    os.precision(12);
+    os.precision(17);  // full precision (docs/conventions.md "CSV")
     for (long i = 0; i < s.n; ++i)
       for (long j = 0; j < s.n; ++j) os << P(i, j) << (j + 1 < s.n ? "," : "\n");
     write_file_atomic(o.matrix, os.str());
@@ -303,8 +299,7 @@ void run_rollout(const Options& o) {
       for (std::size_t k = 1; k < vs.size(); ++k) top = std::max(top, vs[k].p.maxCoeff());
       if (influence.size()) top = std::max(top, influence.maxCoeff());
       lp.y_min = 0;
-      lp.y_max = 1.1 * top;
-      lp.title += ", (a) clipped";
+      lp.y_max = 1.1 * top;  // the plot names the curves it clips (cf::plot::clipped_series)
     }
     for (const auto& v : vs) {
       plot::Series se{v.label, {}, {}};
@@ -344,7 +339,7 @@ void run_monotonicity(const Options& o) {
   auto add = [&](const std::string& what, const std::vector<RowMatrix>& ks, bool per_layer) {
     for (int l = 0; l < (per_layer ? s.L : 1); ++l) {
       const auto st = monotonicity_stats(ks[l]);
-      t.add_row({what, per_layer ? std::to_string(l + 1) : "all", output::fmt_int(st.triples), fmt(st.violation_rate, 4),
+      t.add_row({what, per_layer ? std::to_string(l + 1) : output::number_style() == output::NumberStyle::Raw ? "0" : "all", output::fmt_int(st.triples), fmt(st.violation_rate, 4),
                  fmt(st.mean_gap, 4), fmt(st.expected_shortfall, 4), fmt(st.max_gap, 4)});
       rows.push_back({{"kernel", what}, {"layer", per_layer ? l + 1 : 0}, {"triples", st.triples},
                       {"violation_rate", st.violation_rate}, {"mean_gap", st.mean_gap},

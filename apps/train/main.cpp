@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cf/core/app.hpp"
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
@@ -43,10 +44,9 @@ struct Options {
   bool no_bias = false;
   // training
   std::int64_t steps = 1000, stop_after = 0, warmup = 100, eval_interval = 100, ckpt_interval = 100;
-  int batch = 8, seq_len = 256, accum = 1, eval_batches = 4, threads = 0, log_every = 10;
+  int batch = 8, seq_len = 256, accum = 1, eval_batches = 4, log_every = 10;
   double lr = 1e-3, min_lr = 1e-4, clip = 1.0, weight_decay = 0.1;
   std::uint64_t seed = 1337;
-  bool quiet = false;
   app::CommonOptions common;
 };
 
@@ -211,19 +211,6 @@ void take_from_checkpoint(const CLI::App& app, const nlohmann::json& j, nn::Trai
 }
 
 // An unwritable run folder is found before any training, not after the whole run.
-void check_out_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  require(!ec && std::filesystem::is_directory(dir), "--out-dir '", dir, "' cannot be created (",
-          ec ? ec.message() : "exists and is not a folder", ")");
-  const std::string probe = dir + "/.write_test." + std::to_string(::getpid());
-  {
-    std::ofstream f(probe);
-    require(static_cast<bool>(f << "x" << std::flush), "--out-dir '", dir, "' is not writable");
-  }
-  std::filesystem::remove(probe, ec);
-}
-
 nn::TrainConfig train_config_from_options(const Options& o) {
   nn::TrainConfig tc;
   tc.out_dir = o.out_dir;
@@ -263,8 +250,8 @@ output::Report make_report(const Options& o, const nn::ModelConfig& used, const 
   t.add_row({"best val loss", fmt(r.best_val_loss, 5)});
   t.add_row({"unigram entropy (nats)", fmt(data.unigram_entropy, 5)});
   t.add_row({"mean tokens/s", fmt_int(static_cast<long long>(mean_tps))});
-  t.add_row({"checkpoints", o.out_dir + "/last.h5, " + o.out_dir + "/best.h5"});
   rep.tables.push_back(t);
+  rep.notes.push_back("checkpoints: " + o.out_dir + "/last.h5, " + o.out_dir + "/best.h5");
   if (r.interrupted) rep.notes.push_back("interrupted: last.h5 saved at step " + std::to_string(r.steps_done));
   nlohmann::json params = tc.to_json();
   params["model"] = nn::to_json(used);
@@ -297,10 +284,7 @@ plot::LinePlot loss_plot(const nn::TrainResult& r, double unigram_entropy) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  if (o.threads > 0) {
-    omp_set_num_threads(o.threads);
-    openblas_set_num_threads(o.threads);  // float GEMMs run in OpenBLAS's own thread pool
-  }
+  app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
@@ -320,9 +304,8 @@ void run(const CLI::App& app, const Options& o) {
   }
   require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
-  check_out_dir(o.out_dir);
   const std::int64_t nparams = nn::param_count(used);
-  if (!o.quiet)
+  if (!o.common.quiet)
     std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer << " layers, data " << data.source
               << " (" << fmt_int(static_cast<long long>(data.train.size())) << " train / "
               << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
@@ -330,14 +313,14 @@ void run(const CLI::App& app, const Options& o) {
 
   std::signal(SIGINT, on_sigint);
   auto progress = [&](const nn::StepInfo& s) {
-    if (o.quiet || (s.step % o.log_every != 0 && !std::isfinite(s.val_loss))) return;
+    if (o.common.quiet || (s.step % o.log_every != 0 && !std::isfinite(s.val_loss))) return;
     std::cerr << "step " << s.step << "/" << tc.max_steps << " | loss " << fmt(s.loss, 4);
     if (std::isfinite(s.val_loss)) std::cerr << " | val " << fmt(s.val_loss, 4);
     std::cerr << " | lr " << fmt(s.lr, 3) << " | |g| " << fmt(s.grad_norm, 3) << " | "
               << fmt_int(static_cast<long long>(s.tokens_per_s)) << " tok/s | ETA " << hms(s.eta_s) << "\n";
   };
   const nn::TrainResult r = nn::train(used, tc, data, o.resume, progress, &g_stop);
-  std::signal(SIGINT, SIG_DFL);
+  install_temp_cleanup_handlers();  // back to: remove temporaries, then die of the signal
 
   const plot::LinePlot lp = loss_plot(r, data.unigram_entropy);
   plot::save(lp, o.out_dir + "/loss.svg");
@@ -411,11 +394,8 @@ void setup(CLI::App& app, Options& o) {
       ->check(app::integer(1, kMaxSteps))->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation and batches (0 <= seed < 2^64)")
       ->check(app::unsigned_integer())->capture_default_str();
-  app.add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (0 = default); results are reproducible per thread count")
-      ->check(app::integer(0, 4096))->capture_default_str();
   app.add_option("--log-every", o.log_every, "progress line every N updates")->check(app::integer(1, 1 << 30))
       ->capture_default_str();
-  app.add_flag("--quiet", o.quiet, "no progress lines");
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"

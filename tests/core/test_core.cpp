@@ -8,6 +8,9 @@
 #include "cf/core/number_file.hpp"
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
+#include <algorithm>
+#include <cstring>
+#include <sstream>
 
 using namespace cf;
 
@@ -32,6 +35,7 @@ TEST_CASE("output: tables render as aligned text, RFC 4180 CSV and JSON with met
   REQUIRE(j["meta"]["params"]["n"] == 3);
   REQUIRE(j["meta"].contains("git_revision"));
   REQUIRE(output::fmt_int(195744) == "195,744");
+  REQUIRE(output::fmt_int(-9223372036854775807LL - 1) == "-9,223,372,036,854,775,808");
   REQUIRE(output::fmt_int(-1000) == "-1,000");
   REQUIRE(output::fmt_int(12) == "12");
   REQUIRE_THROWS_AS(output::parse_format("xml"), InvalidArgument);
@@ -51,46 +55,6 @@ TEST_CASE("atomic_file: a failed write leaves the previous file intact", "[core]
   std::remove(path.c_str());
   REQUIRE_THROWS_AS(read_file("/nonexistent/file"), InvalidArgument);
   REQUIRE_THROWS_AS(write_file_atomic("/nonexistent-dir/x.txt", "x"), Error);
-}
-
-TEST_CASE("plot: SVG line plots and heat maps carry titles, labels and legends", "[core]") {
-  plot::LinePlot p;
-  p.title = "Title <1>";
-  p.xlabel = "position";
-  p.ylabel = "probability";
-  p.series.push_back({"curve", {0, 1, 2}, {0.1, 0.5, 0.2}});
-  const std::string svg = plot::render_svg(p);
-  REQUIRE(svg.find("Title &lt;1&gt;") != std::string::npos);
-  REQUIRE(svg.find("position") != std::string::npos);
-  REQUIRE(svg.find("curve") != std::string::npos);
-  plot::Heatmap h;
-  h.values = Eigen::MatrixXd::Identity(3, 4);
-  h.xlabel = "r";
-  h.ylabel = "d";
-  REQUIRE(plot::render_svg(h).find("<rect") != std::string::npos);
-  REQUIRE_THROWS_AS(plot::check_plot_path("x.pdf"), InvalidArgument);
-  REQUIRE_NOTHROW(plot::check_plot_path("x.PNG"));
-}
-
-TEST_CASE("plot: short series get markers, integer x gets integer ticks, a fixed y range clips", "[core]") {
-  plot::LinePlot p;
-  p.xlabel = "layer";
-  p.series.push_back({"per_layer", {0, 1, 2}, {300, 200, 100}});
-  std::string svg = plot::render_svg(p);
-  CHECK(svg.find("<circle") != std::string::npos);  // 3 points: markers
-  CHECK(svg.find(">0.5<") == std::string::npos);     // no tick between layers 0 and 1
-  CHECK(svg.find(">1<") != std::string::npos);
-  plot::LinePlot q;
-  std::vector<double> x(200), y(200);
-  for (int i = 0; i < 200; ++i) x[i] = 0.5 * i, y[i] = i == 0 ? 1.0 : 0.01;
-  q.series.push_back({"spike", x, y});
-  q.y_min = 0;
-  q.y_max = 0.02;
-  svg = plot::render_svg(q);
-  CHECK(svg.find("<circle") == std::string::npos);             // 200 points: a line
-  CHECK(svg.find("clip-path=\"url(#frame)\"") != std::string::npos);  // the spike is clipped
-  CHECK(svg.find(">0.02<") != std::string::npos);              // axis follows the fixed range
-  CHECK(svg.find(">1<") == std::string::npos);
 }
 
 TEST_CASE("number_file: comments, separators, empty lines, and malformed tokens", "[core]") {
@@ -117,4 +81,325 @@ TEST_CASE("number_file: comments, separators, empty lines, and malformed tokens"
   }
   std::remove(path.c_str());
   CHECK_THROWS_AS(cf::read_number_rows("/nonexistent/x.txt", "kernel file"), cf::InvalidArgument);
+}
+
+// ---- issue 9: output paths, CSV/JSON shape, plots, progress, threads ---------------------------
+#include <dirent.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+#include "cf/core/progress.hpp"
+#include "cf/core/threads.hpp"
+
+namespace {
+
+// A fresh empty folder under the test's working directory.
+std::string fresh_dir(const std::string& name) {
+  const std::string d = "core_io_" + name;
+  std::system(("rm -rf " + d + " && mkdir -p " + d).c_str());
+  return d;
+}
+
+std::vector<std::string> list_dir(const std::string& d) {
+  std::vector<std::string> out;
+  if (DIR* h = opendir(d.c_str())) {
+    while (const dirent* e = readdir(h))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.push_back(e->d_name);
+    closedir(h);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool has_temp(const std::string& d) {
+  for (const auto& n : list_dir(d))
+    if (n.find(".tmp.") != std::string::npos) return true;
+  return false;
+}
+
+mode_t kind_of(const std::string& p) {
+  struct stat st;
+  REQUIRE(lstat(p.c_str(), &st) == 0);
+  return st.st_mode & S_IFMT;
+}
+
+// A PID that certainly runs no process: a child that has exited and been reaped.
+long dead_pid() {
+  const pid_t c = fork();
+  if (c == 0) _exit(0);
+  int status = 0;
+  waitpid(c, &status, 0);
+  return static_cast<long>(c);
+}
+
+}  // namespace
+
+TEST_CASE("output path: a symbolic link stays a link and its target is replaced atomically", "[core][io]") {
+  const std::string d = fresh_dir("symlink");
+  write_file_atomic(d + "/target.txt", "old");
+  REQUIRE(symlink("target.txt", (d + "/link.txt").c_str()) == 0);  // relative link
+  write_file_atomic(d + "/link.txt", "new");
+  CHECK(kind_of(d + "/link.txt") == S_IFLNK);
+  CHECK(read_file(d + "/target.txt") == "new");
+  // a chain of links and write_path_atomic (the HDF5 / gnuplot path)
+  REQUIRE(symlink("link.txt", (d + "/link2.txt").c_str()) == 0);
+  write_path_atomic(d + "/link2.txt", [](const std::string& tmp) { std::ofstream(tmp) << "newer"; });
+  CHECK(kind_of(d + "/link2.txt") == S_IFLNK);
+  CHECK(kind_of(d + "/link.txt") == S_IFLNK);
+  CHECK(read_file(d + "/target.txt") == "newer");
+  // a dangling link: its target is created, the link kept
+  REQUIRE(symlink("made.txt", (d + "/dangling.txt").c_str()) == 0);
+  write_file_atomic(d + "/dangling.txt", "made");
+  CHECK(kind_of(d + "/dangling.txt") == S_IFLNK);
+  CHECK(read_file(d + "/made.txt") == "made");
+  CHECK(!has_temp(d));
+  // a directory is refused, not replaced
+  REQUIRE_THROWS_AS(write_file_atomic(d, "x"), Error);
+  // the file mode of a replaced file is kept
+  chmod((d + "/target.txt").c_str(), 0640);
+  write_file_atomic(d + "/target.txt", "mode");
+  struct stat st;
+  REQUIRE(stat((d + "/target.txt").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0640);
+}
+
+TEST_CASE("output path: a FIFO is written straight through and stays a FIFO", "[core][io]") {
+  const std::string d = fresh_dir("fifo");
+  const std::string f = d + "/pipe";
+  REQUIRE(mkfifo(f.c_str(), 0600) == 0);
+  for (int round = 0; round < 2; ++round) {
+    std::string got;
+    std::thread reader([&] {
+      std::ifstream in(f, std::ios::binary);
+      std::ostringstream os;
+      os << in.rdbuf();
+      got = os.str();
+    });
+    if (round == 0)
+      write_file_atomic(f, "through the pipe");
+    else
+      write_path_atomic(f, [](const std::string& tmp) { std::ofstream(tmp) << "through the pipe"; });
+    reader.join();
+    CHECK(got == "through the pipe");
+    CHECK(kind_of(f) == S_IFIFO);
+  }
+  CHECK(!has_temp(d));
+}
+
+TEST_CASE("output path: a character device is written straight through and stays a device", "[core][io]") {
+  const std::string d = fresh_dir("device");
+  const std::string dev = d + "/null";
+  if (mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    // Not root (or no CAP_MKNOD): use /dev/null itself, checked before and after.
+    struct stat before;
+    REQUIRE(stat("/dev/null", &before) == 0);
+    REQUIRE(S_ISCHR(before.st_mode));
+    write_file_atomic("/dev/null", "discarded");
+    write_path_atomic("/dev/null", [](const std::string& tmp) { std::ofstream(tmp) << "discarded"; });
+    struct stat after;
+    REQUIRE(stat("/dev/null", &after) == 0);
+    CHECK(S_ISCHR(after.st_mode));
+    CHECK(after.st_rdev == before.st_rdev);
+    return;
+  }
+  write_file_atomic(dev, "discarded");
+  write_path_atomic(dev, [](const std::string& tmp) { std::ofstream(tmp) << "discarded"; });
+  struct stat st;
+  REQUIRE(stat(dev.c_str(), &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  CHECK(st.st_rdev == makedev(1, 3));
+  CHECK(resolve_output(dev).first == OutputKind::Stream);
+  CHECK(resolve_output("-").first == OutputKind::Stdout);
+  CHECK(!has_temp(d));
+}
+
+TEST_CASE("output path: failures leave the old file and no temporary; stale temporaries are swept", "[core][io]") {
+  const std::string d = fresh_dir("stale");
+  write_file_atomic(d + "/a.txt", "old");
+  REQUIRE_THROWS(write_path_atomic(d + "/a.txt", [](const std::string& tmp) {
+    std::ofstream(tmp) << "partial";
+    throw Error("interrupted");
+  }));
+  CHECK(read_file(d + "/a.txt") == "old");
+  CHECK(!has_temp(d));
+  // a dead process's temporary goes, a live one's (the parent: test runner) and foreign names stay
+  const std::string dead = d + "/a.txt.tmp." + std::to_string(dead_pid());
+  const std::string live = d + "/b.txt.tmp." + std::to_string(static_cast<long>(getppid()));
+  std::ofstream(dead) << "x";
+  std::ofstream(live) << "x";
+  std::ofstream(d + "/notes.tmp.txt") << "x";
+  write_file_atomic(d + "/c.txt", "c");
+  CHECK(access(dead.c_str(), F_OK) != 0);
+  CHECK(access(live.c_str(), F_OK) == 0);
+  CHECK(access((d + "/notes.tmp.txt").c_str(), F_OK) == 0);
+  // check before long work
+  CHECK_NOTHROW(check_output_writable(d + "/new.txt"));
+  CHECK_NOTHROW(check_output_writable("-"));
+  CHECK_THROWS_AS(check_output_writable(d + "/missing/x.txt"), Error);
+  CHECK_THROWS_AS(check_output_writable(d), Error);
+  CHECK_NOTHROW(check_output_dir_writable(d + "/new/deeper"));
+  CHECK_THROWS_AS(check_output_dir_writable(d + "/a.txt/sub"), Error);
+  CHECK(list_dir(d).size() == 4);  // a.txt, c.txt, the live temporary, notes.tmp.txt: no probe left
+}
+
+TEST_CASE("output path: a multi-file product commits as one unit", "[core][io]") {
+  const std::string d = fresh_dir("multi");
+  write_files_atomic({{d + "/x.bin", "x1"}, {d + "/y.bin", "y1"}, {d + "/m.json", "m1"}});
+  CHECK(read_file(d + "/x.bin") == "x1");
+  CHECK(read_file(d + "/m.json") == "m1");
+  // the last file cannot be written (its folder is missing): nothing changes, no temporary
+  REQUIRE_THROWS_AS(write_files_atomic({{d + "/x.bin", "x2"}, {d + "/y.bin", "y2"}, {d + "/no/m.json", "m2"}}), Error);
+  CHECK(read_file(d + "/x.bin") == "x1");
+  CHECK(read_file(d + "/y.bin") == "y1");
+  CHECK(!has_temp(d));
+}
+
+TEST_CASE("signal cleanup: SIGTERM removes registered temporaries and the process dies of the signal", "[core][io]") {
+  const std::string d = fresh_dir("signal");
+  const std::string tmp = d + "/big.h5.tmp.child";
+  const pid_t c = fork();
+  if (c == 0) {
+    install_temp_cleanup_handlers();
+    std::ofstream(tmp) << "partial";
+    register_temp(tmp);
+    for (;;) pause();
+  }
+  for (int i = 0; i < 200 && access(tmp.c_str(), F_OK) != 0; ++i) usleep(10000);
+  usleep(50000);
+  kill(c, SIGTERM);
+  int status = 0;
+  waitpid(c, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK(access(tmp.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("CSV: one table with a header row, raw full-precision numbers, a table column", "[core][csv]") {
+  output::set_number_style(output::NumberStyle::Raw);
+  output::Table a, b;
+  a.title = "Scores per head: n = 1,024";
+  a.header = {"pattern", "branch", "ratio"};
+  a.add_row({output::marked("swa", true), output::fmt_int(66048), output::ratio(2.0 / 3.0)});
+  b.name = "fractions";
+  b.header = {"d", "ratio"};
+  b.add_row({"0", output::fmt(0.1 + 0.2, 4)});
+  output::Report r;
+  r.tables = {a, b};
+  const std::string csv = r.render(output::Format::Csv);
+  output::set_number_style(output::NumberStyle::Human);
+  CHECK(csv ==
+        "table,pattern,branch,ratio,d\n"
+        "scores_per_head,swa,66048,0.6666666666666666,\n"
+        "fractions,,,0.30000000000000004,0\n");
+  CHECK(std::strtod("0.6666666666666666", nullptr) == 2.0 / 3.0);
+  // human style for the text table
+  CHECK(output::ratio(2.0 / 3.0) == "0.6667x");
+  CHECK(output::marked("swa", true) == "swa *");
+  CHECK(output::fmt_exact(0.1) == "0.1");
+  CHECK(output::fmt_exact(1e300) == "1e+300");
+}
+
+TEST_CASE("JSON: meta first, numeric arrays on one line", "[core][json]") {
+  output::Report r;
+  r.meta = output::metadata("tool", {{"n", 4}});
+  r.body = {{"a", {1.5, 2, 3}}, {"z", {{"rows", {{1, 2}, {3, 4}}}}}, {"names", {"x", "y"}}};
+  const std::string j = r.render(output::Format::Json);
+  CHECK(j.find("{\n  \"meta\": {") == 0);
+  CHECK(j.find("\"a\": [1.5,2,3]") != std::string::npos);
+  CHECK(j.find("[1,2]") != std::string::npos);
+  CHECK(j.find("[\n      \"x\"") == std::string::npos);  // string arrays are indented, one item a line
+  CHECK(nlohmann::json::parse(j)["z"]["rows"][1][0] == 3);
+}
+
+TEST_CASE("plot: SVG and PNG come from one gnuplot script that differs only in the terminal", "[core][plot]") {
+  plot::LinePlot p;
+  p.title = "Title with p_j";
+  p.xlabel = "position";
+  p.ylabel = "probability";
+  p.series.push_back({"curve_a", {0, 1, 2}, {0.1, 0.5, 0.2}});
+  const std::string svg = plot::gnuplot_script(p, "svg", "DATA", "OUT");
+  const std::string png = plot::gnuplot_script(p, "png", "DATA", "OUT");
+  CHECK(svg.rfind("set terminal svg", 0) == 0);
+  CHECK(png.rfind("set terminal pngcairo", 0) == 0);
+  CHECK(svg.substr(svg.find('\n')) == png.substr(png.find('\n')));
+  plot::Heatmap h;
+  h.values = Eigen::MatrixXd::Identity(3, 4);
+  const std::string hs = plot::gnuplot_script(h, "svg", "D", "O"), hp = plot::gnuplot_script(h, "png", "D", "O");
+  CHECK(hs.substr(hs.find('\n')) == hp.substr(hp.find('\n')));
+  CHECK_THROWS_AS(plot::check_plot_path("x.pdf"), InvalidArgument);
+  CHECK_NOTHROW(plot::check_plot_path("x.PNG"));
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    WARN("gnuplot missing: files not drawn");
+    return;
+  }
+  const std::string d = fresh_dir("plot");
+  plot::save(p, d + "/p.svg");
+  plot::save(p, d + "/p.png");
+  CHECK(read_file(d + "/p.svg").find("Produced by GNUPLOT") != std::string::npos);
+  CHECK(read_file(d + "/p.png").rfind("\x89PNG", 0) == 0);
+  CHECK(!has_temp(d));
+}
+
+TEST_CASE("plot: constant maps draw, 0/1 maps get a two-colour legend, clipping is named only when it happens",
+          "[core][plot]") {
+  plot::Heatmap h;
+  h.values = Eigen::MatrixXd::Constant(4, 5, 0.25);
+  std::string s = plot::gnuplot_script(h, "svg", "D", "O");
+  CHECK(s.find("set cbrange [0.125:0.375]") != std::string::npos);  // a range around the constant
+  h.values = Eigen::MatrixXd::Zero(4, 5);
+  h.values(1, 2) = 1;
+  s = plot::gnuplot_script(h, "svg", "D", "O");
+  CHECK(s.find("maxcolors 2") != std::string::npos);
+  h.categories = {"not covered", "covered"};
+  s = plot::gnuplot_script(h, "svg", "D", "O");
+  CHECK(s.find("set cbtics (\"not covered\" 0, \"covered\" 1)") != std::string::npos);
+  plot::LinePlot p;
+  p.title = "T";
+  p.series.push_back({"(a) attention-only", {0, 1, 2}, {0.9, 0.05, 0.05}});
+  p.series.push_back({"(b) residual-aware", {0, 1, 2}, {0.3, 0.3, 0.4}});
+  p.y_min = 0;
+  p.y_max = 0.44;
+  CHECK(plot::clipped_series(p) == std::vector<std::string>{"(a) attention-only"});
+  CHECK(plot::gnuplot_script(p, "svg", "D", "O").find("(clipped: (a) attention-only)") != std::string::npos);
+  p.y_max = 1.0;
+  CHECK(plot::clipped_series(p).empty());
+  CHECK(plot::gnuplot_script(p, "svg", "D", "O").find("clipped") == std::string::npos);
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return;
+  const std::string d = fresh_dir("heat");
+  h.values = Eigen::MatrixXd::Constant(4, 5, 7.0);
+  h.categories.clear();
+  plot::save(h, d + "/const.svg");  // draws (gnuplot refuses an empty colour range)
+  CHECK(read_file(d + "/const.svg").find("<image") != std::string::npos);
+}
+
+TEST_CASE("progress: the line shows done/total, percent and an ETA; durations read naturally", "[core][progress]") {
+  Progress p("capture", 4);
+  p.advance(1);
+  const std::string l = p.line();
+  CHECK(l.rfind("capture: 1/4 (25%)", 0) == 0);
+  CHECK(l.find("ETA") != std::string::npos);
+  CHECK(format_duration(5) == "5s");
+  CHECK(format_duration(125) == "2m05s");
+  CHECK(format_duration(3723) == "1h02m03s");
+  CHECK(format_duration(NAN) == "?");
+}
+
+TEST_CASE("threads: an explicit count is applied, the default is between 1 and the cores", "[core][threads]") {
+  const ThreadChoice two = configure_threads(2);
+  CHECK(two.threads == 2);
+  CHECK(omp_get_max_threads() == 2);
+  CHECK_FALSE(omp_get_dynamic());
+  const ThreadChoice def = default_threads();
+  CHECK(def.threads >= 1);
+  CHECK(def.threads <= std::max(def.cores, def.threads));
+  CHECK_THROWS_AS(configure_threads(-1), InvalidArgument);
+  configure_threads(1);
 }

@@ -7,15 +7,38 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/progress.hpp"
+#include "cf/core/threads.hpp"
 #include "cf/core/version.hpp"
 
 namespace cf::app {
+namespace {
+CommonOptions* g_common = nullptr;  // the options of the tool being run (add_common_options)
+
+bool ends_with(const std::string& s, const char* e) {
+  const std::string x(e);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+// After parsing: the common options take effect before the tool's body runs.
+void apply_common(const CommonOptions& opt) {
+  configure_threads(opt.threads);
+  set_progress_enabled(!opt.quiet);
+  output::set_number_style(resolve_format(opt) == output::Format::Csv ? output::NumberStyle::Raw
+                                                                      : output::NumberStyle::Human);
+  if (!opt.out.empty()) check_output(opt.out, opt.report_flag);
+  if (!opt.plot.empty()) check_output(opt.plot, "--plot");
+}
+}  // namespace
 
 void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot, const std::string& report_flag) {
+  opt.report_flag = report_flag;
   app.add_option("--format", opt.format,
                  "Output format: table | csv | json (default: from " + report_flag + "'s extension, else table)")
       ->check(CLI::IsMember({"table", "csv", "json"}));
-  app.add_option(report_flag, opt.out, "Write the report to FILE (atomically) instead of stdout");
+  app.add_option(report_flag, opt.out,
+                 "Write the report to FILE instead of stdout (atomically; '-' = stdout; .json/.csv/.h5 pick the "
+                 "format)");
   if (with_plot)
     app.add_option("--plot", opt.plot, "Also draw a picture to FILE.svg or FILE.png")
         ->check([](const std::string& p) {
@@ -26,31 +49,55 @@ void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot, const
           }
           return std::string();
         });
+  if (!app.get_option_no_throw("--threads"))
+    app.add_option("--threads", opt.threads,
+                   "OpenMP and OpenBLAS threads (0 = default: the cores not busy with other work, measured at "
+                   "start); results are reproducible per thread count")
+        ->check(CLI::Range(0, 4096))
+        ->capture_default_str();
+  if (!app.get_option_no_throw("--quiet"))
+    app.add_flag("--quiet", opt.quiet, "No progress lines on stderr (they appear only on a terminal anyway)");
   app.set_version_flag("--version", std::string("causalflow ") + kVersion + " (" + kGitRevision + ")");
+  g_common = &opt;
 }
 
 output::Format resolve_format(const CommonOptions& opt) {
   if (!opt.format.empty()) return output::parse_format(opt.format);
-  auto ends = [&](const char* s) {
-    std::string e(s);
-    return opt.out.size() >= e.size() && opt.out.compare(opt.out.size() - e.size(), e.size(), e) == 0;
-  };
-  if (ends(".json")) return output::Format::Json;
-  if (ends(".csv")) return output::Format::Csv;
+  if (ends_with(opt.out, ".json")) return output::Format::Json;
+  if (ends_with(opt.out, ".csv")) return output::Format::Csv;
   return output::Format::Table;
 }
 
 void emit(const output::Report& report, const CommonOptions& opt) {
+  if (ends_with(opt.out, ".h5") && opt.format.empty()) return output::write_report_h5(report, opt.out);
   const std::string text = report.render(resolve_format(opt));
-  if (opt.out.empty() || opt.out == "-") {
-    std::cout << text << std::flush;
-  } else {
-    write_file_atomic(opt.out, text);
+  write_file_atomic(opt.out.empty() ? std::string("-") : opt.out, text);
+}
+
+void check_output(const std::string& path, const std::string& option) {
+  if (path.empty()) return;
+  try {
+    check_output_writable(path);
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const Error& e) {
+    throw InvalidArgument(str(option, ": ", e.what()));
+  }
+}
+
+void check_output_dir(const std::string& dir, const std::string& option) {
+  try {
+    check_output_dir_writable(dir);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str(option, ": ", e.what()));
+  } catch (const Error& e) {
+    throw InvalidArgument(str(option, ": ", e.what()));
   }
 }
 
 int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   const std::string name = app.get_name();
+  install_temp_cleanup_handlers();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -60,6 +107,7 @@ int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body)
     return 2;
   }
   try {
+    if (g_common) apply_common(*g_common);
     body();
     return 0;
   } catch (const InvalidArgument& e) {

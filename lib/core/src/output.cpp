@@ -1,7 +1,11 @@
 #include "cf/core/output.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <ctime>
 #include <sstream>
 
@@ -9,6 +13,13 @@
 #include "cf/core/version.hpp"
 
 namespace cf::output {
+
+namespace {
+std::atomic<int> g_style{0};
+}
+
+void set_number_style(NumberStyle s) { g_style.store(static_cast<int>(s)); }
+NumberStyle number_style() { return static_cast<NumberStyle>(g_style.load()); }
 
 Format parse_format(const std::string& name) {
   if (name == "table") return Format::Table;
@@ -66,22 +77,120 @@ std::string Table::render_csv() const {
   return os.str();
 }
 
+namespace {
+
+std::string slug(const std::string& title, std::size_t index) {
+  std::string out;
+  int words = 0;
+  bool sep = false;
+  for (char ch : title) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c)) {
+      if (sep && !out.empty()) {
+        if (++words >= 4) break;
+        out += '_';
+      }
+      sep = false;
+      out += static_cast<char>(std::tolower(c));
+    } else if (ch == ':' || ch == '(' || ch == ',' || ch == ';') {
+      if (!out.empty()) break;
+    } else {
+      sep = true;
+    }
+  }
+  return out.empty() ? "table" + std::to_string(index + 1) : out;
+}
+
+bool numeric_array(const nlohmann::json& j) {
+  if (!j.is_array() || j.empty()) return false;
+  for (const auto& x : j)
+    if (!x.is_number() && !x.is_null() && !x.is_boolean()) return false;
+  return true;
+}
+
+void dump_into(std::ostringstream& os, const nlohmann::json& j, int indent) {
+  const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
+  if (j.is_object()) {
+    if (j.empty()) {
+      os << "{}";
+      return;
+    }
+    os << "{\n";
+    bool first = true;
+    auto item = [&](const std::string& k, const nlohmann::json& v) {
+      if (!first) os << ",\n";
+      first = false;
+      os << pad << nlohmann::json(k).dump() << ": ";
+      dump_into(os, v, indent + 2);
+    };
+    if (indent == 0 && j.contains("meta")) item("meta", j.at("meta"));
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (!(indent == 0 && it.key() == "meta")) item(it.key(), it.value());
+    os << "\n" << std::string(static_cast<std::size_t>(indent), ' ') << "}";
+  } else if (j.is_array()) {
+    if (j.empty()) {
+      os << "[]";
+    } else if (numeric_array(j)) {
+      os << j.dump();  // one line
+    } else {
+      os << "[\n";
+      for (std::size_t i = 0; i < j.size(); ++i) {
+        if (i) os << ",\n";
+        os << pad;
+        dump_into(os, j[i], indent + 2);
+      }
+      os << "\n" << std::string(static_cast<std::size_t>(indent), ' ') << "]";
+    }
+  } else {
+    os << j.dump();
+  }
+}
+
+}  // namespace
+
+std::string dump_json(const nlohmann::json& j) {
+  std::ostringstream os;
+  dump_into(os, j, 0);
+  return os.str();
+}
+
 std::string Report::render(Format f) const {
   std::ostringstream os;
   switch (f) {
     case Format::Json: {
       nlohmann::json j = body.is_null() ? nlohmann::json::object() : body;
       j["meta"] = meta;
-      os << j.dump(2) << "\n";
+      os << dump_json(j) << "\n";
       break;
     }
-    case Format::Csv:
-      for (size_t i = 0; i < tables.size(); ++i) {
-        if (i) os << "\n";
-        if (!tables[i].title.empty()) os << "# " << tables[i].title << "\n";
-        os << tables[i].render_csv();
+    case Format::Csv: {
+      if (tables.size() == 1) {
+        os << tables[0].render_csv();
+        break;
       }
+      // One table: a `table` column, then the union of the columns in order of appearance.
+      std::vector<std::string> cols;
+      std::map<std::string, std::size_t> where;
+      for (const auto& t : tables)
+        for (const auto& h : t.header)
+          if (!where.count(h) && h != "table") where[h] = cols.size(), cols.push_back(h);
+      Table u;
+      u.header = {"table"};
+      u.header.insert(u.header.end(), cols.begin(), cols.end());
+      for (std::size_t i = 0; i < tables.size(); ++i) {
+        const Table& t = tables[i];
+        const std::string key = t.name.empty() ? slug(t.title, i) : t.name;
+        for (const auto& r : t.rows) {
+          std::vector<std::string> row(u.header.size());
+          row[0] = key;
+          for (std::size_t c = 0; c < t.header.size(); ++c)
+            if (t.header[c] != "table") row[1 + where[t.header[c]]] = r[c];
+          u.add_row(std::move(row));
+        }
+      }
+      os << u.render_csv();
       break;
+    }
     case Format::Table:
       for (size_t i = 0; i < tables.size(); ++i) {
         if (i) os << "\n";
@@ -105,14 +214,26 @@ nlohmann::json metadata(const std::string& tool, const nlohmann::json& params) {
           {"params", params}};
 }
 
+std::string fmt_exact(double v) {
+  char buf[64];
+  for (int p = 1; p <= 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+    if (std::strtod(buf, nullptr) == v || !(v == v)) break;
+  }
+  return buf;
+}
+
 std::string fmt(double v, int digits) {
+  if (number_style() == NumberStyle::Raw) return fmt_exact(v);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
 }
 
 std::string fmt_int(long long v) {
-  std::string s = std::to_string(v < 0 ? -v : v);
+  if (number_style() == NumberStyle::Raw) return std::to_string(v);
+  const unsigned long long mag = v < 0 ? 0ULL - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v);
+  std::string s = std::to_string(mag);
   std::string out;
   int k = 0;
   for (auto it = s.rbegin(); it != s.rend(); ++it) {
@@ -123,6 +244,14 @@ std::string fmt_int(long long v) {
   if (v < 0) out += '-';
   std::reverse(out.begin(), out.end());
   return out;
+}
+
+std::string ratio(double v, int digits) {
+  return number_style() == NumberStyle::Raw ? fmt_exact(v) : fmt(v, digits) + "x";
+}
+
+std::string marked(const std::string& label, bool mark) {
+  return mark && number_style() == NumberStyle::Human ? label + " *" : label;
 }
 
 }  // namespace cf::output

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "cf/core/atomic_file.hpp"
@@ -16,52 +18,14 @@ namespace {
 
 const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4g", v);
-  return b;
-}
-
-// "Nice" tick positions covering [lo, hi]; integer_only keeps the step >= 1 (layer indices).
-std::vector<double> ticks(double lo, double hi, int target = 6, bool integer_only = false) {
-  std::vector<double> t;
-  if (!(hi > lo)) {
-    t.push_back(lo);
-    return t;
-  }
-  double raw = (hi - lo) / target;
-  double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * mag >= raw) {
-      step = m * mag;
-      break;
-    }
-  if (integer_only) step = std::max(1.0, std::round(step));
-  // Multiples of step, computed (not accumulated) and snapped at zero: no "-0" or 0.30000000004.
-  for (double k = std::ceil(lo / step); k * step <= hi + 1e-9 * step; k += 1)
-    t.push_back(std::abs(k) < 0.5 ? 0.0 : k * step);
-  return t;
-}
+// Discrete heat-map colours: 0 = light, 1 = the map colour, then distinct hues.
+const char* kCategory[] = {"#f2f2f2", "#26549e", "#e6862e", "#5aa85a", "#b94a48", "#8a6bbe", "#c4a000", "#17becf"};
 
 std::string extension(const std::string& path) {
   auto dot = path.rfind('.');
   if (dot == std::string::npos) return "";
   std::string e = path.substr(dot + 1);
-  for (auto& c : e) c = static_cast<char>(std::tolower(c));
+  for (auto& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return e;
 }
 
@@ -74,29 +38,8 @@ std::string shell_quote(const std::string& s) {
   return o + "'";
 }
 
-void run_gnuplot(const std::string& script, const std::string& data, const std::string& path) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    throw Error("PNG output needs gnuplot (apt-get install gnuplot-nox); use a .svg path instead");
-  write_path_atomic(path, [&](const std::string& tmp) {
-    std::string dat = tmp + ".dat", gp = tmp + ".gp";
-    {
-      std::ofstream d(dat);
-      d << data;
-    }
-    {
-      std::ofstream g(gp);
-      g << "set terminal pngcairo size 1000,700 enhanced font 'DejaVu Sans,11'\n"
-        << "set output " << shell_quote(tmp) << "\n"
-        << "datafile = " << shell_quote(dat) << "\n"
-        << script;
-    }
-    int rc = std::system(("gnuplot " + shell_quote(gp) + " >/dev/null 2>&1").c_str());
-    std::remove(dat.c_str());
-    std::remove(gp.c_str());
-    if (rc != 0) throw Error(str("gnuplot failed writing '", path, "'"));
-  });
-}
-
+// A gnuplot string literal (double quotes, backslash escapes); text is set `noenhanced` so '_' and
+// '^' print literally ("p_j", "alpha_l").
 std::string gp_str(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
@@ -106,14 +49,99 @@ std::string gp_str(const std::string& s) {
   return o + "\"";
 }
 
+std::string num(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// Same size and font for both terminals: the only line that differs between SVG and PNG.
+std::string terminal(const std::string& ext) {
+  if (ext == "svg") return "set terminal svg size 1000,700 dynamic font 'DejaVu Sans,13' background '#ffffff'\n";
+  return "set terminal pngcairo size 1000,700 font 'DejaVu Sans,11' background '#ffffff'\n";
+}
+
+std::string header(const std::string& ext, const std::string& out, const std::string& title, const std::string& xl,
+                   const std::string& yl) {
+  std::ostringstream s;
+  s << terminal(ext) << "set output " << gp_str(out) << "\n"
+    << "set encoding utf8\n"
+    << "set title " << gp_str(title) << " noenhanced\n"
+    << "set xlabel " << gp_str(xl) << " noenhanced\n"
+    << "set ylabel " << gp_str(yl) << " noenhanced\n";
+  return s.str();
+}
+
 bool all_integer_x(const LinePlot& p) {
   for (const auto& s : p.series)
     for (double x : s.x)
-      if (x != std::floor(x)) return false;
+      if (std::isfinite(x) && x != std::floor(x)) return false;
   return true;
 }
 
 bool wants_markers(const Series& s) { return s.x.size() <= kMarkerPoints; }
+
+std::string value(double v) { return std::isfinite(v) ? num(v) : std::string("NaN"); }
+
+std::string line_data(const LinePlot& p) {
+  std::ostringstream d;
+  for (const auto& s : p.series) {
+    const std::size_t n = std::min(s.x.size(), s.y.size());
+    for (std::size_t i = 0; i < n; ++i) d << value(s.x[i]) << " " << value(s.y[i]) << "\n";
+    if (n == 0) d << "NaN NaN\n";
+    d << "\n\n";
+  }
+  return d.str();
+}
+
+std::string heat_data(const Heatmap& h) {
+  std::ostringstream d;
+  for (Eigen::Index i = 0; i < h.values.rows(); ++i) {
+    for (Eigen::Index j = 0; j < h.values.cols(); ++j)
+      d << num(h.x0 + double(j)) << " " << num(h.y0 + double(i)) << " " << value(h.values(i, j)) << "\n";
+    d << "\n";
+  }
+  return d.str();
+}
+
+// Categories of a heat map: the given labels, or {"0", "1"} for a 0/1 map.
+std::vector<std::string> categories_of(const Heatmap& h) {
+  if (!h.categories.empty()) return h.categories;
+  if (h.values.size() == 0) return {};
+  for (Eigen::Index k = 0; k < h.values.size(); ++k) {
+    const double v = h.values.data()[k];
+    if (v != 0.0 && v != 1.0) return {};
+  }
+  return {"0", "1"};
+}
+
+void run_gnuplot(const std::string& data, const std::string& path,
+                 const std::function<std::string(const std::string&, const std::string&)>& script_for) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    throw Error("plots need gnuplot (apt-get install gnuplot-nox; scripts/deps/apt.txt)");
+  write_path_atomic(path, [&](const std::string& out) {
+    TempFile dat("cf_plot_data"), gp("cf_plot_script"), err("cf_plot_err");
+    {
+      std::ofstream d(dat.path());
+      d << data;
+      if (!d) throw Error(str("cannot write the plot data for '", path, "' (disk full?)"));
+    }
+    {
+      std::ofstream g(gp.path());
+      g << script_for(dat.path(), out);
+      if (!g) throw Error(str("cannot write the plot script for '", path, "' (disk full?)"));
+    }
+    const int rc = std::system(("gnuplot " + shell_quote(gp.path()) + " >/dev/null 2>" + shell_quote(err.path())).c_str());
+    if (rc != 0) {
+      std::string msg;
+      std::ifstream e(err.path());
+      std::string line;
+      while (std::getline(e, line))
+        if (line.find_first_not_of(" ^") != std::string::npos) msg = line;  // the last real line
+      throw Error(str("gnuplot failed writing '", path, "'", msg.empty() ? "" : ": " + msg));
+    }
+  });
+}
 
 }  // namespace
 
@@ -122,197 +150,127 @@ void check_plot_path(const std::string& path) {
   require(e == "svg" || e == "png", "--plot '", path, "': the file name must end in .svg or .png");
 }
 
-std::string render_svg(const LinePlot& p) {
-  // The legend sits right of the frame: widen the picture for long labels instead of cutting them.
-  std::size_t longest = 0;
-  for (const auto& s : p.series) longest = std::max(longest, s.label.size());
-  const double R = std::max(190.0, 60.0 + 7.5 * double(longest)), W = 710 + R, H = 560, L = 80, T = 50, B = 60;
-  double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
-  for (const auto& s : p.series)
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      double y = s.y[i];
-      if (p.log_y) {
-        if (!(y > 0)) continue;
-        y = std::log10(y);
-      }
-      if (!std::isfinite(y) || !std::isfinite(s.x[i])) continue;
-      xmin = std::min(xmin, s.x[i]);
-      xmax = std::max(xmax, s.x[i]);
-      ymin = std::min(ymin, y);
-      ymax = std::max(ymax, y);
+std::vector<std::string> clipped_series(const LinePlot& p) {
+  std::vector<std::string> out;
+  if (!std::isfinite(p.y_min) && !std::isfinite(p.y_max)) return out;
+  for (const auto& s : p.series) {
+    bool clipped = false;
+    for (double y : s.y) {
+      if (!std::isfinite(y) || (p.log_y && !(y > 0))) continue;
+      if ((std::isfinite(p.y_max) && y > p.y_max) || (std::isfinite(p.y_min) && y < p.y_min)) clipped = true;
     }
-  if (!std::isfinite(xmin)) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
-  if (xmax == xmin) xmax = xmin + 1;
-  if (ymax == ymin) ymax = ymin + 1;
-  double pad = 0.05 * (ymax - ymin);
-  ymin -= pad;
-  ymax += pad;
-  auto to_axis = [&](double v) { return p.log_y ? std::log10(v) : v; };
-  if (std::isfinite(p.y_min) && (!p.log_y || p.y_min > 0)) ymin = to_axis(p.y_min);
-  if (std::isfinite(p.y_max) && (!p.log_y || p.y_max > 0)) ymax = to_axis(p.y_max);
-  if (!(ymax > ymin)) ymax = ymin + 1;
-  const bool int_x = all_integer_x(p);
-  if (std::any_of(p.series.begin(), p.series.end(), wants_markers)) {  // whole markers at the ends
-    const double xpad = 0.03 * (xmax - xmin);
-    xmin -= xpad;
-    xmax += xpad;
+    if (clipped) out.push_back(s.label);
   }
-  auto X = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
-  auto Y = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" font-family=\"sans-serif\" font-size=\"13\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << (L + (W - L - R) / 2) << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">"
-    << esc(p.title) << "</text>\n";
-  o << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << (W - L - R) << "\" height=\"" << (H - T - B)
-    << "\" fill=\"none\" stroke=\"black\"/>\n";
-  o << "<defs><clipPath id=\"frame\"><rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << (W - L - R)
-    << "\" height=\"" << (H - T - B) << "\"/></clipPath></defs>\n";
-  for (double t : ticks(xmin, xmax, 6, int_x))
-    o << "<line x1=\"" << X(t) << "\" x2=\"" << X(t) << "\" y1=\"" << (H - B) << "\" y2=\"" << (H - B + 5)
-      << "\" stroke=\"black\"/><text x=\"" << X(t) << "\" y=\"" << (H - B + 20)
-      << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
-  for (double t : ticks(ymin, ymax))
-    o << "<line x1=\"" << (L - 5) << "\" x2=\"" << L << "\" y1=\"" << Y(t) << "\" y2=\"" << Y(t)
-      << "\" stroke=\"black\"/><line x1=\"" << L << "\" x2=\"" << (W - R) << "\" y1=\"" << Y(t) << "\" y2=\""
-      << Y(t) << "\" stroke=\"#dddddd\"/><text x=\"" << (L - 8) << "\" y=\"" << (Y(t) + 4)
-      << "\" text-anchor=\"end\">" << (p.log_y ? "1e" + num(t) : num(t)) << "</text>\n";
-  o << "<text x=\"" << (L + (W - L - R) / 2) << "\" y=\"" << (H - 15) << "\" text-anchor=\"middle\">"
-    << esc(p.xlabel) << "</text>\n";
-  o << "<text transform=\"translate(20," << (T + (H - T - B) / 2) << ") rotate(-90)\" text-anchor=\"middle\">"
-    << esc(p.ylabel + (p.log_y ? " (log10)" : "")) << "</text>\n";
-  for (size_t k = 0; k < p.series.size(); ++k) {
-    const auto& s = p.series[k];
-    const char* col = kPalette[k % 10];
-    std::ostringstream marks;
-    o << "<g clip-path=\"url(#frame)\"><polyline fill=\"none\" stroke=\"" << col
-      << "\" stroke-width=\"1.8\" points=\"";
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      double y = s.y[i];
-      if (p.log_y) {
-        if (!(y > 0)) continue;
-        y = std::log10(y);
-      }
-      if (!std::isfinite(y)) continue;
-      o << X(s.x[i]) << "," << Y(y) << " ";
-      if (wants_markers(s))
-        marks << "<circle cx=\"" << X(s.x[i]) << "\" cy=\"" << Y(y) << "\" r=\"3.5\" fill=\"" << col << "\"/>";
-    }
-    o << "\"/>" << marks.str() << "</g>\n";
-    double ly = T + 20 + 22 * k;
-    o << "<line x1=\"" << (W - R + 12) << "\" x2=\"" << (W - R + 40) << "\" y1=\"" << ly << "\" y2=\"" << ly
-      << "\" stroke=\"" << col << "\" stroke-width=\"3\"/><text x=\"" << (W - R + 46) << "\" y=\"" << (ly + 4)
-      << "\">" << esc(s.label) << "</text>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
+  return out;
 }
 
-std::string render_svg(const Heatmap& h) {
-  const double W = 900, H = 620, L = 80, R = 130, T = 50, B = 60;
-  const auto rows = h.values.rows(), cols = h.values.cols();
-  double vmin = rows * cols ? h.values.minCoeff() : 0, vmax = rows * cols ? h.values.maxCoeff() : 1;
-  if (vmax == vmin) vmax = vmin + 1;
-  const double cw = (W - L - R) / std::max<Eigen::Index>(cols, 1), ch = (H - T - B) / std::max<Eigen::Index>(rows, 1);
-  auto color = [&](double v) {
-    double t = (v - vmin) / (vmax - vmin);  // white -> dark blue
-    int r = static_cast<int>(255 * (1 - 0.85 * t)), g = static_cast<int>(255 * (1 - 0.65 * t)),
-        b = static_cast<int>(255 * (1 - 0.25 * t));
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "#%02x%02x%02x", r, g, b);
-    return std::string(buf);
-  };
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" font-family=\"sans-serif\" font-size=\"13\" shape-rendering=\"crispEdges\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << (L + (W - L - R) / 2) << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">"
-    << esc(h.title) << "</text>\n";
-  for (Eigen::Index i = 0; i < rows; ++i) {
-    double y = h.y_up ? (H - B - (i + 1) * ch) : (T + i * ch);
-    // One rectangle per run of equal values keeps the file small for 0/1 maps.
-    for (Eigen::Index j = 0; j < cols;) {
-      Eigen::Index k = j + 1;
-      while (k < cols && h.values(i, k) == h.values(i, j)) ++k;
-      o << "<rect x=\"" << (L + j * cw) << "\" y=\"" << y << "\" width=\"" << (k - j) * cw + 0.02 << "\" height=\""
-        << ch + 0.02 << "\" fill=\"" << color(h.values(i, j)) << "\"/>\n";
-      j = k;
+std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std::string& data_path,
+                           const std::string& out_path) {
+  std::string title = p.title;
+  const auto clipped = clipped_series(p);
+  if (!clipped.empty()) {
+    title += title.empty() ? "clipped: " : " (clipped: ";
+    for (std::size_t i = 0; i < clipped.size(); ++i) title += (i ? ", " : "") + clipped[i];
+    if (!p.title.empty()) title += ")";
+  }
+  std::ostringstream s;
+  s << header(ext, out_path, title, p.xlabel, p.ylabel + (p.log_y ? " (log scale)" : ""));
+  s << "set grid lc rgb '#dddddd'\nset key outside right top noenhanced\nset border lw 1\n";
+  if (p.log_y) s << "set logscale y\nset format y '%g'\n";
+  if (std::isfinite(p.y_min) || std::isfinite(p.y_max))
+    s << "set yrange [" << (std::isfinite(p.y_min) ? num(p.y_min) : std::string("*")) << ":"
+      << (std::isfinite(p.y_max) ? num(p.y_max) : std::string("*")) << "]\n";
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  bool any = false;
+  for (const auto& se : p.series)
+    for (std::size_t i = 0; i < se.x.size() && i < se.y.size(); ++i)
+      if (std::isfinite(se.x[i]) && std::isfinite(se.y[i])) lo = std::min(lo, se.x[i]), hi = std::max(hi, se.x[i]), any = true;
+  if (any && all_integer_x(p)) {  // layers, positions: integer ticks, never 2.5
+    if (hi - lo <= 24) s << "set xtics 1\nset mxtics 1\n";
+    else s << "set format x '%.0f'\n";
+  }
+  if (any && std::any_of(p.series.begin(), p.series.end(), wants_markers)) {  // whole markers at the ends
+    const double pad = hi > lo ? 0.03 * (hi - lo) : 0.5;
+    s << "set xrange [" << num(lo - pad) << ":" << num(hi + pad) << "]\n";
+  }
+  if (!any) {  // an empty frame with the labels, not an error
+    s << "set xrange [0:1]\n" << (std::isfinite(p.y_min) || std::isfinite(p.y_max) ? "" : "set yrange [0:1]\n")
+      << "plot -1e300 notitle\n";
+    return s.str();
+  }
+  s << "plot ";
+  for (std::size_t k = 0; k < p.series.size(); ++k) {
+    const auto& se = p.series[k];
+    s << (k ? ", \\\n     " : "") << gp_str(data_path) << " index " << k << " using 1:2"
+      << (wants_markers(se) ? " with linespoints pt 7 ps 0.8" : " with lines") << " lw 2 lc rgb '"
+      << kPalette[k % 10] << "' title " << gp_str(se.label) << " noenhanced";
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::string& data_path,
+                           const std::string& out_path) {
+  std::ostringstream s;
+  s << header(ext, out_path, h.title, h.xlabel, h.ylabel);
+  const Eigen::Index rows = h.values.rows(), cols = h.values.cols();
+  s << "set xrange [" << num(h.x0 - 0.5) << ":" << num(h.x0 + double(std::max<Eigen::Index>(cols, 1)) - 0.5) << "]\n";
+  s << "set yrange [" << num(h.y0 - 0.5) << ":" << num(h.y0 + double(std::max<Eigen::Index>(rows, 1)) - 0.5) << "]"
+    << (h.y_up ? "" : " reverse") << "\n";
+  s << "set tics out\nset cblabel " << gp_str(h.value_label) << " noenhanced\n";
+  const auto cats = categories_of(h);
+  if (!cats.empty()) {
+    const std::size_t k = cats.size();
+    s << "set cbrange [-0.5:" << num(double(k) - 0.5) << "]\nset palette maxcolors " << k
+      << "\nset palette defined (";
+    for (std::size_t i = 0; i < k; ++i)
+      s << (i ? ", " : "") << i << " '" << kCategory[i % 8] << "'";
+    if (k == 1) s << ", 1 '" << kCategory[0] << "'";
+    s << ")\nset cbtics (";
+    for (std::size_t i = 0; i < k; ++i) s << (i ? ", " : "") << gp_str(cats[i]) << " " << i;
+    s << ") scale 0 noenhanced\n";
+    std::size_t longest = 0;
+    for (const auto& c : cats) longest = std::max(longest, c.size());
+    s << "set rmargin " << std::max<std::size_t>(10, longest + 8) << "\n";  // room for the legend labels
+  } else {
+    double vmin = 0, vmax = 1;
+    bool any = false;
+    for (Eigen::Index q = 0; q < h.values.size(); ++q) {
+      const double v = h.values.data()[q];
+      if (!std::isfinite(v)) continue;
+      vmin = any ? std::min(vmin, v) : v;
+      vmax = any ? std::max(vmax, v) : v;
+      any = true;
     }
+    if (!(vmax > vmin)) {  // constant map: a range around the value, so it still draws
+      const double pad = vmin == 0 ? 1.0 : 0.5 * std::abs(vmin);
+      vmin -= pad;
+      vmax += pad;
+    }
+    s << "set cbrange [" << num(vmin) << ":" << num(vmax) << "]\nset palette defined (0 '#ffffff', 1 '#26549e')\n";
   }
-  o << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << (W - L - R) << "\" height=\"" << (H - T - B)
-    << "\" fill=\"none\" stroke=\"black\"/>\n";
-  for (double t : ticks(h.x0, h.x0 + cols - 1)) {
-    double x = L + (t - h.x0 + 0.5) * cw;
-    o << "<text x=\"" << x << "\" y=\"" << (H - B + 20) << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
+  if (rows == 0 || cols == 0) {
+    s << "plot -1e300 notitle\n";
+    return s.str();
   }
-  for (double t : ticks(h.y0, h.y0 + rows - 1)) {
-    double i = t - h.y0;
-    double y = h.y_up ? (H - B - (i + 0.5) * ch) : (T + (i + 0.5) * ch);
-    o << "<text x=\"" << (L - 8) << "\" y=\"" << (y + 4) << "\" text-anchor=\"end\">" << num(t) << "</text>\n";
-  }
-  o << "<text x=\"" << (L + (W - L - R) / 2) << "\" y=\"" << (H - 15) << "\" text-anchor=\"middle\">"
-    << esc(h.xlabel) << "</text>\n";
-  o << "<text transform=\"translate(20," << (T + (H - T - B) / 2) << ") rotate(-90)\" text-anchor=\"middle\">"
-    << esc(h.ylabel) << "</text>\n";
-  // colour bar
-  for (int k = 0; k < 50; ++k) {
-    double v = vmin + (vmax - vmin) * k / 49.0;
-    o << "<rect x=\"" << (W - R + 30) << "\" y=\"" << (H - B - (k + 1) * (H - T - B) / 50) << "\" width=\"20\" height=\""
-      << (H - T - B) / 50 + 0.5 << "\" fill=\"" << color(v) << "\"/>\n";
-  }
-  o << "<text x=\"" << (W - R + 56) << "\" y=\"" << (H - B) << "\">" << num(vmin) << "</text>\n"
-    << "<text x=\"" << (W - R + 56) << "\" y=\"" << (T + 10) << "\">" << num(vmax) << "</text>\n"
-    << "<text x=\"" << (W - R + 30) << "\" y=\"" << (T - 10) << "\">" << esc(h.value_label) << "</text>\n";
-  o << "</svg>\n";
-  return o.str();
+  // `with image`: one embedded bitmap in the SVG (small files); a single row or column needs `pixels`.
+  s << "plot " << gp_str(data_path) << " using 1:2:3 with image" << (rows < 2 || cols < 2 ? " pixels" : "")
+    << " notitle\n";
+  return s.str();
 }
 
 void save(const LinePlot& p, const std::string& path) {
   check_plot_path(path);
-  if (extension(path) == "svg") return write_file_atomic(path, render_svg(p));
-  std::ostringstream data, script;
-  script << "set title " << gp_str(p.title) << "\nset xlabel " << gp_str(p.xlabel) << "\nset ylabel "
-         << gp_str(p.ylabel) << "\nset grid\nset key outside right\n";
-  if (p.log_y) script << "set logscale y\n";
-  if (std::isfinite(p.y_min) || std::isfinite(p.y_max))
-    script << "set yrange [" << (std::isfinite(p.y_min) ? num(p.y_min) : std::string("*")) << ":"
-           << (std::isfinite(p.y_max) ? num(p.y_max) : std::string("*")) << "]\n";
-  if (all_integer_x(p)) {  // few integer x (layers): one tick each, never 2.5
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    for (const auto& s : p.series)
-      for (double x : s.x) lo = std::min(lo, x), hi = std::max(hi, x);
-    if (hi - lo <= 24) script << "set xtics 1\nset mxtics 1\n";
-    else script << "set format x \"%.0f\"\n";
-  }
-  script << "plot ";
-  for (size_t k = 0; k < p.series.size(); ++k) {
-    const auto& s = p.series[k];
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) data << s.x[i] << " " << s.y[i] << "\n";
-    data << "\n\n";
-    // Labels are literal ("per_layer"): gnuplot's enhanced mode would read '_' as a subscript.
-    script << (k ? ", " : "") << "datafile index " << k << (wants_markers(s) ? " with linespoints pt 7" : " with lines")
-           << " lw 2 title " << gp_str(s.label) << " noenhanced";
-  }
-  script << "\n";
-  run_gnuplot(script.str(), data.str(), path);
+  const std::string ext = extension(path);
+  run_gnuplot(line_data(p), path,
+              [&](const std::string& dat, const std::string& out) { return gnuplot_script(p, ext, dat, out); });
 }
 
 void save(const Heatmap& h, const std::string& path) {
   check_plot_path(path);
-  if (extension(path) == "svg") return write_file_atomic(path, render_svg(h));
-  std::ostringstream data, script;
-  for (Eigen::Index i = 0; i < h.values.rows(); ++i) {
-    for (Eigen::Index j = 0; j < h.values.cols(); ++j) data << (h.x0 + j) << " " << (h.y0 + i) << " " << h.values(i, j) << "\n";
-    data << "\n";
-  }
-  script << "set title " << gp_str(h.title) << "\nset xlabel " << gp_str(h.xlabel) << "\nset ylabel "
-         << gp_str(h.ylabel) << "\nset cblabel " << gp_str(h.value_label)
-         << "\nset palette defined (0 'white', 1 '#26549e')\n";
-  script << "set xrange [" << h.x0 - 0.5 << ":" << h.x0 + h.values.cols() - 0.5 << "]\n";
-  script << "set yrange [" << h.y0 - 0.5 << ":" << h.y0 + h.values.rows() - 0.5 << "]" << (h.y_up ? "" : " reverse") << "\n";
-  script << "plot datafile using 1:2:3 with image notitle\n";
-  run_gnuplot(script.str(), data.str(), path);
+  const std::string ext = extension(path);
+  run_gnuplot(heat_data(h), path,
+              [&](const std::string& dat, const std::string& out) { return gnuplot_script(h, ext, dat, out); });
 }
 
 }  // namespace cf::plot

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -43,12 +45,32 @@ void write_token_files(const std::string& prefix, const TokenSplit& split, const
           ")");
   const std::string train = pack_le(split.train, meta.vocab_size, "training");
   const std::string val = pack_le(split.val, meta.vocab_size, "validation");
+  auto base = [](const std::string& p) {
+    const auto s = p.rfind('/');
+    return s == std::string::npos ? p : p.substr(s + 1);
+  };
   nlohmann::json j = {{"vocab_size", meta.vocab_size}, {"tokenizer", meta.tokenizer},
                       {"n_train", split.train.size()}, {"n_val", split.val.size()},
-                      {"source", meta.source}};
-  write_file_atomic(prefix + ".train.bin", train);
-  write_file_atomic(prefix + ".val.bin", val);
-  write_file_atomic(prefix + ".meta.json", j.dump(2) + "\n");
+                      {"source", meta.source},
+                      {"files",
+                       {{"train", {{"name", base(prefix) + ".train.bin"}, {"bytes", train.size()},
+                                   {"fnv1a64", fnv1a64_hex(train)}}},
+                        {"val", {{"name", base(prefix) + ".val.bin"}, {"bytes", val.size()},
+                                 {"fnv1a64", fnv1a64_hex(val)}}}}}};
+  write_files_atomic({{prefix + ".train.bin", train},
+                      {prefix + ".val.bin", val},
+                      {prefix + ".meta.json", j.dump(2) + "\n"}});  // the manifest last
+}
+
+std::string fnv1a64_hex(const std::string& bytes) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 offset basis
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 TokenMeta read_token_meta(const std::string& prefix) {
@@ -100,6 +122,31 @@ std::vector<Token> read_token_bin(const std::string& path, int vocab_size) {
   return t;
 }
 
+namespace {
+// The manifest check: the split's bytes must be those the meta file was written with.
+void check_manifest(const std::string& prefix, const char* which, const std::vector<Token>& t) {
+  const std::string path = prefix + ".meta.json";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const std::exception&) {
+    return;  // read_token_meta reported it already
+  }
+  if (!j.contains("files") || !j["files"].is_object() || !j["files"].contains(which)) return;  // older sets
+  const auto& f = j["files"][which];
+  std::string bytes(2 * t.size(), '\0');
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    bytes[2 * i] = static_cast<char>(t[i] & 0xFF);
+    bytes[2 * i + 1] = static_cast<char>(t[i] >> 8);
+  }
+  const bool size_ok = !f.contains("bytes") || (f["bytes"].is_number_unsigned() && f["bytes"].get<std::size_t>() == bytes.size());
+  const bool sum_ok = !f.contains("fnv1a64") || (f["fnv1a64"].is_string() && f["fnv1a64"].get<std::string>() == fnv1a64_hex(bytes));
+  require(size_ok && sum_ok, "mixed or partial token set: '", prefix, ".", which, ".bin' does not match the ",
+          (size_ok ? "checksum" : "size"), " recorded in '", path,
+          "' (an interrupted prepare-data? run it again)");
+}
+}  // namespace
+
 TokenData read_token_files(const std::string& prefix) {
   TokenData d;
   d.meta = read_token_meta(prefix);
@@ -109,6 +156,8 @@ TokenData read_token_files(const std::string& prefix) {
           " tokens but the meta file says n_train = ", d.meta.n_train);
   require(d.val.size() == d.meta.n_val, "'", prefix, ".val.bin' holds ", d.val.size(),
           " tokens but the meta file says n_val = ", d.meta.n_val);
+  check_manifest(prefix, "train", d.train);
+  check_manifest(prefix, "val", d.val);
   return d;
 }
 

@@ -119,8 +119,8 @@ void add_scores(Context& c) {
     if (!ok) continue;
     const Mask pm{p, q.n};
     const auto br = scores_branch(pm), un = scores_union(pm), wb = write_back(pm);
-    st.add_row({describe(p) + (p.kind == q.main.kind ? " *" : ""), fmt_int(br), fmt_int(un), fmt_int(wb),
-                fmt(br / swa_branch, 4) + "x", fmt(un / swa_union, 4) + "x", fmt(br / full_branch, 4) + "x"});
+    st.add_row({output::marked(describe(p), p.kind == q.main.kind), fmt_int(br), fmt_int(un), fmt_int(wb),
+                output::ratio(br / swa_branch), output::ratio(un / swa_union), output::ratio(br / full_branch)});
     all_scores[pattern_name(p.kind)] = {{"branch", br}, {"union", un}, {"write_back", wb}};
   }
   c.rep.tables.push_back(st);
@@ -358,6 +358,7 @@ CoverageOutcome coverage_report(const CoverageRequest& q) {
   add_scores(c);
   if (!q.schedule.layers.empty()) c.clo = closure(q.schedule, q.n);
   out.map = add_coverage_map(c);
+  if (q.compare) out.compare_map = coverage_matrix_closed_form(*q.compare, q.d_max);
   if (c.clo) add_closure_sizes(c);
   if (q.compare) add_comparison(c);
   if (q.runway) add_runways(c);

@@ -1,5 +1,6 @@
 // Capture driver (cf/nn/capture.hpp): forward passes with the on_layer hook, streamed into the
 // capture writer of lib/io one (layer, sequence) at a time.
+#include "cf/core/progress.hpp"
 #include "cf/nn/capture.hpp"
 
 #include <cmath>
@@ -107,7 +108,8 @@ CaptureSummary capture_model(const Model<float>& model, const std::vector<std::v
   io::write_capture_atomic(path, hdr, [&](io::CaptureWriter& w) {
     Workspace<float> ws;
     std::vector<float> probs, q, k;
-    for (int n = 0; n < N; ++n) {
+    Progress progress("capture", N);  // stderr, terminals only (cf/core/progress.hpp)
+    for (int n = 0; n < N; ++n, progress.advance()) {
       const std::vector<std::int32_t> in(windows[n].begin(), windows[n].end() - 1), tg(windows[n].begin() + 1,
                                                                                         windows[n].end());
       w.write_tokens(n, in);

@@ -1,3 +1,4 @@
+#include "cf/core/output.hpp"
 #include "cf/nn/trainer.hpp"
 
 #include <chrono>
@@ -48,10 +49,11 @@ void sample_batch(const std::vector<std::int32_t>& src, int B, int Tn, std::uint
 void write_log(const std::string& path, const std::vector<StepInfo>& h) {
   std::ostringstream os;
   os << "step,loss,val_loss,lr,grad_norm,tokens_per_s\n";
+  using output::fmt_exact;  // full precision: a resumed run reads these back
   for (const auto& s : h) {
-    os << s.step << ',' << s.loss << ',';
-    if (std::isfinite(s.val_loss)) os << s.val_loss;
-    os << ',' << s.lr << ',' << s.grad_norm << ',' << s.tokens_per_s << '\n';
+    os << s.step << ',' << fmt_exact(s.loss) << ',';
+    if (std::isfinite(s.val_loss)) os << fmt_exact(s.val_loss);
+    os << ',' << fmt_exact(s.lr) << ',' << fmt_exact(s.grad_norm) << ',' << fmt_exact(s.tokens_per_s) << '\n';
   }
   write_file_atomic(path, os.str());
 }

@@ -1,3 +1,4 @@
+#include "cf/core/progress.hpp"
 #include "cf/rollout/dichotomy.hpp"
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
@@ -60,7 +61,8 @@ DichotomyResult dichotomy(const RowMatrix& K, const std::function<double(long)>&
   // Row vector e_i^T R(L) ... R(1), newest layer first.
   std::vector<Real> v(n, Real(0)), u(n);
   v[row] = 1;
-  for (long l = depth; l >= 1; --l) {
+  Progress progress("dichotomy: depth " + std::to_string(depth), depth);  // stderr, terminals only
+  for (long l = depth; l >= 1; --l, progress.advance()) {
     const Real& a = alphas[l];
     if (a == 0) continue;
     for (long j = 0; j < n; ++j) u[j] = 0;

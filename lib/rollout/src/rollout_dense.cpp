@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "cf/core/progress.hpp"
 #include "cf/core/error.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
@@ -24,7 +25,8 @@ Eigen::VectorXd last_row_impl(Get&& get, const Eigen::VectorXd& alpha, long n) {
   const detail::FlushDenormals ftz;
   Eigen::RowVectorXd v = Eigen::RowVectorXd::Zero(n), u(n);
   v(n - 1) = 1.0;
-  for (long l = alpha.size() - 1; l >= 0; --l) {
+  Progress progress("dense rollout: layers", alpha.size());  // stderr, terminals only
+  for (long l = alpha.size() - 1; l >= 0; --l, progress.advance()) {
     if (alpha(l) == 0.0) continue;
     const RowMatrix& A = get(static_cast<int>(l));
     require(A.rows() == n && A.cols() == n, "rollout: kernel of layer ", l + 1, " is ", A.rows(), " x ", A.cols(),
@@ -53,7 +55,8 @@ RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& al
   check_dense(alpha, n);
   const detail::FlushDenormals ftz;
   RowMatrix P = RowMatrix::Identity(n, n);
-  for (long l = 0; l < alpha.size(); ++l) {  // P <- R(l) P, newest layer on the left
+  Progress progress("rollout matrix: layers", alpha.size());  // stderr, terminals only
+  for (long l = 0; l < alpha.size(); ++l, progress.advance()) {  // P <- R(l) P, newest layer on the left
     const RowMatrix A = kernel(static_cast<int>(l));
     require(A.rows() == n && A.cols() == n, "rollout: kernel of layer ", l + 1, " is ", A.rows(), " x ", A.cols(),
             ", expected n x n with n = ", n);

@@ -1,8 +1,13 @@
 #pragma once
 // Shared command-line conventions (docs/conventions.md): every tool declares its options with
-// CLI11, adds the common --format/--out/--plot options, and runs its body through cf::app::run,
-// which maps errors to exit codes: usage errors and cf::InvalidArgument -> 2, cf::Error and any
-// other exception -> 1. Apps never crash with an uncaught exception.
+// CLI11, adds the common options (--format, --out or --report, --plot, --threads, --quiet,
+// --version), and runs its body through cf::app::run, which
+//   - after parsing, applies the common options: the thread policy (cf/core/threads.hpp), progress
+//     lines on or off (cf/core/progress.hpp), raw numbers for CSV, and checks that the report and
+//     plot files can be written BEFORE any long work (exit 2 naming the option otherwise);
+//   - installs the handler that removes temporaries on SIGINT/SIGTERM (cf/core/atomic_file.hpp);
+//   - maps errors to exit codes: usage errors and cf::InvalidArgument -> 2, cf::Error and any
+//     other exception -> 1. Apps never crash with an uncaught exception.
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
@@ -13,22 +18,34 @@ namespace cf::app {
 
 /// Options every tool shares.
 struct CommonOptions {
-  std::string format;  ///< "" = infer: from --out's extension (.json/.csv), else table
-  std::string out;     ///< "" = stdout; otherwise written atomically
+  std::string format;  ///< "" = infer: from --out's extension (.json/.csv/.h5), else table
+  std::string out;     ///< "" or "-" = stdout; otherwise written through cf::write_file_atomic
   std::string plot;    ///< "" = no plot; .svg or .png
+  int threads = 0;     ///< 0 = the measured default (cf::default_threads)
+  bool quiet = false;  ///< no progress lines
+  std::string report_flag = "--out";  ///< name of the report option (messages)
 };
 
-/// Declare --format, the report file option and (if with_plot) --plot on `app`, plus --version.
+/// Declare --format, the report file option and (if with_plot) --plot on `app`, plus --threads,
+/// --quiet and --version (--threads / --quiet are skipped when the tool already declares them).
 /// The report file option is --out, or `report_flag` (e.g. "--report") for tools whose --out is a
-/// data product (prepare-data, capture; docs/conventions.md).
+/// data product (prepare-data, capture; docs/conventions.md). `opt` must outlive cf::app::run.
 void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot = true,
                         const std::string& report_flag = "--out");
 
 /// The output format after inference (see CommonOptions::format).
 output::Format resolve_format(const CommonOptions& opt);
 
-/// Render `report` in the resolved format to stdout or --out (atomic).
+/// Render `report` in the resolved format to stdout or --out. A --out ending in .h5 writes the
+/// report as HDF5 (output::write_report_h5: long vectors as datasets).
 void emit(const output::Report& report, const CommonOptions& opt);
+
+/// Throws cf::InvalidArgument naming `option` unless `path` can be written (cf::check_output_writable):
+/// call at the start of a tool's run for every output option beyond --out/--report/--plot (which
+/// cf::app::run checks itself). Empty paths are skipped.
+void check_output(const std::string& path, const std::string& option);
+/// The same for an output folder (train --out-dir): it must exist writable or be creatable.
+void check_output_dir(const std::string& dir, const std::string& option);
 
 /// Parse argv with `app`, then run `body`; returns the process exit code (0, 1 or 2) after
 /// printing one error line plus a hint on stderr.

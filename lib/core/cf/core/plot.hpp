@@ -1,6 +1,8 @@
 #pragma once
-// Plots for `--plot FILE.svg|.png`: a small self-contained SVG writer (no dependency) and, for PNG,
-// gnuplot's pngcairo terminal (Debian gnuplot-nox, installed by scripts/setup.sh).
+// Plots for `--plot FILE.svg|.png`: ONE back end, gnuplot (Debian gnuplot-nox, scripts/deps/apt.txt).
+// A plot becomes one gnuplot script; only its first line, the terminal, differs between the two
+// formats (svg or pngcairo, same size and font), so the SVG and the PNG of a plot show the same
+// picture (docs/conventions.md "Plots").
 #include <Eigen/Dense>
 #include <limits>
 #include <string>
@@ -22,25 +24,37 @@ struct LinePlot {
   std::vector<Series> series;
   bool log_y = false;
   /// Fixed y range (data units, before the log); NaN = from the data. Curves outside it are
-  /// clipped at the frame, so one extreme curve cannot flatten the others.
+  /// clipped at the frame, so one extreme curve cannot flatten the others; the title then names
+  /// the clipped curves ("clipped: ...") -- only those that really leave the range.
   double y_min = std::numeric_limits<double>::quiet_NaN(), y_max = std::numeric_limits<double>::quiet_NaN();
 };
 inline constexpr std::size_t kMarkerPoints = 40;
 
 /// Heat map: values(row, col) drawn with row index on the y axis (row 0 at the top unless
-/// y_up), column index on the x axis; x = x0 + col, y = y0 + row.
+/// y_up), column index on the x axis; x = x0 + col, y = y0 + row. A constant map draws in one
+/// colour (never blank). With `categories` (k labels) the values are codes 0..k-1 drawn in k
+/// discrete colours with a labelled legend; a map whose values are all 0 or 1 gets a two-colour
+/// legend even without labels.
 struct Heatmap {
   std::string title, xlabel, ylabel, value_label;
   Eigen::MatrixXd values;
   double x0 = 0, y0 = 0;
   bool y_up = false;
+  std::vector<std::string> categories;
 };
 
-std::string render_svg(const LinePlot& p);
-std::string render_svg(const Heatmap& h);
+/// The gnuplot script of a plot for `ext` ("svg" or "png"), reading its data from `data_path`
+/// and writing `out_path`. The scripts of the two formats differ only in their first line.
+std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std::string& data_path,
+                           const std::string& out_path);
+std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::string& data_path,
+                           const std::string& out_path);
 
-/// Save to `path`, choosing by extension: .svg (built-in writer) or .png (gnuplot). Atomic.
-/// Throws cf::InvalidArgument for another extension, cf::Error if gnuplot is missing for .png.
+/// The labels of the series that leave the fixed y range (empty without one).
+std::vector<std::string> clipped_series(const LinePlot& p);
+
+/// Save to `path` (.svg or .png, written through cf::write_path_atomic) with gnuplot.
+/// Throws cf::InvalidArgument for another extension, cf::Error if gnuplot is missing or fails.
 void save(const LinePlot& p, const std::string& path);
 void save(const Heatmap& h, const std::string& path);
 

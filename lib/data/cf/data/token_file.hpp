@@ -29,10 +29,13 @@ struct TokenSplit {
 /// cf::InvalidArgument naming n and val_fraction otherwise).
 TokenSplit split_tokens(const std::vector<Token>& tokens, double val_fraction);
 
-/// Write the two splits and the metadata (n_train/n_val taken from `split`). Each file is
-/// written atomically; the meta file is written last, so a reader never sees a meta file that
-/// disagrees with fully written splits from an interrupted run. Throws cf::InvalidArgument if a
-/// token is >= meta.vocab_size, cf::Error on I/O failure.
+/// Write the two splits and the metadata (n_train/n_val taken from `split`) as ONE unit
+/// (cf::write_files_atomic): all three go to temporaries and are fsynced first, so a failed write
+/// (disk full) leaves every old file untouched and no temporary; then the splits are renamed and
+/// the meta file LAST. The meta file is the manifest: it records each split's byte count and
+/// FNV-1a 64 checksum ("files"), and read_token_files refuses a split that does not match, so a
+/// reader never accepts a mixed set even if the process dies between two renames. Throws
+/// cf::InvalidArgument if a token is >= meta.vocab_size, cf::Error on I/O failure.
 void write_token_files(const std::string& prefix, const TokenSplit& split, const TokenMeta& meta);
 
 /// Read <prefix>.meta.json; throws cf::InvalidArgument naming the file and the missing or bad
@@ -49,8 +52,12 @@ struct TokenData {
   std::vector<Token> train, val;
 };
 
-/// Read and validate all three files (counts must match the metadata).
+/// Read and validate all three files (counts must match the metadata; when the meta file carries
+/// the "files" manifest, sizes and checksums too: a mismatch is reported as a mixed token set).
 TokenData read_token_files(const std::string& prefix);
+
+/// FNV-1a 64-bit hash of `bytes`, as 16 lower-case hex digits (the token-set manifest checksum).
+std::string fnv1a64_hex(const std::string& bytes);
 
 /// Entropy (nats) of the unigram distribution of `tokens`: the cross-entropy of the best
 /// context-free predictor, the bar a trained model's loss should go well below. 0 for empty input.

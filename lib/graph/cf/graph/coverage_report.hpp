@@ -39,6 +39,7 @@ struct CoverageOutcome {
   output::Report report;
   CoverageMatrix map;        ///< C(d, r), rows d = 0..d_max, columns r = 0..b-1
   std::string map_title;     ///< plot title of the map
+  std::optional<CoverageMatrix> compare_map;  ///< C(d, r) of the --compare pattern (closed form), if any
   bool verify_failed = false;
 };
 

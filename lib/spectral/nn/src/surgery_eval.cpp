@@ -1,3 +1,4 @@
+#include "cf/core/progress.hpp"
 #include "cf/spectral/surgery_eval.hpp"
 
 #include <algorithm>
@@ -88,10 +89,12 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
   std::vector<nn::ForwardHooks> hooks;
   hooks.reserve(ivs.size());
   for (const Intervention& iv : ivs) hooks.push_back(make_hooks(iv, model.config));
+  Progress progress("perplexities", long(ivs.size()));  // stderr, terminals only (cf/core/progress.hpp)
 #pragma omp parallel for schedule(dynamic, 1)
   for (long i = 0; i < long(ivs.size()); ++i) {
     try {
       out[std::size_t(i)] = nn::evaluate_perplexity(model, tokens, context, stride, &hooks[std::size_t(i)]);
+      progress.advance();
     } catch (...) {
       errors[std::size_t(i)] = std::current_exception();
     }
