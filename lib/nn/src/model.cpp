@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/ops.hpp"
@@ -188,6 +189,7 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
     T* qkv = a.qkv[l].data();
     linear_forward(qkv, in, W + o.attn_w, o.attn_b >= 0 ? W + o.attn_b : nullptr, N, C, 3 * HD);
     if (cfg.pos == PosKind::Rope) {
+      // omp-nothrow: rope_apply is arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
       for (int bh = 0; bh < B * H; ++bh) {
         const int b = bh / H, h = bh % H;
@@ -203,8 +205,9 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
     }
     if (runway) {
       const T c = T(1) / std::sqrt(T(dh));
+      cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-      for (int b = 0; b < B; ++b) {
+      for (int b = 0; b < B; ++b) omp_errors.run([&] {
         detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh, Tn, dh,
                           Eigen::OuterStride<>(3 * HD));
         MatR<T> Vs = MatR<T>::Zero(Tn, dh);
@@ -219,7 +222,8 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
         // beta = 1 - sigmoid(tau) on eligible edges 1 <= m <= i-2: log beta = -softplus(tau)
         for (int i = 3; i < Tn; ++i)
           for (int m = 1; m <= i - 2; ++m) rb(i, m) = -softplus(tau(i, m));
-      }
+      });
+      omp_errors.rethrow();
     }
     detail::HeadSpec spec;
     spec.linear = lin;
@@ -230,8 +234,9 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
     a.nbranch[l] = static_cast<int>(nb);
     a.ensure_P(l, static_cast<std::size_t>(B) * H * nb * Tn * Tn);
     const bool serial = hooks && hooks->on_scores;
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic) if (!serial)
-    for (int bh = 0; bh < B * H; ++bh) {
+    for (int bh = 0; bh < B * H; ++bh) omp_errors.run([&] {
       const int b = bh / H, h = bh % H;
       detail::HeadSpec hs = spec;
       if (cfg.pos == PosKind::Alibi && !lin) hs.alibi_slope = alibi_slope(h, H);
@@ -249,7 +254,8 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
                                         runway ? a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn : nullptr,
                                         a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
                                         a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr);
-    }
+    });
+    omp_errors.rethrow();
     linear_forward(tmp.data(), a.atty[l].data(), W + o.proj_w, o.proj_b >= 0 ? W + o.proj_b : nullptr, N, HD, C);
     a.resid_mid[l] = a.resid[l] + tmp;
     if (hooks && hooks->on_layer)
@@ -331,8 +337,9 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
     const std::size_t nb = static_cast<std::size_t>(a.nbranch[l]);
     if (runway) a.dS.resize(static_cast<std::size_t>(B) * H * Tn * Tn);
     if (sd) a.ddamp.setZero(N, H);
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int bh = 0; bh < B * H; ++bh) {
+    for (int bh = 0; bh < B * H; ++bh) omp_errors.run([&] {
       const int b = bh / H, h = bh % H;
       const std::int64_t off = static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
       std::vector<T> dd;
@@ -346,12 +353,14 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
                                          sd ? dd.data() : nullptr);
       if (sd)
         for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
-    }
+    });
+    omp_errors.rethrow();
     if (runway) {
       const T c = T(1) / std::sqrt(T(dh));
       std::vector<MatR<T>> dBpart(static_cast<std::size_t>(B));
+      cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-      for (int b = 0; b < B; ++b) {
+      for (int b = 0; b < B; ++b) omp_errors.run([&] {
         const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh;
         detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
         detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
@@ -377,13 +386,15 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
           dBpart[b] = Vs.transpose() * Gt * Vl;
         }
         for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dVs.row(i);
-      }
+      });
+      omp_errors.rethrow();
       if (lc.attn == AttnKind::RunwayBilinear) {
         MapR<T> dB(G + o.runway_B, dh, dh);
         for (int b = 0; b < B; ++b) dB += dBpart[b];
       }
     }
     if (cfg.pos == PosKind::Rope) {
+      // omp-nothrow: rope_apply is arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
       for (int bh = 0; bh < B * H; ++bh) {
         const int b = bh / H, h = bh % H;
