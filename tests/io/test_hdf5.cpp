@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 #include <csignal>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -505,4 +506,67 @@ TEST_CASE("hdf5 signature found at offset 0 or a user-block offset, whatever the
   std::remove(plain.c_str());
   std::remove(ub.c_str());
   std::remove(text.c_str());
+}
+
+TEST_CASE("hdf5 writer hitting a full disk fails cleanly: no crash at exit, old file kept, no temporary",
+          "[io][diskfull]") {
+  // A failed H5Fclose (metadata flush refused) used to leave libhdf5 a half-closed file that its
+  // atexit clean-up dereferenced: SIGSEGV after "disk full" in train and capture. The file-size
+  // limit (RLIMIT_FSIZE, SIGXFSZ ignored: writes fail with EFBIG) stands in for a full disk; the
+  // limits sweep the point of failure over the raw-data write and the metadata flush at close.
+  const std::string dir = tmp_path("diskfull");
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  const std::string target = dir + "/ckpt.h5";
+  cf::write_file_atomic(target, "old contents\n");
+  const std::size_t n = 20000;  // 80 kB of raw data plus metadata
+  int clean = 0, close_failures = 0, successes = 0;
+  for (long limit = 4096; limit <= 100000; limit += 1536) {
+    const std::string log = dir + "/child.log";
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::signal(SIGXFSZ, SIG_IGN);
+      struct rlimit rl {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+      setrlimit(RLIMIT_FSIZE, &rl);
+      int code = 0;
+      try {
+        cf::io::write_hdf5_atomic(target, [&](File& f) {
+          f.set_attr("format", "causalflow-checkpoint");
+          auto g = f.create_group("params");
+          g.write("w", std::vector<float>(n, 1.f), Shape{n});
+          for (int i = 0; i < 50; ++i) g.set_attr("a" + std::to_string(i), std::string(200, 'x'));
+        });
+      } catch (const cf::Error& e) {
+        std::FILE* out = std::fopen(log.c_str(), "w");
+        if (out) {
+          std::fputs(e.what(), out);
+          std::fclose(out);
+        }
+        code = 1;
+      }
+      std::exit(code);  // exit handlers run: libhdf5's clean-up used to crash here
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    INFO("file-size limit " << limit << " bytes");
+    REQUIRE(WIFEXITED(status));  // no signal
+    ++clean;
+    if (WEXITSTATUS(status) == 0) {
+      ++successes;
+      cf::write_file_atomic(target, "old contents\n");
+      continue;
+    }
+    REQUIRE(WEXITSTATUS(status) == 1);
+    std::ifstream in(log);
+    const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (msg.find("closing HDF5 file") != std::string::npos) ++close_failures;
+    std::ifstream old(target);
+    const std::string kept((std::istreambuf_iterator<char>(old)), std::istreambuf_iterator<char>());
+    CHECK(kept == "old contents\n");
+    CHECK(std::system(("ls " + dir + " | grep -q tmp").c_str()) != 0);  // no temporary left
+  }
+  CHECK(clean >= 60);
+  CHECK(close_failures >= 1);  // the sweep reached the failing-close path
+  CHECK(successes >= 1);       // and the limit where everything fits
+  std::system(("rm -rf " + dir).c_str());
 }

@@ -18,6 +18,17 @@ namespace {
 
 static_assert(sizeof(hid_t) == sizeof(std::int64_t), "hid_t is expected to be 64-bit (HDF5 >= 1.10)");
 
+// libhdf5 registers H5_term_library with atexit() when it initialises. After a failed H5Fclose
+// (ENOSPC or EFBIG while the metadata cache is flushed) libhdf5 1.10 keeps a half-destroyed file
+// in its ID table, and H5_term_library dereferences it at exit: SIGSEGV in H5F__close_cb after
+// the tool has already reported "disk full" (train, capture). Every file of the project is closed
+// by RAII (File, Group, Handle) before main returns, so the clean-up at exit has nothing left to
+// flush: it is switched off here, before the first HDF5 call initialises the library.
+[[maybe_unused]] const bool kNoHdf5Atexit = [] {
+  H5dont_atexit();
+  return true;
+}();
+
 // HDF5 prints its error stack to stderr by default; we report our own messages instead. The
 // guard silences printing for the duration of one call and restores the previous handler.
 class QuietErrors {
