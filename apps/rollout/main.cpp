@@ -51,7 +51,9 @@ struct Options {
 };
 
 bool is_file_model(const std::string& m) {
-  return m.find('/') != std::string::npos || (m.size() > 3 && m.substr(m.size() - 3) == ".h5");
+  // an HDF5 file is recognised by its signature whatever its name (cf/io/hdf5.hpp)
+  return io::has_hdf5_signature(m) || m.find('/') != std::string::npos ||
+         (m.size() > 3 && m.substr(m.size() - 3) == ".h5");
 }
 
 bool is_checkpoint_file(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cf/core/app.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
 
@@ -33,9 +34,22 @@ double best_of(int reps, F&& f, double& cpu) {
 }
 }  // namespace
 
+int report(long max_general, long max_cached);
+
+// Command line: --help describes the benchmark; unknown options and bad sizes are refused (exit 2).
 int main(int argc, char** argv) {
-  const long max_general = argc > 1 ? std::atol(argv[1]) : 1024;
-  const long max_cached = argc > 2 ? std::atol(argv[2]) : 4096;
+  CLI::App app{"Benchmark of the rollout paths (BLOOM-176B preset, variant b); prints a Markdown table"};
+  long max_general = 1024, max_cached = 4096;
+  app.add_option("max_dense_general", max_general, "Largest n for the general dense path")
+      ->check(CLI::Range(1L, 1L << 20))->capture_default_str();
+  app.add_option("max_dense_cached", max_cached, "Largest n for the cached dense path")
+      ->check(CLI::Range(1L, 1L << 20))->capture_default_str();
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = report(max_general, max_cached); });
+  return code != 0 ? code : rc;
+}
+
+int report(long max_general, long max_cached) {
   const Preset p = load_preset("bloom");
   AlibiModel m;
   m.slopes = p.slopes;

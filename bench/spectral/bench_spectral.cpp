@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "cf/core/app.hpp"
 #include "cf/io/hdf5.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/decomposition.hpp"
@@ -42,8 +43,19 @@ double dense_baseline(const Eigen::MatrixXd& Wq, const Eigen::MatrixXd& Wk, doub
 }
 }  // namespace
 
+int report(bool quick);
+
+// Command line: --help describes the benchmark; unknown options are refused (exit 2).
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  CLI::App app{"Benchmark of the weight-level routing/filtering decomposition; prints a Markdown table"};
+  bool quick = false;
+  app.add_flag("--quick", quick, "d = 1024 for part (b), for a fast check");
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = report(quick); });
+  return code != 0 ? code : rc;
+}
+
+int report(bool quick) {
   // ---- (a) GPT-2-124M-shaped checkpoint -------------------------------------------------------
   const int L = 12, H = 12, D = 768, dh = 64;
   const std::string path = "bench_spectral_gpt2.h5";

@@ -8,11 +8,30 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "cf/nn/model.hpp"
 #include "cf/nn/optim.hpp"
 
 int main(int argc, char** argv) {
+  // --help prints the usage; options are refused, as are counts that are not positive integers
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: %s LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP]\n"
+                  "Tokens/s of one training step of the embedded trainer (see docs/benchmarks/train.md).\n", argv[0]);
+      return 0;
+    }
+    if (a.empty() || a.find_first_not_of("0123456789") != std::string::npos || a.size() > 9 ||
+        (std::atoi(a.c_str()) < 1 && i != 8)) {
+      std::fprintf(stderr, "bench_train_step: argument %d '%s' is not a positive integer (see --help)\n", i, a.c_str());
+      return 2;
+    }
+  }
+  if (argc > 9) {
+    std::fprintf(stderr, "bench_train_step: too many arguments (see --help)\n");
+    return 2;
+  }
   if (argc < 8) {
     std::fprintf(stderr, "usage: %s LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP]\n", argv[0]);
     return 2;

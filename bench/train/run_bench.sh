@@ -16,14 +16,14 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || [ ! -f "$tc" ]; then
   echo "  sudo apt-get install python3-torch libtcmalloc-minimal4" >&2
   exit 2
 fi
-if [ ! -x "$build/bin/bench_train_step" ]; then
-  echo "run_bench.sh: $build/bin/bench_train_step not found (build first: cmake --build $build --target bench_train_step)" >&2
+if [ ! -x "$build/bench/bin/bench_train_step" ]; then
+  echo "run_bench.sh: $build/bench/bin/bench_train_step not found (build first: cmake --build $build --target bench_train_step)" >&2
   exit 2
 fi
 for th in 1 2; do
   for rep in $(seq "$reps"); do
     echo -n "threads=$th rep=$rep "
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bin/bench_train_step" "${args[@]}"
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}"
     echo -n "threads=$th rep=$rep "
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
       /usr/bin/python3 "$here/torch_train_step.py" "${args[@]}"

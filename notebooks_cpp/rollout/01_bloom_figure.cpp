@@ -7,12 +7,13 @@
 // Writes bloom_rollout.csv (position, attention_only, residual, residual_content) for plotting.
 #include <cstdio>
 
+#include "cf/core/app.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
 
 using namespace cf::rollout;
 
-int main() {
+int report() {
   const Preset p = load_preset("bloom");
   const long n = 256;
   AlibiModel m;
@@ -32,4 +33,12 @@ int main() {
     std::fclose(f);
   }
   return 0;
+}
+
+// Command line: --help describes the report; unknown options and arguments are refused (exit 2).
+int main(int argc, char** argv) {
+  CLI::App app{"Notebook: seed 004 BLOOM-176B rollout figures (variants b and c); writes bloom_rollout.csv"};
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
+  return code != 0 ? code : rc;
 }

@@ -7,12 +7,13 @@
 #include <cstdio>
 #include <string>
 
+#include "cf/core/app.hpp"
 #include "cf/graph/mask.hpp"
 #include "cf/graph/runway.hpp"
 
 using namespace cf::graph;
 
-int main() {
+int report() {
   const Index n = 128;
   Pattern base;
   base.b = base.w = 16;
@@ -49,4 +50,12 @@ int main() {
   std::printf("Exact count for s = 0, d = 1000 (causal): %s paths (log2 = %.1f): far beyond 64-bit integers.\n",
               big.runway.str().substr(0, 24).append("...").c_str(), big.log2_runway);
   return bad ? 1 : 0;
+}
+
+// Command line: --help describes the report; unknown options and arguments are refused (exit 2).
+int main(int argc, char** argv) {
+  CLI::App app{"Notebook: seed 000 runway counts (exact, checked against the closed form; exit 1 on a mismatch)"};
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
+  return code != 0 ? code : rc;
 }

@@ -7,11 +7,12 @@
 // The same numbers are asserted in tests/graph/test_scores.cpp.
 #include <cstdio>
 
+#include "cf/core/app.hpp"
 #include "cf/graph/scores.hpp"
 
 using namespace cf::graph;
 
-int main() {
+int report() {
   Pattern base;  // b = w = 128, e = 64
   std::printf("Seed 002 Table 2: attention scores per head, n = 1024, b = w = 128, e = 64\n\n");
   std::printf("| pattern | branch scores | x SWA | x Full | write-back |\n|---|---|---|---|---|\n");
@@ -30,4 +31,13 @@ int main() {
     const Schedule sc = parse_schedule(s, base);
     std::printf("| %s | %lld |\n", s, (long long)scores_schedule(sc, 8192).unions);
   }
+  return 0;
+}
+
+// Command line: --help describes the report; unknown options and arguments are refused (exit 2).
+int main(int argc, char** argv) {
+  CLI::App app{"Notebook: seed 002 Table 2 attention-score accounting"};
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
+  return code != 0 ? code : rc;
 }

@@ -6,13 +6,25 @@
 #include <string>
 #include <sys/stat.h>
 
+#include "cf/core/app.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/graph/coverage.hpp"
 
 using namespace cf::graph;
 
+int report(const std::string& dir);
+
+// Command line: --help describes the report; unknown options are refused (exit 2).
 int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : "results";
+  CLI::App app{"Notebook: seed 002 coverage maps of block, SWA, PBB and SE-Bridge as SVG heat maps"};
+  std::string dir = "results";
+  app.add_option("dir", dir, "Folder for the SVG maps (created if needed)")->capture_default_str();
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = report(dir); });
+  return code != 0 ? code : rc;
+}
+
+int report(const std::string& dir) {
   ::mkdir(dir.c_str(), 0755);
   for (PatternKind k : {PatternKind::Block, PatternKind::Swa, PatternKind::Pbb, PatternKind::SeBridge}) {
     Pattern p;
@@ -29,4 +41,5 @@ int main(int argc, char** argv) {
     h.y_up = true;
     cf::plot::save(h, dir + "/coverage_" + pattern_name(k) + ".svg");
   }
+  return 0;
 }

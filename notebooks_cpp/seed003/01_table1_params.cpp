@@ -5,12 +5,13 @@
 // GPT-2 small without qkv bias; the S–D columns also drop the attention output bias.
 #include <cstdio>
 
+#include "cf/core/app.hpp"
 #include "cf/nn/config.hpp"
 #include "cf/nn/params.hpp"
 
 using namespace cf::nn;
 
-int main() {
+int report() {
   struct Row {
     const char* name;
     ModelConfig c;
@@ -36,4 +37,12 @@ int main() {
               "4 d_model per layer + 2 d_model = %d in all.\n",
               12 * (768 + 1), 4 * 768 * 12 + 2 * 768);
   return bad ? 1 : 0;
+}
+
+// Command line: --help describes the report; unknown options and arguments are refused (exit 2).
+int main(int argc, char** argv) {
+  CLI::App app{"Notebook: seed 003 Table 1 parameter counts (exit 1 unless both reproduce the published row)"};
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
+  return code != 0 ? code : rc;
 }

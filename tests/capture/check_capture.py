@@ -11,7 +11,8 @@ import numpy as np
 
 path, N, T = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 f = h5py.File(path, "r")
-assert f.attrs["format"] == "causalflow-capture", f.attrs["format"]
+fmt = f.attrs["format"]  # fixed-length strings (docs/checkpoint_format.md "Strings"): bytes in h5py
+assert isinstance(fmt, bytes) and fmt.decode() == "causalflow-capture", fmt
 cfg = json.loads(f.attrs["config"])
 L, H = cfg["n_layer"], cfg["n_head"]
 for l in range(L):

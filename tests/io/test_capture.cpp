@@ -105,7 +105,7 @@ TEST_CASE("capture writer streams layers and sequences into the documented layou
     const std::string cmd = "/usr/bin/python3 -c \"import h5py; f = h5py.File('" + path +
                             "', 'r'); assert f['layer_0/attn_probs'].shape == (2, 2, 3, 3); "
                             "assert list(f['alpha_token_mean'][()]) == [0.25, 0.5]; "
-                            "assert f.attrs['format'] == 'causalflow-capture'\"";
+                            "assert f.attrs['format'].decode() == 'causalflow-capture'\"";
     CHECK(std::system(cmd.c_str()) == 0);
   }
 

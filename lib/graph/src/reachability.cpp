@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 
 namespace cf::graph {
 
@@ -23,6 +24,7 @@ class RangeMin {
       const auto& prev = levels_.back();
       const size_t half = size_t(1) << (k - 1), len = n - (size_t(1) << k) + 1;
       std::vector<Index> cur(len);
+      // omp-nothrow: std::min over preallocated vectors (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
       for (std::int64_t i = 0; i < static_cast<std::int64_t>(len); ++i) cur[i] = std::min(prev[i], prev[i + half]);
       levels_.push_back(std::move(cur));
@@ -86,18 +88,20 @@ Closure closure(const Schedule& schedule, Index n) {
     RangeMin rmq(lo);
     std::vector<Index> next(n);
     bool single = true;
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static) reduction(&& : single)
-    for (Index t = 0; t < n; ++t) {
-      if (!single) continue;
+    for (Index t = 0; t < n; ++t) omp_errors.run([&] {
+      if (!single) return;
       const IntervalSet src = sources(m, t);
       if (src.size() != 1 || src[0].hi != t) {
         single = false;
-        continue;
+        return;
       }
       // ⋃_{s ∈ [a, t]} [lo(s), s] is contiguous (each piece contains s), so it equals
       // [min lo(s), t]; R_l(t) ⊆ it because t is among the s.
       next[t] = rmq.query(src[0].lo, t);
-    }
+    });
+    omp_errors.rethrow();
     if (!single) break;
     if (next == lo) stable.push_back(schedule.layers[layer]);
     else stable.clear();
@@ -124,15 +128,17 @@ Closure closure(const Schedule& schedule, Index n) {
   for (; layer < L; ++layer) {
     const Mask m = make_mask(schedule.layers[layer], n);
     std::vector<IntervalSet> next(n);
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic, 64)
-    for (Index t = 0; t < n; ++t) {
+    for (Index t = 0; t < n; ++t) omp_errors.run([&] {
       IntervalSet acc = R[t];
       for (const auto& iv : sources(m, t)) {
         for (Index s = iv.lo; s <= iv.hi; ++s) acc.insert(acc.end(), R[s].begin(), R[s].end());
         normalize(acc);
       }
       next[t] = std::move(acc);
-    }
+    });
+    omp_errors.rethrow();
     R.swap(next);
   }
   for (Index t = 0; t < n; ++t) {
@@ -157,11 +163,14 @@ std::vector<std::vector<std::uint8_t>> closure_brute_force(const Schedule& sched
   for (const auto& p : schedule.layers) {
     const Mask m{p, n};
     auto next = R;
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic, 16)
-    for (Index t = 0; t < n; ++t)
+    for (Index t = 0; t < n; ++t) omp_errors.run([&] {
       for (Index s = 0; s <= t; ++s)
         if (has_edge_brute_force(m, s, t))
           for (Index u = 0; u <= s; ++u) next[t][u] |= R[s][u];
+    });
+    omp_errors.rethrow();
     R.swap(next);
   }
   return R;

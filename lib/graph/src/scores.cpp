@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 
 namespace cf::graph {
 
@@ -35,8 +36,10 @@ std::int64_t scores_union(const Mask& m) {
   if (P.kind == PatternKind::Full || P.kind == PatternKind::Swa || P.kind == PatternKind::Block)
     return scores_branch(m);  // one softmax: branch and union accounting coincide
   std::int64_t total = 0;
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for reduction(+ : total) schedule(static)
-  for (Index t = 0; t < m.n; ++t) total += count(sources(m, t));
+  for (Index t = 0; t < m.n; ++t) omp_errors.run([&] { total += count(sources(m, t)); });
+  omp_errors.rethrow();
   return total;
 }
 

@@ -18,6 +18,17 @@ namespace {
 
 static_assert(sizeof(hid_t) == sizeof(std::int64_t), "hid_t is expected to be 64-bit (HDF5 >= 1.10)");
 
+// libhdf5 registers H5_term_library with atexit() when it initialises. After a failed H5Fclose
+// (ENOSPC or EFBIG while the metadata cache is flushed) libhdf5 1.10 keeps a half-destroyed file
+// in its ID table, and H5_term_library dereferences it at exit: SIGSEGV in H5F__close_cb after
+// the tool has already reported "disk full" (train, capture). Every file of the project is closed
+// by RAII (File, Group, Handle) before main returns, so the clean-up at exit has nothing left to
+// flush: it is switched off here, before the first HDF5 call initialises the library.
+[[maybe_unused]] const bool kNoHdf5Atexit = [] {
+  H5dont_atexit();
+  return true;
+}();
+
 // HDF5 prints its error stack to stderr by default; we report our own messages instead. The
 // guard silences printing for the duration of one call and restores the previous handler.
 class QuietErrors {
@@ -54,6 +65,12 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   hid_t get() const { return id_; }
   bool ok() const { return id_ >= 0; }
+  /// Give up ownership (the caller closes the handle).
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
 
  private:
   hid_t id_;
@@ -94,12 +111,82 @@ hid_t make_space(const Shape& shape) {
   return H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
 }
 
-Shape space_shape(hid_t space) {
+// Largest element count a reader accepts for one dataset (2^40: beyond any file of this project;
+// it keeps count * element size far from size_t overflow).
+constexpr std::size_t kMaxElements = std::size_t{1} << 40;
+
+// Shape of a dataspace, checked: a simple or scalar space (a null space holds no data), rank at
+// most H5S_MAX_RANK, and an element count that neither overflows nor exceeds kMaxElements.
+// `what` names the object for messages. Throws cf::InvalidArgument otherwise.
+Shape checked_shape(hid_t space, const std::string& what) {
+  if (space < 0) throw InvalidArgument(str(what, ": cannot read its dataspace (file corrupt?)"));
+  const H5S_class_t cls = H5Sget_simple_extent_type(space);
+  if (cls == H5S_SCALAR) return Shape{};
+  if (cls != H5S_SIMPLE)
+    throw InvalidArgument(str(what, ": dataspace is ", cls == H5S_NULL ? "null (no data)" : "invalid", " (file corrupt?)"));
   const int rank = H5Sget_simple_extent_ndims(space);
-  if (rank < 0) throw Error("HDF5: cannot read a dataspace rank");
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  if (rank < 0 || rank > H5S_MAX_RANK)
+    throw InvalidArgument(str(what, ": invalid dataspace rank ", rank, " (file corrupt?)"));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank), 0);
+  if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), nullptr) != rank)
+    throw InvalidArgument(str(what, ": cannot read its dimensions (file corrupt?)"));
+  std::size_t n = 1;
+  for (hsize_t d : dims) {
+    if (d != 0 && n > kMaxElements / d)
+      throw InvalidArgument(str(what, ": dimensions ", shape_string(Shape(dims.begin(), dims.end())),
+                                " exceed 2^40 elements (file corrupt?)"));
+    n *= static_cast<std::size_t>(d);
+  }
   return Shape(dims.begin(), dims.end());
+}
+
+Shape space_shape(hid_t space) { return checked_shape(space, "HDF5 dataspace"); }
+
+// True for the standard numeric types a reader converts: IEEE float32/float64 and 1, 2, 4 or
+// 8 byte integers, either byte order. Anything else (custom float layouts, bit fields) is
+// refused before HDF5 tries a conversion on it.
+bool is_standard_number_type(hid_t type) {
+  static const hid_t known[] = {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE,
+                                H5T_STD_I8LE,   H5T_STD_I8BE,   H5T_STD_I16LE,  H5T_STD_I16BE,
+                                H5T_STD_I32LE,  H5T_STD_I32BE,  H5T_STD_I64LE,  H5T_STD_I64BE,
+                                H5T_STD_U8LE,   H5T_STD_U8BE,   H5T_STD_U16LE,  H5T_STD_U16BE,
+                                H5T_STD_U32LE,  H5T_STD_U32BE,  H5T_STD_U64LE,  H5T_STD_U64BE};
+  if (type < 0) return false;
+  for (hid_t k : known)
+    if (H5Tequal(type, k) > 0) return true;
+  return false;
+}
+
+off_t file_size_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+// For an unfiltered (contiguous or compact) dataset the stored bytes must be those of the shape:
+// a mutated dimension or layout message is refused here, before a reader allocates the buffer.
+// Datasets whose storage was never allocated (all fill value) and filtered/chunked ones are left
+// to HDF5, which checks every chunk address against the end of the file.
+void check_storage(hid_t ds, hid_t type, const Shape& shape, const std::string& file, const std::string& what) {
+  const std::size_t esize = H5Tget_size(type);
+  const std::size_t bytes = shape_numel(shape) * esize;
+  Handle dcpl(H5Dget_create_plist(ds));
+  if (!dcpl.ok()) throw InvalidArgument(str("dataset '", what, "' in '", file, "': cannot read its layout (file corrupt?)"));
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT && layout != H5D_CHUNKED)
+    throw InvalidArgument(str("dataset '", what, "' in '", file, "' has an unsupported storage layout (file corrupt?)"));
+  if (H5Pget_nfilters(dcpl.get()) != 0 || layout == H5D_CHUNKED) return;
+  const hsize_t stored = H5Dget_storage_size(ds);
+  if (stored == 0) return;  // never written: reads the fill value
+  const off_t fsize = file_size_of(file);
+  if (stored != bytes || (fsize >= 0 && stored > static_cast<hsize_t>(fsize)))
+    throw InvalidArgument(str("dataset '", what, "' in '", file, "' stores ", stored, " bytes but its shape ",
+                              shape_string(shape), " needs ", bytes, " (file truncated or corrupt?)"));
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t off = H5Dget_offset(ds);
+    if (off != HADDR_UNDEF && fsize >= 0 && (off > static_cast<haddr_t>(fsize) || stored > static_cast<haddr_t>(fsize) - off))
+      throw InvalidArgument(str("dataset '", what, "' in '", file, "' lies beyond the end of the file (offset ", off,
+                                ", ", stored, " bytes, file size ", fsize, "; truncated or corrupt?)"));
+  }
 }
 
 bool file_exists(const std::string& path) {
@@ -257,16 +344,22 @@ hid_t open_dataset_checked(hid_t loc, const std::string& gname, const std::strin
     throw InvalidArgument(str("'", join(gname, name), "' in '", file, "' is not a dataset"));
   hid_t ds = H5Dopen2(loc, name.c_str(), H5P_DEFAULT);
   if (ds < 0) throw InvalidArgument(str("cannot open dataset '", join(gname, name), "' in '", file, "'"));
+  Handle owned(ds);  // closed on every error path below
   Handle type(H5Dget_type(ds));
-  const H5T_class_t cls = H5Tget_class(type.get());
+  const H5T_class_t cls = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
   const bool ok = want_float ? cls == H5T_FLOAT : cls == H5T_INTEGER;
-  if (!ok) {
-    H5Dclose(ds);
+  if (!ok)
     throw InvalidArgument(str("dataset '", join(gname, name), "' in '", file, "' holds ",
                               cls == H5T_FLOAT ? "floating-point" : cls == H5T_INTEGER ? "integer" : "non-numeric",
                               " data; expected ", want_float ? "floating-point" : "integer"));
-  }
-  return ds;
+  if (!is_standard_number_type(type.get()))
+    throw InvalidArgument(str("dataset '", join(gname, name), "' in '", file, "' has a non-standard ",
+                              want_float ? "floating-point" : "integer", " type of ", H5Tget_size(type.get()),
+                              " bytes (expected IEEE float32/float64 or a 1-8 byte integer; file corrupt?)"));
+  Handle space(H5Dget_space(ds));
+  const Shape shape = checked_shape(space.get(), "dataset '" + join(gname, name) + "' in '" + file + "'");
+  check_storage(ds, type.get(), shape, file, join(gname, name));
+  return owned.release();
 }
 }  // namespace
 
@@ -303,8 +396,9 @@ Shape Group::dataset_shape(const std::string& name) const {
   if (oi.type != H5O_TYPE_DATASET)
     throw InvalidArgument(str("'", join(name_, name), "' in '", file_, "' is not a dataset"));
   Handle ds(H5Dopen2(id_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) throw InvalidArgument(str("cannot open dataset '", join(name_, name), "' in '", file_, "' (file corrupt?)"));
   Handle space(H5Dget_space(ds.get()));
-  return space_shape(space.get());
+  return checked_shape(space.get(), "dataset '" + join(name_, name) + "' in '" + file_ + "'");
 }
 
 template <class T>
@@ -456,13 +550,19 @@ hid_t open_attr(hid_t loc, const std::string& gname, const std::string& file, co
 
 void Group::set_attr(const std::string& name, const std::string& value) {
   QuietErrors quiet;
+  // Fixed-length, NUL-padded UTF-8 (never variable-length: libhdf5 1.10 crashes or loops on
+  // some corrupted global-heap strings, so the project's files keep none; checkpoint_format.md).
+  require(value.find('\0') == std::string::npos, "attribute '", name, "': strings must not contain NUL bytes");
   Handle type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_size(type.get(), std::max<std::size_t>(1, value.size()));
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
   Handle space(H5Screate(H5S_SCALAR));
   Handle a(create_attr(id_, name_, file_, name, type.get(), space.get()));
-  const char* p = value.c_str();
-  if (H5Awrite(a.get(), type.get(), &p) < 0) throw Error(str("cannot write attribute '", name, "' in '", file_, "'"));
+  std::string buf = value;
+  if (buf.empty()) buf.push_back('\0');
+  if (H5Awrite(a.get(), type.get(), buf.data()) < 0)
+    throw Error(str("cannot write attribute '", name, "' in '", file_, "' (disk full?)"));
 }
 
 void Group::set_attr(const std::string& name, std::int64_t value) {
@@ -487,30 +587,53 @@ bool Group::has_attr(const std::string& name) const {
   return H5Aexists(id_, name.c_str()) > 0;
 }
 
+namespace {
+// Largest fixed-length string attribute a reader accepts (the project's JSON configs are a few kB).
+constexpr std::size_t kMaxStringBytes = std::size_t{64} << 20;
+
+// Checks that attribute `a` holds exactly one element: a scalar dataspace or a simple one of
+// shape [] or [1]. An array-valued attribute (e.g. `step` written as [3]) is refused here, before
+// a read into a single value could overrun it.
+void check_single_attr(hid_t a, const std::string& gname, const std::string& file, const std::string& name) {
+  Handle space(H5Aget_space(a));
+  const std::string what = "attribute '" + name + "' on '" + gname + "' in '" + file + "'";
+  const Shape shape = checked_shape(space.get(), what);
+  if (shape_numel(shape) != 1 || shape.size() > 1)
+    throw InvalidArgument(str(what, " must hold a single value, found shape ", shape_string(shape)));
+}
+}  // namespace
+
 std::string Group::attr_string(const std::string& name) const {
   QuietErrors quiet;
   Handle a(open_attr(id_, name_, file_, name));
   Handle type(H5Aget_type(a.get()));
-  require(H5Tget_class(type.get()) == H5T_STRING, "attribute '", name, "' on '", name_, "' in '", file_,
+  require(type.ok() && H5Tget_class(type.get()) == H5T_STRING, "attribute '", name, "' on '", name_, "' in '", file_,
           "' is not a string");
-  Handle space(H5Aget_space(a.get()));
-  require(H5Sget_simple_extent_npoints(space.get()) == 1, "attribute '", name, "' on '", name_,
-          "' is not a single string");
+  check_single_attr(a.get(), name_, file_, name);
   if (H5Tis_variable_str(type.get()) > 0) {
+    // Read for files written by other tools (h5py's default); the project's own files store
+    // fixed-length strings only (docs/checkpoint_format.md "Strings").
     Handle mt(H5Tcopy(H5T_C_S1));
     H5Tset_size(mt.get(), H5T_VARIABLE);
-    H5Tset_cset(mt.get(), H5Tget_cset(type.get()));
+    H5Tset_cset(mt.get(), H5Tget_cset(type.get()) == H5T_CSET_UTF8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII);
     char* p = nullptr;
     if (H5Aread(a.get(), mt.get(), &p) < 0)
-      throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "'"));
+      throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "' (file corrupt?)"));
     std::string s = p ? p : "";
     H5free_memory(p);
     return s;
   }
   const std::size_t n = H5Tget_size(type.get());
+  require(n >= 1 && n <= kMaxStringBytes, "attribute '", name, "' on '", name_, "' in '", file_,
+          "' has an invalid string length ", n, " (file corrupt?)");
+  // Read through a memory type of the same length (no conversion of a possibly mutated type).
+  Handle mt(H5Tcopy(H5T_C_S1));
+  H5Tset_size(mt.get(), n);
+  H5Tset_strpad(mt.get(), H5T_STR_NULLPAD);
+  H5Tset_cset(mt.get(), H5Tget_cset(type.get()) == H5T_CSET_UTF8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII);
   std::string s(n, '\0');
-  if (H5Aread(a.get(), type.get(), s.data()) < 0)
-    throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "'"));
+  if (H5Aread(a.get(), mt.get(), s.data()) < 0)
+    throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "' (file corrupt?)"));
   s.resize(std::strlen(s.c_str()));  // fixed-length strings are NUL-padded
   return s;
 }
@@ -519,11 +642,14 @@ std::int64_t Group::attr_int(const std::string& name) const {
   QuietErrors quiet;
   Handle a(open_attr(id_, name_, file_, name));
   Handle type(H5Aget_type(a.get()));
-  require(H5Tget_class(type.get()) == H5T_INTEGER, "attribute '", name, "' on '", name_, "' in '", file_,
-          "' is not an integer");
+  require(type.ok() && H5Tget_class(type.get()) == H5T_INTEGER, "attribute '", name, "' on '", name_, "' in '",
+          file_, "' is not an integer");
+  require(is_standard_number_type(type.get()), "attribute '", name, "' on '", name_, "' in '", file_,
+          "' has a non-standard integer type (file corrupt?)");
+  check_single_attr(a.get(), name_, file_, name);
   std::int64_t v = 0;
   if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0)
-    throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "'"));
+    throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "' (file corrupt?)"));
   return v;
 }
 
@@ -531,12 +657,15 @@ double Group::attr_double(const std::string& name) const {
   QuietErrors quiet;
   Handle a(open_attr(id_, name_, file_, name));
   Handle type(H5Aget_type(a.get()));
-  const H5T_class_t cls = H5Tget_class(type.get());
+  const H5T_class_t cls = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
   require(cls == H5T_FLOAT || cls == H5T_INTEGER, "attribute '", name, "' on '", name_, "' in '", file_,
           "' is not a number");
+  require(is_standard_number_type(type.get()), "attribute '", name, "' on '", name_, "' in '", file_,
+          "' has a non-standard numeric type (file corrupt?)");
+  check_single_attr(a.get(), name_, file_, name);
   double v = 0;
   if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0)
-    throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "'"));
+    throw InvalidArgument(str("cannot read attribute '", name, "' in '", file_, "' (file corrupt?)"));
   return v;
 }
 
@@ -557,6 +686,10 @@ File File::create(const std::string& path) {
   QuietErrors quiet;
   require(!path.empty(), "HDF5 file path must not be empty");
   Handle fapl(strong_fapl());
+  // The 1.8 file format (readable by HDF5 >= 1.8, h5py included): checksummed superblock and
+  // object headers (corrupted metadata is detected, not parsed), and dense storage for attributes
+  // over 64 KiB (long config or source strings).
+  H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
   hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (f < 0) throw Error(str("cannot create HDF5 file '", path, "': ", std::strerror(errno)));
   return File(f, path);
@@ -596,6 +729,22 @@ void write_hdf5_atomic(const std::string& path, const std::function<void(File&)>
     fill(f);
     f.close();
   });
+}
+
+bool has_hdf5_signature(const std::string& path) {
+  static const char kSig[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  for (std::uint64_t off = 0; off + 8 <= size; off = off == 0 ? 512 : off * 2) {
+    char buf[8];
+    in.seekg(static_cast<std::streamoff>(off));
+    if (!in.read(buf, 8)) return false;
+    if (std::memcmp(buf, kSig, 8) == 0) return true;
+  }
+  return false;
 }
 
 bool is_hdf5_file(const std::string& path) {

@@ -21,6 +21,7 @@ double grad_norm(const std::vector<float>& grad) {
   const std::int64_t n = static_cast<std::int64_t>(grad.size());
   const std::int64_t chunk = 1 << 16, nc = (n + chunk - 1) / chunk;
   std::vector<double> part(static_cast<std::size_t>(nc), 0.0);
+  // omp-nothrow: arithmetic on preallocated vectors (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (std::int64_t c = 0; c < nc; ++c) {
     double s = 0;
@@ -36,6 +37,7 @@ double clip_grad_norm(std::vector<float>& grad, double max_norm) {
   const double norm = grad_norm(grad);
   if (max_norm > 0 && norm > max_norm && std::isfinite(norm)) {
     const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+    // omp-nothrow: arithmetic on preallocated vectors (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(grad.size()); ++i) grad[i] *= scale;
   }
@@ -58,6 +60,7 @@ void adamw_step(std::vector<float>& params, const std::vector<float>& grad, Adam
     const float wd = t.decay ? static_cast<float>(cfg.weight_decay) : 0.f;
     const float flr = static_cast<float>(lr), fbc1 = static_cast<float>(bc1), fbc2 = static_cast<float>(bc2),
                 feps = static_cast<float>(cfg.eps);
+    // omp-nothrow: arithmetic on preallocated vectors (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = t.offset; i < t.offset + t.size; ++i) {
       const float g = grad[i];

@@ -1,6 +1,7 @@
 #include "cf/core/output.hpp"
 #include "cf/nn/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -187,7 +188,30 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
   const double tokens_per_step = double(cfg.batch) * cfg.seq_len * cfg.grad_accum;
   auto t_start = std::chrono::steady_clock::now();
   const std::int64_t first = ck.step;
-  auto save_last = [&]() { save_checkpoint(last, ck); };
+  // What this run has put on disk, for NaN-stop messages that tell the truth about last.h5.
+  std::int64_t saved_step = -1;
+  double applied_lr = 0;  // learning rate of the latest update
+  auto on_disk = [&]() {
+    return saved_step >= 0 ? str("'", last, "' holds the finite parameters of step ", saved_step)
+                           : str("this run wrote no checkpoint to '", last, "' (an existing file there is untouched)");
+  };
+  // Never persist non-finite values: parameters and AdamW moments are checked before each write.
+  auto require_finite = [&](const char* when) {
+    const auto bad = [](const std::vector<float>& v) {
+      return !std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+    };
+    const bool bad_params = bad(model.params);
+    if (bad_params || bad(ck.optim.m) || bad(ck.optim.v))
+      throw Error(str("non-finite ", bad_params ? "parameters" : "optimizer state", " after the update of step ",
+                      ck.step, " (learning rate ", applied_lr, ", weight decay ", cfg.adamw.weight_decay, ")", when,
+                      ": training stopped; ", on_disk(),
+                      " (lower --lr or raise --warmup)"));
+  };
+  auto save_last = [&]() {
+    require_finite(" before writing a checkpoint");
+    save_checkpoint(last, ck);
+    saved_step = ck.step;
+  };
   while (ck.step < end) {
     const auto t0 = std::chrono::steady_clock::now();
     std::fill(grad.begin(), grad.end(), 0.f);
@@ -202,12 +226,14 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     const double gn = clip_grad_norm(grad, cfg.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(gn))
       throw Error(str("non-finite ", std::isfinite(loss) ? "gradient norm" : "loss", " at step ", ck.step + 1,
-                      " (loss ", loss, ", grad norm ", gn, "): training stopped; the last good checkpoint '", last,
-                      "' is untouched (lower --lr or raise --warmup)"));
+                      " (loss ", loss, ", grad norm ", gn, "): training stopped; ", on_disk(),
+                      " (lower --lr or raise --warmup)"));
     StepInfo si;
     si.lr = lr_schedule(ck.step, cfg.warmup, cfg.max_steps, cfg.lr, cfg.min_lr);
     adamw_step(model.params, grad, ck.optim, model.layout, si.lr, cfg.adamw);
+    applied_lr = si.lr;
     ck.step += 1;
+    require_finite("");
     const auto t1 = std::chrono::steady_clock::now();
     si.step = ck.step;
     si.loss = loss;
@@ -219,11 +245,12 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
       si.val_loss = validation_loss(model, cfg, data);
       res.final_val_loss = si.val_loss;
       if (!std::isfinite(si.val_loss))
-        throw Error(str("non-finite validation loss at step ", ck.step, ": training stopped; '", last, "' untouched"));
+        throw Error(str("non-finite validation loss at step ", ck.step, ": training stopped; ", on_disk()));
       if (!ck.has_best_val || si.val_loss < ck.best_val_loss) {
         ck.best_val_loss = si.val_loss;
         ck.has_best_val = true;
         res.best_val_loss = si.val_loss;
+        require_finite(" before writing a checkpoint");
         save_checkpoint(best, ck);
       }
     }

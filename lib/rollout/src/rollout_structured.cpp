@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
 #include "cf/rollout/detail/flush_denormals.hpp"
@@ -176,13 +177,15 @@ void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::Vect
   if (par) {
     Eigen::VectorXd part(n);
     const int mid = H / 2;
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel sections num_threads(2)
     {
 #pragma omp section
-      sweep(t, model.mask.window, v.data(), out.data(), 0, mid, n);
+      omp_errors.run([&] { sweep(t, model.mask.window, v.data(), out.data(), 0, mid, n); });
 #pragma omp section
-      sweep(t, model.mask.window, v.data(), part.data(), mid, H, n);
+      omp_errors.run([&] { sweep(t, model.mask.window, v.data(), part.data(), mid, H, n); });
     }
+    omp_errors.rethrow();
     out += part;
   } else {
     sweep(t, model.mask.window, v.data(), out.data(), 0, H, n);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 
 namespace cf::spectral {
 
@@ -52,7 +53,9 @@ ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>&
   ModelSpectrum m;
   m.level = "weight";
   m.heads.resize(jobs.size());
-  std::string error;
+  // exceptions never leave the region (cf/core/omp_exception.hpp): the declaration of U cannot
+  // throw and every iteration of the worksharing loop runs through omp_errors
+  cf::OmpExceptions omp_errors;
 #pragma omp parallel
   {
     // One stacked-factor buffer per thread, reused across heads: a fresh d_model x 2 d_head
@@ -60,8 +63,8 @@ ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>&
     // in every time, which cost about a quarter of the analysis time.
     Eigen::MatrixXd U;
 #pragma omp for schedule(dynamic)
-  for (long j = 0; j < long(jobs.size()); ++j) {
-    const auto [l, h] = jobs[j];
+  for (long j = 0; j < long(jobs.size()); ++j) omp_errors.run([&] {
+    const int l = jobs[j].first, h = jobs[j].second;
     try {
       const LayerWeights& lw = w.layers[l];
       // The stacked factor U = [W_Q, W_K] in double, built straight from the float32 weights.
@@ -70,12 +73,11 @@ ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>&
       U.rightCols(lw.d_head) = lw.W_K(h).cast<double>();
       m.heads[j] = head_result(l, h, lw.attn, analyse_factored_stacked(U, 1.0, opt));
     } catch (const std::exception& e) {
-#pragma omp critical
-      error = str("layer ", l, " head ", h, ": ", e.what());
+      throw InvalidArgument(str("layer ", l, " head ", h, ": ", e.what()));
     }
+  });
   }
-  }
-  if (!error.empty()) throw InvalidArgument(error);
+  omp_errors.rethrow();
   aggregate(m);
   return m;
 }

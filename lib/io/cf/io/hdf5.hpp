@@ -124,7 +124,9 @@ class Group {
   Eigen::Matrix<T, Eigen::Dynamic, 1> read_vector(const std::string& name) const;
 
   // ---- attributes (on this group; "/" for file-level attributes) -----------------------------
-  /// Set a UTF-8 variable-length string attribute (h5py returns str); replaces an existing one.
+  /// Set a UTF-8 fixed-length (NUL-padded) string attribute; replaces an existing one. The
+  /// project never writes variable-length strings (docs/checkpoint_format.md "Strings"); h5py
+  /// returns the value as bytes (`.decode()`). Throws cf::InvalidArgument if `value` holds a NUL.
   void set_attr(const std::string& name, const std::string& value);
   void set_attr(const std::string& name, const char* value) { set_attr(name, std::string(value)); }
   /// Set an int64 attribute.
@@ -134,7 +136,8 @@ class Group {
   void set_attr(const std::string& name, double value);
   /// True if attribute `name` exists on this group.
   bool has_attr(const std::string& name) const;
-  /// Read attributes; throw cf::InvalidArgument if absent or of another type class (a string
+  /// Read attributes; throw cf::InvalidArgument if absent, of another type class, of a
+  /// non-standard numeric type, or not a single value (scalar, shape [] or [1]) (a string
   /// attribute may be fixed- or variable-length; an integer attribute may be read as double).
   std::string attr_string(const std::string& name) const;
   std::int64_t attr_int(const std::string& name) const;
@@ -180,5 +183,11 @@ void write_hdf5_atomic(const std::string& path, const std::function<void(File&)>
 
 /// True if `path` exists and carries the HDF5 signature (does not throw).
 bool is_hdf5_file(const std::string& path);
+
+/// True if the regular file `path` starts with the 8-byte HDF5 signature \x89HDF\r\n\x1a\n at
+/// offset 0 or at a user-block offset 512, 1024, 2048, ... (HDF5 file format spec, "Format
+/// Signature"). Reads only those bytes (the name or extension of the file does not matter);
+/// returns false for a missing or unreadable path and never throws.
+bool has_hdf5_signature(const std::string& path);
 
 }  // namespace cf::io

@@ -13,6 +13,8 @@
 #include <cblas.h>
 #include <type_traits>
 
+#include "cf/core/omp_exception.hpp"
+
 namespace cf::nn {
 
 /// Row-major dynamic matrix and maps (PyTorch layout).
@@ -27,6 +29,7 @@ using CMapR = Eigen::Map<const MatR<T>>;
 /// null (non-learned positions); position of row n is n % T.
 template <class T>
 void encoder_forward(T* out, const std::int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
+  // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < B * Tn; ++n) {
     const T* e = wte + static_cast<std::int64_t>(tokens[n]) * C;
@@ -54,6 +57,7 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const std::int32_t* token
 /// backward; w, b [C].
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
+  // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + static_cast<std::int64_t>(n) * C;
@@ -74,6 +78,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
 template <class T>
 void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
                         const T* rstd, int N, int C) {
+  // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + static_cast<std::int64_t>(n) * C;
@@ -117,6 +122,7 @@ template <class T>
 void linear_forward(T* out, const T* inp, const T* W, const T* b, int N, int C, int OC) {
   if constexpr (std::is_same_v<T, float>) {
     if (b) {
+      // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
       for (int n = 0; n < N; ++n) std::copy(b, b + OC, out + static_cast<std::int64_t>(n) * OC);
     }
@@ -124,15 +130,17 @@ void linear_forward(T* out, const T* inp, const T* W, const T* b, int N, int C, 
   } else {
     MapR<T> Y(out, N, OC);
     CMapR<T> X(inp, N, C), Wm(W, OC, C);
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel
-    {
+    omp_errors.run([&] {
       std::int64_t lo, hi;
       split_range(N, omp_get_thread_num(), omp_get_num_threads(), lo, hi);
       if (hi > lo) {
         Y.middleRows(lo, hi - lo).noalias() = X.middleRows(lo, hi - lo) * Wm.transpose();
         if (b) Y.middleRows(lo, hi - lo).rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(b, OC);
       }
-    }
+    });
+    omp_errors.rethrow();
   }
 }
 /// Backward of linear_forward: dinp [N, C] += dout W (if not null); dW [OC, C] += dout^T inp;
@@ -144,6 +152,7 @@ void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T
     // address alignment, which would make results differ between runs (and break exact resume)
     // column blocks per thread, rows streamed in order (cache-friendly, order fixed per column)
     constexpr int kCols = 64;
+    // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += kCols) {
       const int o1 = std::min(OC, o0 + kCols);
@@ -161,8 +170,9 @@ void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T
   } else {
     CMapR<T> dY(dout, N, OC), X(inp, N, C), Wm(W, OC, C);
     MapR<T> dWm(dW, OC, C);
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel
-    {
+    omp_errors.run([&] {
       const int id = omp_get_thread_num(), nt = omp_get_num_threads();
       std::int64_t lo, hi;
       if (dinp) {
@@ -171,7 +181,8 @@ void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T
       }
       split_range(OC, id, nt, lo, hi);
       if (hi > lo) dWm.middleRows(lo, hi - lo).noalias() += dY.middleCols(lo, hi - lo).transpose() * X;
-    }
+    });
+    omp_errors.rethrow();
   }
 }
 
@@ -181,6 +192,7 @@ template <class T>
 void gelu_forward(T* out, const T* inp, std::int64_t n) {
   const T s = std::sqrt(T(2) / T(M_PI));
   constexpr std::int64_t kChunk = 4096;
+  // omp-nothrow: a lazy Eigen array expression on mapped memory (no temporary, no allocation)
 #pragma omp parallel for schedule(static)
   for (std::int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const std::int64_t m = std::min(kChunk, n - c0);
@@ -194,14 +206,16 @@ template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, std::int64_t n) {
   const T s = std::sqrt(T(2) / T(M_PI));
   constexpr std::int64_t kChunk = 4096;
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < n; c0 += kChunk) {
+  for (std::int64_t c0 = 0; c0 < n; c0 += kChunk) omp_errors.run([&] {
     const std::int64_t m = std::min(kChunk, n - c0);
     Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> x(inp + c0, m), d(dout + c0, m);
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dx(dinp + c0, m);
     const Eigen::Array<T, Eigen::Dynamic, 1> th = (s * (x + T(0.044715) * x * x * x)).tanh();
     dx += (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * s * (T(1) + T(3 * 0.044715) * x * x)) * d;
-  }
+  });
+  omp_errors.rethrow();
 }
 
 /// Softmax cross-entropy. logits [N, V] are replaced by probabilities; losses [N] = -log p(target)
@@ -209,6 +223,7 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, std::int64_t n) {
 template <class T>
 std::int64_t crossentropy_forward(T* logits, T* losses, const std::int32_t* targets, int N, int V) {
   std::int64_t count = 0;
+  // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static) reduction(+ : count)
   for (int n = 0; n < N; ++n) {
     T* z = logits + static_cast<std::int64_t>(n) * V;
@@ -236,6 +251,7 @@ std::int64_t crossentropy_forward(T* logits, T* losses, const std::int32_t* targ
 /// turned into dlogits in place (scale * (p - onehot); rows with target < 0 become 0).
 template <class T>
 void crossentropy_backward(T* probs, const std::int32_t* targets, int N, int V, T scale) {
+  // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     T* p = probs + static_cast<std::int64_t>(n) * V;

@@ -90,6 +90,7 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
   hooks.reserve(ivs.size());
   for (const Intervention& iv : ivs) hooks.push_back(make_hooks(iv, model.config));
   Progress progress("perplexities", long(ivs.size()));  // stderr, terminals only (cf/core/progress.hpp)
+  // omp-exceptions: every iteration catches (...) into errors[i], rethrown in order after the region
 #pragma omp parallel for schedule(dynamic, 1)
   for (long i = 0; i < long(ivs.size()); ++i) {
     try {
