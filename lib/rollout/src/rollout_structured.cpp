@@ -1,17 +1,24 @@
 // Structured rollout for ALiBi kernels with constant-plus-diagonal content (SPEC.md section 2).
 //
 // Head h of layer l has, on row i with k_i = min(i+1, w) admitted keys, weights
-//   A[i,j] = a_i r^(i-j) + b_i [i = j],  r = exp(-m_h),
-//   a_i = e^-s / Z_i,  b_i = (e^(delta-s) - e^-s) / Z_i,  Z_i = e^-s r G(k_i - 1) + e^(delta-s),
+//   A[i,j] = a_i r^(i-j) for j < i,  A[i,i] = d_i,  r = exp(-m_h),
+//   a_i = e^-s / Z_i,  d_i = e^(delta-s) / Z_i,  Z_i = e^-s r G(k_i - 1) + e^(delta-s),
 // with s = max(delta, -m) the largest logit (no overflow for large content scores, no
-// cancellation for very negative ones) and G(k) = sum_{d<k} r^d
-// = expm1(-m k) / expm1(-m) (stable for slopes near 0 and near 1: only ratios r^d <= 1 appear).
-// Then (v A)_j = S_j + v_j b_j with the suffix recurrence
-//   S_j = v_j a_j + r S_{j+1} - r^w v_{j+w} a_{j+w}   (the last term only for a window w),
-// every term non-negative except the window correction. a_i, b_i are constant once
-// r^(k_i) < 1e-17 relative (k >= 40/m) or k_i = w, so they are tabulated for the first K rows only.
+// cancellation for very negative ones) and G(k) = sum_{d<k} r^d built as G(k) = 1 + r G(k-1)
+// (positive terms; only ratios r^d <= 1 appear). Then (v A)_j = v_j d_j + T_j with the
+// off-diagonal sum T_j = sum_{j < i <= j+w-1} r^(i-j) x_i, x_i = v_i a_i. Every quantity is a sum
+// of non-negative terms: no subtraction anywhere, so each p_j carries a small relative error and
+// positions the last token cannot reach (the window cuts every path) come out exactly 0.
+//  * causal mask: T_j = r (x_{j+1} + T_{j+1}) (suffix recurrence, heads vectorised);
+//  * window w >= 2: positions are cut into blocks of B = w-1; the window (j, j+B] covers the tail
+//    of j+1's block (a within-block suffix sum, backward) and a head of the next block (a
+//    within-block prefix sum, forward, times r^(start-j)). The earlier form
+//    S_j = x_j + r S_{j+1} - r^w x_{j+w} cancelled and returned small negative values.
+// a_i, d_i are constant once r^(k_i) < 1e-17 relative (k >= 40/m) or k_i = w, so they are
+// tabulated for the first K rows only.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "cf/core/error.hpp"
 #include "cf/rollout/preset.hpp"
@@ -33,31 +40,47 @@ double geometric_sum(double m, long k) {  // sum_{d<k} exp(-m d)
 struct LayerTables {
   int H = 0;
   long K = 0;                          // max_h K_h: rows >= K are saturated for every head
-  std::vector<double> r, rw, w, a_c;   // per sorted head: exp(-m), exp(-m w), weight, saturated a
+  std::vector<double> r, m, w, wr, a_c;  // per sorted head: exp(-m), m, weight, weight * r, saturated a
   std::vector<long> cnt;               // cnt[j], j < K: heads still tabulated on row j
   std::vector<std::size_t> off;        // off[j]: start of row j's cnt[j] coefficients in a
-  std::vector<double> a, bw;           // a: tabulated coefficients; bw[j] = sum_h w_h b_{h,j}
-  double bw_c = 0;                     // sum_h w_h b_h at saturation
+  std::vector<double> a, dw;           // a: tabulated coefficients; dw[j] = sum_h w_h d_{h,j}
+  double dw_c = 0;                     // sum_h w_h d_h at saturation
+};
+
+/// Scratch vectors of the windowed sweep (two sets: one per thread of the two-way split).
+struct Workspace {
+  std::vector<double> x, suf, pre;
+  Eigen::VectorXd part;
+  std::unique_ptr<Workspace> other;
+  Workspace& second() {
+    if (!other) other = std::make_unique<Workspace>();
+    return *other;
+  }
 };
 
 long head_saturation(double m, const Mask& mask, long n) {
   // Beyond k = 40/m keys r^k < 4e-18: the row normaliser is constant to double precision.
   long k = n;
-  if (m > 0) k = std::min<long>(n, static_cast<long>(std::ceil(40.0 / m)) + 1);
+  if (m > 0) {
+    const double kk = std::ceil(40.0 / m) + 1;  // compared as a double: no overflowing cast
+    if (kk < static_cast<double>(n)) k = static_cast<long>(kk);
+  }
   if (mask.window > 0) k = std::min<long>(k, mask.window);
   return std::max<long>(1, std::min(k, n));
 }
 
-LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, int l, long n) {
+LayerTables make_tables(const AlibiModel& model, int l, long n) {
   LayerTables t;
-  const int H = static_cast<int>(model.slopes.size());
+  const auto& slopes = model_slopes(model, l);
+  const auto w = model_head_weights(model, l);
+  const int H = static_cast<int>(slopes.size());
   t.H = H;
   std::vector<long> Kh(H);
   std::vector<int> order(H);
-  for (int h = 0; h < H; ++h) Kh[h] = head_saturation(model.slopes[h], model.mask, n), order[h] = h;
+  for (int h = 0; h < H; ++h) Kh[h] = head_saturation(slopes[h], model.mask, n), order[h] = h;
   std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return Kh[x] > Kh[y]; });
   t.K = Kh[order[0]];
-  t.r.resize(H), t.rw.assign(H, 0.0), t.w.resize(H), t.a_c.resize(H);
+  t.r.resize(H), t.m.resize(H), t.w.resize(H), t.wr.resize(H), t.a_c.resize(H);
   t.cnt.assign(t.K, 0);
   for (int q = 0; q < H; ++q)
     for (long j = 0; j < Kh[order[q]]; ++j) ++t.cnt[j];
@@ -67,37 +90,38 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
   t.off.assign(t.K + 1, 0);
   for (long j = 0; j < t.K; ++j) t.off[j + 1] = t.off[j] + static_cast<std::size_t>(t.cnt[j]);
   t.a.assign(t.off[t.K], 0.0);
-  t.bw.assign(t.K, 0.0);
+  t.dw.assign(t.K, 0.0);
   for (int q = 0; q < H; ++q) {
     const int h = order[q];
-    const double m = model.slopes[h];
+    const double m = slopes[h];
     const double delta = model_delta(model, l, h);
     const double r = std::exp(-m);
     t.r[q] = r;
-    if (model.mask.window > 0) t.rw[q] = std::exp(-m * static_cast<double>(model.mask.window));
+    t.m[q] = m;
     t.w[q] = w[h];
+    t.wr[q] = w[h] * r;
     const double sh = std::max(delta, -m);  // the largest logit of a row with >= 2 keys
     const double off = std::exp(-sh), diag = std::exp(delta - sh);
     // Off-diagonal mass off * sum_{1<=d<k} r^d = off * r * G(k-1) (never 1 + x - 1), with
     // G(k) = 1 + r G(k-1): a recurrence of positive terms, relative error ~ k * 2^-53 at worst.
-    auto coeffs_from = [&](long k, double g_km1, double& a, double& b) {
+    auto coeffs_from = [&](long k, double g_km1, double& a, double& d) {
       if (k == 1) {  // a single admitted key (row 0 or w = 1): all weight on the diagonal
         a = 0;
-        b = 1;
+        d = 1;
         return;
       }
       const double z = off * r * g_km1 + diag;
       a = off / z;
-      b = (diag - off) / z;
+      d = diag / z;
     };
     // Saturated row: row n-1 (k = min(n, w)); identical to rows >= K_h to double precision.
-    double a_sat, b_sat;
+    double a_sat, d_sat;
     const long k_sat = model.mask.row_size(n - 1);
-    coeffs_from(k_sat, geometric_sum(m, k_sat - 1), a_sat, b_sat);
+    coeffs_from(k_sat, geometric_sum(m, k_sat - 1), a_sat, d_sat);
     t.a_c[q] = a_sat;
-    t.bw_c += w[h] * b_sat;
+    t.dw_c += w[h] * d_sat;
     for (long i = Kh[h]; i < t.K && q < t.cnt[i]; ++i) t.a[t.off[i] + q] = a_sat;  // padding
-    for (long i = Kh[h]; i < t.K; ++i) t.bw[i] += w[h] * b_sat;
+    for (long i = Kh[h]; i < t.K; ++i) t.dw[i] += w[h] * d_sat;
     double g = 0;  // G(k-1) for the current row
     long kprev = 1;
     for (long i = 0; i < Kh[h]; ++i) {
@@ -106,10 +130,10 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
         g = 1 + r * g;
         kprev = k;
       }
-      double a, b;
-      coeffs_from(k, g, a, b);
+      double a, d;
+      coeffs_from(k, g, a, d);
       t.a[t.off[i] + q] = a;  // q < cnt[i] because K_h > i
-      t.bw[i] += w[h] * b;
+      t.dw[i] += w[h] * d;
     }
   }
   return t;
@@ -117,14 +141,14 @@ LayerTables make_tables(const AlibiModel& model, const std::vector<double>& w, i
 
 using detail::FlushDenormals;
 
-// out_j = sum_q w_q S_{q,j} for sorted heads [q0, q1), j descending.
-void sweep(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n) {
+// Causal mask: out_j = sum_q w_q T_{q,j} for sorted heads [q0, q1), j descending, with
+// T_j = r S_{j+1} and S_j = x_j + r S_{j+1} (S holds S_{j+1} when row j is reached).
+void sweep_causal(const LayerTables& t, const double* v, double* out, int q0, int q1, long n) {
   const FlushDenormals ftz;
   std::vector<double> S(t.H, 0.0);
   double* __restrict Sp = S.data();
   const double* __restrict rp = t.r.data();
-  const double* __restrict rwp = t.rw.data();
-  const double* __restrict wp = t.w.data();
+  const double* __restrict wrp = t.wr.data();
   const double* __restrict ac = t.a_c.data();
   for (long j = n - 1; j >= 0; --j) {
     const double vj = v[j];
@@ -132,62 +156,101 @@ void sweep(const LayerTables& t, long window, const double* v, double* out, int 
     const double* __restrict a = c > 0 ? t.a.data() + t.off[j] : ac;
     const int split = std::clamp(c, q0, q1);  // heads [q0, split) tabulated, [split, q1) saturated
     double acc = 0;
-    if (window > 0 && j + window < n) {
-      const double vjw = v[j + window];  // row j+w >= w-1 is saturated: its a is the constant
 #pragma omp simd reduction(+ : acc)
-      for (int q = q0; q < split; ++q) {
-        Sp[q] = vj * a[q] + rp[q] * Sp[q] - rwp[q] * vjw * ac[q];
-        acc += wp[q] * Sp[q];
-      }
+    for (int q = q0; q < split; ++q) {
+      acc += wrp[q] * Sp[q];
+      Sp[q] = vj * a[q] + rp[q] * Sp[q];
+    }
 #pragma omp simd reduction(+ : acc)
-      for (int q = split; q < q1; ++q) {
-        Sp[q] = vj * ac[q] + rp[q] * Sp[q] - rwp[q] * vjw * ac[q];
-        acc += wp[q] * Sp[q];
-      }
-    } else {
-#pragma omp simd reduction(+ : acc)
-      for (int q = q0; q < split; ++q) {
-        Sp[q] = vj * a[q] + rp[q] * Sp[q];
-        acc += wp[q] * Sp[q];
-      }
-#pragma omp simd reduction(+ : acc)
-      for (int q = split; q < q1; ++q) {
-        Sp[q] = vj * ac[q] + rp[q] * Sp[q];
-        acc += wp[q] * Sp[q];
-      }
+    for (int q = split; q < q1; ++q) {
+      acc += wrp[q] * Sp[q];
+      Sp[q] = vj * ac[q] + rp[q] * Sp[q];
     }
     out[j] = acc;
   }
 }
 
-bool same_deltas(const AlibiModel& model, int l1, int l2) {
-  for (int h = 0; h < static_cast<int>(model.slopes.size()); ++h)
-    if (model_delta(model, l1, h) != model_delta(model, l2, h)) return false;
-  return true;
+// Sliding window w >= 2, one head at a time: out_j += w_q T_{q,j} with
+// T_j = sum_{i=j+1}^{min(j+B, n-1)} r^(i-j) x_i, B = w - 1, from within-block suffix and prefix
+// sums of non-negative terms (see the file comment). suf, pre: n doubles of workspace.
+void sweep_window(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n,
+                  std::vector<double>& x, std::vector<double>& suf, std::vector<double>& pre) {
+  const FlushDenormals ftz;
+  const long B = window - 1;
+  x.resize(n), suf.resize(n), pre.resize(n);
+  for (long j = 0; j < n; ++j) out[j] = 0;
+  for (int q = q0; q < q1; ++q) {
+    const double r = t.r[q], m = t.m[q], wq = t.w[q];
+    for (long i = 0; i < n; ++i) {
+      const double a = i < t.K && q < t.cnt[i] ? t.a[t.off[i] + q] : t.a_c[q];
+      x[i] = v[i] * a;
+    }
+    // suf[p] = sum_{i=p}^{end of p's block} r^(i-p) x_i; pre[p] = sum_{i=start of p's block}^{p} r^(i-start) x_i
+    for (long p = n - 1; p >= 0; --p) suf[p] = x[p] + ((p + 1) % B != 0 && p + 1 < n ? r * suf[p + 1] : 0.0);
+    double pw = 1;
+    for (long p = 0; p < n; ++p) {
+      if (p % B == 0) {
+        pw = 1;
+        pre[p] = x[p];
+      } else {
+        pw *= r;
+        pre[p] = pre[p - 1] + pw * x[p];
+      }
+    }
+    long cur = -1;  // block of j+1 for which rs = r^(s-j) holds
+    double rs = 0;
+    for (long j = n - 2; j >= 0; --j) {
+      const long c = (j + 1) / B, s = (c + 1) * B;  // j+1 in block c; the next block starts at s
+      double T = r * suf[j + 1];
+      if (s < n && j + B >= s) {  // the window (j, j+B] reaches into the next block
+        if (c != cur) {
+          rs = std::exp(-m * static_cast<double>(s - j));
+          cur = c;
+        } else {
+          rs *= r;  // j one lower in the same block: one more factor r
+        }
+        T += rs * pre[std::min(j + B, n - 1)];
+      }
+      out[j] += wq * T;
+    }
+  }
 }
 
-void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::VectorXd& v, Eigen::VectorXd& out) {
+void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::VectorXd& v, Eigen::VectorXd& out,
+                Workspace& ws) {
   const long n = v.size();
   const int H = t.H;
+  const long window = model.mask.window;
   out.resize(n);
-  // Two head groups on two threads only for large work: on a loaded 2-core machine a fork per
-  // layer costs more than it saves below ~1e7 head-steps.
-  const bool par = static_cast<double>(n) * H > 1e7 && H >= 2;
-  if (par) {
-    Eigen::VectorXd part(n);
-    const int mid = H / 2;
-#pragma omp parallel sections num_threads(2)
-    {
-#pragma omp section
-      sweep(t, model.mask.window, v.data(), out.data(), 0, mid, n);
-#pragma omp section
-      sweep(t, model.mask.window, v.data(), part.data(), mid, H, n);
-    }
-    out += part;
+  const bool windowed = window > 0 && window < n;  // a window >= n admits every earlier key: causal
+  if (windowed && window == 1) {
+    out.setZero();  // w = 1: every row attends only to itself
   } else {
-    sweep(t, model.mask.window, v.data(), out.data(), 0, H, n);
+    // Two head groups on two threads only for large work: on a loaded 2-core machine a fork per
+    // layer costs more than it saves below ~1e7 head-steps.
+    const bool par = static_cast<double>(n) * H > 1e7 && H >= 2;
+    auto run = [&](int q0, int q1, double* dst, Workspace& w) {
+      if (windowed)
+        sweep_window(t, window, v.data(), dst, q0, q1, n, w.x, w.suf, w.pre);
+      else
+        sweep_causal(t, v.data(), dst, q0, q1, n);
+    };
+    if (par) {
+      ws.part.resize(n);
+      const int mid = H / 2;
+#pragma omp parallel sections num_threads(2)
+      {
+#pragma omp section
+        run(0, mid, out.data(), ws);
+#pragma omp section
+        run(mid, H, ws.part.data(), ws.second());
+      }
+      out += ws.part;
+    } else {
+      run(0, H, out.data(), ws);
+    }
   }
-  for (long j = 0; j < n; ++j) out[j] += v[j] * (j < t.K ? t.bw[j] : t.bw_c);
+  for (long j = 0; j < n; ++j) out[j] += v[j] * (j < t.K ? t.dw[j] : t.dw_c);
 }
 
 }  // namespace
@@ -195,10 +258,10 @@ void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::Vect
 Eigen::VectorXd alibi_apply_left(const AlibiModel& model, int l, const Eigen::VectorXd& v) {
   validate_model(model);
   require(v.size() >= 1, "rollout: v must have n >= 1 entries");
-  const auto w = model_head_weights(model);
   Eigen::VectorXd out;
-  const LayerTables t = make_tables(model, w, l, v.size());
-  apply_left(model, t, v, out);
+  Workspace ws;
+  const LayerTables t = make_tables(model, l, v.size());
+  apply_left(model, t, v, out, ws);
   return out;
 }
 
@@ -208,19 +271,27 @@ Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::Vec
   validate_alpha(alpha, static_cast<int>(alpha.size()));
   require(model.delta.rows() <= 1 || model.delta.rows() == alpha.size(), "rollout: delta has ", model.delta.rows(),
           " layers but the schedule has L = ", alpha.size());
-  const auto w = model_head_weights(model);
+  require(model.layer_slopes.empty() || static_cast<long>(model.layer_slopes.size()) == alpha.size(),
+          "rollout: per-layer slopes for ", model.layer_slopes.size(), " layers but the schedule has L = ", alpha.size());
+  require(model.layer_head_weights.empty() || static_cast<long>(model.layer_head_weights.size()) == alpha.size(),
+          "rollout: per-layer head weights for ", model.layer_head_weights.size(),
+          " layers but the schedule has L = ", alpha.size());
   Eigen::VectorXd v = Eigen::VectorXd::Zero(n), u;
   v(n - 1) = 1.0;
   LayerTables t;
-  int t_layer = -1;  // layers with identical deltas (e.g. no content) share one table
+  Workspace ws;
+  int t_layer = -1;  // layers with identical kernels (e.g. no content) share one table
   for (long l = alpha.size() - 1; l >= 0; --l) {
     if (alpha(l) == 0.0) continue;
-    if (t_layer < 0 || !same_deltas(model, t_layer, static_cast<int>(l))) {
-      t = make_tables(model, w, static_cast<int>(l), n);
+    if (t_layer < 0 || !same_layer_kernel(model, t_layer, static_cast<int>(l))) {
+      t = make_tables(model, static_cast<int>(l), n);
       t_layer = static_cast<int>(l);
     }
-    apply_left(model, t, v, u);
-    v = (1.0 - alpha(l)) * v + alpha(l) * u;
+    apply_left(model, t, v, u, ws);
+    if (alpha(l) == 1.0)
+      v.swap(u);
+    else
+      v = (1.0 - alpha(l)) * v + alpha(l) * u;
   }
   return v;
 }
