@@ -62,3 +62,31 @@ TEST_CASE("A sweep needs a structured model", "[rollout][sweep]") {
   s.structured = false;
   CHECK_THROWS_AS(sweep_context(s, {64}), cf::InvalidArgument);
 }
+
+TEST_CASE("BLOOM-176B: the content-free primacy arm all but vanishes by n = 8192", "[rollout][sweep][seed004]") {
+  // Issue 10: with the measured FineWeb-Edu schedule and no content (variant (b)), the primacy arm
+  // of the U shape (p_0 ~ 0.0203 and 12% of the mass on the first tenth at n = 256, the published
+  // curve) decays with n while the recency end stays at p_(n-1) ~ 0.0252: at n = 8192 p_0 is below
+  // 1e-15 and the first tenth holds below 1e-12 of the mass (docs/rollout.md, "Context sweeps").
+  SourceOptions o;
+  o.model = "bloom";
+  o.content = "none";
+  const RolloutSource s = make_source(o, 256);
+  const auto rows = sweep_context(s, {256, 1024, 8192});
+  const SweepRow *b256 = nullptr, *b1024 = nullptr, *b8192 = nullptr;
+  for (const auto& r : rows)
+    if (r.key == "residual") (r.n == 256 ? b256 : r.n == 1024 ? b1024 : b8192) = &r;
+  REQUIRE(b256);
+  REQUIRE(b1024);
+  REQUIRE(b8192);
+  CHECK(b256->summary.first == Approx(0.0203).margin(0.00005));  // published (seed 004, Fig. bloom)
+  CHECK(b256->summary.primacy > 0.1);
+  CHECK(b1024->summary.primacy < 0.01);
+  CHECK(b8192->summary.first < 1e-15);
+  CHECK(b8192->summary.primacy < 1e-12);
+  CHECK(b8192->summary.recency > 0.97);
+  CHECK(b8192->summary.last == Approx(0.0252).margin(0.0001));
+  // p_0 decreases monotonically along the sweep.
+  CHECK(b256->summary.first > b1024->summary.first);
+  CHECK(b1024->summary.first > b8192->summary.first);
+}

@@ -133,6 +133,8 @@ struct Ctx {
 };
 
 json parse_file(const std::string& path) {
+  std::error_code ec;
+  require(std::filesystem::is_regular_file(path, ec), "--model-config: '", path, "' does not exist or is not a file");
   std::ifstream in(path);
   if (!in) throw Error(str("model config '", path, "' cannot be read"));
   std::ostringstream ss;
