@@ -88,7 +88,8 @@ void setup(Setup& st, const Options& o, long default_n) {
   require(o.target >= -1, "--target must be a position >= 0, got ", o.target);
   SourceOptions so = o.src;
   if (o.src.model_config.empty() && is_model_file(o.src.model) && is_checkpoint_file(o.src.model)) {
-    st.capture.emplace(o.src.model, o.capture_text, o.src.n, o.capture_seqs);
+    // measured kernels fix n = T (the capture length); ALiBi kernels only need the measured alpha
+    st.capture.emplace(o.src.model, o.capture_text, o.src.kernels == "alibi" ? 0 : o.src.n, o.capture_seqs);
     so.capture_path = st.capture->path;
     so.capture_note = {{"text", o.capture_text}, {"sequences", o.capture_seqs}};
   }
@@ -214,8 +215,11 @@ void run_sweep(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   require(o.src.n == 0, "sweep: give the lengths with the sweep's own --n LIST (e.g. rollout sweep --n 64,128,...,4096)");
   const std::vector<long> ns = parse_n_list(o.sweep_n, "--n");
+  Options os = o;  // a capture or checkpoint model: its content-free ALiBi kernels (any n)
+  if (os.src.model_config.empty() && is_model_file(os.src.model) && os.src.kernels == "auto" && os.src.kernel_file.empty())
+    os.src.kernels = "alibi";
   Setup st;
-  setup(st, o, ns.front());
+  setup(st, os, ns.front());
   const RolloutSource& s = st.s;
   const auto rows = sweep_context(s, ns);
   output::Report rep;
@@ -519,8 +523,9 @@ void add_model_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--kernels", s.kernels,
                  "Kernels of a capture model: auto (--kernel-file if given, else measured) | measured (uniform head "
-                 "mean of the capture's attention probabilities, averaged over its sequences; n = T) | file")
-      ->check(CLI::IsMember({"auto", "measured", "file"}))
+                 "mean of the capture's attention probabilities, averaged over its sequences; n = T) | file | alibi "
+                 "(ALiBi checkpoints: the content-free ALiBi kernels of the model's slopes, any n; sweep's default)")
+      ->check(CLI::IsMember({"auto", "measured", "file", "alibi"}))
       ->capture_default_str();
 }
 

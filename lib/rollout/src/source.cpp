@@ -77,6 +77,7 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
   s.n = o.n > 0 ? o.n : default_n;
   s.params = {{"alpha", o.alpha}, {"mask", mask.name()}, {"content", o.content}};
   require(o.kernels != "file" || !o.kernel_file.empty(), "--kernels file needs --kernel-file FILE");
+  require(o.kernels != "alibi" || o.kernel_file.empty(), "--kernels alibi builds the kernels: drop --kernel-file");
   require(o.kernels != "measured" || o.kernel_file.empty(),
           "--kernels measured takes the kernels from the capture: drop --kernel-file (or use --kernels file)");
   const bool file_model = o.model_config.empty() && is_model_file(o.model);
@@ -135,7 +136,30 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
     const std::string cap = o.capture_path.empty() ? o.model : o.capture_path;
     if (!o.capture_path.empty()) s.params["captured"] = o.capture_note;
     require_capture_file(cap);
-    if (s.kernels.empty()) {
+    if (o.kernels == "alibi") {
+      // content-free ALiBi kernels of the model itself (its config: pos = alibi, slopes
+      // 2^(-8(h+1)/H), one mask for every layer), measured alpha; n is free (structured path)
+      const auto cfg = nlohmann::json::parse(io::File::open(cap).attr_string("config"));
+      require(cfg.value("pos", std::string()) == "alibi", "--kernels alibi: '", o.model,
+              "' has position scheme '", cfg.value("pos", std::string("?")),
+              "', not alibi (use --kernels measured: measured kernels fix n = T)");
+      const int H = cfg.at("n_head").get<int>();
+      long window = -1;
+      for (const auto& layer : cfg.at("layers")) {
+        const std::string kind = layer.value("attn", std::string("full"));
+        require(kind == "full" || kind == "swa", "--kernels alibi: layer attention '", kind,
+                "' has no structured ALiBi kernel (full or swa layers only)");
+        const long w = kind == "swa" ? layer.value("w", 0L) : 0L;
+        require(window < 0 || window == w, "--kernels alibi: the layers use different masks");
+        window = w;
+      }
+      require(mask.window == 0, "--mask: --kernels alibi takes the model's own mask");
+      s.structured = true;
+      s.base.slopes = alibi_slopes_simple(H);
+      s.base.mask.window = std::max(0L, window);
+      s.kernel_source = "ALiBi (content-free, the model's slopes)";
+      s.params["kernels"] = "alibi (content-free kernels of the model's slopes 2^(-8h/H), " + s.base.mask.name() + ")";
+    } else if (s.kernels.empty()) {
       require(mask.window == 0, "--mask applies to ALiBi kernels only; measured kernels carry the model's own mask");
       s.kernels = read_capture_kernels(cap);
       const long kn = s.kernels[0].rows();
@@ -153,6 +177,7 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
       s.L = static_cast<int>(measured.size());
     else
       s.L = declared > 0 ? declared : static_cast<int>(s.kernels.size());
+    if (s.structured) require(declared > 0, "--kernels alibi: the capture's config has no n_layer");
     if (declared > 0)
       require(s.L == declared, "capture '", cap, "': its alpha has ", s.L, " layers but its config has n_layer = ",
               declared);

@@ -25,7 +25,9 @@ struct SourceOptions {
   std::string content_scale = "raw"; ///< raw | sqrt (presets: 1/sqrt(d_head))
   std::string head_weights;          ///< file of H weights; "" = uniform
   std::string kernel_file;           ///< dense kernels (1 or L matrices)
-  std::string kernels = "auto";      ///< auto | measured | file (capture models)
+  std::string kernels = "auto";      ///< auto | measured | file | alibi (capture/checkpoint models;
+                                     ///< alibi = content-free ALiBi kernels of an ALiBi model's
+                                     ///< config, structured path, n free)
   bool falcon_scale = false;         ///< ALiBi slopes / sqrt(d_head) (presets)
   long n = 0;                        ///< 0 = the caller's default
   std::string capture_path;          ///< a capture written for a checkpoint model (replaces model's file)
