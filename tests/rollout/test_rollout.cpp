@@ -228,3 +228,23 @@ TEST_CASE("Structured path agrees entry by entry with the dense path (windows, n
   INFO("worst entrywise relative error " << worst);
   CHECK(worst < 1e-10);
 }
+
+TEST_CASE("Windowed structured path in head chunks equals the unchunked one and the dense path", "[rollout][swa]") {
+  const Preset p = load_preset("bloom-7b1");
+  AlibiModel m;
+  m.slopes = p.slopes;
+  m.delta = p.content_delta;
+  m.mask.window = 17;
+  const Eigen::VectorXd whole = rollout_last_row_alibi(m, p.alpha_measured, 300);
+  const double saved = window_buffer_limit();
+  window_buffer_limit() = 16 * 5;  // B = 16: chunks of 5 heads (32 heads: 7 chunks)
+  const Eigen::VectorXd chunked = rollout_last_row_alibi(m, p.alpha_measured, 300);
+  window_buffer_limit() = 1;  // one head per chunk
+  const Eigen::VectorXd single = rollout_last_row_alibi(m, p.alpha_measured, 300);
+  window_buffer_limit() = saved;
+  const Eigen::VectorXd dense = rollout_last_row_alibi_dense(m, p.alpha_measured, 300);
+  CHECK(entrywise_rel_err(chunked, whole) < 1e-13);
+  CHECK(entrywise_rel_err(single, whole) < 1e-13);
+  CHECK(entrywise_rel_err(whole, dense) < 1e-11);
+  CHECK(whole.minCoeff() >= 0);
+}

@@ -12,7 +12,8 @@
 //  * causal mask: T_j = r (x_{j+1} + T_{j+1}) (suffix recurrence, heads vectorised);
 //  * window w >= 2: positions are cut into blocks of B = w-1; the window (j, j+B] covers the tail
 //    of j+1's block (a within-block suffix sum, backward) and a head of the next block (a
-//    within-block prefix sum, forward, times r^(start-j)). The earlier form
+//    within-block prefix sum, forward, stored per block, times r^(start-j)); heads vectorised,
+//    O(B H) extra memory (heads in chunks beyond 2^24 doubles). The earlier form
 //    S_j = x_j + r S_{j+1} - r^w x_{j+w} cancelled and returned small negative values.
 // a_i, d_i are constant once r^(k_i) < 1e-17 relative (k >= 40/m) or k_i = w, so they are
 // tabulated for the first K rows only.
@@ -49,7 +50,7 @@ struct LayerTables {
 
 /// Scratch vectors of the windowed sweep (two sets: one per thread of the two-way split).
 struct Workspace {
-  std::vector<double> x, suf, pre;
+  std::vector<double> x, pre;
   Eigen::VectorXd part;
   std::unique_ptr<Workspace> other;
   Workspace& second() {
@@ -170,49 +171,95 @@ void sweep_causal(const LayerTables& t, const double* v, double* out, int q0, in
   }
 }
 
-// Sliding window w >= 2, one head at a time: out_j += w_q T_{q,j} with
-// T_j = sum_{i=j+1}^{min(j+B, n-1)} r^(i-j) x_i, B = w - 1, from within-block suffix and prefix
-// sums of non-negative terms (see the file comment). suf, pre: n doubles of workspace.
-void sweep_window(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n,
-                  std::vector<double>& x, std::vector<double>& suf, std::vector<double>& pre) {
+// Sliding window w >= 2, heads vectorised, blocks of B = w - 1 positions from the last one
+// (van Herk / Gil-Werman): out_j = sum_q w_q T_{q,j} with
+//   T_j = r Suf_{j+1} + r^(s-j) Pre_{min(j+B, n-1)},
+// Suf = within-block suffix sum over j+1's block c (backward state, reset at the block end s),
+// Pre = within-block prefix sum over block c+1 (forward, stored: B x (q1-q0) doubles).
+void sweep_window_blocked(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n,
+                          std::vector<double>& pre) {
   const FlushDenormals ftz;
   const long B = window - 1;
-  x.resize(n), suf.resize(n), pre.resize(n);
-  for (long j = 0; j < n; ++j) out[j] = 0;
-  for (int q = q0; q < q1; ++q) {
-    const double r = t.r[q], m = t.m[q], wq = t.w[q];
-    for (long i = 0; i < n; ++i) {
-      const double a = i < t.K && q < t.cnt[i] ? t.a[t.off[i] + q] : t.a_c[q];
-      x[i] = v[i] * a;
-    }
-    // suf[p] = sum_{i=p}^{end of p's block} r^(i-p) x_i; pre[p] = sum_{i=start of p's block}^{p} r^(i-start) x_i
-    for (long p = n - 1; p >= 0; --p) suf[p] = x[p] + ((p + 1) % B != 0 && p + 1 < n ? r * suf[p + 1] : 0.0);
-    double pw = 1;
-    for (long p = 0; p < n; ++p) {
-      if (p % B == 0) {
-        pw = 1;
-        pre[p] = x[p];
-      } else {
-        pw *= r;
-        pre[p] = pre[p - 1] + pw * x[p];
-      }
-    }
-    long cur = -1;  // block of j+1 for which rs = r^(s-j) holds
-    double rs = 0;
-    for (long j = n - 2; j >= 0; --j) {
-      const long c = (j + 1) / B, s = (c + 1) * B;  // j+1 in block c; the next block starts at s
-      double T = r * suf[j + 1];
-      if (s < n && j + B >= s) {  // the window (j, j+B] reaches into the next block
-        if (c != cur) {
-          rs = std::exp(-m * static_cast<double>(s - j));
-          cur = c;
-        } else {
-          rs *= r;  // j one lower in the same block: one more factor r
+  const int Hq = q1 - q0;
+  pre.resize(static_cast<std::size_t>(B) * Hq);
+  std::vector<double> S(Hq), RS(Hq), P(Hq), PW(Hq);
+  double* __restrict Sp = S.data();
+  double* __restrict RSp = RS.data();
+  double* __restrict Pp = P.data();
+  double* __restrict PWp = PW.data();
+  const double* __restrict rp = t.r.data() + q0;
+  const double* __restrict wp = t.w.data() + q0;
+  const double* __restrict acp = t.a_c.data() + q0;
+  auto coeffs = [&](long i, int& split) -> const double* {  // row i's a for heads q0.. (tabulated part)
+    const int c = i < t.K ? static_cast<int>(t.cnt[i]) : 0;
+    split = std::clamp(c, q0, q1) - q0;
+    return c > 0 ? t.a.data() + t.off[i] + q0 : acp;
+  };
+  const long nblocks = (n + B - 1) / B;
+  for (long c = nblocks - 1; c >= 0; --c) {
+    const long s = (c + 1) * B, end = std::min(s, n);  // block c = [cB, end)
+    const bool next = s < n;
+    if (next) {  // Pre over block c+1 = [s, min(s+B, n))
+      const long e1 = std::min(s + B, n);
+      for (int q = 0; q < Hq; ++q) Pp[q] = 0, PWp[q] = 1;
+      for (long i = s; i < e1; ++i) {
+        int split;
+        const double* __restrict a = coeffs(i, split);
+        const double vi = v[i];
+        double* __restrict row = pre.data() + static_cast<std::size_t>(i - s) * Hq;
+#pragma omp simd
+        for (int q = 0; q < split; ++q) {
+          Pp[q] += PWp[q] * (vi * a[q]);
+          row[q] = Pp[q];
+          PWp[q] *= rp[q];
         }
-        T += rs * pre[std::min(j + B, n - 1)];
+#pragma omp simd
+        for (int q = split; q < Hq; ++q) {
+          Pp[q] += PWp[q] * (vi * acp[q]);
+          row[q] = Pp[q];
+          PWp[q] *= rp[q];
+        }
       }
-      out[j] += wq * T;
+      for (int q = 0; q < Hq; ++q) RSp[q] = 1;  // r^(s-j) / r, advanced before use
     }
+    for (int q = 0; q < Hq; ++q) Sp[q] = 0;
+    for (long j = end - 1; j >= c * B; --j) {
+      double acc = 0;
+      if (next) {
+        const double* __restrict row = pre.data() + static_cast<std::size_t>(std::min(j + B, n - 1) - s) * Hq;
+#pragma omp simd reduction(+ : acc)
+        for (int q = 0; q < Hq; ++q) {
+          RSp[q] *= rp[q];
+          acc += wp[q] * (rp[q] * Sp[q] + RSp[q] * row[q]);
+        }
+      } else {
+#pragma omp simd reduction(+ : acc)
+        for (int q = 0; q < Hq; ++q) acc += wp[q] * (rp[q] * Sp[q]);
+      }
+      int split;
+      const double* __restrict a = coeffs(j, split);
+      const double vj = v[j];
+#pragma omp simd
+      for (int q = 0; q < split; ++q) Sp[q] = vj * a[q] + rp[q] * Sp[q];
+#pragma omp simd
+      for (int q = split; q < Hq; ++q) Sp[q] = vj * acp[q] + rp[q] * Sp[q];
+      out[j] = acc;
+    }
+  }
+}
+
+// The windowed sweep over heads [q0, q1) in chunks whose B x chunk buffer stays below 2^24
+// doubles (128 MB; chunks of one head for windows above 2^24), accumulated into out.
+void sweep_window(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n,
+                  std::vector<double>& pre, std::vector<double>& part) {
+  const double B = static_cast<double>(window - 1);
+  const int chunk = static_cast<int>(std::clamp(window_buffer_limit() / B, 1.0, static_cast<double>(q1 - q0)));
+  if (chunk >= q1 - q0) return sweep_window_blocked(t, window, v, out, q0, q1, n, pre);
+  part.resize(n);
+  for (long j = 0; j < n; ++j) out[j] = 0;
+  for (int c0 = q0; c0 < q1; c0 += chunk) {
+    sweep_window_blocked(t, window, v, part.data(), c0, std::min(q1, c0 + chunk), n, pre);
+    for (long j = 0; j < n; ++j) out[j] += part[j];
   }
 }
 
@@ -231,7 +278,7 @@ void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::Vect
     const bool par = static_cast<double>(n) * H > 1e7 && H >= 2;
     auto run = [&](int q0, int q1, double* dst, Workspace& w) {
       if (windowed)
-        sweep_window(t, window, v.data(), dst, q0, q1, n, w.x, w.suf, w.pre);
+        sweep_window(t, window, v.data(), dst, q0, q1, n, w.pre, w.x);
       else
         sweep_causal(t, v.data(), dst, q0, q1, n);
     };
@@ -254,6 +301,11 @@ void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::Vect
 }
 
 }  // namespace
+
+double& window_buffer_limit() {
+  static double limit = 16777216.0;
+  return limit;
+}
 
 Eigen::VectorXd alibi_apply_left(const AlibiModel& model, int l, const Eigen::VectorXd& v) {
   validate_model(model);
