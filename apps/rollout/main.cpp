@@ -1,18 +1,18 @@
 // rollout — residual-aware attention rollout and position-bias theory of seed 004, plus the
-// infinite-depth dichotomy (Theorem 5.4) and monotonicity checks. Thin app: options, set-up and a
-// report of lib/rollout results (docs/conventions.md, docs/rollout.md).
-#include <chrono>
+// infinite-depth dichotomy (Theorem 5.4), monotonicity checks, context sweeps and the Jacobian
+// bound of seed 000. Thin app: one options struct, a set-up (cf::rollout::make_source) and one run
+// function per subcommand that reports lib/rollout results (docs/conventions.md, docs/rollout.md).
 #include <cmath>
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <unistd.h>
 
 #include "cf/core/app.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
-#include "cf/io/hdf5.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/rollout/agreement.hpp"
@@ -21,6 +21,9 @@
 #include "cf/rollout/monotonicity.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
+#include "cf/rollout/source.hpp"
+#include "cf/rollout/sweep.hpp"
+#include "cf/rollout/variants.hpp"
 
 using namespace cf;
 using namespace cf::rollout;
@@ -29,18 +32,15 @@ using output::fmt;
 namespace {
 
 struct Options {
-  std::string model = "bloom", alpha = "measured", mask = "causal", slopes = "preset", content = "measured";
-  std::string content_scale = "raw", path = "auto", kernel_file, influence, matrix, alpha_kind = "token-mean";
-  std::string head_weights;
-  std::string kernels = "auto";  // capture models: auto | measured | file
-  std::string plot_scale = "linear";
+  SourceOptions src;
+  std::string path = "auto", influence, matrix, plot_scale = "linear";
   std::string capture_text = "kjv";  // checkpoint models: the text captured in-process
   int capture_seqs = 4;
+  // sweep
+  std::string sweep_n = "64,128,...,65536";
   // jacobian
   double C = 1.0;
-  long target = -1;
-  long n = 0;  // 0 = mode default
-  bool falcon_scale = false;
+  long target = -1;  // -1 = n - 1
   // dichotomy
   long depth = 100000;
   std::string deep_alpha = "const:0.5", deep_alpha2 = "power:0.5,2";
@@ -50,18 +50,6 @@ struct Options {
   app::CommonOptions common;
 };
 
-bool is_file_model(const std::string& m) {
-  // an HDF5 file is recognised by its signature whatever its name (cf/io/hdf5.hpp)
-  return io::has_hdf5_signature(m) || m.find('/') != std::string::npos ||
-         (m.size() > 3 && m.substr(m.size() - 3) == ".h5");
-}
-
-bool is_checkpoint_file(const std::string& path) {
-  if (!io::is_hdf5_file(path)) return false;
-  const io::File f = io::File::open(path);
-  return f.has_attr("format") && f.attr_string("format") == "causalflow-checkpoint";
-}
-
 /// A checkpoint given as --model is captured in-process (cf/nn/capture.hpp, as the `capture` tool
 /// does) into a temporary file that lives as long as this object; the rollout then reads it as a
 /// capture: measured alpha and measured kernels of the trained model.
@@ -70,8 +58,8 @@ struct TemporaryCapture {
   std::string path = file.path();
   TemporaryCapture(const std::string& checkpoint, const std::string& text, long n, int n_seq) {
     const nn::Model<float> model = nn::load_model(checkpoint);
-    const int T = n > 0 ? static_cast<int>(n) : std::min(256, model.config.block_size);
-    require(T <= model.config.block_size, "--n = ", T, " exceeds the checkpoint's block_size = ",
+    const int T = n > 0 ? static_cast<int>(std::min<long>(n, 1L << 30)) : std::min(256, model.config.block_size);
+    require(n <= model.config.block_size, "--n = ", n, " exceeds the checkpoint's block_size = ",
             model.config.block_size, " (a checkpoint is captured with T = n)");
     const auto windows = nn::capture_windows(nn::tokenize_text_for(model.config, text), T, n_seq);
     nn::CaptureOptions co;
@@ -81,165 +69,42 @@ struct TemporaryCapture {
   }
 };
 
-/// Everything the modes need: the structured model (if any), kernels from a file (if any), alpha.
+/// Set-up shared by every subcommand: option checks that need no model, the in-process capture of
+/// a checkpoint, then cf::rollout::make_source.
 struct Setup {
-  std::string model_name;
-  bool structured = false;
-  AlibiModel base;                  // slopes, mask, no content
-  Eigen::MatrixXd delta;            // content for variant (c); empty = none
-  std::vector<RowMatrix> kernels;   // from --kernel-file or measured in a capture
-  std::string kernel_source = "kernel file";
-  Eigen::VectorXd alpha;
-  int L = 0;
-  long n = 0;
-  nlohmann::json params;
+  std::optional<TemporaryCapture> capture;
+  RolloutSource s;
 };
 
-Setup make_setup(const Options& o, long default_n) {
-  Setup s;
-  const Mask mask = parse_mask(o.mask);
-  const AlphaSpec spec = parse_alpha_spec(o.alpha);
-  require(o.n >= 0, "--n must be >= 1, got ", o.n);
-  s.n = o.n > 0 ? o.n : default_n;
-  s.params = {{"model", o.model}, {"alpha", o.alpha}, {"mask", mask.name()}, {"content", o.content}};
-  require(o.kernels != "file" || !o.kernel_file.empty(), "--kernels file needs --kernel-file FILE");
-  require(o.kernels != "measured" || o.kernel_file.empty(),
-          "--kernels measured takes the kernels from the capture: drop --kernel-file (or use --kernels file)");
-  if (!o.kernel_file.empty()) {
-    s.kernels = read_kernel_file(o.kernel_file);
-    const long kn = s.kernels[0].rows();
-    require(o.n == 0 || o.n == kn, "--n ", o.n, " differs from the kernel file's n = ", kn);
-    s.n = kn;
-    require(mask.window == 0, "--mask applies to ALiBi kernels only; a kernel file carries its own mask");
+void setup(Setup& st, const Options& o, long default_n) {
+  require(std::isfinite(o.C) && o.C > 0, "--C must be a finite number > 0, got ", o.C);
+  require(std::isfinite(o.eps) && o.eps >= 0 && o.eps <= 1, "--eps must lie in [0, 1] (0 = smallest kernel weight), got ",
+          o.eps);
+  require(o.target >= -1, "--target must be a position >= 0, got ", o.target);
+  SourceOptions so = o.src;
+  if (o.src.model_config.empty() && is_model_file(o.src.model) && is_checkpoint_file(o.src.model)) {
+    // measured kernels fix n = T (the capture length); ALiBi kernels only need the measured alpha
+    st.capture.emplace(o.src.model, o.capture_text, o.src.kernels == "alibi" ? 0 : o.src.n, o.capture_seqs);
+    so.capture_path = st.capture->path;
+    so.capture_note = {{"text", o.capture_text}, {"sequences", o.capture_seqs}};
   }
-  Eigen::VectorXd measured;
-  if (is_file_model(o.model)) {
-    require(std::filesystem::exists(o.model), "--model: file '", o.model, "' does not exist; known presets: ",
-            [] { std::string k; for (auto& p : preset_names()) k += p + " "; return k; }(), "(alias bloom)");
-    s.model_name = o.model;
-    std::optional<TemporaryCapture> tmp;  // a checkpoint: capture it here, read it as a capture
-    if (is_checkpoint_file(o.model)) {
-      tmp.emplace(o.model, o.capture_text, o.n, o.capture_seqs);
-      s.params["captured"] = {{"text", o.capture_text}, {"sequences", o.capture_seqs}};
-    }
-    const std::string cap = tmp ? tmp->path : o.model;
-    require_capture_file(cap);
-    if (s.kernels.empty()) {
-      // measured kernels: head-mean attention probabilities of the capture, n fixed to its T
-      require(mask.window == 0, "--mask applies to ALiBi kernels only; measured kernels carry the model's own mask");
-      s.kernels = read_capture_kernels(cap);
-      const long kn = s.kernels[0].rows();
-      require(o.n == 0 || o.n == kn, "--n ", o.n, " differs from the capture's sequence length T = ", kn,
-              " (measured kernels fix n = T; omit --n)");
-      s.n = kn;
-      s.params["kernels"] = "measured (capture head mean)";
-      s.kernel_source = "measured kernels";
-    } else {
-      s.params["kernels"] = "file";
-    }
-    if (spec.kind == AlphaSpec::Kind::Measured)
-      measured = read_capture_alpha(cap, o.alpha_kind == "frobenius" ? "/alpha_frobenius" : "/alpha_token_mean");
-    s.params["alpha_kind"] = o.alpha_kind;
-    s.L = spec.kind == AlphaSpec::Kind::Measured ? static_cast<int>(measured.size())
-                                                 : static_cast<int>(s.kernels.size());
-  } else {
-    const Preset p = load_preset(o.model);
-    s.model_name = p.name;
-    s.L = p.layers;
-    measured = p.alpha_measured;
-    if (s.kernels.empty()) {
-      s.structured = true;
-      s.base.mask = mask;
-      s.base.slopes = o.slopes == "preset" ? p.slopes : alibi_slopes(o.slopes, p.heads);
-      const double dscale = o.falcon_scale ? 1.0 / std::sqrt(static_cast<double>(p.d_head)) : 1.0;
-      for (double& m : s.base.slopes) m *= dscale;
-      if (!o.head_weights.empty()) {
-        Eigen::VectorXd hw = read_alpha_file(o.head_weights);  // same number-list format
-        require(hw.size() == p.heads, "--head-weights has ", hw.size(), " numbers but the model has H = ", p.heads);
-        s.base.head_weights.assign(hw.data(), hw.data() + hw.size());
-        model_head_weights(s.base);  // validates: non-negative, positive sum
-        s.params["head_weights"] = o.head_weights;
-      }
-      s.params["slopes"] = o.slopes == "preset" ? "preset (" + p.slope_recipe + ")" : o.slopes;
-      s.params["alibi_divided_by_sqrt_d_head"] = o.falcon_scale;
-      s.params["heads"] = p.heads;
-      const double cscale = o.content_scale == "sqrt" ? 1.0 / std::sqrt(static_cast<double>(p.d_head)) : 1.0;
-      if (o.content == "measured") {
-        s.delta = p.content_delta * cscale;
-      } else if (o.content == "mean") {
-        s.delta = Eigen::MatrixXd::Constant(1, 1, p.content_mean * cscale);
-      } else if (o.content != "none") {
-        const auto comma = o.content.find(',');
-        require(comma != std::string::npos, "--content: expected none | measured | mean | c,delta, got '", o.content, "'");
-        char* end = nullptr;
-        const std::string d = o.content.substr(comma + 1);
-        const double delta = std::strtod(d.c_str(), &end);
-        require(!d.empty() && *end == '\0' && std::isfinite(delta), "--content c,delta: delta '", d, "' is not a number");
-        s.delta = Eigen::MatrixXd::Constant(1, 1, delta * cscale);  // c cancels in the softmax
-      }
-      s.params["content_scale"] = o.content_scale;
-    }
-  }
-  if (!s.kernels.empty() && s.kernels.size() == 1 && s.L > 1) s.kernels.assign(s.L, s.kernels[0]);
-  if (!s.kernels.empty())
-    require(static_cast<int>(s.kernels.size()) == s.L, "--kernel-file has ", s.kernels.size(),
-            " layers but the model has L = ", s.L);
-  s.alpha = resolve_alpha(spec, s.L, measured);
-  require(s.n >= 1, "--n must be >= 1, got ", s.n);
-  s.params["n"] = s.n;
-  s.params["layers"] = s.L;
-  return s;
+  st.s = make_source(so, default_n);
 }
 
-Eigen::VectorXd compute(const Setup& s, const Options& o, const Eigen::VectorXd& alpha, bool content) {
-  if (!s.structured) return rollout_last_row_dense(s.kernels, alpha);
-  AlibiModel m = s.base;
-  if (content) m.delta = s.delta;
-  if (o.path == "dense") {
-    require(s.n <= kDenseMaxN, "--path dense needs --n <= ", kDenseMaxN, ", got ", s.n);
-    return rollout_last_row_alibi_dense(m, alpha, s.n);
-  }
-  return rollout_last_row_alibi(m, alpha, s.n);
+void refuse_plot(const Options& o, const std::string& mode) {
+  require(o.common.plot.empty(), "--plot: `rollout ", mode, "` reports a table of statistics and draws no plot");
 }
 
-void run_rollout(const Options& o) {
-  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
-  app::check_output(o.matrix, "--matrix");
-  const Setup s = make_setup(o, 256);
-  if (!s.structured)
-    require(s.n <= kDenseMaxN, "n = ", s.n, " is too large for the dense path (n <= ", kDenseMaxN,
-            ") and kernels from a file or capture have no structured path");
-  Eigen::VectorXd influence;
-  if (!o.influence.empty()) {
-    influence = read_influence_file(o.influence);
-    require(influence.size() == s.n, "--influence has ", influence.size(), " positions but n = ", s.n);
-  }
-  struct Variant { std::string key, label; Eigen::VectorXd p; double seconds; };
-  std::vector<Variant> vs;
-  auto timed = [&](const std::string& key, const std::string& label, const Eigen::VectorXd& a, bool content) {
-    const auto t0 = std::chrono::steady_clock::now();
-    Eigen::VectorXd p = compute(s, o, a, content);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    vs.push_back({key, label, std::move(p), sec});
-  };
-  timed("attention_only", "(a) attention-only", Eigen::VectorXd::Ones(s.L), false);
-  timed("residual", "(b) residual-aware", s.alpha, false);
-  const bool has_content = s.structured && s.delta.size() > 0;
-  if (has_content) timed("residual_content", "(c) residual + content", s.alpha, true);
-
-  output::Report rep;
-  nlohmann::json params = s.params;
-  params["path"] = s.structured ? (o.path == "dense" ? "dense" : "structured O(L H n)") : "dense (" + s.kernel_source + ")";
-  rep.meta = output::metadata("rollout", params);
+/// Summary table of variant profiles (the layout other tools extend with more columns).
+output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::VectorXd& influence,
+                            const std::string& title, nlohmann::json& summary) {
   output::Table t;
-  t.title = "Last-row rollout p_j = P(L)[n-1, j], " + s.model_name + ", n = " + std::to_string(s.n) + ", L = " +
-            std::to_string(s.L) + " (seed 004, Eq. 3)";
+  t.title = title;
   t.header = {"variant", "p_0", "p_n-1", "argmin", "min", "primacy", "recency", "seconds"};
   if (influence.size()) {
     t.header.push_back("spearman");
     t.header.push_back("W1/(n-1)");
   }
-  nlohmann::json variants = nlohmann::json::object(), summary = nlohmann::json::object();
   for (const auto& v : vs) {
     const auto sm = summarize(v.p);
     std::vector<std::string> row = {v.label, fmt(sm.first, 4), fmt(sm.last, 4), std::to_string(sm.argmin),
@@ -255,12 +120,38 @@ void run_rollout(const Options& o) {
     }
     t.add_row(row);
     summary[v.key] = js;
-    variants[v.key] = std::vector<double>(v.p.data(), v.p.data() + v.p.size());
   }
-  rep.tables.push_back(t);
+  return t;
+}
+
+void run_rollout(const Options& o) {
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  app::check_output(o.matrix, "--matrix");
+  Setup st;
+  setup(st, o, 256);
+  const RolloutSource& s = st.s;
+  require(s.structured || o.path == "auto", "--path dense applies to ALiBi models; kernels from a file or capture "
+                                            "always take the dense path");
+  Eigen::VectorXd influence;
+  if (!o.influence.empty()) {
+    influence = read_influence_file(o.influence);
+    require(influence.size() == s.n, "--influence has ", influence.size(), " positions but n = ", s.n);
+  }
+  const std::vector<VariantProfile> vs = rollout_variants(s, s.n, o.path == "dense");
+  output::Report rep;
+  nlohmann::json params = s.params;
+  params["path"] = s.structured ? (o.path == "dense" ? "dense" : "structured O(L H n)") : "dense (" + s.kernel_source + ")";
+  rep.meta = output::metadata("rollout", params);
+  nlohmann::json summary = nlohmann::json::object(), variants = nlohmann::json::object();
+  rep.tables.push_back(variant_table(vs, influence,
+                                     "Last-row rollout p_j = P(L)[n-1, j], " + s.name + ", n = " + std::to_string(s.n) +
+                                         ", L = " + std::to_string(s.L) + " (seed 004, Eq. 3)",
+                                     summary));
+  for (const auto& v : vs) variants[v.key] = std::vector<double>(v.p.data(), v.p.data() + v.p.size());
   rep.body = {{"summary", summary}, {"variants", variants}};
   rep.notes.push_back("primacy / recency = mass of the first / last ceil(n/10) positions");
-  if (!has_content) rep.notes.push_back("variant (c) omitted: no content model (--content none, kernel file or capture)");
+  if (vs.size() < 3) rep.notes.push_back("variant (c) omitted: no content model (--content none, a config without "
+                                         "content, kernel file or capture)");
   if (app::resolve_format(o.common) == output::Format::Csv) {
     output::Table d;
     d.title = "distributions";
@@ -275,10 +166,8 @@ void run_rollout(const Options& o) {
   }
   if (!o.matrix.empty()) {
     require(s.n <= 2048, "--matrix writes the full n x n rollout; n <= 2048 required, got ", s.n);
-    AlibiModel m = s.base;
-    const RowMatrix P = s.structured
-                            ? rollout_matrix_dense([&](int l) { return alibi_kernel_dense(m, l, s.n); }, s.alpha, s.n)
-                            : rollout_matrix_dense([&](int l) { return s.kernels[l]; }, s.alpha, s.n);
+    const auto ks = source_kernels(s, false, 2048);
+    const RowMatrix P = rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n);
     std::ostringstream os;
     os.precision(17);  // full precision (docs/conventions.md "CSV")
     for (long i = 0; i < s.n; ++i)
@@ -289,7 +178,7 @@ void run_rollout(const Options& o) {
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
     plot::LinePlot lp;
-    lp.title = "Rollout of the last position, " + s.model_name + " (n = " + std::to_string(s.n) + ")";
+    lp.title = "Rollout of the last position, " + s.name + " (n = " + std::to_string(s.n) + ")";
     lp.xlabel = "input position j";
     lp.log_y = o.plot_scale == "log";
     lp.ylabel = lp.log_y ? "p_j (influence on the next-token position, log scale)"
@@ -317,20 +206,67 @@ void run_rollout(const Options& o) {
   }
 }
 
-std::vector<RowMatrix> model_kernels(const Setup& s, bool content) {
-  if (!s.structured) return s.kernels;
-  require(s.n <= 512, "this mode builds dense kernels: --n <= 512 required, got ", s.n);
-  AlibiModel m = s.base;
-  if (content) m.delta = s.delta;
-  std::vector<RowMatrix> ks;
-  const int distinct = content && m.delta.rows() > 1 ? s.L : 1;
-  for (int l = 0; l < distinct; ++l) ks.push_back(alibi_kernel_dense(m, l, s.n));
-  while (static_cast<int>(ks.size()) < s.L) ks.push_back(ks[0]);
-  return ks;
+void run_sweep(const Options& o) {
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  require(o.src.n == 0, "sweep: give the lengths with the sweep's own --n LIST (e.g. rollout sweep --n 64,128,...,4096)");
+  const std::vector<long> ns = parse_n_list(o.sweep_n, "--n");
+  Options os = o;  // a capture or checkpoint model: its content-free ALiBi kernels (any n)
+  if (os.src.model_config.empty() && is_model_file(os.src.model) && os.src.kernels == "auto" && os.src.kernel_file.empty())
+    os.src.kernels = "alibi";
+  Setup st;
+  setup(st, os, ns.front());
+  const RolloutSource& s = st.s;
+  const auto rows = sweep_context(s, ns);
+  output::Report rep;
+  nlohmann::json params = s.params;
+  params.erase("n");
+  params["n_list"] = ns;
+  params["path"] = "structured O(L H n)";
+  rep.meta = output::metadata("rollout sweep", params);
+  output::Table t;
+  t.title = "Context-length sweep of the last-row rollout, " + s.name + ", L = " + std::to_string(s.L) +
+            " (seed 004, Eq. 3; primacy / recency = mass of the first / last ceil(n/10) positions)";
+  t.header = {"variant", "n", "p_0", "p_n-1", "primacy", "recency", "argmin", "min", "seconds"};
+  nlohmann::json js = nlohmann::json::array();
+  for (const auto& r : rows) {
+    const auto& m = r.summary;
+    t.add_row({r.key, std::to_string(r.n), fmt(m.first, 6), fmt(m.last, 6), fmt(m.primacy, 6), fmt(m.recency, 6),
+               std::to_string(m.argmin), fmt(m.min, 6), fmt(r.seconds, 3)});
+    js.push_back({{"variant", r.key}, {"n", r.n}, {"p_first", m.first}, {"p_last", m.last},
+                  {"primacy_mass", m.primacy}, {"recency_mass", m.recency}, {"argmin", m.argmin}, {"min", m.min},
+                  {"seconds", r.seconds}});
+  }
+  rep.tables.push_back(t);
+  rep.body = {{"rows", js}};
+  app::emit(rep, o.common);
+  if (!o.common.plot.empty()) {
+    plot::LinePlot lp;
+    lp.title = "Rollout against context length, " + s.name;
+    lp.xlabel = "log2 n (context length)";
+    lp.ylabel = "mass (log scale)";
+    lp.log_y = true;
+    for (const std::string what : {"p_0", "primacy", "recency"})
+      for (const std::string key : {"attention_only", "residual", "residual_content"}) {
+        plot::Series se;
+        for (const auto& r : rows) {
+          if (r.key != key) continue;
+          const double y = what == "p_0" ? r.summary.first : what == "primacy" ? r.summary.primacy : r.summary.recency;
+          if (!(y > 0)) continue;  // log axis
+          se.label = r.label.substr(0, 3) + " " + what;
+          se.x.push_back(std::log2(static_cast<double>(r.n)));
+          se.y.push_back(y);
+        }
+        if (!se.x.empty()) lp.series.push_back(se);
+      }
+    plot::save(lp, o.common.plot);
+  }
 }
 
 void run_monotonicity(const Options& o) {
-  const Setup s = make_setup(o, 64);
+  refuse_plot(o, "monotonicity");
+  Setup st;
+  setup(st, o, 64);
+  const RolloutSource& s = st.s;
   output::Report rep;
   rep.meta = output::metadata("rollout monotonicity", s.params);
   output::Table t;
@@ -348,9 +284,11 @@ void run_monotonicity(const Options& o) {
                       {"expected_shortfall", st.expected_shortfall}, {"max_gap", st.max_gap}});
     }
   };
-  const auto plain = model_kernels(s, false);
-  add(s.structured ? "ALiBi, no content" : s.kernel_source, plain, !s.structured);
-  if (s.structured && s.delta.size() > 0) add("ALiBi + content", model_kernels(s, true), s.delta.rows() > 1);
+  const auto plain = source_kernels(s, false);
+  const bool per_layer_plain = !s.structured || !s.base.layer_slopes.empty() || !s.base.layer_head_weights.empty();
+  add(s.structured ? "ALiBi, no content" : s.kernel_source, plain, per_layer_plain);
+  if (s.structured && s.delta.size() > 0)
+    add("ALiBi + content", source_kernels(s, true), s.delta.rows() > 1 || per_layer_plain);
   rep.tables.push_back(t);
   rep.body = {{"kernels", rows}};
   app::emit(rep, o.common);
@@ -370,8 +308,11 @@ std::vector<RowMatrix> random_monotone_kernels(std::mt19937_64& rng, int L, long
 }
 
 void run_verify(const Options& o) {
-  Setup s = make_setup(o, 48);
-  require(s.structured, "verify needs a preset model (ALiBi structure)");
+  refuse_plot(o, "verify");
+  Setup st;
+  setup(st, o, 48);
+  const RolloutSource& s = st.s;
+  require(s.structured, "verify needs an ALiBi model (a preset or --model-config)");
   output::Report rep;
   rep.meta = output::metadata("rollout verify", s.params);
   output::Table t;
@@ -387,22 +328,26 @@ void run_verify(const Options& o) {
     rows.push_back({{"check", what}, {"kernels", kern}, {"hypotheses_hold", c.hypotheses_hold},
                     {"max_violation", c.max_violation}, {"ok", ok}});
   };
-  const auto plain = model_kernels(s, false);
+  const auto plain = source_kernels(s, false);
   const Eigen::VectorXd a = s.alpha;
-  add("Prop. 4.2 primacy drift", s.model_name, check_primacy_drift(plain, a));
-  add("Prop. 4.3 residual => recency", s.model_name, check_residual_recency(plain, 0.5 * a, a));
+  add("Prop. 4.2 primacy drift", s.name, check_primacy_drift(plain, a));
+  add("Prop. 4.3 residual => recency", s.name, check_residual_recency(plain, 0.5 * a, a));
   {
-    AlibiModel flat = s.base;
-    for (double& m : flat.slopes) m = 0;
-    std::vector<RowMatrix> nob(s.L, alibi_kernel_dense(flat, 0, s.n));
-    add("Prop. 4.4 ALiBi bias => recency", s.model_name, check_bias_recency(plain, nob, a));
+    std::vector<RowMatrix> nob;
+    for (int l = 0; l < s.L; ++l) {
+      AlibiModel flat = s.base;
+      flat.slopes.assign(flat.slopes.size(), 0.0);
+      flat.layer_slopes.clear();
+      if (!s.base.layer_head_weights.empty()) flat.head_weights = s.base.layer_head_weights[l], flat.layer_head_weights.clear();
+      nob.push_back(alibi_kernel_dense(flat, 0, s.n));
+    }
+    add("Prop. 4.4 ALiBi bias => recency", s.name, check_bias_recency(plain, nob, a));
   }
   for (int sign : {+1, -1}) {
-    AlibiModel m = s.base;
-    m.delta = Eigen::MatrixXd::Constant(1, 1, 2.0 * sign);
-    std::vector<RowMatrix> wc(s.L, alibi_kernel_dense(m, 0, s.n));
-    add(sign > 0 ? "Prop. 4.5 delta = +2 => recency" : "Prop. 4.5 delta = -2 => primacy", s.model_name,
-        check_diagonal_content(wc, plain, a, sign));
+    RolloutSource sc = s;
+    sc.delta = Eigen::MatrixXd::Constant(1, 1, 2.0 * sign);
+    add(sign > 0 ? "Prop. 4.5 delta = +2 => recency" : "Prop. 4.5 delta = -2 => primacy", s.name,
+        check_diagonal_content(source_kernels(sc, true), plain, a, sign));
   }
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> U(0, 1);
@@ -415,13 +360,13 @@ void run_verify(const Options& o) {
     add("Prop. 4.2 primacy drift", kern, check_primacy_drift(ks, al));
     add("Prop. 4.3 residual => recency", kern, check_residual_recency(ks, al, al2));
   }
-  {  // structured vs dense agreement on the preset
-    AlibiModel m = s.base;
-    m.delta = s.delta;
-    const Eigen::VectorXd f = rollout_last_row_alibi(m, a, s.n), d = rollout_last_row_alibi_dense(m, a, s.n);
+  {  // structured vs dense agreement on the model, entry by entry (relative)
+    const Eigen::VectorXd f = rollout_profile(s, a, true, s.n), d = rollout_profile(s, a, true, s.n, true);
     PropositionCheck c;
-    c.max_violation = (f - d).cwiseAbs().maxCoeff() / d.cwiseAbs().maxCoeff();
-    add("structured vs dense path (relative)", s.model_name + " + content", c);
+    for (long j = 0; j < s.n; ++j)
+      if (d(j) > 0) c.max_violation = std::max(c.max_violation, std::abs(f(j) - d(j)) / d(j));
+      else if (f(j) != 0) c.max_violation = std::max(c.max_violation, 1.0);
+    add("structured vs dense path (entrywise relative)", s.name + (s.delta.size() ? " + content" : ""), c);
   }
   rep.tables.push_back(t);
   rep.body = {{"checks", rows}, {"all_ok", all_ok}};
@@ -430,34 +375,53 @@ void run_verify(const Options& o) {
 }
 
 void run_dichotomy(const Options& o) {
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   require(o.depth >= 1 && o.depth <= 1000000, "--depth must lie in [1, 1000000], got ", o.depth);
-  Setup s = make_setup(o, 8);
+  std::vector<AlphaSpec> specs;
+  for (const std::string& text : {o.deep_alpha, o.deep_alpha2}) {
+    const AlphaSpec sp = parse_alpha_spec(text);
+    require(sp.kind == AlphaSpec::Kind::Constant || sp.kind == AlphaSpec::Kind::Power,
+            "dichotomy schedules (--schedule, --schedule2) must be const:X or power[0|1]:A0,BETA, got '", text, "'");
+    specs.push_back(sp);
+  }
+  Setup st;
+  setup(st, o, 8);
+  const RolloutSource& s = st.s;
   require(s.n <= 64, "dichotomy follows one row in 50-digit arithmetic: --n <= 64 required, got ", s.n);
-  const RowMatrix K = model_kernels(s, false)[0];
+  const RowMatrix K = source_kernels(s, false)[0];
   output::Report rep;
   rep.meta = output::metadata("rollout dichotomy", s.params);
   output::Table t;
-  t.title = "Infinite-depth dichotomy (seed 004, Theorem 5.4), last row i = n-1, layer-1 kernel of " + s.model_name +
+  t.title = "Infinite-depth dichotomy (seed 004, Theorem 5.4), last row i = n-1, layer-1 kernel of " + s.name +
             ", n = " + std::to_string(s.n) + ", 50-digit arithmetic";
   t.header = {"schedule", "depth", "sum alpha", "P[i,i]", ">= bound (i)", "1 - P[i,0]", "<= bound (ii)", "holds"};
   nlohmann::json rows = nlohmann::json::array();
   bool all = true;
-  for (const std::string& text : {o.deep_alpha, o.deep_alpha2}) {
-    const AlphaSpec sp = parse_alpha_spec(text);
-    require(sp.kind == AlphaSpec::Kind::Constant || sp.kind == AlphaSpec::Kind::Power,
-            "dichotomy schedules must be const:X or power:A0,BETA, got '", text, "'");
-    auto alpha = [&](long l) { return sp.kind == AlphaSpec::Kind::Constant ? sp.value : sp.value / std::pow(l + 1.0, sp.beta); };
-    for (long d = 10; ; d = std::min(d * 10, o.depth)) {
+  plot::LinePlot lp;
+  lp.title = "Theorem 5.4 at depth, " + s.name + " (n = " + std::to_string(s.n) + ")";
+  lp.xlabel = "log10 depth";
+  lp.ylabel = "log10 mass";
+  for (const AlphaSpec& sp : specs) {
+    auto alpha = [&](long l) { return alpha_at(sp, l); };
+    plot::Series self{sp.text + ": P[i,i]", {}, {}}, b1{sp.text + ": bound (i)", {}, {}},
+        off{sp.text + ": 1 - P[i,0]", {}, {}}, b2{sp.text + ": bound (ii)", {}, {}};
+    for (long d = 10;; d = std::min(d * 10, o.depth)) {
       const auto r = dichotomy(K, alpha, d, s.n - 1, o.eps);
       const bool holds = r.holds_i && r.holds_ii;
       all = all && holds;
-      t.add_row({text, output::fmt_int(d), fmt(r.sum_alpha, 6), r.self_mass, r.bound_i, r.off_zero_mass, r.bound_ii,
+      t.add_row({sp.text, output::fmt_int(d), fmt(r.sum_alpha, 6), r.self_mass, r.bound_i, r.off_zero_mass, r.bound_ii,
                  holds ? "yes" : "NO"});
-      rows.push_back({{"schedule", text}, {"depth", d}, {"eps", r.eps}, {"sum_alpha", r.sum_alpha},
+      rows.push_back({{"schedule", sp.text}, {"depth", d}, {"eps", r.eps}, {"sum_alpha", r.sum_alpha},
                       {"self_mass", r.self_mass}, {"bound_i", r.bound_i}, {"off_zero_mass", r.off_zero_mass},
                       {"bound_ii", r.bound_ii}, {"log10_off_zero_mass", r.log10_off_zero}, {"holds", holds}});
+      const double x = std::log10(static_cast<double>(d));
+      for (auto [se, y] : {std::pair{&self, r.log10_self_mass}, {&b1, r.log10_bound_i}, {&off, r.log10_off_zero},
+                           {&b2, r.log10_bound_ii}})
+        if (std::isfinite(y)) se->x.push_back(x), se->y.push_back(y);
       if (d >= o.depth) break;
     }
+    for (auto* se : {&self, &b1, &off, &b2})
+      if (!se->x.empty()) lp.series.push_back(*se);
   }
   rep.tables.push_back(t);
   rep.body = {{"rows", rows}};
@@ -465,12 +429,16 @@ void run_dichotomy(const Options& o) {
                       "prod(1-(1-eps)alpha_l) matters when sum alpha < inf, (ii) 1-P[i,0] <= exp(-eps sum alpha) "
                       "-> 0 when sum alpha = inf (values far below 1e-308 are exact here)");
   app::emit(rep, o.common);
+  if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
   if (!all) throw Error("dichotomy: a bound of Theorem 5.4 failed (see the table)");
 }
 
 void run_jacobian(const Options& o) {
-  Setup s = make_setup(o, 16);
-  const auto ks = model_kernels(s, true);
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  Setup st;
+  setup(st, o, 16);
+  const RolloutSource& s = st.s;
+  const auto ks = source_kernels(s, true);
   const auto b = jacobian_bound(ks, o.C);
   const long d = o.target >= 0 ? o.target : s.n - 1;
   require(d < s.n, "--target must be < n = ", s.n, ", got ", d);
@@ -484,53 +452,75 @@ void run_jacobian(const Options& o) {
             ", r = " + std::to_string(ks.size()) + " layers, C = " + fmt(o.C);
   t.header = {"s", "bound", "self term", "gate x runway", "gate share"};
   nlohmann::json rows = nlohmann::json::array();
+  plot::LinePlot lp;
+  lp.title = "Jacobian bound (seed 000 Theorem 3.3) of target d = " + std::to_string(d) + ", " + s.name;
+  lp.xlabel = "source position s";
+  lp.ylabel = "bound entry [(I + A(r)) ... (I + A(1))]_{d,s} (C^r included)";
+  plot::Series sb{"bound", {}, {}}, ss{"self term", {}, {}}, sg{"gate x runway", {}, {}};
   for (long src = 0; src <= d; ++src) {
     const double tot = b.bound(d, src), self = b.self_term(d, src), gate = b.gate_term(d, src);
     t.add_row({std::to_string(src), fmt(tot, 6), fmt(self, 6), fmt(gate, 6), fmt(tot > 0 ? gate / tot : 0, 4)});
     rows.push_back({{"s", src}, {"bound", tot}, {"self_term", self}, {"gate_term", gate}});
+    for (auto [se, y] : {std::pair{&sb, tot}, {&ss, self}, {&sg, gate}}) se->x.push_back(src), se->y.push_back(y);
   }
+  lp.series = {sb, ss, sg};
   rep.tables.push_back(t);
   rep.body = {{"rows", rows}};
   rep.notes.push_back("kernels: the model's Abar(l) (content included) or --kernel-file; entries can grow like 2^r");
   app::emit(rep, o.common);
+  if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
 }
 
 void add_model_options(CLI::App& app, Options& o) {
-  app.add_option("--head-weights", o.head_weights, "File with H non-negative head weights (default: uniform mean over heads)");
-  app.add_option("--model", o.model, "Preset (bloom-176b|bloom|bloom-7b1|mpt-7b|mpt-30b|falcon-rw-7b), a capture .h5 file, or a checkpoint .h5 (captured in-process on --capture-text)")
+  SourceOptions& s = o.src;
+  app.add_option("--model", s.model,
+                 "Preset (bloom-176b|bloom|bloom-7b1|mpt-7b|mpt-30b|falcon-rw-7b), a capture .h5 file, or a checkpoint "
+                 ".h5 (captured in-process on --capture-text)")
       ->capture_default_str();
-  app.add_option("--n", o.n, "Sequence length n [default: 256; verify/monotonicity 48/64; dichotomy 8]")
+  app.add_option("--model-config", s.model_config,
+                 "Model config (YAML or JSON, the seed 004 reference schema): layers, heads, slopes, head weights, "
+                 "alpha schedule, per-head content, mask; replaces --model");
+  app.add_option("--dataset", s.dataset,
+                 "Presets: measured alpha schedule and content prior of fineweb-edu (default) | dclm | wikipedia")
+      ->check(CLI::IsMember({"fineweb-edu", "dclm", "wikipedia"}));
+  app.add_option("--head-weights", s.head_weights, "File with H non-negative head weights (default: uniform mean over heads)");
+  app.add_option("--n", s.n, "Sequence length n [default: 256 or the config's sequence_length; verify/monotonicity "
+                             "48/64; dichotomy 8; jacobian 16]")
       ->check(CLI::Range(1L, 1L << 26));
-  app.add_option("--alpha", o.alpha, "Residual schedule: measured | const:X | power:A0,BETA (A0/(l+1)^BETA) | file:PATH")
+  app.add_option("--alpha", s.alpha,
+                 "Residual schedule: measured | const:X | power:A0,BETA (= power0: alpha_l = A0/l^BETA, first layer A0, "
+                 "as the reference) | power1:A0,BETA (A0/(l+1)^BETA, first layer A0/2^BETA) | file:PATH")
       ->capture_default_str();
   app.add_option("--plot-scale", o.plot_scale,
                  "Plot y axis: linear (as the published figures; range of (b), (c), with (a) clipped) | log (every curve)")
       ->check(CLI::IsMember({"linear", "log"}))
       ->capture_default_str();
-  app.add_option("--alpha-kind", o.alpha_kind, "Measured alpha of a capture file: token-mean (published) | frobenius (Eq. 1)")
+  app.add_option("--alpha-kind", s.alpha_kind, "Measured alpha of a capture file: token-mean (published) | frobenius (Eq. 1)")
       ->check(CLI::IsMember({"token-mean", "frobenius"}))
       ->capture_default_str();
-  app.add_option("--mask", o.mask, "Mask: causal | swa:W (W keys, self included)")->capture_default_str();
-  app.add_option("--slopes", o.slopes, "ALiBi slopes: preset (as shipped) | simple (2^(-8h/H)) | hf (BLOOM recipe)")
+  app.add_option("--mask", s.mask, "Mask: causal | swa:W (W keys, self included)")->capture_default_str();
+  app.add_option("--slopes", s.slopes, "ALiBi slopes: preset (as shipped / as the config) | simple (2^(-8h/H)) | hf (BLOOM recipe)")
       ->check(CLI::IsMember({"preset", "simple", "hf"}))
       ->capture_default_str();
-  app.add_flag("--falcon-scale", o.falcon_scale, "Divide ALiBi slopes by sqrt(d_head) (Falcon)");
-  app.add_option("--content", o.content, "Content for variant (c): measured (per layer and head) | mean | none | c,delta")
+  app.add_flag("--falcon-scale", s.falcon_scale, "Divide ALiBi slopes by sqrt(d_head) (Falcon; presets)");
+  app.add_option("--content", s.content,
+                 "Content for variant (c): measured (per layer and head; the config's) | mean | none | c,delta")
       ->capture_default_str();
-  app.add_option("--content-scale", o.content_scale, "Content scores: raw q.k (as published) | sqrt (divided by sqrt(d_head))")
+  app.add_option("--content-scale", s.content_scale, "Content scores: raw q.k (as published) | sqrt (divided by sqrt(d_head))")
       ->check(CLI::IsMember({"raw", "sqrt"}))
       ->capture_default_str();
-  app.add_option("--kernel-file", o.kernel_file, "Measured kernels: n rows of n numbers (one layer) or L*n rows; dense path");
+  app.add_option("--kernel-file", s.kernel_file, "Measured kernels: n rows of n numbers (one layer) or L*n rows; dense path");
   app.add_option("--capture-text", o.capture_text,
                  "Checkpoint models: text captured in-process for the measured alpha and kernels (file, brown or kjv)")
       ->capture_default_str();
   app.add_option("--capture-seqs", o.capture_seqs, "Checkpoint models: number of captured sequences of n tokens")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
-  app.add_option("--kernels", o.kernels,
+  app.add_option("--kernels", s.kernels,
                  "Kernels of a capture model: auto (--kernel-file if given, else measured) | measured (uniform head "
-                 "mean of the capture's attention probabilities, averaged over its sequences; n = T) | file")
-      ->check(CLI::IsMember({"auto", "measured", "file"}))
+                 "mean of the capture's attention probabilities, averaged over its sequences; n = T) | file | alibi "
+                 "(ALiBi checkpoints: the content-free ALiBi kernels of the model's slopes, any n; sweep's default)")
+      ->check(CLI::IsMember({"auto", "measured", "file", "alibi"}))
       ->capture_default_str();
 }
 
@@ -540,7 +530,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"rollout: residual-aware attention rollout of seed 004 (position bias: U-shaped priors, primacy and "
                "recency forces, infinite-depth collapse) and the Jacobian bound of seed 000. Modes: default rollout, "
-               "'monotonicity', 'verify', 'dichotomy', 'jacobian'.",
+               "'sweep', 'monotonicity', 'verify', 'dichotomy', 'jacobian'.",
                "rollout"};
   app.fallthrough();
   add_model_options(app, o);
@@ -550,33 +540,40 @@ int main(int argc, char** argv) {
   app.add_option("--influence", o.influence, "Measured influence profile (n numbers): Spearman and W1/(n-1) per variant");
   app.add_option("--matrix", o.matrix, "Also write the full rollout matrix P(L) of variant (b) as CSV (n <= 2048)");
   app::add_common_options(app, o.common);
+  auto* sweep = app.add_subcommand("sweep", "Variants (a), (b), (c) against context length n (structured O(L H n) path)");
+  sweep->add_option("--n", o.sweep_n, "Sequence lengths: a list n1,n2,... or a,b,...,c (geometric when b/a is an integer)")
+      ->capture_default_str();
   auto* mono = app.add_subcommand("monotonicity", "Stochastic-monotonicity statistics of the model's kernels");
-  auto* verify = app.add_subcommand("verify", "Demonstrate Props. 4.2-4.5 on the preset and random monotone kernels");
+  auto* verify = app.add_subcommand("verify", "Demonstrate Props. 4.2-4.5 on the model and random monotone kernels");
   verify->add_option("--seeds", o.seeds, "Number of random monotone kernel families")->capture_default_str()->check(CLI::Range(0, 1000));
   auto* dich = app.add_subcommand("dichotomy", "Theorem 5.4 at depths 10..--depth in 50-digit arithmetic");
   dich->add_option("--depth", o.depth, "Largest depth (layers)")->capture_default_str()->check(CLI::Range(1L, 1000000L));
   dich->add_option("--schedule", o.deep_alpha, "Non-summable schedule (const:X or power:A0,BETA with BETA <= 1)")->capture_default_str();
   dich->add_option("--schedule2", o.deep_alpha2, "Summable schedule (power:A0,BETA with BETA > 1)")->capture_default_str();
-  dich->add_option("--eps", o.eps, "Lemma 5.3 epsilon [default: smallest kernel weight]");
+  dich->add_option("--eps", o.eps, "Lemma 5.3 epsilon in [0, 1] [default 0: smallest kernel weight]");
   auto* jac = app.add_subcommand("jacobian", "Seed 000 Theorem 3.3 bound for one target over all sources");
-  jac->add_option("--C", o.C, "Per-layer constant C > 0")->capture_default_str()->check(CLI::PositiveNumber);
-  jac->add_option("--target", o.target, "Target position d [default: n-1]");
-  for (auto* sub : {mono, verify, dich, jac}) sub->fallthrough();
+  jac->add_option("--C", o.C, "Per-layer constant C > 0")->capture_default_str();
+  jac->add_option("--target", o.target, "Target position d in [0, n) [default: n-1]");
+  for (auto* sub : {sweep, mono, verify, dich, jac}) sub->fallthrough();
   app.require_subcommand(0, 1);
   app.footer(
       "Examples:\n"
       "  rollout --model bloom --alpha measured --plot bloom.svg\n"
+      "  rollout --model bloom-7b1 --dataset dclm                       # DCLM schedule and content prior\n"
+      "  rollout --model-config data/position-bias/config/rollout/alibi/no_content/bloom.yaml\n"
       "  rollout --model bloom --n 1048576 --content none --format json --out p.json\n"
-      "  rollout --model mpt-7b --alpha power:0.5,1.2 --mask swa:64 --format csv\n"
+      "  rollout --model mpt-7b --alpha power1:0.5,1.2 --mask swa:64 --format csv\n"
       "  rollout --model bloom --influence influence.txt\n"
+      "  rollout sweep --model bloom --n 64,128,...,65536 --plot sweep.svg\n"
       "  rollout --model run/capture.h5 --alpha measured               # measured alpha and kernels\n"
       "  rollout --model run/best.h5 --alpha measured --n 128          # a checkpoint: captured on KJV text first\n"
       "  rollout --model run/capture.h5 --kernel-file kernels.txt --alpha measured\n"
       "  rollout verify --model bloom --n 48\n"
       "  rollout monotonicity --model mpt-30b --n 64\n"
-      "  rollout dichotomy --model bloom --n 8 --depth 1000000\n"
-      "  rollout jacobian --model bloom-7b1 --n 16 --C 1");
+      "  rollout dichotomy --model bloom --n 8 --depth 1000000 --plot dich.svg\n"
+      "  rollout jacobian --model bloom-7b1 --n 16 --C 1 --plot jac.svg");
   return app::run(app, argc, argv, [&] {
+    if (*sweep) return run_sweep(o);
     if (*mono) return run_monotonicity(o);
     if (*verify) return run_verify(o);
     if (*dich) return run_dichotomy(o);

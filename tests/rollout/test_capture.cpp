@@ -32,3 +32,34 @@ TEST_CASE("Capture alpha datasets are read from HDF5 and validated", "[rollout]"
   std::remove(path.c_str());
   CHECK_THROWS_AS(read_capture_alpha("no_such_file.h5"), cf::InvalidArgument);
 }
+
+#include "cf/io/hdf5.hpp"
+#include "cf/rollout/kernel.hpp"
+#include "cf/rollout/source.hpp"
+
+TEST_CASE("A capture missing a layer is refused, never filled with layer 0's kernel", "[rollout][capture]") {
+  const std::string path = "rollout_test_capture_gap.h5";
+  const std::vector<float> probs = {1, 0, 0, 0.5f, 0.5f, 0, 0.2f, 0.3f, 0.5f};  // [1, 1, 3, 3]
+  auto make = [&](bool with_gap) {
+    cf::io::File f = cf::io::File::create(path);
+    f.set_attr("format", "causalflow-capture");
+    f.set_attr("config", R"({"n_layer": 3, "n_head": 1})");
+    for (int l = 0; l < 3; ++l)
+      if (!(with_gap && l == 1)) f.require_group("layer_" + std::to_string(l)).write("attn_probs", probs, {1, 1, 3, 3});
+    f.write("alpha_token_mean", std::vector<double>{0.5, 0.5, 0.5}, {3});
+  };
+  make(false);
+  CHECK(read_capture_kernels(path).size() == 3);
+  SourceOptions o;
+  o.model = path;
+  CHECK(make_source(o, 0).kernels.size() == 3);
+  make(true);
+  try {
+    read_capture_kernels(path);
+    FAIL("a capture without layer_1 was accepted");
+  } catch (const cf::InvalidArgument& e) {
+    CHECK(std::string(e.what()).find("layer_1") != std::string::npos);
+  }
+  CHECK_THROWS_AS(make_source(o, 0), cf::InvalidArgument);
+  std::remove(path.c_str());
+}

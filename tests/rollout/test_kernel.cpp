@@ -49,7 +49,7 @@ TEST_CASE("Masks and alpha specifications parse or fail with a message", "[rollo
   CHECK(parse_alpha_spec("const:0.25").value == 0.25);
   const auto pw = parse_alpha_spec("power:0.5,1.5");
   CHECK(pw.kind == AlphaSpec::Kind::Power);
-  const Eigen::VectorXd a = alpha_power(3, 0.5, 1.5);
+  const Eigen::VectorXd a = alpha_power(3, 0.5, 1.5, /*origin=*/1);  // power1: first layer a0 / 2^beta
   CHECK(a(0) == Approx(0.5 / std::pow(2.0, 1.5)));
   CHECK(a(2) == Approx(0.5 / std::pow(4.0, 1.5)));
   CHECK_THROWS_AS(parse_alpha_spec("const:1.5"), cf::InvalidArgument);

@@ -147,3 +147,104 @@ TEST_CASE("Sliding-window structured path with measured content at n 1500 matche
   const Eigen::VectorXd d = rollout_last_row_alibi_dense(m4, p.alpha_measured.head(4), 1500);
   CHECK(rel_err(f4, d) < 1e-12);
 }
+
+namespace {
+// Entrywise relative error where the reference entry is above 1e-280; entries at or below it must
+// be (near) zero in both.
+double entrywise_rel_err(const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
+  double worst = 0;
+  for (long j = 0; j < a.size(); ++j) {
+    if (b(j) > 1e-280)
+      worst = std::max(worst, std::abs(a(j) - b(j)) / b(j));
+    else if (std::abs(a(j)) > 1e-270)
+      worst = std::max(worst, 1.0);
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("Sliding-window structured path has no negative entry and exact zeros where the window cuts every path",
+          "[rollout][swa]") {
+  // Issue 9: at W = 4, n = 1,024 the subtractive recurrence returned negative values at positions
+  // the last token cannot reach. With w keys per row, L mixing layers reach back L (w - 1)
+  // positions: p_j = 0 exactly for j < n - 1 - L (w - 1), and only there.
+  const Preset p = load_preset("mpt-7b");
+  AlibiModel m;
+  m.slopes = p.slopes;
+  m.mask.window = 4;
+  const long n = 1024;
+  for (bool content : {false, true}) {
+    m.delta = content ? p.content_delta : Eigen::MatrixXd();
+    const Eigen::VectorXd f = rollout_last_row_alibi(m, p.alpha_measured, n);
+    const Eigen::VectorXd d = rollout_last_row_alibi_dense(m, p.alpha_measured, n);
+    const long reach = n - 1 - p.layers * (m.mask.window - 1);  // first reachable position
+    INFO("content " << content);
+    CHECK(f.minCoeff() >= 0.0);
+    long zeros = 0;
+    for (long j = 0; j < n; ++j) zeros += f(j) == 0.0;
+    CHECK(zeros == reach);  // 927 = 1024 - 1 - 32 * 3
+    CHECK(f.head(reach).isZero(0));
+    CHECK(d.head(reach).isZero(0));
+    CHECK((f.tail(n - reach).array() > 0).all());
+    CHECK(entrywise_rel_err(f, d) < 1e-11);
+  }
+}
+
+TEST_CASE("Structured path agrees entry by entry with the dense path (windows, negative content, tiny masses)",
+          "[rollout][swa]") {
+  std::mt19937_64 rng(4242);
+  std::uniform_real_distribution<double> U(0, 1);
+  double worst = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int H = 1 + static_cast<int>(U(rng) * 5);
+    const int L = 1 + static_cast<int>(U(rng) * 12);
+    const long n = 2 + static_cast<long>(U(rng) * 200);
+    AlibiModel m;
+    for (int h = 0; h < H; ++h) m.slopes.push_back(trial % 9 == 0 && h == 0 ? 0.0 : std::pow(10.0, -3 + 3.5 * U(rng)));
+    if (trial % 2) {
+      m.delta = Eigen::MatrixXd(L, H);
+      for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h) m.delta(l, h) = (U(rng) - 0.6) * (trial % 4 == 1 ? 200 : 10);
+    }
+    if (trial % 3 == 1)
+      for (int h = 0; h < H; ++h) m.head_weights.push_back(U(rng) + 0.01);
+    if (trial % 4 != 3) m.mask.window = 1 + static_cast<long>(U(rng) * std::min<long>(n, 12));
+    Eigen::VectorXd alpha(L);
+    for (int l = 0; l < L; ++l) alpha(l) = trial % 5 == 0 ? 1.0 : U(rng);
+    const Eigen::VectorXd f = rollout_last_row_alibi(m, alpha, n);
+    const Eigen::VectorXd d = rollout_last_row_alibi_dense(m, alpha, n);
+    INFO("trial " << trial << " H " << H << " L " << L << " n " << n << " window " << m.mask.window);
+    CHECK(f.minCoeff() >= 0.0);
+    if (m.mask.window > 0) {
+      long active = 0;
+      for (int l = 0; l < L; ++l) active += alpha(l) > 0;
+      const long reach = std::max(0L, n - 1 - active * (m.mask.window - 1));
+      CHECK(f.head(reach).isZero(0));
+    }
+    const double e = entrywise_rel_err(f, d);
+    worst = std::max(worst, e);
+    CHECK(e < 1e-10);
+  }
+  INFO("worst entrywise relative error " << worst);
+  CHECK(worst < 1e-10);
+}
+
+TEST_CASE("Windowed structured path in head chunks equals the unchunked one and the dense path", "[rollout][swa]") {
+  const Preset p = load_preset("bloom-7b1");
+  AlibiModel m;
+  m.slopes = p.slopes;
+  m.delta = p.content_delta;
+  m.mask.window = 17;
+  const Eigen::VectorXd whole = rollout_last_row_alibi(m, p.alpha_measured, 300);
+  const double saved = window_buffer_limit();
+  window_buffer_limit() = 16 * 5;  // B = 16: chunks of 5 heads (32 heads: 7 chunks)
+  const Eigen::VectorXd chunked = rollout_last_row_alibi(m, p.alpha_measured, 300);
+  window_buffer_limit() = 1;  // one head per chunk
+  const Eigen::VectorXd single = rollout_last_row_alibi(m, p.alpha_measured, 300);
+  window_buffer_limit() = saved;
+  const Eigen::VectorXd dense = rollout_last_row_alibi_dense(m, p.alpha_measured, 300);
+  CHECK(entrywise_rel_err(chunked, whole) < 1e-13);
+  CHECK(entrywise_rel_err(single, whole) < 1e-13);
+  CHECK(entrywise_rel_err(whole, dense) < 1e-11);
+  CHECK(whole.minCoeff() >= 0);
+}

@@ -1,6 +1,7 @@
 // Measured kernels from causalflow capture files (cf/rollout/kernel.hpp, docs/checkpoint_format.md):
 // per layer, the uniform head mean of the stored attention probabilities averaged over sequences.
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "cf/core/error.hpp"
 #include "cf/io/hdf5.hpp"
@@ -28,8 +29,27 @@ std::vector<RowMatrix> read_capture_kernels(const std::string& path) {
   require(f.has("layer_0/attn_probs"), "capture '", path,
           "' stores no attention probabilities (written with --no-probs): re-run capture without --no-probs, or give "
           "--kernel-file");
+  // The number of layers comes from the capture's config (n_layer); every layer must be there:
+  // a missing layer is refused, never filled with another layer's kernel.
+  int L = -1;
+  if (f.has_attr("config")) {
+    try {
+      const auto cfg = nlohmann::json::parse(f.attr_string("config"));
+      if (cfg.contains("n_layer")) L = cfg["n_layer"].get<int>();
+    } catch (const nlohmann::json::exception&) {
+      L = -1;
+    }
+  }
+  if (L < 0) {  // no config: the layer groups present, which must be contiguous
+    L = 0;
+    while (f.has("layer_" + std::to_string(L))) ++L;
+  }
+  require(L >= 1, "capture '", path, "' declares no layers (config n_layer)");
+  for (int l = 0; l < L; ++l)
+    require(f.has("layer_" + std::to_string(l) + "/attn_probs"), "capture '", path, "' lacks /layer_", l,
+            "/attn_probs (its config has n_layer = ", L, "): a missing capture layer is refused; re-run capture");
   std::vector<RowMatrix> ks;
-  for (int l = 0; f.has("layer_" + std::to_string(l)); ++l) {
+  for (int l = 0; l < L; ++l) {
     const std::string ds = "layer_" + std::to_string(l) + "/attn_probs";
     const io::Shape sh = f.dataset_shape(ds);
     require(sh.size() == 4 && sh[2] == sh[3] && sh[0] >= 1 && sh[1] >= 1 && sh[2] >= 1, "capture '", path, "': ", ds,

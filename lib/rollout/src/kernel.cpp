@@ -1,5 +1,6 @@
 #include "cf/rollout/kernel.hpp"
 
+#include <cerrno>
 #include <cmath>
 
 #include "cf/core/error.hpp"
@@ -15,9 +16,10 @@ Mask parse_mask(const std::string& spec) {
   if (spec.rfind("swa:", 0) == 0) {
     const std::string w = spec.substr(4);
     char* end = nullptr;
+    errno = 0;
     const long v = std::strtol(w.c_str(), &end, 10);
-    require(!w.empty() && end && *end == '\0' && v >= 1, "mask: swa:W needs an integer W >= 1, got '",
-            spec, "'");
+    require(!w.empty() && end && *end == '\0' && errno != ERANGE && v >= 1 && v <= (1L << 40),
+            "mask: swa:W needs an integer W in [1, 2^40], got '", spec, "'");
     return Mask{v};
   }
   throw InvalidArgument(str("mask: expected 'causal' or 'swa:W', got '", spec, "'"));
@@ -53,26 +55,63 @@ double model_delta(const AlibiModel& m, int l, int h) {
   return m.delta(r, c);
 }
 
-std::vector<double> model_head_weights(const AlibiModel& m) {
-  const int H = static_cast<int>(m.slopes.size());
-  if (m.head_weights.empty()) return std::vector<double>(H, 1.0 / H);
-  require(static_cast<int>(m.head_weights.size()) == H, "head weights: need H = ", H, " weights, got ",
-          m.head_weights.size());
+namespace {
+std::vector<double> normalised_weights(const std::vector<double>& hw, int H) {
+  if (hw.empty()) return std::vector<double>(H, 1.0 / H);
+  require(static_cast<int>(hw.size()) == H, "head weights: need H = ", H, " weights, got ", hw.size());
   double sum = 0;
-  for (double w : m.head_weights) {
+  for (double w : hw) {
     require(std::isfinite(w) && w >= 0, "head weights: every weight must be finite and >= 0, got ", w);
     sum += w;
   }
-  require(sum > 0, "head weights: sum must be > 0");
-  std::vector<double> w = m.head_weights;
+  require(sum > 0 && std::isfinite(sum), "head weights: sum must be finite and > 0");
+  std::vector<double> w = hw;
   for (double& x : w) x /= sum;
   return w;
+}
+}  // namespace
+
+std::vector<double> model_head_weights(const AlibiModel& m) {
+  return normalised_weights(m.head_weights, static_cast<int>(m.slopes.size()));
+}
+
+std::vector<double> model_head_weights(const AlibiModel& m, int l) {
+  if (m.layer_head_weights.empty()) return model_head_weights(m);
+  require(l >= 0 && l < static_cast<int>(m.layer_head_weights.size()), "head weights: layer ", l + 1,
+          " has no weights (", m.layer_head_weights.size(), " layers given)");
+  return normalised_weights(m.layer_head_weights[l], static_cast<int>(m.slopes.size()));
+}
+
+const std::vector<double>& model_slopes(const AlibiModel& m, int l) {
+  if (m.layer_slopes.empty()) return m.slopes;
+  require(l >= 0 && l < static_cast<int>(m.layer_slopes.size()), "slopes: layer ", l + 1, " has no slopes (",
+          m.layer_slopes.size(), " layers given)");
+  return m.layer_slopes[l];
+}
+
+bool same_layer_kernel(const AlibiModel& m, int l1, int l2) {
+  if (l1 == l2) return true;
+  for (int h = 0; h < static_cast<int>(m.slopes.size()); ++h)
+    if (model_delta(m, l1, h) != model_delta(m, l2, h)) return false;
+  if (!m.layer_slopes.empty() && m.layer_slopes[l1] != m.layer_slopes[l2]) return false;
+  if (!m.layer_head_weights.empty() && m.layer_head_weights[l1] != m.layer_head_weights[l2]) return false;
+  return true;
 }
 
 void validate_model(const AlibiModel& m) {
   require(!m.slopes.empty(), "model: at least one head (slope) required");
   for (double s : m.slopes) require(std::isfinite(s) && s >= 0, "model: ALiBi slopes must be finite and >= 0, got ", s);
   const int H = static_cast<int>(m.slopes.size());
+  for (std::size_t l = 0; l < m.layer_slopes.size(); ++l) {
+    require(static_cast<int>(m.layer_slopes[l].size()) == H, "model: layer ", l + 1, " has ",
+            m.layer_slopes[l].size(), " slopes, expected H = ", H);
+    for (double s : m.layer_slopes[l])
+      require(std::isfinite(s) && s >= 0, "model: ALiBi slopes must be finite and >= 0, got ", s, " in layer ", l + 1);
+  }
+  for (std::size_t l = 0; l < m.layer_head_weights.size(); ++l) model_head_weights(m, static_cast<int>(l));
+  if (!m.layer_slopes.empty() && !m.layer_head_weights.empty())
+    require(m.layer_slopes.size() == m.layer_head_weights.size(), "model: per-layer slopes (", m.layer_slopes.size(),
+            " layers) and head weights (", m.layer_head_weights.size(), " layers) differ in L");
   if (m.delta.size() > 0) {
     require(m.delta.cols() == 1 || m.delta.cols() == H, "model: delta must have 1 or H = ", H,
             " columns, got ", m.delta.cols());
@@ -118,12 +157,13 @@ RowMatrix alibi_head_kernel_dense(double slope, double delta, const Mask& mask, 
 void alibi_kernel_dense_into(const AlibiModel& model, int l, long n, RowMatrix& A) {
   validate_model(model);
   require(n >= 1, "kernel: n >= 1 required, got ", n);
-  const auto w = model_head_weights(model);
+  const auto w = model_head_weights(model, l);
+  const auto& slopes = model_slopes(model, l);
   const detail::FlushDenormals ftz;
   if (A.rows() != n || A.cols() != n) A.resize(n, n);
   A.setZero();
-  for (std::size_t h = 0; h < model.slopes.size(); ++h)
-    add_head_dense(A, w[h], model.slopes[h], model_delta(model, l, static_cast<int>(h)), model.mask);
+  for (std::size_t h = 0; h < slopes.size(); ++h)
+    add_head_dense(A, w[h], slopes[h], model_delta(model, l, static_cast<int>(h)), model.mask);
 }
 
 RowMatrix alibi_kernel_dense(const AlibiModel& model, int l, long n) {

@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -54,23 +55,52 @@ Preset load_preset(const std::string& name, const std::string& data_dir) {
     require(static_cast<int>(p.slopes.size()) == p.heads, "preset '", path, "': ", p.slopes.size(),
             " slopes for H = ", p.heads);
     validate_alpha(p.alpha_measured, p.layers);
-    p.content_delta = Eigen::MatrixXd::Zero(p.layers, p.heads);
-    if (j.contains("content") && j["content"].contains("fineweb-edu")) {
-      const auto d = j["content"]["fineweb-edu"].at("diagonal_scores").get<std::vector<std::vector<double>>>();
-      require(static_cast<int>(d.size()) == p.layers, "preset '", path, "': diagonal_scores has ", d.size(),
-              " layers, expected ", p.layers);
-      for (int l = 0; l < p.layers; ++l) {
-        require(static_cast<int>(d[l].size()) == p.heads, "preset '", path, "': diagonal_scores layer ", l + 1,
-                " has ", d[l].size(), " heads, expected ", p.heads);
-        for (int h = 0; h < p.heads; ++h) p.content_delta(l, h) = d[l][h];
+    p.alpha_by_dataset["fineweb-edu"] = p.alpha_measured;
+    if (j.contains("alpha_measured_by_dataset"))
+      for (const auto& [ds, v] : j["alpha_measured_by_dataset"].items()) {
+        const auto x = v.get<std::vector<double>>();
+        Eigen::VectorXd al = Eigen::Map<const Eigen::VectorXd>(x.data(), static_cast<long>(x.size()));
+        validate_alpha(al, p.layers);
+        p.alpha_by_dataset[ds] = al;
       }
-    }
-    if (j.contains("content_mean") && j["content_mean"].contains("fineweb-edu"))
-      p.content_mean = j["content_mean"]["fineweb-edu"].get<double>();
+    if (j.contains("content"))
+      for (const auto& [ds, c] : j["content"].items()) {
+        const auto d = c.at("diagonal_scores").get<std::vector<std::vector<double>>>();
+        require(static_cast<int>(d.size()) == p.layers, "preset '", path, "': ", ds, " diagonal_scores has ",
+                d.size(), " layers, expected ", p.layers);
+        Eigen::MatrixXd delta(p.layers, p.heads);
+        for (int l = 0; l < p.layers; ++l) {
+          require(static_cast<int>(d[l].size()) == p.heads, "preset '", path, "': ", ds, " diagonal_scores layer ",
+                  l + 1, " has ", d[l].size(), " heads, expected ", p.heads);
+          for (int h = 0; h < p.heads; ++h) delta(l, h) = d[l][h];
+        }
+        require(delta.allFinite(), "preset '", path, "': ", ds, " diagonal_scores are not all finite");
+        p.content_by_dataset[ds] = delta;
+      }
+    if (j.contains("content_mean"))
+      for (const auto& [ds, v] : j["content_mean"].items()) p.content_mean_by_dataset[ds] = v.get<double>();
+    select_dataset(p, "fineweb-edu");
     return p;
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(str("preset file '", path, "' is malformed: ", e.what()));
   }
+}
+
+std::vector<std::string> dataset_names() { return {"fineweb-edu", "dclm", "wikipedia"}; }
+
+void select_dataset(Preset& p, const std::string& ds) {
+  const auto names = dataset_names();
+  require(std::find(names.begin(), names.end(), ds) != names.end(), "--dataset: unknown dataset '", ds,
+          "'; known: fineweb-edu, dclm, wikipedia");
+  const auto a = p.alpha_by_dataset.find(ds);
+  require(a != p.alpha_by_dataset.end(), "--dataset: preset ", p.name, " ships no alpha schedule for ", ds);
+  p.dataset = ds;
+  p.alpha_measured = a->second;
+  const auto c = p.content_by_dataset.find(ds);
+  p.content_delta = c != p.content_by_dataset.end() ? c->second : Eigen::MatrixXd::Zero(p.layers, p.heads);
+  const auto m = p.content_mean_by_dataset.find(ds);
+  p.has_content_mean = m != p.content_mean_by_dataset.end();
+  p.content_mean = p.has_content_mean ? m->second : 0.0;
 }
 
 AlphaSpec parse_alpha_spec(const std::string& spec) {
@@ -90,15 +120,18 @@ AlphaSpec parse_alpha_spec(const std::string& spec) {
     require(a.value >= 0 && a.value <= 1, "alpha: const:X needs 0 <= X <= 1, got X = ", a.value);
     return a;
   }
-  if (spec.rfind("power:", 0) == 0) {
+  for (const char* prefix : {"power:", "power0:", "power1:"}) {
+    const std::string pre = prefix;
+    if (spec.rfind(pre, 0) != 0) continue;
     a.kind = AlphaSpec::Kind::Power;
-    const std::string rest = spec.substr(6);
+    a.origin = pre == "power1:" ? 1 : 0;
+    const std::string rest = spec.substr(pre.size());
     const auto comma = rest.find(',');
-    require(comma != std::string::npos, "alpha: power:A0,BETA expected, got '", spec, "'");
+    require(comma != std::string::npos, "alpha: ", pre, "A0,BETA expected, got '", spec, "'");
     a.value = number(rest.substr(0, comma));
     a.beta = number(rest.substr(comma + 1));
-    require(a.value >= 0 && a.value <= 1, "alpha: power:A0,BETA needs 0 <= A0 <= 1, got A0 = ", a.value);
-    require(a.beta >= 0, "alpha: power:A0,BETA needs BETA >= 0, got BETA = ", a.beta);
+    require(a.value >= 0 && a.value <= 1, "alpha: ", pre, "A0,BETA needs 0 <= A0 <= 1, got A0 = ", a.value);
+    require(a.beta >= 0, "alpha: ", pre, "A0,BETA needs BETA >= 0, got BETA = ", a.beta);
     return a;
   }
   if (spec.rfind("file:", 0) == 0) {
@@ -107,16 +140,24 @@ AlphaSpec parse_alpha_spec(const std::string& spec) {
     require(!a.path.empty(), "alpha: file:PATH needs a path");
     return a;
   }
-  throw InvalidArgument(str("alpha: expected measured | const:X | power:A0,BETA | file:PATH, got '", spec, "'"));
+  throw InvalidArgument(str("alpha: expected measured | const:X | power:A0,BETA | power0:A0,BETA | power1:A0,BETA | file:PATH, got '", spec, "'"));
 }
 
-Eigen::VectorXd alpha_power(int L, double a0, double beta) {
+Eigen::VectorXd alpha_power(int L, double a0, double beta, int origin) {
   require(L >= 1, "alpha: L >= 1 required, got ", L);
   require(a0 >= 0 && a0 <= 1 && beta >= 0, "alpha: power needs 0 <= a0 <= 1 and beta >= 0, got a0 = ", a0,
           ", beta = ", beta);
+  require(origin == 0 || origin == 1, "alpha: power origin must be 0 or 1, got ", origin);
   Eigen::VectorXd a(L);
-  for (int l = 1; l <= L; ++l) a(l - 1) = a0 / std::pow(l + 1.0, beta);
+  for (int l = 1; l <= L; ++l) a(l - 1) = a0 / std::pow(static_cast<double>(l + origin), beta);
   return a;
+}
+
+double alpha_at(const AlphaSpec& spec, long l) {
+  require(l >= 1, "alpha: layer index l >= 1 required, got ", l);
+  if (spec.kind == AlphaSpec::Kind::Constant) return spec.value;
+  require(spec.kind == AlphaSpec::Kind::Power, "alpha: '", spec.text, "' has no closed form at every depth");
+  return spec.value / std::pow(static_cast<double>(l + spec.origin), spec.beta);
 }
 
 Eigen::VectorXd read_alpha_file(const std::string& path) {
@@ -179,7 +220,7 @@ Eigen::VectorXd resolve_alpha(const AlphaSpec& spec, int L, const Eigen::VectorX
       a = measured;
       break;
     case AlphaSpec::Kind::Constant: a = Eigen::VectorXd::Constant(L, spec.value); break;
-    case AlphaSpec::Kind::Power: a = alpha_power(L, spec.value, spec.beta); break;
+    case AlphaSpec::Kind::Power: a = alpha_power(L, spec.value, spec.beta, spec.origin); break;
     case AlphaSpec::Kind::File: a = read_alpha_file(spec.path); break;
   }
   validate_alpha(a, L);

@@ -47,14 +47,29 @@ struct AlibiModel {
   Eigen::MatrixXd delta;             ///< L x H diagonal content; L x 1 or 1 x 1 broadcast; empty = 0
   std::vector<double> head_weights;  ///< H non-negative weights summing to 1; empty = uniform
   Mask mask;                         ///< causal or sliding window
+  /// Optional per-layer slopes (a model config with one slope list per layer): L rows of H
+  /// slopes; empty = `slopes` at every layer. When set, `slopes` must still hold H entries (layer 1's).
+  std::vector<std::vector<double>> layer_slopes;
+  /// Optional per-layer head weights: L rows of H non-negative weights (normalised per layer);
+  /// empty = `head_weights` at every layer.
+  std::vector<std::vector<double>> layer_head_weights;
 };
 
 /// delta(l, h) with the broadcasting rules of AlibiModel (l in [0, L), h in [0, H)).
 double model_delta(const AlibiModel& model, int l, int h);
 
+/// Slopes of layer l (layer_slopes[l] when per-layer slopes are set, else slopes).
+const std::vector<double>& model_slopes(const AlibiModel& model, int l);
+
 /// Normalised head weights (uniform when empty); throws cf::InvalidArgument unless the size is H,
 /// every weight >= 0 and the sum > 0.
 std::vector<double> model_head_weights(const AlibiModel& model);
+
+/// Normalised head weights of layer l (layer_head_weights[l] when set, else model_head_weights).
+std::vector<double> model_head_weights(const AlibiModel& model, int l);
+
+/// True when layers l1 and l2 have the same slopes, head weights and content (same kernel).
+bool same_layer_kernel(const AlibiModel& model, int l1, int l2);
 
 /// Validate the model (slopes finite and >= 0, delta finite with broadcastable shape, weights);
 /// throws cf::InvalidArgument naming the violated constraint.

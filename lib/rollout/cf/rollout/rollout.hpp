@@ -31,6 +31,11 @@ RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& al
 /// L = model.delta.rows() unless delta broadcasts; n >= 1.
 Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::VectorXd& alpha, long n);
 
+/// Largest (w - 1) x heads buffer (in doubles) of the windowed structured sweep; beyond it heads
+/// are processed in chunks (same result). Default 2^24 (128 MB); tests lower it to exercise the
+/// chunking. Not thread-safe to change while a rollout runs.
+double& window_buffer_limit();
+
 /// The same result by the dense path (builds Abar(l) with alibi_kernel_dense); O(L H n^2).
 Eigen::VectorXd rollout_last_row_alibi_dense(const AlibiModel& model, const Eigen::VectorXd& alpha, long n);
 

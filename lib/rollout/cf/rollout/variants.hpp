@@ -1,0 +1,32 @@
+#pragma once
+// The rollout variants of seed 004 section 6.2 (SPEC.md section 2) for one source:
+//   (a) attention-only: alpha = 1, no content;  (b) residual-aware: the source's alpha, no content;
+//   (c) residual-aware + constant-plus-diagonal content (structured sources with content only).
+// A table of per-variant profiles that callers extend (e.g. a measured influence beside them).
+#include <Eigen/Dense>
+#include <string>
+#include <vector>
+
+#include "cf/rollout/source.hpp"
+
+namespace cf::rollout {
+
+/// One variant's last-row distribution p (n entries, sums to 1).
+struct VariantProfile {
+  std::string key;     ///< "attention_only" | "residual" | "residual_content" (JSON keys)
+  std::string label;   ///< "(a) attention-only" | "(b) residual-aware" | "(c) residual + content"
+  Eigen::VectorXd p;   ///< p_j = P(L)[n-1, j]
+  double seconds = 0;  ///< wall time of its computation
+};
+
+/// Last row of P(L) for the source with schedule `alpha` (L entries), content on or off, at
+/// sequence length n. Structured sources take the O(L H n) path (or the dense one when `dense`,
+/// n <= kDenseMaxN); dense sources need n == s.n.
+Eigen::VectorXd rollout_profile(const RolloutSource& s, const Eigen::VectorXd& alpha, bool content, long n,
+                                bool dense = false);
+
+/// Variants (a), (b) and, when the source is structured and has content, (c), at length n
+/// (0 = s.n), in that order.
+std::vector<VariantProfile> rollout_variants(const RolloutSource& s, long n = 0, bool dense = false);
+
+}  // namespace cf::rollout
