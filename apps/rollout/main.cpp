@@ -121,7 +121,7 @@ Setup make_setup(const Options& o, long default_n) {
             [] { std::string k; for (auto& p : preset_names()) k += p + " "; return k; }(), "(alias bloom)");
     s.model_name = o.model;
     std::optional<TemporaryCapture> tmp;  // a checkpoint: capture it here, read it as a capture
-    if (is_checkpoint_file(o.model)) {
+    if (std::filesystem::is_directory(o.model) || is_checkpoint_file(o.model)) {  // HDF5 or HF directory
       tmp.emplace(o.model, o.capture_text, o.n, o.capture_seqs);
       s.params["captured"] = {{"text", o.capture_text}, {"sequences", o.capture_seqs}};
     }

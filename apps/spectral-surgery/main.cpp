@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
                "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
                "attention at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3).",
                "spectral-surgery"};
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5)")->required()->check(CLI::ExistingFile);
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5) or a Hugging Face directory")->required()->check(CLI::ExistingPath);
   app.add_option("--data", o.data, "Token files PREFIX (PREFIX.val.bin + PREFIX.meta.json); the val split is scored");
   app.add_option("--text", o.text, "Or a text file to tokenize and score (lines joined)");
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer for --text: auto | byte | gpt2")

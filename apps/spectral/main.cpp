@@ -103,9 +103,9 @@ int main(int argc, char** argv) {
                "(seed 003, SPEC §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
                "(the spectral cascade) and per model.",
                "spectral"};
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md)")
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md) or a Hugging Face directory (docs/hf.md)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   app.add_option("--texts", o.texts,
                  "Text set for the sequence level, one text per non-empty line [default: data/texts/seed003_eval.txt, "
                  "the six sentences of seed 003 App. A]");

@@ -3,12 +3,18 @@
 // tensors bit for bit.
 //   hf_check logits DIR        exit 0 when logits and next-token loss match DIR/ref_logits.f32, ref_loss.txt
 //   hf_check same CK_A CK_B    exit 0 when both load to the same config and bit-identical tensors
+//   hf_check bad-files DIR     write DIR/{malformed,truncated,oversized,overlap,wrongdtype,noconfig}: tiny
+//                              gpt2 directories whose model.safetensors is broken in one way each
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <filesystem>
 #include <iterator>
+#include <map>
+
+#include "cf/hf/safetensors.hpp"
 
 #include "cf/nn/model.hpp"
 
@@ -69,12 +75,53 @@ int same(const std::string& a, const std::string& b) {
   return ndiff == 0 ? 0 : 1;
 }
 
+void put(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string le64(std::uint64_t n) {
+  std::string s;
+  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  return s;
+}
+
+int bad_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string cfg =
+      R"({"model_type": "gpt2", "vocab_size": 8, "n_embd": 4, "n_layer": 1, "n_head": 1, "n_positions": 4})";
+  std::vector<float> wte(32, 0.5f);
+  const std::string good = cf::hf::safetensors_bytes({{"wte.weight", {8, 4}, wte.data()}}, {{"format", "pt"}});
+  const std::string hdr = R"({"wte.weight":{"dtype":"F32","shape":[8,4],"data_offsets":[0,128]}})";
+  const std::map<std::string, std::string> files = {
+      {"malformed", le64(20) + "{\"wte.weight\": [1, 2" + std::string(8, ' ') + std::string(128, '\0')},
+      {"truncated", good.substr(0, good.size() - 20)},
+      {"oversized", le64(1ULL << 40) + "{}"},
+      {"overlap", le64(std::string(R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"b":{"dtype":"F32","shape":[8],"data_offsets":[16,48]}})").size()) +
+                      R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"b":{"dtype":"F32","shape":[8],"data_offsets":[16,48]}})" +
+                      std::string(48, '\0')},
+      {"wrongdtype", le64(std::string(R"({"wte.weight":{"dtype":"Q4","shape":[8,4],"data_offsets":[0,128]}})").size()) +
+                         R"({"wte.weight":{"dtype":"Q4","shape":[8,4],"data_offsets":[0,128]}})" + std::string(128, '\0')},
+      {"intdtype", le64(std::string(R"({"wte.weight":{"dtype":"I32","shape":[8,4],"data_offsets":[0,128]}})").size()) +
+                       R"({"wte.weight":{"dtype":"I32","shape":[8,4],"data_offsets":[0,128]}})" + std::string(128, '\0')},
+      {"noconfig", good},
+  };
+  (void)hdr;
+  for (const auto& [name, bytes] : files) {
+    fs::create_directories(dir + "/" + name);
+    put(dir + "/" + name + "/model.safetensors", bytes);
+    if (name != "noconfig") put(dir + "/" + name + "/config.json", cfg);
+  }
+  std::printf("bad files written\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     if (argc == 3 && std::strcmp(argv[1], "logits") == 0) return logits(argv[2]);
     if (argc == 4 && std::strcmp(argv[1], "same") == 0) return same(argv[2], argv[3]);
+    if (argc == 3 && std::strcmp(argv[1], "bad-files") == 0) return bad_files(argv[2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -135,3 +135,9 @@ TEST_CASE("safetensors: mapped file, store shape check, shard names confined to 
   write_safetensors("hf_unit_dir/s.safetensors", {{"w", {2, 2}, a.data()}}, {});
   REQUIRE_THROWS_WITH(TensorStore("hf_unit_dir"), Catch::Contains("does not hold it"));
 }
+
+TEST_CASE("safetensors: empty tensors convert without touching memory (fuzz regression)", "[hf]") {
+  // fuzz_safetensors found memcpy(nullptr, src, 0) for a [0, 3] F32 tensor read into an empty vector
+  for (Dtype d : {Dtype::F32, Dtype::F16, Dtype::BF16, Dtype::F64})
+    REQUIRE_NOTHROW(convert_to_float(d, nullptr, 0, nullptr));
+}

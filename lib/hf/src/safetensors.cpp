@@ -217,6 +217,8 @@ float bf16_to_float(std::uint16_t b) {
 }
 
 void convert_to_float(Dtype d, const std::uint8_t* src, std::size_t n, float* dst) {
+  if (n == 0 && (d == Dtype::F32 || d == Dtype::F16 || d == Dtype::BF16 || d == Dtype::F64))
+    return;  // empty tensor: dst may be null (found by fuzz_safetensors: memcpy(nullptr, ..., 0) is UB)
   switch (d) {
     case Dtype::F32:
       std::memcpy(dst, src, n * 4);  // little-endian host (x86-64, aarch64)
