@@ -1,12 +1,26 @@
-// Forward and backward pass of the whole model (see cf/nn/model.hpp). The per-op kernels live in
-// cf/nn/ops.hpp and cf/nn/detail/attention.hpp; this file only orchestrates and saves activations.
+// Forward and backward pass of the whole model (see cf/nn/model.hpp), written as the model's data
+// flow in the style of llm.c:
+//
+//   forward_backward
+//     embed_forward                      tokens -> resid[0]
+//     block_forward(l), l = 0..L-1       resid[l] -> resid_mid[l] -> resid[l+1]
+//       attention_sublayer_forward       norm_1, qkv (+ RoPE, S-D damping, runway tau), heads, c_proj, +
+//       mlp_sublayer_forward             norm_2, c_fc, GELU, c_proj, +
+//     head_forward                       norm_f, tied lm head, cross-entropy -> loss
+//     head_backward                      d loss -> d resid[L]
+//     block_backward(l), l = L-1..0      mlp_sublayer_backward, attention_sublayer_backward
+//     embed_backward                     d resid[0] -> d wte, d wpe
+//
+// Each function takes a Pass (the config, parameter and gradient pointers, saved activations and
+// batch shape of this call). The per-op kernels live in cf/nn/ops.hpp and
+// cf/nn/detail/attention.hpp; this file only orchestrates and saves activations.
 #include "cf/nn/model.hpp"
 
 #include <cmath>
 
 #include "cf/core/error.hpp"
-#include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/activations.hpp"
+#include "cf/nn/detail/attention.hpp"
 #include "cf/nn/ops.hpp"
 
 namespace cf::nn {
@@ -32,6 +46,27 @@ std::size_t Workspace<T>::bytes() const {
 }
 
 namespace {
+
+// ------------------------------------------------------------------------------------- the pass
+
+// Everything one forward_backward call shares: config and layout, parameters W and gradient G
+// (null in a forward-only pass), saved activations, batch shape, hooks, and a [N, C] scratch for
+// sub-layer outputs before they join the residual stream.
+template <class T>
+struct Pass {
+  const ModelConfig& cfg;
+  const ParamLayout& lay;
+  const T* W;
+  T* G;
+  Activations<T>& a;
+  int B, Tn, N, C, H;
+  const ForwardHooks* hooks;
+  MatR<T> tmp;
+
+  bool ln() const { return cfg.norm == NormKind::LayerNorm; }
+};
+
+// ------------------------------------------------------------------------------------ masks
 
 bool is_masked_family(AttnKind k) {
   return k == AttnKind::Full || k == AttnKind::Block || k == AttnKind::Swa || k == AttnKind::Bridge ||
@@ -74,10 +109,7 @@ std::vector<std::vector<std::uint8_t>> build_masks(const LayerConfig& lc, int Tn
           fill([&](graph::Index t) { return graph::bridge_sources(mask, t); })};
 }
 
-template <class T>
-void zero(MatR<T>& m, int r, int c) {
-  m.setZero(r, c);
-}
+// ---------------------------------------------------------------------------- capture report
 
 // Hand one layer's attention probabilities, Q, K and residual quantities to the capture hook, one
 // sequence at a time (float copies, so the hook sees the same types for Model<float> and
@@ -142,11 +174,356 @@ void report_layer(const CaptureHook& hook, int l, int B, int Tn, int H, int dh, 
   }
 }
 
-}  // namespace
+// ------------------------------------------------------------------------------------ norms
+
+// Pre-norm of a sub-layer: LayerNorm into `out` (mean/rstd saved) and return it, or the input
+// itself when the model has no normalisation.
+template <class T>
+const T* norm_forward(Pass<T>& p, MatR<T>& out, std::vector<T>& mean, std::vector<T>& rstd, const T* x,
+                      std::int64_t w, std::int64_t b) {
+  if (!p.ln()) return x;
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x, p.W + w, p.W + b, p.N, p.C);
+  return out.data();
+}
+// Backward of norm_forward: dx [N, C] += d(norm)/dx^T dn (identity without normalisation).
+template <class T>
+void norm_backward(Pass<T>& p, MatR<T>& dx, const MatR<T>& dn, const T* x, const std::vector<T>& mean,
+                   const std::vector<T>& rstd, std::int64_t w, std::int64_t b) {
+  if (p.ln())
+    layernorm_backward(dx.data(), p.G + w, p.G + b, dn.data(), x, p.W + w, mean.data(), rstd.data(), p.N, p.C);
+  else
+    dx += dn;
+}
+
+// ---------------------------------------------------------------------------- embedding
 
 template <class T>
-T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn,
-                   std::vector<T>* grad, Workspace<T>& ws, const ForwardHooks* hooks, std::vector<T>* logprobs) {
+void embed_forward(Pass<T>& p, const std::int32_t* tokens) {
+  encoder_forward(p.a.resid[0].data(), tokens, p.W + p.lay.wte, p.lay.wpe >= 0 ? p.W + p.lay.wpe : nullptr, p.B,
+                  p.Tn, p.C);
+}
+template <class T>
+void embed_backward(Pass<T>& p, const std::int32_t* tokens) {
+  encoder_backward(p.G + p.lay.wte, p.lay.wpe >= 0 ? p.G + p.lay.wpe : nullptr, p.a.dres.data(), tokens, p.B, p.Tn,
+                   p.C);
+}
+
+// ---------------------------------------------------------------------------- attention
+
+// Which attention computation layer l runs in this pass (a linearize hook turns any layer into
+// ELU+1 linear attention).
+struct AttnMode {
+  bool lin = false, sd = false, runway = false;
+};
+template <class T>
+AttnMode attn_mode(const Pass<T>& p, int l) {
+  const AttnKind k = p.cfg.layers[l].attn;
+  AttnMode m;
+  m.lin = k == AttnKind::Linear ||
+          (p.hooks && l < static_cast<int>(p.hooks->linearize.size()) && p.hooks->linearize[l]);
+  m.sd = !m.lin && k == AttnKind::Sd;
+  m.runway = !m.lin && (k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear);
+  return m;
+}
+
+// The head kernel's description of layer l (scale, S-D, linear, branch masks).
+template <class T>
+detail::HeadSpec head_spec(const Pass<T>& p, int l, const AttnMode& m) {
+  const int dh = head_dim(p.cfg, l);
+  detail::HeadSpec spec;
+  spec.linear = m.lin;
+  spec.sd = m.sd;
+  spec.scale = m.sd ? 0.5 / std::sqrt(double(dh)) : 1.0 / std::sqrt(double(dh));
+  for (const auto& mm : p.a.masks[l]) spec.masks.push_back(mm.data());
+  return spec;
+}
+
+// RoPE on the Q and K columns of qkv [N, 3 H dh] (inverse = the backward rotation).
+template <class T>
+void rope_qk(const Pass<T>& p, T* qkv, int dh, bool inverse) {
+  const int H = p.H, HD = H * dh, Tn = p.Tn;
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < p.B * H; ++bh) {
+    const int b = bh / H, h = bh % H;
+    T* base = qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
+    rope_apply(base, Tn, dh, 3 * HD, inverse);
+    rope_apply(base + HD, Tn, dh, 3 * HD, inverse);
+  }
+}
+
+// S-D diagonal damping d = softplus(x W_d^T + b_d) + eps, [N, H] (seed 003, SPEC 3).
+template <class T>
+void sd_damping_forward(Pass<T>& p, int l, const T* in) {
+  const LayerOffsets& o = p.lay.layer[l];
+  Activations<T>& a = p.a;
+  linear_forward(a.damp_z[l].data(), in, p.W + o.damp_w, p.W + o.damp_b, p.N, p.C, p.H);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(p.N) * p.H; ++i)
+    a.damp_d[l](i) = softplus(a.damp_z[l](i)) + T(p.cfg.layers[l].sd_eps);
+}
+// Backward of sd_damping_forward from a.ddamp [N, H]: dn [N, C] +=, d W_d, d b_d +=.
+template <class T>
+void sd_damping_backward(Pass<T>& p, int l, const T* in, MatR<T>& dn) {
+  const LayerOffsets& o = p.lay.layer[l];
+  Activations<T>& a = p.a;
+  MatR<T> dz(p.N, p.H);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(p.N) * p.H; ++i) dz(i) = a.ddamp(i) * sigmoid(a.damp_z[l](i));
+  linear_backward(dn.data(), p.G + o.damp_w, p.G + o.damp_b, dz.data(), in, p.W + o.damp_w, p.N, p.C, p.H);
+}
+
+// Runway rewiring (seed 000 Eqs. 8-14): tau_{i,m} from the last head's values (dot: v_{i-1}.v_m /
+// sqrt(dh); bilinear: v_{i-1}^T B v_m), bias log beta = -softplus(tau) on eligible edges
+// 1 <= m <= i-2, shared by every head of the sequence. a.tau[l], a.rbias: [B, T, T].
+template <class T>
+void runway_forward(Pass<T>& p, int l, const T* qkv) {
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const bool dot = p.cfg.layers[l].attn == AttnKind::RunwayDot;
+  const T c = T(1) / std::sqrt(T(dh));
+  const T* Bw = dot ? nullptr : p.W + p.lay.layer[l].runway_B;
+#pragma omp parallel for schedule(static)
+  for (int b = 0; b < p.B; ++b) {
+    detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh, Tn, dh,
+                        Eigen::OuterStride<>(3 * HD));
+    MatR<T> Vs = MatR<T>::Zero(Tn, dh);
+    for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
+    MapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
+    if (dot)
+      tau.noalias() = c * Vs * Vl.transpose();
+    else
+      tau.noalias() = Vs * CMapR<T>(Bw, dh, dh) * Vl.transpose();
+    MapR<T> rb(p.a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
+    rb.setZero();
+    // beta = 1 - sigmoid(tau) on eligible edges 1 <= m <= i-2: log beta = -softplus(tau)
+    for (int i = 3; i < Tn; ++i)
+      for (int m = 1; m <= i - 2; ++m) rb(i, m) = -softplus(tau(i, m));
+  }
+}
+// Backward of runway_forward from the per-head logit gradients a.dS [B, H, T, T]: d V (last head)
+// in dqkv +=, d B (bilinear) +=.
+template <class T>
+void runway_backward(Pass<T>& p, int l, const T* qkv, T* dqkv) {
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const bool dot = p.cfg.layers[l].attn == AttnKind::RunwayDot;
+  const std::int64_t Boff = p.lay.layer[l].runway_B;
+  const T c = T(1) / std::sqrt(T(dh));
+  std::vector<MatR<T>> dBpart(static_cast<std::size_t>(p.B));
+#pragma omp parallel for schedule(static)
+  for (int b = 0; b < p.B; ++b) {
+    const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh;
+    detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
+    detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
+    CMapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
+    MatR<T> Gt = MatR<T>::Zero(Tn, Tn);  // d loss / d tau
+    for (int h = 0; h < H; ++h) {
+      CMapR<T> dSh(p.a.dS.data() + (static_cast<std::size_t>(b) * H + h) * Tn * Tn, Tn, Tn);
+      for (int i = 3; i < Tn; ++i)
+        for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) += dSh(i, mm);
+    }
+    for (int i = 3; i < Tn; ++i)
+      for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) *= -sigmoid(tau(i, mm));
+    MatR<T> Vs = MatR<T>::Zero(Tn, dh);
+    for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
+    MatR<T> dVs;
+    if (dot) {
+      dVs = c * Gt * Vl;
+      dVl.noalias() += c * Gt.transpose() * Vs;
+    } else {
+      CMapR<T> Bm(p.W + Boff, dh, dh);
+      dVs = Gt * Vl * Bm.transpose();
+      dVl.noalias() += Gt.transpose() * Vs * Bm;
+      dBpart[b] = Vs.transpose() * Gt * Vl;
+    }
+    for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dVs.row(i);
+  }
+  if (!dot) {
+    MapR<T> dB(p.G + Boff, dh, dh);
+    for (int b = 0; b < p.B; ++b) dB += dBpart[b];
+  }
+}
+
+// The heads of layer l: qkv [N, 3 H dh] -> atty [N, H dh], probabilities saved in a.P[l].
+template <class T>
+void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const detail::HeadSpec spec = head_spec(p, l, m);
+  const std::size_t nb = m.lin ? 1 : spec.masks.size();
+  a.nbranch[l] = static_cast<int>(nb);
+  a.ensure_P(l, static_cast<std::size_t>(p.B) * H * nb * Tn * Tn);
+  const T* qkv = a.qkv[l].data();
+  const ForwardHooks* hooks = p.hooks;
+  const bool serial = hooks && hooks->on_scores;
+#pragma omp parallel for schedule(dynamic) if (!serial)
+  for (int bh = 0; bh < p.B * H; ++bh) {
+    const int b = bh / H, h = bh % H;
+    detail::HeadSpec hs = spec;
+    if (p.cfg.pos == PosKind::Alibi && !m.lin) hs.alibi_slope = alibi_slope(h, H);
+    const T* base = qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
+    std::vector<T> dvec;
+    if (m.sd) {
+      dvec.resize(Tn);
+      for (int t = 0; t < Tn; ++t) dvec[t] = a.damp_d[l](static_cast<std::int64_t>(b * Tn + t) * H + h);
+    }
+    std::function<void(Eigen::Ref<Eigen::MatrixXf>)> hk;
+    if (serial && !m.lin) hk = [&](Eigen::Ref<Eigen::MatrixXf> s) { hooks->on_scores(l, h, s); };
+    detail::attention_head_forward<T>(hs, Tn, dh, base, base + HD, base + 2 * HD, 3 * HD,
+                                      a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                      m.sd ? dvec.data() : nullptr,
+                                      m.runway ? a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn : nullptr,
+                                      a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
+                                      a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr);
+  }
+}
+// Backward of heads_forward: datty [N, H dh] -> dqkv [N, 3 H dh] (+=), a.ddamp (S-D), a.dS (runway).
+template <class T>
+void heads_backward(Pass<T>& p, int l, const AttnMode& m) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  detail::HeadSpec spec = head_spec(p, l, m);
+  if (m.lin || m.sd || m.runway) spec.masks.resize(1);
+  const std::size_t nb = static_cast<std::size_t>(a.nbranch[l]);
+  if (m.runway) a.dS.resize(static_cast<std::size_t>(p.B) * H * Tn * Tn);
+  if (m.sd) a.ddamp.setZero(p.N, H);
+  const T* qkv = a.qkv[l].data();
+  T* dqkv = a.dqkv.data();
+#pragma omp parallel for schedule(dynamic)
+  for (int bh = 0; bh < p.B * H; ++bh) {
+    const int b = bh / H, h = bh % H;
+    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
+    std::vector<T> dd;
+    if (m.sd) dd.resize(Tn);
+    detail::attention_head_backward<T>(spec, Tn, dh, qkv + off, qkv + off + HD, qkv + off + 2 * HD, 3 * HD,
+                                       dqkv + off, dqkv + off + HD, dqkv + off + 2 * HD,
+                                       a.datty.data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                       a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
+                                       a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn,
+                                       m.runway ? a.dS.data() + static_cast<std::size_t>(bh) * Tn * Tn : nullptr,
+                                       m.sd ? dd.data() : nullptr);
+    if (m.sd)
+      for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
+  }
+}
+
+// Attention sub-layer: resid_mid[l] = resid[l] + c_proj(heads(qkv(norm_1(resid[l])))).
+template <class T>
+void attention_sublayer_forward(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const LayerOffsets& o = p.lay.layer[l];
+  const int dh = head_dim(p.cfg, l), HD = p.H * dh;
+  const AttnMode m = attn_mode(p, l);
+  const T* in = norm_forward(p, a.ln1[l], a.ln1_mean[l], a.ln1_rstd[l], a.resid[l].data(), o.ln1_w, o.ln1_b);
+  T* qkv = a.qkv[l].data();
+  linear_forward(qkv, in, p.W + o.attn_w, o.attn_b >= 0 ? p.W + o.attn_b : nullptr, p.N, p.C, 3 * HD);
+  if (p.cfg.pos == PosKind::Rope) rope_qk(p, qkv, dh, false);
+  if (m.sd) sd_damping_forward(p, l, in);
+  if (m.runway) runway_forward(p, l, qkv);
+  heads_forward(p, l, m);
+  linear_forward(p.tmp.data(), a.atty[l].data(), p.W + o.proj_w, o.proj_b >= 0 ? p.W + o.proj_b : nullptr, p.N, HD,
+                 p.C);
+  a.resid_mid[l] = a.resid[l] + p.tmp;
+  if (p.hooks && p.hooks->on_layer)
+    report_layer<T>(p.hooks->on_layer, l, p.B, p.Tn, p.H, dh, p.C, static_cast<std::size_t>(a.nbranch[l]), qkv,
+                    a.P[l].data(), a.resid[l].data(), p.tmp.data(), a.resid_mid[l].data());
+}
+// Backward of attention_sublayer_forward: a.dres holds d resid_mid[l] on entry, d resid[l] on exit.
+template <class T>
+void attention_sublayer_backward(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const LayerOffsets& o = p.lay.layer[l];
+  const int dh = head_dim(p.cfg, l), HD = p.H * dh;
+  const AttnMode m = attn_mode(p, l);
+  a.datty.setZero(p.N, HD);
+  linear_backward(a.datty.data(), p.G + o.proj_w, o.proj_b >= 0 ? p.G + o.proj_b : nullptr, a.dres.data(),
+                  a.atty[l].data(), p.W + o.proj_w, p.N, HD, p.C);
+  a.dqkv.setZero(p.N, 3 * HD);
+  heads_backward(p, l, m);
+  if (m.runway) runway_backward(p, l, a.qkv[l].data(), a.dqkv.data());
+  if (p.cfg.pos == PosKind::Rope) rope_qk(p, a.dqkv.data(), dh, true);
+  const T* in = p.ln() ? a.ln1[l].data() : a.resid[l].data();
+  a.dn.setZero(p.N, p.C);
+  if (m.sd) sd_damping_backward(p, l, in, a.dn);
+  linear_backward(a.dn.data(), p.G + o.attn_w, o.attn_b >= 0 ? p.G + o.attn_b : nullptr, a.dqkv.data(), in,
+                  p.W + o.attn_w, p.N, p.C, 3 * HD);
+  norm_backward(p, a.dres, a.dn, a.resid[l].data(), a.ln1_mean[l], a.ln1_rstd[l], o.ln1_w, o.ln1_b);
+}
+
+// ------------------------------------------------------------------------------------ MLP
+
+// MLP sub-layer: resid[l+1] = resid_mid[l] + c_proj(gelu(c_fc(norm_2(resid_mid[l])))).
+template <class T>
+void mlp_sublayer_forward(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const LayerOffsets& o = p.lay.layer[l];
+  const int N = p.N, C = p.C;
+  const T* m = norm_forward(p, a.ln2[l], a.ln2_mean[l], a.ln2_rstd[l], a.resid_mid[l].data(), o.ln2_w, o.ln2_b);
+  linear_forward(a.fch[l].data(), m, p.W + o.fc_w, p.W + o.fc_b, N, C, 4 * C);
+  gelu_forward(a.fcg[l].data(), a.fch[l].data(), static_cast<std::int64_t>(N) * 4 * C);
+  linear_forward(p.tmp.data(), a.fcg[l].data(), p.W + o.fcproj_w, p.W + o.fcproj_b, N, 4 * C, C);
+  a.resid[l + 1] = a.resid_mid[l] + p.tmp;
+}
+// Backward of mlp_sublayer_forward: a.dres holds d resid[l+1] on entry, d resid_mid[l] on exit.
+template <class T>
+void mlp_sublayer_backward(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const LayerOffsets& o = p.lay.layer[l];
+  const int N = p.N, C = p.C;
+  a.dfc.setZero(N, 4 * C);
+  linear_backward(a.dfc.data(), p.G + o.fcproj_w, p.G + o.fcproj_b, a.dres.data(), a.fcg[l].data(),
+                  p.W + o.fcproj_w, N, 4 * C, C);
+  a.dfch.setZero(N, 4 * C);
+  gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), static_cast<std::int64_t>(N) * 4 * C);
+  const T* m = p.ln() ? a.ln2[l].data() : a.resid_mid[l].data();
+  a.dn.setZero(N, C);
+  linear_backward(a.dn.data(), p.G + o.fc_w, p.G + o.fc_b, a.dfch.data(), m, p.W + o.fc_w, N, C, 4 * C);
+  norm_backward(p, a.dres, a.dn, a.resid_mid[l].data(), a.ln2_mean[l], a.ln2_rstd[l], o.ln2_w, o.ln2_b);
+}
+
+// ---------------------------------------------------------------------------------- block
+
+template <class T>
+void block_forward(Pass<T>& p, int l) {
+  attention_sublayer_forward(p, l);
+  mlp_sublayer_forward(p, l);
+}
+template <class T>
+void block_backward(Pass<T>& p, int l) {
+  mlp_sublayer_backward(p, l);
+  attention_sublayer_backward(p, l);
+}
+
+// ---------------------------------------------------------------------------- head and loss
+
+// Final norm, tied LM head (logits = norm_f(resid[L]) wte^T) and cross-entropy. Returns the mean
+// loss over counted positions; `count` receives their number. a.logits holds probabilities after.
+template <class T>
+T head_forward(Pass<T>& p, const std::int32_t* targets, std::int64_t& count) {
+  Activations<T>& a = p.a;
+  const int N = p.N, V = p.cfg.vocab_size;
+  const T* f = norm_forward(p, a.lnf, a.lnf_mean, a.lnf_rstd, a.resid[p.cfg.n_layer].data(), p.lay.lnf_w, p.lay.lnf_b);
+  linear_forward(a.logits.data(), f, p.W + p.lay.wte, static_cast<const T*>(nullptr), N, p.C, V);
+  count = crossentropy_forward(a.logits.data(), a.losses.data(), targets, N, V);
+  T loss = 0;
+  for (int n = 0; n < N; ++n) loss += a.losses[n];
+  return count > 0 ? loss / T(count) : T(0);
+}
+// Backward of head_forward for the mean loss: a.dres receives d resid[L].
+template <class T>
+void head_backward(Pass<T>& p, const std::int32_t* targets, std::int64_t count) {
+  Activations<T>& a = p.a;
+  const int N = p.N, V = p.cfg.vocab_size, L = p.cfg.n_layer;
+  crossentropy_backward(a.logits.data(), targets, N, V, T(1) / T(count));
+  const T* f = p.ln() ? a.lnf.data() : a.resid[L].data();
+  a.dn.setZero(N, p.C);
+  linear_backward(a.dn.data(), p.G + p.lay.wte, static_cast<T*>(nullptr), a.logits.data(), f, p.W + p.lay.wte, N,
+                  p.C, V);
+  a.dres.setZero(N, p.C);
+  norm_backward(p, a.dres, a.dn, a.resid[L].data(), a.lnf_mean, a.lnf_rstd, p.lay.lnf_w, p.lay.lnf_b);
+}
+
+// ---------------------------------------------------------------------------------- checks
+
+template <class T>
+void check_inputs(const Model<T>& model, const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn,
+                  const std::vector<T>* grad, const ForwardHooks* hooks) {
   const ModelConfig& cfg = model.config;
   const ParamLayout& lay = model.layout;
   require(B >= 1, "batch size B must be >= 1 (got ", B, ")");
@@ -157,258 +534,41 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
   require(!grad || static_cast<std::int64_t>(grad->size()) == lay.total, "gradient buffer has ", grad ? grad->size() : 0,
           " entries but the layout needs ", lay.total);
   require(!(grad && hooks), "forward hooks are inference-only: no backward pass with hooks");
-  const int N = B * Tn, C = cfg.d_model, H = cfg.n_head, L = cfg.n_layer, V = cfg.vocab_size;
-  for (int n = 0; n < N; ++n) {
+  const int V = cfg.vocab_size;
+  for (int n = 0; n < B * Tn; ++n) {
     require(tokens[n] >= 0 && tokens[n] < V, "token ", tokens[n], " at index ", n, " outside [0, vocab_size = ", V, ")");
     require(targets[n] < V, "target ", targets[n], " at index ", n, " >= vocab_size = ", V);
   }
-  const bool ln = cfg.norm == NormKind::LayerNorm;
-  const T* W = model.params.data();
+}
+
+}  // namespace
+
+template <class T>
+T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn,
+                   std::vector<T>* grad, Workspace<T>& ws, const ForwardHooks* hooks, std::vector<T>* logprobs) {
+  check_inputs(model, tokens, targets, B, Tn, grad, hooks);
+  const ModelConfig& cfg = model.config;
+  const int L = cfg.n_layer, N = B * Tn;
   Activations<T>& a = ws.get();
   a.ensure(cfg, B, Tn);
   for (int l = 0; l < L; ++l)
     if (a.masks[l].empty()) a.masks[l] = build_masks(cfg.layers[l], Tn);
+  Pass<T> p{cfg, model.layout, model.params.data(), grad ? grad->data() : nullptr, a, B, Tn, N, cfg.d_model,
+            cfg.n_head, hooks, MatR<T>(N, cfg.d_model)};
 
-  encoder_forward(a.resid[0].data(), tokens, W + lay.wte, lay.wpe >= 0 ? W + lay.wpe : nullptr, B, Tn, C);
-  MatR<T> tmp(N, C);
-  for (int l = 0; l < L; ++l) {
-    const LayerConfig& lc = cfg.layers[l];
-    const LayerOffsets& o = lay.layer[l];
-    const int dh = head_dim(cfg, l), HD = H * dh;
-    const bool lin = lc.attn == AttnKind::Linear ||
-                     (hooks && l < static_cast<int>(hooks->linearize.size()) && hooks->linearize[l]);
-    const bool sd = !lin && lc.attn == AttnKind::Sd;
-    const bool runway = !lin && (lc.attn == AttnKind::RunwayDot || lc.attn == AttnKind::RunwayBilinear);
-    const T* x = a.resid[l].data();
-    const T* in = x;
-    if (ln) {
-      layernorm_forward(a.ln1[l].data(), a.ln1_mean[l].data(), a.ln1_rstd[l].data(), x, W + o.ln1_w, W + o.ln1_b, N, C);
-      in = a.ln1[l].data();
-    }
-    T* qkv = a.qkv[l].data();
-    linear_forward(qkv, in, W + o.attn_w, o.attn_b >= 0 ? W + o.attn_b : nullptr, N, C, 3 * HD);
-    if (cfg.pos == PosKind::Rope) {
-#pragma omp parallel for schedule(static)
-      for (int bh = 0; bh < B * H; ++bh) {
-        const int b = bh / H, h = bh % H;
-        T* base = qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
-        rope_apply(base, Tn, dh, 3 * HD, false);
-        rope_apply(base + HD, Tn, dh, 3 * HD, false);
-      }
-    }
-    if (sd) {
-      linear_forward(a.damp_z[l].data(), in, W + o.damp_w, W + o.damp_b, N, C, H);
-      for (std::int64_t i = 0; i < static_cast<std::int64_t>(N) * H; ++i)
-        a.damp_d[l](i) = softplus(a.damp_z[l](i)) + T(lc.sd_eps);
-    }
-    if (runway) {
-      const T c = T(1) / std::sqrt(T(dh));
-#pragma omp parallel for schedule(static)
-      for (int b = 0; b < B; ++b) {
-        detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh, Tn, dh,
-                          Eigen::OuterStride<>(3 * HD));
-        MatR<T> Vs = MatR<T>::Zero(Tn, dh);
-        for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
-        MapR<T> tau(a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
-        if (lc.attn == AttnKind::RunwayDot)
-          tau.noalias() = c * Vs * Vl.transpose();
-        else
-          tau.noalias() = Vs * CMapR<T>(W + o.runway_B, dh, dh) * Vl.transpose();
-        MapR<T> rb(a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
-        rb.setZero();
-        // beta = 1 - sigmoid(tau) on eligible edges 1 <= m <= i-2: log beta = -softplus(tau)
-        for (int i = 3; i < Tn; ++i)
-          for (int m = 1; m <= i - 2; ++m) rb(i, m) = -softplus(tau(i, m));
-      }
-    }
-    detail::HeadSpec spec;
-    spec.linear = lin;
-    spec.sd = sd;
-    spec.scale = sd ? 0.5 / std::sqrt(double(dh)) : 1.0 / std::sqrt(double(dh));
-    for (const auto& mm : a.masks[l]) spec.masks.push_back(mm.data());
-    const std::size_t nb = lin ? 1 : spec.masks.size();
-    a.nbranch[l] = static_cast<int>(nb);
-    a.ensure_P(l, static_cast<std::size_t>(B) * H * nb * Tn * Tn);
-    const bool serial = hooks && hooks->on_scores;
-#pragma omp parallel for schedule(dynamic) if (!serial)
-    for (int bh = 0; bh < B * H; ++bh) {
-      const int b = bh / H, h = bh % H;
-      detail::HeadSpec hs = spec;
-      if (cfg.pos == PosKind::Alibi && !lin) hs.alibi_slope = alibi_slope(h, H);
-      const T* base = qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
-      std::vector<T> dvec;
-      if (sd) {
-        dvec.resize(Tn);
-        for (int t = 0; t < Tn; ++t) dvec[t] = a.damp_d[l](static_cast<std::int64_t>(b * Tn + t) * H + h);
-      }
-      std::function<void(Eigen::Ref<Eigen::MatrixXf>)> hk;
-      if (serial && !lin) hk = [&](Eigen::Ref<Eigen::MatrixXf> m) { hooks->on_scores(l, h, m); };
-      detail::attention_head_forward<T>(hs, Tn, dh, base, base + HD, base + 2 * HD, 3 * HD,
-                                        a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                        sd ? dvec.data() : nullptr,
-                                        runway ? a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn : nullptr,
-                                        a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
-                                        a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr);
-    }
-    linear_forward(tmp.data(), a.atty[l].data(), W + o.proj_w, o.proj_b >= 0 ? W + o.proj_b : nullptr, N, HD, C);
-    a.resid_mid[l] = a.resid[l] + tmp;
-    if (hooks && hooks->on_layer)
-      report_layer<T>(hooks->on_layer, l, B, Tn, H, dh, C, nb, qkv, a.P[l].data(), a.resid[l].data(), tmp.data(),
-                      a.resid_mid[l].data());
-    const T* m = a.resid_mid[l].data();
-    if (ln) {
-      layernorm_forward(a.ln2[l].data(), a.ln2_mean[l].data(), a.ln2_rstd[l].data(), m, W + o.ln2_w, W + o.ln2_b, N, C);
-      m = a.ln2[l].data();
-    }
-    linear_forward(a.fch[l].data(), m, W + o.fc_w, W + o.fc_b, N, C, 4 * C);
-    gelu_forward(a.fcg[l].data(), a.fch[l].data(), static_cast<std::int64_t>(N) * 4 * C);
-    linear_forward(tmp.data(), a.fcg[l].data(), W + o.fcproj_w, W + o.fcproj_b, N, 4 * C, C);
-    a.resid[l + 1] = a.resid_mid[l] + tmp;
-  }
-  const T* f = a.resid[L].data();
-  if (ln) {
-    layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), f, W + lay.lnf_w, W + lay.lnf_b, N, C);
-    f = a.lnf.data();
-  }
-  linear_forward(a.logits.data(), f, W + lay.wte, static_cast<const T*>(nullptr), N, C, V);
-  const std::int64_t count = crossentropy_forward(a.logits.data(), a.losses.data(), targets, N, V);
-  T loss = 0;
-  for (int n = 0; n < N; ++n) loss += a.losses[n];
-  loss = count > 0 ? loss / T(count) : T(0);
+  embed_forward(p, tokens);
+  for (int l = 0; l < L; ++l) block_forward(p, l);
+  std::int64_t count = 0;
+  const T loss = head_forward(p, targets, count);
   if (logprobs) {
     logprobs->assign(N, T(0));
     for (int n = 0; n < N; ++n) (*logprobs)[n] = -a.losses[n];
   }
   if (!grad || count == 0) return loss;
 
-  // ---------------------------------------------------------------- backward
-  T* G = grad->data();
-  crossentropy_backward(a.logits.data(), targets, N, V, T(1) / T(count));
-  MatR<T>& dres = a.dres;
-  MatR<T>& dn = a.dn;
-  dn.setZero(N, C);
-  linear_backward(dn.data(), G + lay.wte, static_cast<T*>(nullptr), a.logits.data(), f, W + lay.wte, N, C, V);
-  dres.setZero(N, C);
-  if (ln)
-    layernorm_backward(dres.data(), G + lay.lnf_w, G + lay.lnf_b, dn.data(), a.resid[L].data(), W + lay.lnf_w,
-                       a.lnf_mean.data(), a.lnf_rstd.data(), N, C);
-  else
-    dres += dn;
-  for (int l = L - 1; l >= 0; --l) {
-    const LayerConfig& lc = cfg.layers[l];
-    const LayerOffsets& o = lay.layer[l];
-    const int dh = head_dim(cfg, l), HD = H * dh;
-    const bool lin = lc.attn == AttnKind::Linear;
-    const bool sd = lc.attn == AttnKind::Sd;
-    const bool runway = lc.attn == AttnKind::RunwayDot || lc.attn == AttnKind::RunwayBilinear;
-    // MLP
-    a.dfc.setZero(N, 4 * C);
-    linear_backward(a.dfc.data(), G + o.fcproj_w, G + o.fcproj_b, dres.data(), a.fcg[l].data(), W + o.fcproj_w, N,
-                    4 * C, C);
-    a.dfch.setZero(N, 4 * C);
-    gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), static_cast<std::int64_t>(N) * 4 * C);
-    const T* m = ln ? a.ln2[l].data() : a.resid_mid[l].data();
-    dn.setZero(N, C);
-    linear_backward(dn.data(), G + o.fc_w, G + o.fc_b, a.dfch.data(), m, W + o.fc_w, N, C, 4 * C);
-    if (ln)
-      layernorm_backward(dres.data(), G + o.ln2_w, G + o.ln2_b, dn.data(), a.resid_mid[l].data(), W + o.ln2_w,
-                         a.ln2_mean[l].data(), a.ln2_rstd[l].data(), N, C);
-    else
-      dres += dn;
-    // attention
-    a.datty.setZero(N, HD);
-    linear_backward(a.datty.data(), G + o.proj_w, o.proj_b >= 0 ? G + o.proj_b : nullptr, dres.data(),
-                    a.atty[l].data(), W + o.proj_w, N, HD, C);
-    a.dqkv.setZero(N, 3 * HD);
-    T* qkv = a.qkv[l].data();
-    T* dqkv = a.dqkv.data();
-    detail::HeadSpec spec;
-    spec.linear = lin;
-    spec.sd = sd;
-    spec.scale = sd ? 0.5 / std::sqrt(double(dh)) : 1.0 / std::sqrt(double(dh));
-    for (const auto& mm : a.masks[l]) spec.masks.push_back(mm.data());
-    if (lin || sd || runway) spec.masks.resize(1);
-    const std::size_t nb = static_cast<std::size_t>(a.nbranch[l]);
-    if (runway) a.dS.resize(static_cast<std::size_t>(B) * H * Tn * Tn);
-    if (sd) a.ddamp.setZero(N, H);
-#pragma omp parallel for schedule(dynamic)
-    for (int bh = 0; bh < B * H; ++bh) {
-      const int b = bh / H, h = bh % H;
-      const std::int64_t off = static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
-      std::vector<T> dd;
-      if (sd) dd.resize(Tn);
-      detail::attention_head_backward<T>(spec, Tn, dh, qkv + off, qkv + off + HD, qkv + off + 2 * HD, 3 * HD,
-                                         dqkv + off, dqkv + off + HD, dqkv + off + 2 * HD,
-                                         a.datty.data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                         a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
-                                         a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn,
-                                         runway ? a.dS.data() + static_cast<std::size_t>(bh) * Tn * Tn : nullptr,
-                                         sd ? dd.data() : nullptr);
-      if (sd)
-        for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
-    }
-    if (runway) {
-      const T c = T(1) / std::sqrt(T(dh));
-      std::vector<MatR<T>> dBpart(static_cast<std::size_t>(B));
-#pragma omp parallel for schedule(static)
-      for (int b = 0; b < B; ++b) {
-        const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh;
-        detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
-        detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
-        CMapR<T> tau(a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
-        MatR<T> Gt = MatR<T>::Zero(Tn, Tn);  // d loss / d tau
-        for (int h = 0; h < H; ++h) {
-          CMapR<T> dSh(a.dS.data() + (static_cast<std::size_t>(b) * H + h) * Tn * Tn, Tn, Tn);
-          for (int i = 3; i < Tn; ++i)
-            for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) += dSh(i, mm);
-        }
-        for (int i = 3; i < Tn; ++i)
-          for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) *= -sigmoid(tau(i, mm));
-        MatR<T> Vs = MatR<T>::Zero(Tn, dh);
-        for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
-        MatR<T> dVs;
-        if (lc.attn == AttnKind::RunwayDot) {
-          dVs = c * Gt * Vl;
-          dVl.noalias() += c * Gt.transpose() * Vs;
-        } else {
-          CMapR<T> Bm(W + o.runway_B, dh, dh);
-          dVs = Gt * Vl * Bm.transpose();
-          dVl.noalias() += Gt.transpose() * Vs * Bm;
-          dBpart[b] = Vs.transpose() * Gt * Vl;
-        }
-        for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dVs.row(i);
-      }
-      if (lc.attn == AttnKind::RunwayBilinear) {
-        MapR<T> dB(G + o.runway_B, dh, dh);
-        for (int b = 0; b < B; ++b) dB += dBpart[b];
-      }
-    }
-    if (cfg.pos == PosKind::Rope) {
-#pragma omp parallel for schedule(static)
-      for (int bh = 0; bh < B * H; ++bh) {
-        const int b = bh / H, h = bh % H;
-        T* base = dqkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
-        rope_apply(base, Tn, dh, 3 * HD, true);
-        rope_apply(base + HD, Tn, dh, 3 * HD, true);
-      }
-    }
-    const T* in = ln ? a.ln1[l].data() : a.resid[l].data();
-    dn.setZero(N, C);
-    if (sd) {
-      MatR<T> dz(N, H);
-      for (std::int64_t i = 0; i < static_cast<std::int64_t>(N) * H; ++i)
-        dz(i) = a.ddamp(i) * sigmoid(a.damp_z[l](i));
-      linear_backward(dn.data(), G + o.damp_w, G + o.damp_b, dz.data(), in, W + o.damp_w, N, C, H);
-    }
-    linear_backward(dn.data(), G + o.attn_w, o.attn_b >= 0 ? G + o.attn_b : nullptr, dqkv, in, W + o.attn_w, N, C,
-                    3 * HD);
-    if (ln)
-      layernorm_backward(dres.data(), G + o.ln1_w, G + o.ln1_b, dn.data(), a.resid[l].data(), W + o.ln1_w,
-                         a.ln1_mean[l].data(), a.ln1_rstd[l].data(), N, C);
-    else
-      dres += dn;
-  }
-  encoder_backward(G + lay.wte, lay.wpe >= 0 ? G + lay.wpe : nullptr, dres.data(), tokens, B, Tn, C);
+  head_backward(p, targets, count);
+  for (int l = L - 1; l >= 0; --l) block_backward(p, l);
+  embed_backward(p, tokens);
   return loss;
 }
 
