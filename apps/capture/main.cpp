@@ -11,6 +11,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/nn/capture.hpp"
+#include "cf/hf/token_ids.hpp"
 #include "cf/nn/checkpoint.hpp"
 
 using namespace cf;
@@ -20,7 +21,7 @@ using output::fmt_int;
 namespace {
 
 struct Options {
-  std::string checkpoint, text, data, split = "val", heads = "all", out = "capture.h5", gpt2_dir;
+  std::string checkpoint, text, data, split = "val", heads = "all", out = "capture.h5", gpt2_dir, tokens;
   int seq_len = 0;  // 0 = min(256, block_size)
   int n_seq = 4;
   bool no_qk = false, no_probs = false;
@@ -42,6 +43,10 @@ std::vector<int> parse_heads(const std::string& spec) {
 
 // Token ids of the input, tokenised with the checkpoint's vocabulary.
 std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& cfg, std::string& tokenizer) {
+  if (!o.tokens.empty()) {  // pre-tokenised ids (any tokenizer; docs/hf.md)
+    tokenizer = "ids from " + o.tokens;
+    return hf::read_token_ids(o.tokens, cfg.vocab_size);
+  }
   if (!o.data.empty()) {
     const data::TokenData d = data::read_token_files(o.data);
     require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data, " has vocab_size = ",
@@ -71,7 +76,7 @@ void run(const CLI::App& app, const Options& o) {
   co.store_probs = !o.no_probs;
   co.store_qk = !o.no_qk;
   co.heads = parse_heads(o.heads);
-  co.source = !o.data.empty() ? o.data + " (" + o.split + " split)" : o.text;
+  co.source = !o.data.empty() ? o.data + " (" + o.split + " split)" : !o.tokens.empty() ? o.tokens : o.text;
   const nn::CaptureSummary s = nn::capture_model(model, windows, o.out, co);
 
   const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());
@@ -123,10 +128,14 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5)")->required();
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5) or a Hugging Face directory (docs/hf.md)")->required();
   auto* in = app.add_option_group("input", "token input (exactly one)");
   in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes or GPT-2 BPE)");
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
+  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
+      ->check(CLI::ExistingFile);
+  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
+      ->check(CLI::ExistingFile);
   in->require_option(1);
   app.add_option("--split", o.split, "Split of --data to read")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "Tokens per sequence T (<= block size) [default: min(256, block_size)]")

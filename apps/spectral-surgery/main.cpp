@@ -171,7 +171,7 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5)")->required()->check(CLI::ExistingFile);
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5) or a Hugging Face directory")->required()->check(CLI::ExistingPath);
   app.add_option("--data", o.data, "Token files PREFIX (PREFIX.val.bin + PREFIX.meta.json); the val split is scored");
   app.add_option("--text", o.text, "Or a text file to tokenize and score (lines joined)");
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer for --text: auto | byte | gpt2")

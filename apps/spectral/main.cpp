@@ -100,9 +100,9 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md)")
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md) or a Hugging Face directory (docs/hf.md)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   app.add_option("--texts", o.texts,
                  "Text set for the sequence level, one text per non-empty line [default: data/texts/seed003_eval.txt, "
                  "the six sentences of seed 003 App. A]");

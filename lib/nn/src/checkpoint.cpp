@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include <filesystem>
+
 #include "cf/core/error.hpp"
+#include "cf/hf/checkpoint.hpp"
 #include "cf/io/hdf5.hpp"
 
 namespace cf::nn {
@@ -80,6 +83,8 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
 }
 
 Model<float> load_model(const std::string& checkpoint_path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(checkpoint_path, ec)) return hf::load_hf_model(checkpoint_path);
   return load_checkpoint(checkpoint_path, false).model;
 }
 

@@ -45,7 +45,9 @@ std::string pos_name(PosKind k) {
   }
   return "?";
 }
-std::string norm_name(NormKind k) { return k == NormKind::LayerNorm ? "layernorm" : "none"; }
+std::string norm_name(NormKind k) {
+  return k == NormKind::LayerNorm ? "layernorm" : k == NormKind::RMSNorm ? "rmsnorm" : "none";
+}
 
 AttnKind parse_attn_kind(const std::string& s0) {
   const std::string s = lower(trim(s0));
@@ -75,7 +77,8 @@ NormKind parse_norm_kind(const std::string& s0) {
   const std::string s = lower(trim(s0));
   if (s == "layernorm" || s == "ln") return NormKind::LayerNorm;
   if (s == "none") return NormKind::None;
-  throw InvalidArgument(str("unknown normalisation '", s0, "' (known: layernorm, none)"));
+  if (s == "rmsnorm") return NormKind::RMSNorm;
+  throw InvalidArgument(str("unknown normalisation '", s0, "' (known: layernorm, none, rmsnorm)"));
 }
 
 std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer, const LayerConfig& proto) {
@@ -173,6 +176,7 @@ void validate(const ModelConfig& c) {
       require(lc.sd_eps > 0 && std::isfinite(lc.sd_eps), "layer ", l,
               ": S-D damping offset sd_eps must be finite and > 0 (got ", lc.sd_eps, ")");
   }
+  validate_arch(c);
 }
 
 nlohmann::json to_json(const ModelConfig& c) {
@@ -197,6 +201,7 @@ nlohmann::json to_json(const ModelConfig& c) {
                            {"d_head", head_dim(c, static_cast<int>(l))},
                            {"sd_eps", lc.sd_eps}});
   }
+  if (!(c.arch == ArchVariant{})) j["arch"] = arch_to_json(c.arch);
   return j;
 }
 
@@ -264,7 +269,7 @@ void no_unknown_keys(const nlohmann::json& obj, const std::string& where, std::i
 ModelConfig config_from_json(const nlohmann::json& j) {
   require(j.is_object(), "model config must be a JSON object (got ", j.type_name(), ")");
   no_unknown_keys(j, "", {"vocab_size", "block_size", "n_layer", "n_head", "d_model", "pos", "norm", "bias",
-                          "proj_bias", "layers"});
+                          "proj_bias", "layers", "arch"});
   ModelConfig c;
   c.vocab_size = int_field(j, "", "vocab_size", true, 0, 2, 1000000);
   c.block_size = int_field(j, "", "block_size", true, 0, 1, 65536);
@@ -297,6 +302,13 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     lc.sd_eps = real_field(lj, path, "sd_eps", 0.1);
     c.layers.push_back(lc);
   }
+  if (const nlohmann::json* arch = field(j, "", "arch", false)) {
+    try {
+      c.arch = arch_from_json(*arch);
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidArgument(str("model config: field 'arch' is malformed (", e.what(), ")"));
+    }
+  }
   validate(c);
   return c;
 }
@@ -307,16 +319,22 @@ std::int64_t param_count(const ModelConfig& c) {
   std::int64_t n = static_cast<std::int64_t>(c.vocab_size) * C;
   if (c.pos == PosKind::Learned) n += static_cast<std::int64_t>(c.block_size) * C;
   const bool ln = c.norm == NormKind::LayerNorm;
+  // a norm's parameter count: weight + bias (LayerNorm), weight (RMSNorm), nothing (none)
+  const std::int64_t nrm = ln ? 2 * C : c.norm == NormKind::RMSNorm ? C : 0;
+  const std::int64_t F = ffn_dim(c), KV = kv_heads(c);
+  const bool glu = c.arch.mlp == MlpKind::SwiGLU;
   for (int l = 0; l < c.n_layer; ++l) {
-    const std::int64_t dh = head_dim(c, l), HD = H * dh;
-    if (ln) n += 4 * C;
-    n += 3 * HD * C + (c.bias ? 3 * HD : 0) + C * HD + (c.proj_bias ? C : 0);
+    const std::int64_t dh = head_dim(c, l), HD = H * dh, QKV = (H + 2 * KV) * dh;
+    n += 2 * nrm;
+    n += QKV * C + (c.bias ? QKV : 0) + C * HD + (c.proj_bias ? C : 0);
     const auto k = c.layers[static_cast<std::size_t>(l)].attn;
     if (k == AttnKind::Sd) n += H * C + H;
     if (k == AttnKind::RunwayBilinear) n += dh * dh;
-    n += 4 * C * C + 4 * C + 4 * C * C + C;
+    n += (glu ? 2 : 1) * F * C + F * C + (c.arch.mlp_bias ? (glu ? 2 : 1) * F + C : 0);
   }
-  if (ln) n += 2 * C;
+  n += nrm;
+  if (c.arch.emb_norm) n += nrm;
+  if (!c.arch.tied_head) n += static_cast<std::int64_t>(c.vocab_size) * C;
   return n;
 }
 

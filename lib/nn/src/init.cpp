@@ -25,7 +25,8 @@ Model<T> init_model(const ModelConfig& config, std::uint64_t seed) {
   const double resid_std = 0.02 / std::sqrt(2.0 * config.n_layer);
   for (const auto& t : m.layout.tensors) {
     T* p = m.params.data() + t.offset;
-    const bool is_ln_w = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
+    const bool is_ln_w = (t.name.find("ln_") != std::string::npos || t.name.find("emb_ln") != std::string::npos) &&
+                         t.name.find(".weight") != std::string::npos && t.shape.size() == 1;
     const bool is_bias = t.shape.size() == 1 && !is_ln_w;
     if (is_ln_w) {
       for (std::int64_t i = 0; i < t.size; ++i) p[i] = T(1);
@@ -51,8 +52,9 @@ Eigen::MatrixXf forward_logits(const Model<float>& model, const std::vector<std:
   std::vector<std::int32_t> targets(tokens.size(), -1);
   forward_backward<float>(model, tokens.data(), targets.data(), 1, Tn, nullptr, ws, hooks);
   auto& a = ws.get();
-  const auto& f = model.config.norm == NormKind::LayerNorm ? a.lnf : a.resid[model.config.n_layer];
-  CMapR<float> wte(model.params.data() + model.layout.wte, model.config.vocab_size, model.config.d_model);
+  const auto& f = model.config.norm != NormKind::None ? a.lnf : a.resid[model.config.n_layer];
+  const std::int64_t head = model.layout.lm_head >= 0 ? model.layout.lm_head : model.layout.wte;
+  CMapR<float> wte(model.params.data() + head, model.config.vocab_size, model.config.d_model);
   return f * wte.transpose();
 }
 

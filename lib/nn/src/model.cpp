@@ -22,6 +22,7 @@
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/ops.hpp"
+#include "cf/nn/variant_ops.hpp"
 
 namespace cf::nn {
 
@@ -63,8 +64,23 @@ struct Pass {
   const ForwardHooks* hooks;
   MatR<T> tmp;
 
-  bool ln() const { return cfg.norm == NormKind::LayerNorm; }
+  // Whether sub-layers read a normalised copy (LayerNorm or RMSNorm) rather than the stream itself.
+  bool ln() const { return cfg.norm != NormKind::None; }
 };
+
+// ------------------------------------------------------------------------------- qkv layout
+
+// Columns of one qkv row [N, (H + 2 KV) dh] (grouped-query attention, ArchVariant::n_kv_head):
+// queries of the H heads, then keys and values of the KV key/value heads; head h reads kv head
+// h / (H / KV). Without GQA (KV = H) this is the GPT-2 [q | k | v] layout.
+struct QkvLayout {
+  int H, KV, dh;
+  std::int64_t ld() const { return static_cast<std::int64_t>(H + 2 * KV) * dh; }
+  std::int64_t q(int h) const { return static_cast<std::int64_t>(h) * dh; }
+  std::int64_t k(int h) const { return static_cast<std::int64_t>(H + h / (H / KV)) * dh; }
+  std::int64_t v(int h) const { return static_cast<std::int64_t>(H + KV + h / (H / KV)) * dh; }
+};
+inline QkvLayout qkv_layout(const ModelConfig& c, int l) { return {c.n_head, kv_heads(c), head_dim(c, l)}; }
 
 // ------------------------------------------------------------------------------------ masks
 
@@ -116,8 +132,9 @@ std::vector<std::vector<std::uint8_t>> build_masks(const LayerConfig& lc, int Tn
 // Model<double>). P: per (b, h) nb branch blocks of T x T (summed here); qkv: N x 3 H dh after RoPE;
 // x, att, y: N x C residual in, attention output (after c_proj), residual out.
 template <class T>
-void report_layer(const CaptureHook& hook, int l, int B, int Tn, int H, int dh, int C, std::size_t nb, const T* qkv,
-                  const T* P, const T* x, const T* att, const T* y) {
+void report_layer(const CaptureHook& hook, int l, int B, int Tn, const QkvLayout& ql, int C, std::size_t nb,
+                  const T* qkv, const T* P, const T* x, const T* att, const T* y) {
+  const int H = ql.H, dh = ql.dh;
   const std::size_t TT = static_cast<std::size_t>(Tn) * Tn, HD = static_cast<std::size_t>(H) * dh;
   std::vector<float> probs(static_cast<std::size_t>(H) * TT), q(HD * Tn), k(HD * Tn);
   std::vector<float> xin(static_cast<std::size_t>(Tn) * C), aout(xin.size()), yout(xin.size());
@@ -132,10 +149,10 @@ void report_layer(const CaptureHook& hook, int l, int B, int Tn, int H, int dh, 
         dst[i] = static_cast<float>(sum);
       }
       for (int t = 0; t < Tn; ++t) {
-        const T* row = qkv + (static_cast<std::size_t>(b) * Tn + t) * 3 * HD + static_cast<std::size_t>(h) * dh;
+        const T* row = qkv + (static_cast<std::size_t>(b) * Tn + t) * ql.ld();
         for (int d = 0; d < dh; ++d) {
-          q[(static_cast<std::size_t>(h) * Tn + t) * dh + d] = static_cast<float>(row[d]);
-          k[(static_cast<std::size_t>(h) * Tn + t) * dh + d] = static_cast<float>(row[HD + d]);
+          q[(static_cast<std::size_t>(h) * Tn + t) * dh + d] = static_cast<float>(row[ql.q(h) + d]);
+          k[(static_cast<std::size_t>(h) * Tn + t) * dh + d] = static_cast<float>(row[ql.k(h) + d]);
         }
       }
     }
@@ -182,14 +199,19 @@ template <class T>
 const T* norm_forward(Pass<T>& p, MatR<T>& out, std::vector<T>& mean, std::vector<T>& rstd, const T* x,
                       std::int64_t w, std::int64_t b) {
   if (!p.ln()) return x;
-  layernorm_forward(out.data(), mean.data(), rstd.data(), x, p.W + w, p.W + b, p.N, p.C);
+  if (p.cfg.norm == NormKind::RMSNorm)
+    rmsnorm_forward(out.data(), rstd.data(), x, p.W + w, p.N, p.C, p.cfg.arch.norm_eps);
+  else
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x, p.W + w, p.W + b, p.N, p.C, p.cfg.arch.norm_eps);
   return out.data();
 }
 // Backward of norm_forward: dx [N, C] += d(norm)/dx^T dn (identity without normalisation).
 template <class T>
 void norm_backward(Pass<T>& p, MatR<T>& dx, const MatR<T>& dn, const T* x, const std::vector<T>& mean,
                    const std::vector<T>& rstd, std::int64_t w, std::int64_t b) {
-  if (p.ln())
+  if (p.cfg.norm == NormKind::RMSNorm)
+    rmsnorm_backward(dx.data(), p.G + w, dn.data(), x, p.W + w, rstd.data(), p.N, p.C);
+  else if (p.ln())
     layernorm_backward(dx.data(), p.G + w, p.G + b, dn.data(), x, p.W + w, mean.data(), rstd.data(), p.N, p.C);
   else
     dx += dn;
@@ -197,15 +219,27 @@ void norm_backward(Pass<T>& p, MatR<T>& dx, const MatR<T>& dn, const T* x, const
 
 // ---------------------------------------------------------------------------- embedding
 
+// Token (+ position) embedding into resid[0]; with arch.emb_norm (BLOOM) the embedding goes to
+// a.emb and its norm (emb_ln) to resid[0].
 template <class T>
 void embed_forward(Pass<T>& p, const std::int32_t* tokens) {
-  encoder_forward(p.a.resid[0].data(), tokens, p.W + p.lay.wte, p.lay.wpe >= 0 ? p.W + p.lay.wpe : nullptr, p.B,
-                  p.Tn, p.C);
+  Activations<T>& a = p.a;
+  const bool en = p.cfg.arch.emb_norm;
+  encoder_forward(en ? a.emb.data() : a.resid[0].data(), tokens, p.W + p.lay.wte,
+                  p.lay.wpe >= 0 ? p.W + p.lay.wpe : nullptr, p.B, p.Tn, p.C);
+  if (en) norm_forward(p, a.resid[0], a.emb_mean, a.emb_rstd, a.emb.data(), p.lay.emb_ln_w, p.lay.emb_ln_b);
 }
 template <class T>
 void embed_backward(Pass<T>& p, const std::int32_t* tokens) {
-  encoder_backward(p.G + p.lay.wte, p.lay.wpe >= 0 ? p.G + p.lay.wpe : nullptr, p.a.dres.data(), tokens, p.B, p.Tn,
-                   p.C);
+  Activations<T>& a = p.a;
+  const T* d = a.dres.data();
+  MatR<T> de;
+  if (p.cfg.arch.emb_norm) {
+    de.setZero(p.N, p.C);
+    norm_backward(p, de, a.dres, a.emb.data(), a.emb_mean, a.emb_rstd, p.lay.emb_ln_w, p.lay.emb_ln_b);
+    d = de.data();
+  }
+  encoder_backward(p.G + p.lay.wte, p.lay.wpe >= 0 ? p.G + p.lay.wpe : nullptr, d, tokens, p.B, p.Tn, p.C);
 }
 
 // ---------------------------------------------------------------------------- attention
@@ -238,16 +272,18 @@ detail::HeadSpec head_spec(const Pass<T>& p, int l, const AttnMode& m) {
   return spec;
 }
 
-// RoPE on the Q and K columns of qkv [N, 3 H dh] (inverse = the backward rotation).
+// RoPE on the query columns of the H heads and the key columns of the KV key heads of qkv (inverse
+// = the backward rotation); the first rope_dims(l) dims of each head, base arch.rope_theta.
 template <class T>
-void rope_qk(const Pass<T>& p, T* qkv, int dh, bool inverse) {
-  const int H = p.H, HD = H * dh, Tn = p.Tn;
+void rope_qk(const Pass<T>& p, int l, T* qkv, bool inverse) {
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  const int Tn = p.Tn, nh = ql.H + ql.KV, rot = rope_dims(p.cfg, l);
+  const double base = p.cfg.arch.rope_theta;
 #pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < p.B * H; ++bh) {
-    const int b = bh / H, h = bh % H;
-    T* base = qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
-    rope_apply(base, Tn, dh, 3 * HD, inverse);
-    rope_apply(base + HD, Tn, dh, 3 * HD, inverse);
+  for (int bj = 0; bj < p.B * nh; ++bj) {
+    const int b = bj / nh, j = bj % nh;  // j < H: query head j; else key head j - H
+    T* col = qkv + static_cast<std::int64_t>(b) * Tn * ql.ld() + static_cast<std::int64_t>(j) * ql.dh;
+    rope_apply(col, Tn, ql.dh, ql.ld(), inverse, rot, base);
   }
 }
 
@@ -345,6 +381,7 @@ template <class T>
 void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
   Activations<T>& a = p.a;
   const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const QkvLayout ql = qkv_layout(p.cfg, l);
   const detail::HeadSpec spec = head_spec(p, l, m);
   const std::size_t nb = m.lin ? 1 : spec.masks.size();
   a.nbranch[l] = static_cast<int>(nb);
@@ -357,7 +394,7 @@ void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
     const int b = bh / H, h = bh % H;
     detail::HeadSpec hs = spec;
     if (p.cfg.pos == PosKind::Alibi && !m.lin) hs.alibi_slope = alibi_slope(h, H);
-    const T* base = qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
+    const T* base = qkv + static_cast<std::int64_t>(b) * Tn * ql.ld();
     std::vector<T> dvec;
     if (m.sd) {
       dvec.resize(Tn);
@@ -365,7 +402,7 @@ void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
     }
     std::function<void(Eigen::Ref<Eigen::MatrixXf>)> hk;
     if (serial && !m.lin) hk = [&](Eigen::Ref<Eigen::MatrixXf> s) { hooks->on_scores(l, h, s); };
-    detail::attention_head_forward<T>(hs, Tn, dh, base, base + HD, base + 2 * HD, 3 * HD,
+    detail::attention_head_forward<T>(hs, Tn, dh, base + ql.q(h), base + ql.k(h), base + ql.v(h), ql.ld(),
                                       a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
                                       m.sd ? dvec.data() : nullptr,
                                       m.runway ? a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn : nullptr,
@@ -385,14 +422,19 @@ void heads_backward(Pass<T>& p, int l, const AttnMode& m) {
   if (m.sd) a.ddamp.setZero(p.N, H);
   const T* qkv = a.qkv[l].data();
   T* dqkv = a.dqkv.data();
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  const int group = H / ql.KV;
+  // One task per (sequence, key/value head): the query heads sharing a key/value head accumulate
+  // into the same dK, dV columns, so they run in order inside the task (no race).
 #pragma omp parallel for schedule(dynamic)
-  for (int bh = 0; bh < p.B * H; ++bh) {
-    const int b = bh / H, h = bh % H;
-    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * 3 * HD + h * dh;
+  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+  for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
+    const int b = bg / ql.KV, bh = b * H + h;
+    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld();
     std::vector<T> dd;
     if (m.sd) dd.resize(Tn);
-    detail::attention_head_backward<T>(spec, Tn, dh, qkv + off, qkv + off + HD, qkv + off + 2 * HD, 3 * HD,
-                                       dqkv + off, dqkv + off + HD, dqkv + off + 2 * HD,
+    detail::attention_head_backward<T>(spec, Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h),
+                                       ql.ld(), dqkv + off + ql.q(h), dqkv + off + ql.k(h), dqkv + off + ql.v(h),
                                        a.datty.data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
                                        a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
                                        a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn,
@@ -412,8 +454,10 @@ void attention_sublayer_forward(Pass<T>& p, int l) {
   const AttnMode m = attn_mode(p, l);
   const T* in = norm_forward(p, a.ln1[l], a.ln1_mean[l], a.ln1_rstd[l], a.resid[l].data(), o.ln1_w, o.ln1_b);
   T* qkv = a.qkv[l].data();
-  linear_forward(qkv, in, p.W + o.attn_w, o.attn_b >= 0 ? p.W + o.attn_b : nullptr, p.N, p.C, 3 * HD);
-  if (p.cfg.pos == PosKind::Rope) rope_qk(p, qkv, dh, false);
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  linear_forward(qkv, in, p.W + o.attn_w, o.attn_b >= 0 ? p.W + o.attn_b : nullptr, p.N, p.C,
+                 static_cast<int>(ql.ld()));
+  if (p.cfg.pos == PosKind::Rope) rope_qk(p, l, qkv, false);
   if (m.sd) sd_damping_forward(p, l, in);
   if (m.runway) runway_forward(p, l, qkv);
   heads_forward(p, l, m);
@@ -421,7 +465,7 @@ void attention_sublayer_forward(Pass<T>& p, int l) {
                  p.C);
   a.resid_mid[l] = a.resid[l] + p.tmp;
   if (p.hooks && p.hooks->on_layer)
-    report_layer<T>(p.hooks->on_layer, l, p.B, p.Tn, p.H, dh, p.C, static_cast<std::size_t>(a.nbranch[l]), qkv,
+    report_layer<T>(p.hooks->on_layer, l, p.B, p.Tn, ql, p.C, static_cast<std::size_t>(a.nbranch[l]), qkv,
                     a.P[l].data(), a.resid[l].data(), p.tmp.data(), a.resid_mid[l].data());
 }
 // Backward of attention_sublayer_forward: a.dres holds d resid_mid[l] on entry, d resid[l] on exit.
@@ -434,47 +478,74 @@ void attention_sublayer_backward(Pass<T>& p, int l) {
   a.datty.setZero(p.N, HD);
   linear_backward(a.datty.data(), p.G + o.proj_w, o.proj_b >= 0 ? p.G + o.proj_b : nullptr, a.dres.data(),
                   a.atty[l].data(), p.W + o.proj_w, p.N, HD, p.C);
-  a.dqkv.setZero(p.N, 3 * HD);
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  a.dqkv.setZero(p.N, ql.ld());
   heads_backward(p, l, m);
   if (m.runway) runway_backward(p, l, a.qkv[l].data(), a.dqkv.data());
-  if (p.cfg.pos == PosKind::Rope) rope_qk(p, a.dqkv.data(), dh, true);
+  if (p.cfg.pos == PosKind::Rope) rope_qk(p, l, a.dqkv.data(), true);
   const T* in = p.ln() ? a.ln1[l].data() : a.resid[l].data();
   a.dn.setZero(p.N, p.C);
   if (m.sd) sd_damping_backward(p, l, in, a.dn);
   linear_backward(a.dn.data(), p.G + o.attn_w, o.attn_b >= 0 ? p.G + o.attn_b : nullptr, a.dqkv.data(), in,
-                  p.W + o.attn_w, p.N, p.C, 3 * HD);
+                  p.W + o.attn_w, p.N, p.C, static_cast<int>(ql.ld()));
   norm_backward(p, a.dres, a.dn, a.resid[l].data(), a.ln1_mean[l], a.ln1_rstd[l], o.ln1_w, o.ln1_b);
 }
 
 // ------------------------------------------------------------------------------------ MLP
 
-// MLP sub-layer: resid[l+1] = resid_mid[l] + c_proj(gelu(c_fc(norm_2(resid_mid[l])))).
+// MLP sub-layer: resid[l+1] = resid_mid[l] + c_proj(act(c_fc(norm_2(src)))), src = resid_mid[l]
+// (sequential) or resid[l] (arch.parallel_residual, GPT-NeoX: x + attn(ln_1 x) + mlp(ln_2 x)); act =
+// GELU (tanh or erf) on [N, F] or SwiGLU on [N, 2F] -> [N, F].
+template <class T>
+const T* mlp_source(const Pass<T>& p, int l) {
+  return p.cfg.arch.parallel_residual ? p.a.resid[l].data() : p.a.resid_mid[l].data();
+}
 template <class T>
 void mlp_sublayer_forward(Pass<T>& p, int l) {
   Activations<T>& a = p.a;
   const LayerOffsets& o = p.lay.layer[l];
-  const int N = p.N, C = p.C;
-  const T* m = norm_forward(p, a.ln2[l], a.ln2_mean[l], a.ln2_rstd[l], a.resid_mid[l].data(), o.ln2_w, o.ln2_b);
-  linear_forward(a.fch[l].data(), m, p.W + o.fc_w, p.W + o.fc_b, N, C, 4 * C);
-  gelu_forward(a.fcg[l].data(), a.fch[l].data(), static_cast<std::int64_t>(N) * 4 * C);
-  linear_forward(p.tmp.data(), a.fcg[l].data(), p.W + o.fcproj_w, p.W + o.fcproj_b, N, 4 * C, C);
+  const int N = p.N, C = p.C, F = ffn_dim(p.cfg);
+  const MlpKind act = p.cfg.arch.mlp;
+  const int FW = act == MlpKind::SwiGLU ? 2 * F : F;
+  const T* m = norm_forward(p, a.ln2[l], a.ln2_mean[l], a.ln2_rstd[l], mlp_source(p, l), o.ln2_w, o.ln2_b);
+  linear_forward(a.fch[l].data(), m, p.W + o.fc_w, o.fc_b >= 0 ? p.W + o.fc_b : nullptr, N, C, FW);
+  const std::int64_t NF = static_cast<std::int64_t>(N) * F;
+  if (act == MlpKind::SwiGLU) swiglu_forward(a.fcg[l].data(), a.fch[l].data(), N, F);
+  else if (act == MlpKind::Gelu) gelu_erf_forward(a.fcg[l].data(), a.fch[l].data(), NF);
+  else gelu_forward(a.fcg[l].data(), a.fch[l].data(), NF);
+  linear_forward(p.tmp.data(), a.fcg[l].data(), p.W + o.fcproj_w, o.fcproj_b >= 0 ? p.W + o.fcproj_b : nullptr, N,
+                 F, C);
   a.resid[l + 1] = a.resid_mid[l] + p.tmp;
 }
-// Backward of mlp_sublayer_forward: a.dres holds d resid[l+1] on entry, d resid_mid[l] on exit.
+// Backward of mlp_sublayer_forward: a.dres holds d resid[l+1] on entry, d resid_mid[l] on exit
+// (sequential); with a parallel residual dres is unchanged (d resid_mid = d resid[l+1]) and the
+// MLP branch's d resid[l] goes to a.dpar, added by block_backward after the attention sub-layer.
 template <class T>
 void mlp_sublayer_backward(Pass<T>& p, int l) {
   Activations<T>& a = p.a;
   const LayerOffsets& o = p.lay.layer[l];
-  const int N = p.N, C = p.C;
-  a.dfc.setZero(N, 4 * C);
-  linear_backward(a.dfc.data(), p.G + o.fcproj_w, p.G + o.fcproj_b, a.dres.data(), a.fcg[l].data(),
-                  p.W + o.fcproj_w, N, 4 * C, C);
-  a.dfch.setZero(N, 4 * C);
-  gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), static_cast<std::int64_t>(N) * 4 * C);
-  const T* m = p.ln() ? a.ln2[l].data() : a.resid_mid[l].data();
+  const int N = p.N, C = p.C, F = ffn_dim(p.cfg);
+  const MlpKind act = p.cfg.arch.mlp;
+  const int FW = act == MlpKind::SwiGLU ? 2 * F : F;
+  a.dfc.setZero(N, F);
+  linear_backward(a.dfc.data(), p.G + o.fcproj_w, o.fcproj_b >= 0 ? p.G + o.fcproj_b : nullptr, a.dres.data(),
+                  a.fcg[l].data(), p.W + o.fcproj_w, N, F, C);
+  a.dfch.setZero(N, FW);
+  const std::int64_t NF = static_cast<std::int64_t>(N) * F;
+  if (act == MlpKind::SwiGLU) swiglu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), N, F);
+  else if (act == MlpKind::Gelu) gelu_erf_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
+  else gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
+  const T* src = mlp_source(p, l);
+  const T* m = p.ln() ? a.ln2[l].data() : src;
   a.dn.setZero(N, C);
-  linear_backward(a.dn.data(), p.G + o.fc_w, p.G + o.fc_b, a.dfch.data(), m, p.W + o.fc_w, N, C, 4 * C);
-  norm_backward(p, a.dres, a.dn, a.resid_mid[l].data(), a.ln2_mean[l], a.ln2_rstd[l], o.ln2_w, o.ln2_b);
+  linear_backward(a.dn.data(), p.G + o.fc_w, o.fc_b >= 0 ? p.G + o.fc_b : nullptr, a.dfch.data(), m, p.W + o.fc_w, N,
+                  C, FW);
+  if (p.cfg.arch.parallel_residual) {
+    a.dpar.setZero(N, C);
+    norm_backward(p, a.dpar, a.dn, src, a.ln2_mean[l], a.ln2_rstd[l], o.ln2_w, o.ln2_b);
+  } else {
+    norm_backward(p, a.dres, a.dn, src, a.ln2_mean[l], a.ln2_rstd[l], o.ln2_w, o.ln2_b);
+  }
 }
 
 // ---------------------------------------------------------------------------------- block
@@ -488,6 +559,7 @@ template <class T>
 void block_backward(Pass<T>& p, int l) {
   mlp_sublayer_backward(p, l);
   attention_sublayer_backward(p, l);
+  if (p.cfg.arch.parallel_residual) p.a.dres += p.a.dpar;
 }
 
 // ---------------------------------------------------------------------------- head and loss
@@ -499,7 +571,8 @@ T head_forward(Pass<T>& p, const std::int32_t* targets, std::int64_t& count) {
   Activations<T>& a = p.a;
   const int N = p.N, V = p.cfg.vocab_size;
   const T* f = norm_forward(p, a.lnf, a.lnf_mean, a.lnf_rstd, a.resid[p.cfg.n_layer].data(), p.lay.lnf_w, p.lay.lnf_b);
-  linear_forward(a.logits.data(), f, p.W + p.lay.wte, static_cast<const T*>(nullptr), N, p.C, V);
+  const std::int64_t head = p.lay.lm_head >= 0 ? p.lay.lm_head : p.lay.wte;  // untied or tied LM head
+  linear_forward(a.logits.data(), f, p.W + head, static_cast<const T*>(nullptr), N, p.C, V);
   count = crossentropy_forward(a.logits.data(), a.losses.data(), targets, N, V);
   T loss = 0;
   for (int n = 0; n < N; ++n) loss += a.losses[n];
@@ -513,8 +586,8 @@ void head_backward(Pass<T>& p, const std::int32_t* targets, std::int64_t count) 
   crossentropy_backward(a.logits.data(), targets, N, V, T(1) / T(count));
   const T* f = p.ln() ? a.lnf.data() : a.resid[L].data();
   a.dn.setZero(N, p.C);
-  linear_backward(a.dn.data(), p.G + p.lay.wte, static_cast<T*>(nullptr), a.logits.data(), f, p.W + p.lay.wte, N,
-                  p.C, V);
+  const std::int64_t head = p.lay.lm_head >= 0 ? p.lay.lm_head : p.lay.wte;
+  linear_backward(a.dn.data(), p.G + head, static_cast<T*>(nullptr), a.logits.data(), f, p.W + head, N, p.C, V);
   a.dres.setZero(N, p.C);
   norm_backward(p, a.dres, a.dn, a.resid[L].data(), a.lnf_mean, a.lnf_rstd, p.lay.lnf_w, p.lay.lnf_b);
 }

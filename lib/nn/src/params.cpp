@@ -25,21 +25,25 @@ ParamLayout make_layout(const ModelConfig& c) {
     L.tensors.push_back(p);
     return p.offset;
   };
-  const std::int64_t C = c.d_model, H = c.n_head;
-  const bool ln = c.norm == NormKind::LayerNorm;
+  const std::int64_t C = c.d_model, H = c.n_head, KV = kv_heads(c), F = ffn_dim(c);
+  const bool ln = c.norm == NormKind::LayerNorm, rms = c.norm == NormKind::RMSNorm;
+  const bool glu = c.arch.mlp == MlpKind::SwiGLU;
+  // a norm: weight + bias (LayerNorm), weight only (RMSNorm), nothing (none)
+  auto norm = [&](const std::string& name, std::int64_t& w, std::int64_t& b) {
+    if (ln || rms) w = add(name + ".weight", {C});
+    if (ln) b = add(name + ".bias", {C});
+  };
   L.wte = add("wte.weight", {c.vocab_size, C});
   if (c.pos == PosKind::Learned) L.wpe = add("wpe.weight", {c.block_size, C});
+  if (c.arch.emb_norm) norm("emb_ln", L.emb_ln_w, L.emb_ln_b);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
-    const std::int64_t dh = head_dim(c, l), HD = H * dh;
+    const std::int64_t dh = head_dim(c, l), HD = H * dh, QKV = (H + 2 * KV) * dh;
     const auto k = c.layers[static_cast<std::size_t>(l)].attn;
     LayerOffsets o;
-    if (ln) {
-      o.ln1_w = add(p + "ln_1.weight", {C});
-      o.ln1_b = add(p + "ln_1.bias", {C});
-    }
-    o.attn_w = add(p + "attn.c_attn.weight", {3 * HD, C});
-    if (c.bias) o.attn_b = add(p + "attn.c_attn.bias", {3 * HD});
+    norm(p + "ln_1", o.ln1_w, o.ln1_b);
+    o.attn_w = add(p + "attn.c_attn.weight", {QKV, C});
+    if (c.bias) o.attn_b = add(p + "attn.c_attn.bias", {QKV});
     o.proj_w = add(p + "attn.c_proj.weight", {C, HD});
     if (c.proj_bias) o.proj_b = add(p + "attn.c_proj.bias", {C});
     if (k == AttnKind::Sd) {
@@ -47,20 +51,15 @@ ParamLayout make_layout(const ModelConfig& c) {
       o.damp_b = add(p + "attn.damp.bias", {H});
     }
     if (k == AttnKind::RunwayBilinear) o.runway_B = add(p + "attn.runway_B", {dh, dh});
-    if (ln) {
-      o.ln2_w = add(p + "ln_2.weight", {C});
-      o.ln2_b = add(p + "ln_2.bias", {C});
-    }
-    o.fc_w = add(p + "mlp.c_fc.weight", {4 * C, C});
-    o.fc_b = add(p + "mlp.c_fc.bias", {4 * C});
-    o.fcproj_w = add(p + "mlp.c_proj.weight", {C, 4 * C});
-    o.fcproj_b = add(p + "mlp.c_proj.bias", {C});
+    norm(p + "ln_2", o.ln2_w, o.ln2_b);
+    o.fc_w = add(p + "mlp.c_fc.weight", {(glu ? 2 : 1) * F, C});
+    if (c.arch.mlp_bias) o.fc_b = add(p + "mlp.c_fc.bias", {(glu ? 2 : 1) * F});
+    o.fcproj_w = add(p + "mlp.c_proj.weight", {C, F});
+    if (c.arch.mlp_bias) o.fcproj_b = add(p + "mlp.c_proj.bias", {C});
     L.layer.push_back(o);
   }
-  if (ln) {
-    L.lnf_w = add("ln_f.weight", {C});
-    L.lnf_b = add("ln_f.bias", {C});
-  }
+  norm("ln_f", L.lnf_w, L.lnf_b);
+  if (!c.arch.tied_head) L.lm_head = add("lm_head.weight", {c.vocab_size, C});
   return L;
 }
 

@@ -59,11 +59,13 @@ bool is_model_file(const std::string& model) {
   if (model.find('/') != std::string::npos) return true;
   if (!canonical_preset_name(model).empty()) return false;  // preset names win over same-named files
   std::error_code ec;
-  if (std::filesystem::is_regular_file(model, ec)) return true;
+  if (std::filesystem::is_regular_file(model, ec) || std::filesystem::is_directory(model, ec)) return true;
   return model.size() > 3 && model.substr(model.size() - 3) == ".h5";
 }
 
 bool is_checkpoint_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return true;  // a Hugging Face directory (docs/hf.md)
   if (!io::is_hdf5_file(path)) return false;
   const io::File f = io::File::open(path);
   return f.has_attr("format") && f.attr_string("format") == "causalflow-checkpoint";

@@ -7,10 +7,55 @@
 
 #include "cf/core/error.hpp"
 #include "cf/io/hdf5.hpp"
+#ifdef CF_SPECTRAL_HAVE_HF
+#include <filesystem>
+
+#include "cf/nn/model.hpp"
+#endif
 
 namespace cf::spectral {
 
+#ifdef CF_SPECTRAL_HAVE_HF
+namespace {
+// The attention weights of a loaded model (a Hugging Face checkpoint directory, issue 13): the query
+// rows of c_attn, then for each head the key rows of its key/value head (grouped-query attention
+// shares one key head among n_head / n_kv_head query heads).
+AttentionWeights weights_of_model(const nn::Model<float>& m) {
+  const nn::ModelConfig& c = m.config;
+  AttentionWeights w;
+  w.config = nn::to_json(c);
+  w.n_layer = c.n_layer;
+  w.n_head = c.n_head;
+  w.d_model = c.d_model;
+  w.pos = nn::pos_name(c.pos);
+  w.norm = nn::norm_name(c.norm);
+  const std::size_t C = static_cast<std::size_t>(c.d_model);
+  const int group = c.n_head / nn::kv_heads(c);
+  for (int l = 0; l < c.n_layer; ++l) {
+    LayerWeights lw;
+    lw.attn = nn::attn_name(c.layers[static_cast<std::size_t>(l)].attn);
+    lw.n_head = c.n_head;
+    lw.d_head = nn::head_dim(c, l);
+    lw.d_model = c.d_model;
+    const std::size_t blk = static_cast<std::size_t>(lw.d_head) * C, H = static_cast<std::size_t>(c.n_head);
+    const float* W = m.params.data() + m.layout.layer[static_cast<std::size_t>(l)].attn_w;
+    lw.qk.assign(W, W + H * blk);
+    for (std::size_t h = 0; h < H; ++h) {
+      const float* k = W + (H + h / static_cast<std::size_t>(group)) * blk;
+      lw.qk.insert(lw.qk.end(), k, k + blk);
+    }
+    w.layers.push_back(std::move(lw));
+  }
+  return w;
+}
+}  // namespace
+#endif
+
 AttentionWeights read_attention_weights(const std::string& path) {
+#ifdef CF_SPECTRAL_HAVE_HF
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return weights_of_model(nn::load_model(path));
+#endif
   io::File f = io::File::open(path);
   require(f.has_attr("config"), "checkpoint '", path,
           "' has no `config` attribute: not a causalflow checkpoint (see docs/checkpoint_format.md)");

@@ -22,8 +22,9 @@ enum class AttnKind { Full, Block, Swa, Bridge, Pbb, SeBridge, RunwayDot, Runway
 /// ALiBi (slopes 2^(-8(h+1)/H), the "simple" scheme of SPEC §7.3) or none.
 enum class PosKind { Learned, Rope, Alibi, None };
 
-/// Normalisation: pre-LN LayerNorm (ln_1, ln_2, ln_f) or none at all (SPEC §3/§4 S–D variant).
-enum class NormKind { LayerNorm, None };
+/// Normalisation: pre-LN LayerNorm (ln_1, ln_2, ln_f) or none at all (SPEC §3/§4 S–D variant);
+/// RMSNorm (weight only, x / sqrt(mean(x^2) + eps) * w; Llama-family imports, issue 13).
+enum class NormKind { LayerNorm, None, RMSNorm };
 
 /// One layer's attention. b = block size, w = window / bridge width (bridge h = w/2), e = SE-Bridge
 /// extension (SPEC §1 notation); fusion = how bridge messages join the block path (seed 002
@@ -35,6 +36,33 @@ struct LayerConfig {
   graph::Fusion fusion = graph::Fusion::Branch;
   int d_head = 0;
   double sd_eps = 0.1;
+};
+
+/// MLP of every block: GELU with the tanh approximation (GPT-2 "gelu_new", BLOOM), exact erf GELU
+/// (GPT-NeoX "gelu"), or SwiGLU (Llama: c_proj(silu(gate) * up), gate and up stacked in c_fc).
+enum class MlpKind { GeluTanh, Gelu, SwiGLU };
+
+/// Architecture variants of imported Hugging Face families (issue 13); the defaults are the GPT-2
+/// model of the trainer, and a default ArchVariant is not written to JSON (old files read as
+/// before). d_ff = MLP hidden width (0 = 4 d_model); mlp_bias = biases on c_fc / mlp.c_proj;
+/// n_kv_head = key/value heads of grouped-query attention (0 = n_head; n_head % n_kv_head == 0,
+/// query head h reads kv head h / (n_head / n_kv_head)); parallel_residual: x + attn(ln_1 x) +
+/// mlp(ln_2 x) (GPT-NeoX); rope_theta, rope_dim: RoPE base and rotated dimensions per head (the
+/// first rope_dim, 0 = all; partial rotary of GPT-NeoX rotary_pct); emb_norm: a norm (emb_ln) on
+/// the token embeddings (BLOOM word_embeddings_layernorm); tied_head false adds lm_head.weight
+/// [vocab, d_model]; norm_eps: epsilon of every LayerNorm/RMSNorm.
+struct ArchVariant {
+  MlpKind mlp = MlpKind::GeluTanh;
+  int d_ff = 0;
+  bool mlp_bias = true;
+  int n_kv_head = 0;
+  bool parallel_residual = false;
+  double rope_theta = 10000.0;
+  int rope_dim = 0;
+  bool emb_norm = false;
+  bool tied_head = true;
+  double norm_eps = 1e-5;
+  bool operator==(const ArchVariant& o) const;
 };
 
 /// Whole-model configuration. `bias` = biases of attn.c_attn (qkv); `proj_bias` = bias of
@@ -51,10 +79,26 @@ struct ModelConfig {
   bool bias = true;
   bool proj_bias = true;
   std::vector<LayerConfig> layers;  ///< exactly n_layer entries after validate()
+  ArchVariant arch;                 ///< Hugging Face family variants (defaults: GPT-2)
 };
 
+/// MLP hidden width (arch.d_ff, or 4 d_model when 0).
+int ffn_dim(const ModelConfig& c);
+/// Key/value heads (arch.n_kv_head, or n_head when 0).
+int kv_heads(const ModelConfig& c);
+/// Rotated dimensions per head in layer l (arch.rope_dim, or head_dim when 0).
+int rope_dims(const ModelConfig& c, int l);
+/// Names of MlpKind ("gelu-tanh", "gelu", "swiglu") and the inverse (cf::InvalidArgument).
+std::string mlp_name(MlpKind k);
+MlpKind parse_mlp_kind(const std::string& s);
+/// JSON of an ArchVariant (the "arch" key of the config JSON) and its inverse; validate_arch
+/// checks its ranges against the rest of the config (throws cf::InvalidArgument).
+nlohmann::json arch_to_json(const ArchVariant& a);
+ArchVariant arch_from_json(const nlohmann::json& j);
+void validate_arch(const ModelConfig& c);
+
 /// Canonical names ("full", "block", "swa", "bridge", "pbb", "se-bridge", "runway-dot",
-/// "runway-bilinear", "sd", "linear"; "learned", "rope", "alibi", "none"; "layernorm", "none").
+/// "runway-bilinear", "sd", "linear"; "learned", "rope", "alibi", "none"; "layernorm", "none", "rmsnorm").
 std::string attn_name(AttnKind k);
 std::string pos_name(PosKind k);
 std::string norm_name(NormKind k);

@@ -53,10 +53,11 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const std::int32_t* token
   }
 }
 
-/// LayerNorm over the last dimension, eps 1e-5 (GPT-2). out, inp [N, C]; mean, rstd [N] saved for
-/// backward; w, b [C].
+/// LayerNorm over the last dimension, eps 1e-5 (GPT-2) unless given. out, inp [N, C]; mean, rstd [N]
+/// saved for backward; w, b [C].
 template <class T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C,
+                       double eps = 1e-5) {
   // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -67,7 +68,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
     T v = 0;
     for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
     v /= C;
-    const T s = T(1) / std::sqrt(v + T(1e-5));
+    const T s = T(1) / std::sqrt(v + T(eps));
     T* o = out + static_cast<std::int64_t>(n) * C;
     for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
     mean[n] = m;
@@ -265,18 +266,20 @@ void crossentropy_backward(T* probs, const std::int32_t* targets, int N, int V, 
 }
 
 /// Rotary position embedding in place on one head's rows: x [T rows, d_head] with row stride ld;
-/// pair (2i, 2i+1) at position t rotates by angle t * 10000^(-2i/d_head). inverse = true applies
-/// the transpose rotation (the backward pass of a rotation is its inverse).
+/// pair (2i, 2i+1) at position t rotates by angle t * base^(-2i/r) for 2i < r, where r = rot
+/// (0 = d_head; partial rotary leaves dims >= r alone) and base = 10000 unless given (rope_theta).
+/// inverse = true applies the transpose rotation (the backward pass of a rotation is its inverse).
 template <class T>
-void rope_apply(T* x, int Tn, int dh, std::int64_t ld, bool inverse) {
+void rope_apply(T* x, int Tn, int dh, std::int64_t ld, bool inverse, int rot = 0, double base = 10000.0) {
+  const int r = rot > 0 ? rot : dh;
   for (int t = 0; t < Tn; ++t) {
-    T* r = x + static_cast<std::int64_t>(t) * ld;
-    for (int i = 0; i < dh / 2; ++i) {
-      const double theta = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / dh);
+    T* row = x + static_cast<std::int64_t>(t) * ld;
+    for (int i = 0; i < r / 2; ++i) {
+      const double theta = static_cast<double>(t) * std::pow(base, -2.0 * i / r);
       const T c = static_cast<T>(std::cos(theta)), s = static_cast<T>(inverse ? -std::sin(theta) : std::sin(theta));
-      const T a = r[2 * i], b = r[2 * i + 1];
-      r[2 * i] = a * c - b * s;
-      r[2 * i + 1] = a * s + b * c;
+      const T a = row[2 * i], b = row[2 * i + 1];
+      row[2 * i] = a * c - b * s;
+      row[2 * i + 1] = a * s + b * c;
     }
   }
 }

@@ -32,13 +32,18 @@ struct ParamLayout {
   std::vector<ParamInfo> tensors;
   std::int64_t total = 0;
   std::int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
+  std::int64_t emb_ln_w = -1, emb_ln_b = -1;  ///< arch.emb_norm (BLOOM): emb_ln.weight / .bias
+  std::int64_t lm_head = -1;                  ///< untied head (!arch.tied_head): lm_head.weight [V, C]
   std::vector<LayerOffsets> layer;
   /// Index into `tensors` of `name`; throws cf::InvalidArgument if absent.
   const ParamInfo& find(const std::string& name) const;
 };
 
 /// Build the layout of `c` (calls validate(c)). Order: wte, wpe, then h.{l}.* in the table order of
-/// docs/checkpoint_format.md, then ln_f.
+/// docs/checkpoint_format.md, then ln_f. Architecture variants (issue 13, docs/hf.md): emb_ln after
+/// wpe; RMSNorm norms have a weight only; c_attn is [(H + 2 n_kv_head) d_head, C] (queries of all
+/// heads, then keys and values of the kv heads); SwiGLU c_fc is [2 d_ff, C] (gate rows, then up
+/// rows); lm_head.weight last when the head is untied.
 ParamLayout make_layout(const ModelConfig& c);
 
 }  // namespace cf::nn

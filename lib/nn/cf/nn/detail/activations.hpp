@@ -18,6 +18,10 @@ struct Activations {
   std::vector<std::vector<std::vector<std::uint8_t>>> masks;
   std::vector<int> nbranch;
   std::vector<T> rbias, dS, lnf_mean, lnf_rstd, losses;
+  // ArchVariant (issue 13): token embeddings before emb_ln and its statistics; the MLP branch's
+  // d input under a parallel residual.
+  MatR<T> emb, dpar;
+  std::vector<T> emb_mean, emb_rstd;
   MatR<T> lnf, logits, dres, dn, dfc, dfch, datty, dqkv, ddamp;
 
   /// (Re)allocate for config `c` at batch B and length Tn; masks are rebuilt only when Tn or the
@@ -30,7 +34,7 @@ struct Activations {
     B = B_;
     Tn = T_;
     const int N = B * Tn, C = c.d_model, H = c.n_head, L = c.n_layer;
-    const bool ln = c.norm == NormKind::LayerNorm;
+    const bool ln = c.norm != NormKind::None;  // LayerNorm or RMSNorm: normalised copies are saved
     resid.assign(L + 1, MatR<T>(N, C));
     ln1.assign(L, ln ? MatR<T>(N, C) : MatR<T>());
     ln2 = ln1;
@@ -48,7 +52,7 @@ struct Activations {
     for (int l = 0; l < L; ++l) {
       const int HD = H * head_dim(c, l);
       const auto k = c.layers[l].attn;
-      qkv[l].resize(N, 3 * HD);
+      qkv[l].resize(N, HD + 2 * kv_heads(c) * head_dim(c, l));
       atty[l].resize(N, HD);
       damp_z[l].resize(k == AttnKind::Sd ? N : 0, H);
       damp_d[l].resize(k == AttnKind::Sd ? N : 0, H);
@@ -59,8 +63,12 @@ struct Activations {
     }
     rbias.assign(maxT2, T(0));
     resid_mid.assign(L, MatR<T>(N, C));
-    fch.assign(L, MatR<T>(N, 4 * C));
-    fcg = fch;
+    const int F = ffn_dim(c);
+    fch.assign(L, MatR<T>(N, (c.arch.mlp == MlpKind::SwiGLU ? 2 : 1) * F));
+    fcg.assign(L, MatR<T>(N, F));
+    emb.resize(c.arch.emb_norm ? N : 0, C);
+    emb_mean.assign(c.arch.emb_norm ? N : 0, T(0));
+    emb_rstd = emb_mean;
     lnf.resize(ln ? N : 0, C);
     lnf_mean.assign(ln ? N : 0, T(0));
     lnf_rstd = lnf_mean;

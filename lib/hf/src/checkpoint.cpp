@@ -1,0 +1,307 @@
+#include "cf/hf/checkpoint.hpp"
+
+#include <filesystem>
+#include <functional>
+
+#include "cf/core/atomic_file.hpp"
+#include "cf/core/error.hpp"
+#include "cf/hf/safetensors.hpp"
+
+namespace cf::hf {
+
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+// Copies HF tensors into the causalflow parameter array of `m`.
+struct Importer {
+  const TensorStore& st;
+  nn::Model<float>& m;
+  std::string prefix;  // "" or e.g. "transformer."
+
+  std::vector<float> get(const std::string& name, const Shape& shape) const { return st.read(prefix + name, shape); }
+  float* dst(const std::string& name) const { return m.params.data() + m.layout.find(name).offset; }
+  // Same layout: copy.
+  void copy(const std::string& hf, const std::string& cf) const {
+    const auto& info = m.layout.find(cf);
+    const auto v = get(hf, info.shape);
+    std::copy(v.begin(), v.end(), dst(cf));
+  }
+  // HF Conv1D [in, out] -> nn.Linear [out, in].
+  void transpose(const std::string& hf, const std::string& cf) const {
+    const auto& info = m.layout.find(cf);
+    const std::int64_t out = info.shape[0], in = info.shape[1];
+    const auto v = get(hf, {in, out});
+    float* d = dst(cf);
+    for (std::int64_t i = 0; i < in; ++i)
+      for (std::int64_t o = 0; o < out; ++o) d[o * in + i] = v[static_cast<std::size_t>(i * out + o)];
+  }
+};
+
+// Row permutation of one head for RoPE: causalflow dim d' reads HF dim perm[d'] (first r dims).
+std::vector<int> rope_perm(int dh, int r) {
+  std::vector<int> p(static_cast<std::size_t>(dh));
+  for (int d = 0; d < dh; ++d) p[d] = d;
+  for (int i = 0; i < r / 2; ++i) {
+    p[2 * i] = i;
+    p[2 * i + 1] = i + r / 2;
+  }
+  return p;
+}
+
+// Interleaved per-head query_key_value (rows (h, s, d), s = q/k/v; GPT-NeoX, BLOOM) into the
+// causalflow stacking (s, h, d), applying `perm` to the q and k rows of each head. `cols` = 1 for a
+// bias, d_model for a weight.
+void regroup_qkv(const std::vector<float>& src, float* dst, int H, int dh, std::int64_t cols,
+                 const std::vector<int>& perm) {
+  for (int s = 0; s < 3; ++s)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < dh; ++d) {
+        const int sd = s < 2 ? perm[d] : d;
+        const std::int64_t from = (static_cast<std::int64_t>(h) * 3 * dh + s * dh + sd) * cols;
+        const std::int64_t to = ((static_cast<std::int64_t>(s) * H + h) * dh + d) * cols;
+        std::copy(src.begin() + from, src.begin() + from + cols, dst + to);
+      }
+}
+
+// Stacked heads (rows (h, d)) with `perm` applied per head, written at dst.
+void permute_heads(const std::vector<float>& src, float* dst, int heads, int dh, std::int64_t cols,
+                   const std::vector<int>& perm) {
+  for (int h = 0; h < heads; ++h)
+    for (int d = 0; d < dh; ++d) {
+      const std::int64_t from = (static_cast<std::int64_t>(h) * dh + perm[d]) * cols;
+      std::copy(src.begin() + from, src.begin() + from + cols, dst + (static_cast<std::int64_t>(h) * dh + d) * cols);
+    }
+}
+
+std::string first_present(const TensorStore& st, std::initializer_list<const char*> prefixes, const std::string& probe) {
+  for (const char* p : prefixes)
+    if (st.has(p + probe)) return p;
+  return "";
+}
+
+void import_gpt2(const TensorStore& st, nn::Model<float>& m) {
+  Importer im{st, m, first_present(st, {"transformer.", ""}, "wte.weight")};
+  im.copy("wte.weight", "wte.weight");
+  im.copy("wpe.weight", "wpe.weight");
+  for (int l = 0; l < m.config.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    for (const char* n : {"ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias", "attn.c_attn.bias",
+                          "attn.c_proj.bias", "mlp.c_fc.bias", "mlp.c_proj.bias"})
+      im.copy(p + n, p + n);
+    for (const char* n : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"})
+      im.transpose(p + n, p + n);
+  }
+  im.copy("ln_f.weight", "ln_f.weight");
+  im.copy("ln_f.bias", "ln_f.bias");
+}
+
+void import_neox_bloom(const TensorStore& st, nn::Model<float>& m, bool neox) {
+  const nn::ModelConfig& c = m.config;
+  const int H = c.n_head, C = c.d_model, dh = nn::head_dim(c, 0);
+  Importer im{st, m, neox ? "gpt_neox." : first_present(st, {"transformer.", ""}, "word_embeddings.weight")};
+  const std::vector<int> perm = neox ? rope_perm(dh, nn::rope_dims(c, 0)) : rope_perm(dh, 0);
+  im.copy(neox ? "embed_in.weight" : "word_embeddings.weight", "wte.weight");
+  if (!neox) {
+    im.copy("word_embeddings_layernorm.weight", "emb_ln.weight");
+    im.copy("word_embeddings_layernorm.bias", "emb_ln.bias");
+  }
+  const std::string attn = neox ? "attention." : "self_attention.";
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string hp = (neox ? "layers." : "h.") + std::to_string(l) + ".", p = "h." + std::to_string(l) + ".";
+    for (const char* w : {"weight", "bias"}) {
+      im.copy(hp + "input_layernorm." + w, p + "ln_1." + w);
+      im.copy(hp + "post_attention_layernorm." + w, p + "ln_2." + w);
+      im.copy(hp + "mlp.dense_h_to_4h." + w, p + "mlp.c_fc." + w);
+      im.copy(hp + "mlp.dense_4h_to_h." + w, p + "mlp.c_proj." + w);
+    }
+    regroup_qkv(im.get(hp + attn + "query_key_value.weight", {3 * C, C}), im.dst(p + "attn.c_attn.weight"), H, dh, C,
+                perm);
+    im.copy(hp + attn + "dense.weight", p + "attn.c_proj.weight");
+    if (c.bias) {
+      regroup_qkv(im.get(hp + attn + "query_key_value.bias", {3 * C}), im.dst(p + "attn.c_attn.bias"), H, dh, 1, perm);
+      im.copy(hp + attn + "dense.bias", p + "attn.c_proj.bias");
+    }
+  }
+  const std::string lnf = neox ? "final_layer_norm." : "ln_f.";
+  im.copy(lnf + "weight", "ln_f.weight");
+  im.copy(lnf + "bias", "ln_f.bias");
+  if (!c.arch.tied_head) {
+    Importer head{st, m, ""};
+    head.copy(neox ? "embed_out.weight" : "lm_head.weight", "lm_head.weight");
+  }
+}
+
+void import_llama(const TensorStore& st, nn::Model<float>& m) {
+  const nn::ModelConfig& c = m.config;
+  const int H = c.n_head, KV = nn::kv_heads(c), C = c.d_model, dh = nn::head_dim(c, 0), F = nn::ffn_dim(c);
+  Importer im{st, m, "model."};
+  const std::vector<int> perm = rope_perm(dh, nn::rope_dims(c, 0)), id = rope_perm(dh, 0);
+  im.copy("embed_tokens.weight", "wte.weight");
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string hp = "layers." + std::to_string(l) + ".", p = "h." + std::to_string(l) + ".";
+    im.copy(hp + "input_layernorm.weight", p + "ln_1.weight");
+    im.copy(hp + "post_attention_layernorm.weight", p + "ln_2.weight");
+    float* w = im.dst(p + "attn.c_attn.weight");
+    const std::int64_t qrows = static_cast<std::int64_t>(H) * dh, kvrows = static_cast<std::int64_t>(KV) * dh;
+    permute_heads(im.get(hp + "self_attn.q_proj.weight", {qrows, C}), w, H, dh, C, perm);
+    permute_heads(im.get(hp + "self_attn.k_proj.weight", {kvrows, C}), w + qrows * C, KV, dh, C, perm);
+    permute_heads(im.get(hp + "self_attn.v_proj.weight", {kvrows, C}), w + (qrows + kvrows) * C, KV, dh, C, id);
+    if (c.bias) {
+      float* b = im.dst(p + "attn.c_attn.bias");
+      permute_heads(im.get(hp + "self_attn.q_proj.bias", {qrows}), b, H, dh, 1, perm);
+      permute_heads(im.get(hp + "self_attn.k_proj.bias", {kvrows}), b + qrows, KV, dh, 1, perm);
+      permute_heads(im.get(hp + "self_attn.v_proj.bias", {kvrows}), b + qrows + kvrows, KV, dh, 1, id);
+    }
+    im.copy(hp + "self_attn.o_proj.weight", p + "attn.c_proj.weight");
+    if (c.proj_bias) im.copy(hp + "self_attn.o_proj.bias", p + "attn.c_proj.bias");
+    float* fc = im.dst(p + "mlp.c_fc.weight");
+    const auto gate = im.get(hp + "mlp.gate_proj.weight", {F, C}), up = im.get(hp + "mlp.up_proj.weight", {F, C});
+    std::copy(gate.begin(), gate.end(), fc);
+    std::copy(up.begin(), up.end(), fc + static_cast<std::int64_t>(F) * C);
+    im.copy(hp + "mlp.down_proj.weight", p + "mlp.c_proj.weight");
+    if (c.arch.mlp_bias) {
+      float* fb = im.dst(p + "mlp.c_fc.bias");
+      const auto gb = im.get(hp + "mlp.gate_proj.bias", {F}), ub = im.get(hp + "mlp.up_proj.bias", {F});
+      std::copy(gb.begin(), gb.end(), fb);
+      std::copy(ub.begin(), ub.end(), fb + F);
+      im.copy(hp + "mlp.down_proj.bias", p + "mlp.c_proj.bias");
+    }
+  }
+  im.copy("norm.weight", "ln_f.weight");
+  if (!c.arch.tied_head) {
+    Importer head{st, m, ""};
+    head.copy("lm_head.weight", "lm_head.weight");
+  }
+}
+
+}  // namespace
+
+nn::Model<float> load_hf_model(const std::string& dir) {
+  const HfConfig h = read_hf_config(dir);
+  const TensorStore st(dir);
+  nn::Model<float> m;
+  m.config = h.config;
+  m.layout = nn::make_layout(m.config);
+  m.params.assign(static_cast<std::size_t>(m.layout.total), 0.f);
+  try {
+    switch (h.family) {
+      case Family::Gpt2: import_gpt2(st, m); break;
+      case Family::GptNeox: import_neox_bloom(st, m, true); break;
+      case Family::Bloom: import_neox_bloom(st, m, false); break;
+      case Family::Llama: import_llama(st, m); break;
+    }
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str("Hugging Face checkpoint '", dir, "' (", h.model_type, "): ", e.what()));
+  }
+  return m;
+}
+
+std::string gpt2_export_blocker(const nn::ModelConfig& c) {
+  if (c.pos != nn::PosKind::Learned) return "position scheme '" + nn::pos_name(c.pos) + "' (gpt2 needs learned)";
+  if (c.norm != nn::NormKind::LayerNorm) return "normalisation '" + nn::norm_name(c.norm) + "' (gpt2 needs layernorm)";
+  for (int l = 0; l < c.n_layer; ++l) {
+    const auto& lc = c.layers[static_cast<std::size_t>(l)];
+    if (lc.attn != nn::AttnKind::Full)
+      return str("layer ", l, " attention '", nn::attn_name(lc.attn), "' (gpt2 needs full causal attention)");
+    if (lc.d_head != 0 && lc.d_head * c.n_head != c.d_model)
+      return str("layer ", l, " d_head = ", lc.d_head, " (gpt2 needs d_model / n_head = ", c.d_model / c.n_head, ")");
+  }
+  nn::ArchVariant a = c.arch;
+  a.norm_eps = nn::ArchVariant{}.norm_eps;
+  if (!(a == nn::ArchVariant{})) return "architecture variant " + nn::arch_to_json(c.arch).dump() + " (not gpt2)";
+  return "";
+}
+
+void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const nn::ModelConfig& c = model.config;
+  const std::string why = gpt2_export_blocker(c);
+  require(why.empty(), "cannot export this model in the gpt2 layout: ", why);
+  require(static_cast<std::int64_t>(model.params.size()) == model.layout.total, "model has ", model.params.size(),
+          " parameters but its layout needs ", model.layout.total);
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    require(fs::is_directory(dir, ec), "--to '", dir, "' exists and is not a directory");
+    require(!fs::exists(fs::path(dir) / "model.safetensors.index.json", ec), "--to '", dir,
+            "' holds model.safetensors.index.json, which would shadow the exported model.safetensors");
+  }
+  // Build everything in memory first: a failure below leaves no file behind.
+  const std::int64_t C = c.d_model;
+  std::vector<std::vector<float>> store;
+  std::vector<TensorView> views;
+  const float* P = model.params.data();
+  auto direct = [&](const std::string& name) {
+    const auto& t = model.layout.find(name);
+    views.push_back({"transformer." + name, t.shape, P + t.offset});
+  };
+  auto transposed = [&](const std::string& name) {
+    const auto& t = model.layout.find(name);
+    const std::int64_t out = t.shape[0], in = t.shape[1];
+    std::vector<float> v(static_cast<std::size_t>(out * in));
+    for (std::int64_t o = 0; o < out; ++o)
+      for (std::int64_t i = 0; i < in; ++i) v[static_cast<std::size_t>(i * out + o)] = P[t.offset + o * in + i];
+    store.push_back(std::move(v));
+    views.push_back({"transformer." + name, {in, out}, nullptr});
+  };
+  auto zeros = [&](const std::string& name, std::int64_t n) {
+    store.emplace_back(static_cast<std::size_t>(n), 0.f);
+    views.push_back({"transformer." + name, {n}, nullptr});
+  };
+  store.reserve(static_cast<std::size_t>(6 * c.n_layer));
+  direct("wte.weight");
+  direct("wpe.weight");
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    direct(p + "ln_1.weight");
+    direct(p + "ln_1.bias");
+    transposed(p + "attn.c_attn.weight");
+    if (c.bias) direct(p + "attn.c_attn.bias");
+    else zeros(p + "attn.c_attn.bias", 3 * C);
+    transposed(p + "attn.c_proj.weight");
+    if (c.proj_bias) direct(p + "attn.c_proj.bias");
+    else zeros(p + "attn.c_proj.bias", C);
+    direct(p + "ln_2.weight");
+    direct(p + "ln_2.bias");
+    transposed(p + "mlp.c_fc.weight");
+    direct(p + "mlp.c_fc.bias");
+    transposed(p + "mlp.c_proj.weight");
+    direct(p + "mlp.c_proj.bias");
+  }
+  direct("ln_f.weight");
+  direct("ln_f.bias");
+  std::size_t k = 0;  // point the in-memory views at their buffers (store no longer reallocates)
+  for (auto& v : views)
+    if (!v.data) v.data = store[k++].data();
+  const std::string st = safetensors_bytes(views, {{"format", "pt"}});
+  nlohmann::json cj = {{"architectures", {"GPT2LMHeadModel"}},
+                       {"model_type", "gpt2"},
+                       {"vocab_size", c.vocab_size},
+                       {"n_positions", c.block_size},
+                       {"n_ctx", c.block_size},
+                       {"n_embd", c.d_model},
+                       {"n_layer", c.n_layer},
+                       {"n_head", c.n_head},
+                       {"n_inner", nullptr},
+                       {"activation_function", "gelu_new"},
+                       {"layer_norm_epsilon", c.arch.norm_eps},
+                       {"resid_pdrop", 0.0},
+                       {"embd_pdrop", 0.0},
+                       {"attn_pdrop", 0.0},
+                       {"scale_attn_weights", true},
+                       {"tie_word_embeddings", true},
+                       {"torch_dtype", "float32"},
+                       {"causalflow_config", nn::to_json(c)}};
+  const bool created = !fs::exists(dir, ec);
+  if (created) fs::create_directories(dir, ec);
+  require(fs::is_directory(dir, ec), "cannot create directory '", dir, "'");
+  try {
+    write_file_atomic((fs::path(dir) / "model.safetensors").string(), st);
+    write_file_atomic((fs::path(dir) / "config.json").string(), cj.dump(2) + "\n");
+  } catch (...) {
+    if (created) fs::remove_all(dir, ec);
+    throw;
+  }
+}
+
+}  // namespace cf::hf
