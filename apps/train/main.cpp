@@ -35,6 +35,7 @@ struct Options {
   bool no_bias = false;
   // training
   std::int64_t steps = 1000, stop_after = 0, warmup = 100, eval_interval = 100, ckpt_interval = 100;
+  std::int64_t keep_every = 0;
   int batch = 8, seq_len = 256, accum = 1, eval_batches = 4, threads = 0, log_every = 10;
   double lr = 1e-3, min_lr = 1e-4, clip = 1.0, weight_decay = 0.1;
   std::uint64_t seed = 1337;
@@ -115,6 +116,8 @@ int main(int argc, char** argv) {
                     ->capture_default_str();
   auto* o_cki = app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
                     ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--keep-every", o.keep_every, "also keep step_XXXXXX.h5 every K updates (0 = off; for influence / "
+                 "spectral over training)")->check(CLI::NonNegativeNumber)->capture_default_str();
   auto* o_seed = app.add_option("--seed", o.seed, "seed of initialisation and batches")->capture_default_str();
   app.add_option("--threads", o.threads, "OpenMP and OpenBLAS threads (0 = default); results are reproducible per thread count")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -187,6 +190,7 @@ int main(int argc, char** argv) {
     tc.eval_interval = o.eval_interval;
     tc.eval_batches = o.eval_batches;
     tc.ckpt_interval = o.ckpt_interval;
+    tc.keep_every = o.keep_every;
     tc.seed = o.seed;
     nn::ModelConfig used = mc;
     if (!o.resume.empty()) {
