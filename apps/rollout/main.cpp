@@ -13,6 +13,9 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/influence/agreement_table.hpp"
+#include "cf/influence/profile_io.hpp"
+#include "cf/io/hdf5.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/rollout/agreement.hpp"
@@ -38,6 +41,9 @@ struct Options {
   int capture_seqs = 4;
   // sweep
   std::string sweep_n = "64,128,...,65536";
+  // --influence with a checkpoint (issue 10): measured in process (auto) or read from a file
+  std::string kernel_source = "auto", influence_target = "probability";
+  int influence_windows = 64;
   // jacobian
   double C = 1.0;
   long target = -1;  // -1 = n - 1
@@ -124,9 +130,47 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
   return t;
 }
 
+/// `--model CHECKPOINT --influence auto|FILE`: the seed 004 Tables 2-5 comparison on the model's own
+/// windows (cf/influence/agreement_table.hpp; docs/influence.md).
+void run_influence_agreement(const Options& o) {
+  const nn::Model<float> model = nn::load_model(o.src.model);
+  const int n = o.src.n > 0 ? static_cast<int>(std::min<long>(o.src.n, 1L << 30)) : std::min(256, model.config.block_size);
+  require(n <= model.config.block_size, "--n = ", n, " exceeds the checkpoint's block_size = ", model.config.block_size);
+  const auto w = influence::influence_windows(nn::tokenize_text_for(model.config, o.capture_text), n, o.influence_windows);
+  const bool alibi_ok = model.config.pos == nn::PosKind::Alibi;
+  const auto src = influence::parse_kernel_source(o.kernel_source == "auto" ? (alibi_ok ? "alibi" : "measured") : o.kernel_source);
+  const influence::ModelMeasurements m = influence::measure_model(model, w.tokens);
+  Eigen::VectorXd infl;
+  std::string isrc;
+  if (o.influence == "auto") {
+    infl = influence::measure_influence(model, w.tokens, influence::parse_target(o.influence_target)).profile;
+    isrc = "measured in process (Eq. 6, target " + o.influence_target + ", " + std::to_string(o.influence_windows) +
+           " windows of " + o.capture_text + ")";
+  } else {
+    infl = influence::read_profile(o.influence);
+    require(infl.size() == n, "--influence has ", infl.size(), " positions but n = ", n);
+    isrc = "file " + o.influence;
+  }
+  const auto ag = influence::rollout_agreement(model, m, src, infl, o.src.alpha_kind == "frobenius");
+  output::Report rep = influence::agreement_report(ag, infl, o.src.model, isrc);
+  rep.meta = output::metadata("rollout", {{"model", o.src.model}, {"n", n}, {"influence", o.influence},
+                                          {"kernel_source", influence::kernel_source_name(src)},
+                                          {"windows", o.influence_windows}, {"text", o.capture_text},
+                                          {"alpha_kind", o.src.alpha_kind}, {"window_starts", w.starts}});
+  app::emit(rep, o.common);
+  if (!o.common.plot.empty()) plot::save(influence::agreement_plot(ag, infl, o.src.model), o.common.plot);
+}
+
 void run_rollout(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.matrix, "--matrix");
+  if (!o.influence.empty() && o.src.model_config.empty() && is_model_file(o.src.model) &&
+      std::filesystem::exists(o.src.model) && is_checkpoint_file(o.src.model)) {
+    require(o.src.alpha == "measured", "--influence with a checkpoint compares against the measured alpha: use --alpha measured");
+    return run_influence_agreement(o);
+  }
+  require(o.influence != "auto", "--influence auto measures the influence of a checkpoint: give --model CHECKPOINT.h5");
+  require(o.kernel_source == "auto", "--kernel-source applies to --model CHECKPOINT with --influence");
   Setup st;
   setup(st, o, 256);
   const RolloutSource& s = st.s;
@@ -134,7 +178,7 @@ void run_rollout(const Options& o) {
                                             "always take the dense path");
   Eigen::VectorXd influence;
   if (!o.influence.empty()) {
-    influence = read_influence_file(o.influence);
+    influence = cf::influence::read_profile(o.influence);  // number list, or influence --out CSV/JSON
     require(influence.size() == s.n, "--influence has ", influence.size(), " positions but n = ", s.n);
   }
   const std::vector<VariantProfile> vs = rollout_variants(s, s.n, o.path == "dense");
@@ -537,7 +581,17 @@ int main(int argc, char** argv) {
   app.add_option("--path", o.path, "Computation: auto (structured O(L H n) when possible) | dense")
       ->check(CLI::IsMember({"auto", "dense"}))
       ->capture_default_str();
-  app.add_option("--influence", o.influence, "Measured influence profile (n numbers): Spearman and W1/(n-1) per variant");
+  app.add_option("--influence", o.influence,
+                 "Measured influence: a profile file (n numbers, or influence --out CSV/JSON), or auto (--model "
+                 "CHECKPOINT: measured in process); Spearman and W1/(n-1) per variant");
+  app.add_option("--kernel-source", o.kernel_source,
+                 "With --model CHECKPOINT --influence: alibi (content-free ALiBi kernels; (c) adds the content measured "
+                 "from the model) | measured (head-mean attention; (c) not defined) | auto (alibi for ALiBi checkpoints)")
+      ->check(CLI::IsMember({"auto", "alibi", "measured"}))->capture_default_str();
+  app.add_option("--influence-windows", o.influence_windows, "Windows of --capture-text for --influence auto and the measured kernels")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--influence-target", o.influence_target, "--influence auto: probability | log-probability | logit")
+      ->check(CLI::IsMember({"probability", "log-probability", "logit"}))->capture_default_str();
   app.add_option("--matrix", o.matrix, "Also write the full rollout matrix P(L) of variant (b) as CSV (n <= 2048)");
   app::add_common_options(app, o.common);
   auto* sweep = app.add_subcommand("sweep", "Variants (a), (b), (c) against context length n (structured O(L H n) path)");
@@ -565,6 +619,7 @@ int main(int argc, char** argv) {
       "  rollout --model mpt-7b --alpha power1:0.5,1.2 --mask swa:64 --format csv\n"
       "  rollout --model bloom --influence influence.txt\n"
       "  rollout sweep --model bloom --n 64,128,...,65536 --plot sweep.svg\n"
+      "  rollout --model run/best.h5 --alpha measured --influence auto --n 128   # seed 004 Tables 2-5 layout\n"
       "  rollout --model run/capture.h5 --alpha measured               # measured alpha and kernels\n"
       "  rollout --model run/best.h5 --alpha measured --n 128          # a checkpoint: captured on KJV text first\n"
       "  rollout --model run/capture.h5 --kernel-file kernels.txt --alpha measured\n"

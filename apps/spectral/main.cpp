@@ -12,6 +12,8 @@
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
 #include "cf/spectral/report.hpp"
+#include "cf/influence/series.hpp"
+#include "cf/spectral/series.hpp"
 #ifdef CF_SPECTRAL_HAVE_NN
 #include "cf/spectral/sequence.hpp"
 #endif
@@ -29,12 +31,38 @@ struct Options {
   app::CommonOptions common;
 };
 
+// Several checkpoints (a comma list or a glob, e.g. train --keep-every's step_*.h5): the weight-level
+// cascade against the training step (cf/spectral/series.hpp).
+void run_series(const Options& o, const std::vector<influence::CheckpointEntry>& cks, ErankForm form) {
+  require(o.level == "weight", "several checkpoints are analysed at the weight level: add --level weight");
+  std::vector<std::pair<std::string, std::int64_t>> list;
+  for (const auto& c : cks) list.emplace_back(c.path, c.step);
+  AnalysisOptions aopt;
+  aopt.eigenvalues = !o.no_eigen;
+  const auto s = spectral_series(list, o.layers, aopt, form);
+  output::Report rep;
+  rep.meta = output::metadata("spectral", {{"checkpoints", o.checkpoint}, {"level", "weight"}, {"layers", o.layers}});
+  rep.tables.push_back(series_table(s));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& p : s)
+    rows.push_back({{"step", p.step}, {"checkpoint", p.path}, {"erank_R_mean", p.summary.erank_R_mean},
+                    {"rho_median", p.summary.rho_median}, {"routing_heads", p.summary.routing_heads},
+                    {"layers", p.layers}, {"layer_erank_R", p.layer_erank_R}});
+  rep.body = {{"series", rows}};
+  app::emit(rep, o.common);
+  if (!o.common.plot.empty()) plot::save(series_plot(s, form), o.common.plot);
+}
+
 void run(const CLI::App& app, const Options& o) {
   // Sequence-level options with --level weight would be ignored: refused instead.
   for (const char* name : {"--texts", "--tokenizer", "--gpt2-dir", "--max-tokens"})
     app::refuse_unless(app, name, o.level != "weight", "--level sequence or --level both");
   const ErankForm form = parse_erank_form(o.erank);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  if (o.checkpoint.find_first_of("*?[,") != std::string::npos) {
+    const auto cks = influence::expand_checkpoints({o.checkpoint});
+    if (cks.size() > 1) return run_series(o, cks, form);
+  }
   const bool want_weight = o.level != "sequence", want_seq = o.level != "weight";
 #ifndef CF_SPECTRAL_HAVE_NN
   require(!want_seq || o.level == "both",
@@ -100,9 +128,14 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md) or a Hugging Face directory (docs/hf.md)")
+  app.add_option("--checkpoint", o.checkpoint,
+                 "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md) or a Hugging Face directory "
+                 "(docs/hf.md); a comma list or a quoted glob (e.g. 'run/step_*.h5' from train --keep-every) plots "
+                 "the weight-level cascade against the step")
       ->required()
-      ->check(CLI::ExistingPath);
+      ->check(CLI::Validator(
+          [](std::string& s) { return s.find_first_of("*?[,") != std::string::npos ? std::string() : CLI::ExistingPath(s); },
+          "PATH|LIST|GLOB"));
   app.add_option("--texts", o.texts,
                  "Text set for the sequence level, one text per non-empty line [default: data/texts/seed003_eval.txt, "
                  "the six sentences of seed 003 App. A]");

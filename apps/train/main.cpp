@@ -44,6 +44,7 @@ struct Options {
   bool no_bias = false;
   // training
   std::int64_t steps = 1000, stop_after = 0, warmup = 100, eval_interval = 100, ckpt_interval = 100;
+  std::int64_t keep_every = 0;
   int batch = 8, seq_len = 256, accum = 1, eval_batches = 4, log_every = 10;
   double lr = 1e-3, min_lr = 1e-4, clip = 1.0, weight_decay = 0.1;
   std::uint64_t seed = 1337;
@@ -216,6 +217,7 @@ nn::TrainConfig train_config_from_options(const Options& o) {
   tc.out_dir = o.out_dir;
   tc.max_steps = o.steps;
   tc.stop_after = o.stop_after;
+  tc.keep_every = o.keep_every;
   tc.batch = o.batch;
   tc.seq_len = o.seq_len;
   tc.grad_accum = o.accum;
@@ -392,6 +394,8 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
       ->check(app::integer(1, kMaxSteps))->capture_default_str();
+  app.add_option("--keep-every", o.keep_every, "also keep step_XXXXXX.h5 every K updates (0 = off; for influence / "
+                 "spectral over training)")->check(app::integer(0, kMaxSteps))->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation and batches (0 <= seed < 2^64)")
       ->check(app::unsigned_integer())->capture_default_str();
   app.add_option("--log-every", o.log_every, "progress line every N updates")->check(app::integer(1, 1 << 30))

@@ -578,18 +578,42 @@ T head_forward(Pass<T>& p, const std::int32_t* targets, std::int64_t& count) {
   for (int n = 0; n < N; ++n) loss += a.losses[n];
   return count > 0 ? loss / T(count) : T(0);
 }
-// Backward of head_forward for the mean loss: a.dres receives d resid[L].
+// Backward of head_forward for the mean loss (or, with an output seed, for the seed's objective):
+// a.dres receives d resid[L].
 template <class T>
-void head_backward(Pass<T>& p, const std::int32_t* targets, std::int64_t count) {
+void head_backward(Pass<T>& p, const std::int32_t* targets, std::int64_t count, const GradientSeed<T>* seed) {
   Activations<T>& a = p.a;
   const int N = p.N, V = p.cfg.vocab_size, L = p.cfg.n_layer;
-  crossentropy_backward(a.logits.data(), targets, N, V, T(1) / T(count));
+  if (seed)
+    seed->on_probs(a.logits.data(), N, V);  // probabilities -> d objective / d logits
+  else
+    crossentropy_backward(a.logits.data(), targets, N, V, T(1) / T(count));
   const T* f = p.ln() ? a.lnf.data() : a.resid[L].data();
   a.dn.setZero(N, p.C);
   const std::int64_t head = p.lay.lm_head >= 0 ? p.lay.lm_head : p.lay.wte;
   linear_backward(a.dn.data(), p.G + head, static_cast<T*>(nullptr), a.logits.data(), f, p.W + head, N, p.C, V);
   a.dres.setZero(N, p.C);
   norm_backward(p, a.dres, a.dn, a.resid[L].data(), a.lnf_mean, a.lnf_rstd, p.lay.lnf_w, p.lay.lnf_b);
+}
+
+// ------------------------------------------------------------- gradient seeds (issue 10)
+
+// Validate a GradientSeed (cf/nn/gradient_seed.hpp) against the model.
+template <class T>
+void check_seed(const GradientSeed<T>& s, int L, bool has_grad) {
+  require(has_grad, "a gradient seed needs a parameter gradient buffer (scratch)");
+  const bool resid = s.resid_layer >= 0;
+  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid), "gradient seed: resid_layer = ",
+          s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
+  require(resid || s.on_probs, "gradient seed: neither on_probs nor a residual seed");
+  const int top = resid ? s.resid_layer - 1 : L;
+  require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top, "]");
+}
+// Back through blocks top-1 .. out_layer (a.dres = d resid[top] on entry), then hand d resid[out_layer] out.
+template <class T>
+void seeded_blocks_backward(Pass<T>& p, int top, const GradientSeed<T>& s) {
+  for (int l = top - 1; l >= s.out_layer; --l) block_backward(p, l);
+  if (s.dresid) s.dresid->assign(p.a.dres.data(), p.a.dres.data() + static_cast<std::size_t>(p.N) * p.C);
 }
 
 // ---------------------------------------------------------------------------------- checks
@@ -618,10 +642,12 @@ void check_inputs(const Model<T>& model, const std::int32_t* tokens, const std::
 
 template <class T>
 T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn,
-                   std::vector<T>* grad, Workspace<T>& ws, const ForwardHooks* hooks, std::vector<T>* logprobs) {
+                   std::vector<T>* grad, Workspace<T>& ws, const ForwardHooks* hooks, std::vector<T>* logprobs,
+                   const GradientSeed<T>* seed) {
   check_inputs(model, tokens, targets, B, Tn, grad, hooks);
   const ModelConfig& cfg = model.config;
   const int L = cfg.n_layer, N = B * Tn;
+  if (seed) check_seed(*seed, L, grad != nullptr);
   Activations<T>& a = ws.get();
   a.ensure(cfg, B, Tn);
   for (int l = 0; l < L; ++l)
@@ -630,6 +656,14 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
             cfg.n_head, hooks, MatR<T>(N, cfg.d_model)};
 
   embed_forward(p, tokens);
+  if (seed && seed->resid_layer >= 0) {  // residual seed: the objective is <seed, resid[top]>
+    const int top = seed->resid_layer;
+    for (int l = 0; l < top; ++l) block_forward(p, l);
+    a.dres = CMapR<T>(seed->resid, N, cfg.d_model);
+    const T objective = (a.dres.array() * a.resid[top].array()).sum();
+    seeded_blocks_backward(p, top, *seed);
+    return objective;
+  }
   for (int l = 0; l < L; ++l) block_forward(p, l);
   std::int64_t count = 0;
   const T loss = head_forward(p, targets, count);
@@ -637,9 +671,13 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
     logprobs->assign(N, T(0));
     for (int n = 0; n < N; ++n) (*logprobs)[n] = -a.losses[n];
   }
-  if (!grad || count == 0) return loss;
+  if (!grad || (count == 0 && !seed)) return loss;
 
-  head_backward(p, targets, count);
+  head_backward(p, targets, count, seed);
+  if (seed) {
+    seeded_blocks_backward(p, L, *seed);
+    return loss;
+  }
   for (int l = L - 1; l >= 0; --l) block_backward(p, l);
   embed_backward(p, tokens);
   return loss;
@@ -649,9 +687,9 @@ template class Workspace<float>;
 template class Workspace<double>;
 template float forward_backward<float>(const Model<float>&, const std::int32_t*, const std::int32_t*, int, int,
                                        std::vector<float>*, Workspace<float>&, const ForwardHooks*,
-                                       std::vector<float>*);
+                                       std::vector<float>*, const GradientSeed<float>*);
 template double forward_backward<double>(const Model<double>&, const std::int32_t*, const std::int32_t*, int, int,
                                          std::vector<double>*, Workspace<double>&, const ForwardHooks*,
-                                         std::vector<double>*);
+                                         std::vector<double>*, const GradientSeed<double>*);
 
 }  // namespace cf::nn

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -153,12 +154,19 @@ double validation_loss(const Model<float>& model, const TrainConfig& cfg, const 
   return sum / cfg.eval_batches;
 }
 
+std::string kept_path(const std::string& out_dir, std::int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%06lld.h5", static_cast<long long>(step));
+  return out_dir + "/" + name;
+}
+
 TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
                   const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
                   const std::atomic<bool>* stop) {
   require(cfg.batch >= 1 && cfg.grad_accum >= 1 && cfg.max_steps >= 1 && cfg.eval_batches >= 1,
           "batch, grad_accum, max_steps and eval_batches must be >= 1");
   require(cfg.ckpt_interval >= 1 && cfg.eval_interval >= 1, "ckpt_interval and eval_interval must be >= 1");
+  require(cfg.keep_every >= 0, "keep_every must be >= 0 (got ", cfg.keep_every, ")");
   Checkpoint ck;
   if (!resume_from.empty()) {
     ck = load_checkpoint(resume_from, true);
@@ -258,6 +266,7 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     res.last_loss = loss;
     if (on_step) on_step(si);
     const bool stopping = stop && stop->load();
+    if (cfg.keep_every > 0 && ck.step % cfg.keep_every == 0) save_checkpoint(kept_path(cfg.out_dir, ck.step), ck);
     if (ck.step % cfg.ckpt_interval == 0 || ck.step == end || stopping) {
       save_last();
       write_log(log, res.history);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cf/nn/config.hpp"
+#include "cf/nn/gradient_seed.hpp"
 #include "cf/nn/params.hpp"
 
 namespace cf::nn {
@@ -115,11 +116,13 @@ class Workspace {
 /// layout.total entries; the parameter gradient of the returned loss is ADDED to it (so gradient
 /// accumulation is repeated calls followed by a scale). `hooks` (may be null) apply interventions;
 /// with hooks the backward pass is not allowed (throws cf::InvalidArgument). If `logprobs` is not
-/// null it receives log p(target) per position (B*T entries, 0 where target < 0).
+/// null it receives log p(target) per position (B*T entries, 0 where target < 0). `seed` (may be
+/// null; needs `grad` as scratch) replaces the loss gradient and reads the gradient at a residual
+/// stream instead (cf/nn/gradient_seed.hpp: influence, Jacobians).
 template <class T>
 T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn,
                    std::vector<T>* grad, Workspace<T>& ws, const ForwardHooks* hooks = nullptr,
-                   std::vector<T>* logprobs = nullptr);
+                   std::vector<T>* logprobs = nullptr, const GradientSeed<T>* seed = nullptr);
 
 /// Next-token logits of one sequence (T x vocab_size, row t predicts token t+1), with optional hooks.
 Eigen::MatrixXf forward_logits(const Model<float>& model, const std::vector<std::int32_t>& tokens,

@@ -55,6 +55,7 @@ struct TrainConfig {
   std::int64_t eval_interval = 100;  ///< validate every this many updates (and at the end)
   int eval_batches = 4;              ///< micro-batches of validation
   std::int64_t ckpt_interval = 100;  ///< write last.h5 every this many updates (and at the end)
+  std::int64_t keep_every = 0;       ///< > 0: also keep step_XXXXXX.h5 every this many updates (issue 10)
   std::uint64_t seed = 1337;
   nlohmann::json to_json() const;
 };
@@ -82,6 +83,10 @@ struct TrainResult {
 TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
                   const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
                   const std::atomic<bool>* stop);
+
+/// Path of the checkpoint kept at `step` by TrainConfig::keep_every: out_dir/step_XXXXXX.h5 (six
+/// digits, zero-padded; more digits past 999,999).
+std::string kept_path(const std::string& out_dir, std::int64_t step);
 
 /// Mean validation loss over cfg.eval_batches fixed windows of the validation split.
 double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data);

@@ -1,0 +1,55 @@
+#pragma once
+// Exact Jacobian block norms of a trained model (seed 000, Lee & Clark, Theorem 3.3; SPEC.md
+// section 2):  J_ds = || d h_d(L+r) / d h_s(L) ||,  h(l) the residual stream entering block l
+// (a whole block, attention plus MLP, is one layer; h(n_layer) is taken before the final norm),
+// both in the Frobenius and in the spectral norm, and the head-mean attention A(l) on the same
+// input that the bound [(I + A(L+r-1)) ... (I + A(L))]_ds is built from.
+//
+// Method (reverse mode, why): one vector-Jacobian product seeded with e_c at (d, h(L+r)) gives row c
+// of every block J_ds, s = 0..d, at once; a d_model x d_model block row needs d_model of them.
+// By causality h_d(L+r) depends only on positions 0..d, so the products for target d run on the
+// prefix of d + 1 tokens: the total cost is sum_d (d + 1) ~ n^2 / 2 token-passes per seed channel
+// instead of n^2. Forward mode over a basis would need the same n * d_model products (one per
+// source position and channel) on suffixes of the same total length, and the model has no tangent
+// pass: reverse mode reuses its backward pass. The d_model seeds of one target are batched as
+// d_model copies of the prefix in one forward_backward call (B = d_model, or chunks of `seed_batch`).
+#include <Eigen/Dense>
+#include <cstdint>
+#include <vector>
+
+#include "cf/nn/model.hpp"
+#include "cf/rollout/kernel.hpp"
+
+namespace cf::influence {
+
+/// Block norms between h(L) and h(L + r).
+struct JacobianBlocks {
+  int layer = 0, span = 1, n = 0, d_model = 0;
+  Eigen::MatrixXd frobenius;  ///< [n, n], entry (d, s) = ||J_ds||_F; zero for s > d (causality)
+  Eigen::MatrixXd spectral;   ///< [n, n], largest singular value of J_ds
+  /// Only with keep_blocks: the blocks themselves, blocks[d * n + s] = d h_d(L+r) / d h_s(L)
+  /// (d_model x d_model, row = output channel), empty for s > d.
+  std::vector<Eigen::MatrixXd> blocks;
+  std::int64_t vjps = 0;            ///< vector-Jacobian products (= n * d_model)
+  std::int64_t backward_calls = 0;  ///< batched forward_backward calls
+  std::int64_t token_passes = 0;    ///< sum over calls of B * T (tokens through the span)
+};
+
+/// J for one window `tokens` (1 <= n <= block_size) between layers L and L + r
+/// (0 <= L, 1 <= r, L + r <= n_layer). seed_batch: VJPs per call (0 = d_model). Throws
+/// cf::InvalidArgument for out-of-range layers or tokens.
+template <class T>
+JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r,
+                               bool keep_blocks = false, int seed_batch = 0);
+
+/// Head-mean attention A(l) of every layer on `tokens` (seed 000's A; SPEC section 2), n x n lower
+/// triangular, each row normalised to sum 1 in double. Rows of branch-fused bridge layers sum to 2
+/// where the bridge branch admits a key (cf::nn::LayerActivations): `row_normalised[l]` says that
+/// layer l had rows summing to more than 1 + 1e-4 before the normalisation.
+struct LayerAttention {
+  std::vector<rollout::RowMatrix> A;
+  std::vector<bool> row_normalised;
+};
+LayerAttention layer_attention(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens);
+
+}  // namespace cf::influence

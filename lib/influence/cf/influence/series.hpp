@@ -1,0 +1,26 @@
+#pragma once
+// Checkpoint series over training (issue 10, "Over training"; seed 003 App. D, seed 004): the
+// checkpoints kept by `train --keep-every K` (step_XXXXXX.h5) given as a list or a glob, ordered
+// by their training step, for tools that plot a metric against the step (influence, spectral).
+// Library target cf_checkpoint_series (cf_io only), so tools without the trainer can use it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cf::influence {
+
+/// One checkpoint of a series: its path and the training step stored in it (root attribute `step`).
+struct CheckpointEntry {
+  std::string path;
+  std::int64_t step = 0;
+};
+
+/// Expand `items` (each a path, a comma-separated list of paths, or a glob pattern with * ? [..])
+/// into checkpoints sorted by step, then path; duplicates removed. Throws cf::InvalidArgument
+/// naming the item when a pattern matches nothing, a file is missing, or has no `step` attribute.
+std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& items);
+
+/// The training step stored in a checkpoint (root attribute `step`); throws cf::InvalidArgument.
+std::int64_t checkpoint_step(const std::string& path);
+
+}  // namespace cf::influence

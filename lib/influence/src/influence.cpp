@@ -1,0 +1,146 @@
+// Measured influence (seed 004 Eq. 6), see cf/influence/influence.hpp.
+#include "cf/influence/influence.hpp"
+
+#include <cmath>
+
+#include "cf/core/error.hpp"
+#include "cf/nn/gradient_seed.hpp"
+
+namespace cf::influence {
+
+Target parse_target(const std::string& name) {
+  if (name == "probability") return Target::Probability;
+  if (name == "log-probability") return Target::LogProbability;
+  if (name == "logit") return Target::Logit;
+  throw InvalidArgument("--target: unknown influence target '" + name +
+                        "' (expected probability | log-probability | logit)");
+}
+
+std::string target_name(Target t) {
+  switch (t) {
+    case Target::Probability: return "probability";
+    case Target::LogProbability: return "log-probability";
+    case Target::Logit: return "logit";
+  }
+  return "?";
+}
+
+Windows influence_windows(const std::vector<std::int32_t>& tokens, int n, int count) {
+  require(n >= 2, "influence needs windows of n >= 2 tokens (got n = ", n, ")");
+  require(count >= 1, "--windows must be >= 1 (got ", count, ")");
+  const std::int64_t len = static_cast<std::int64_t>(tokens.size());
+  require(len >= n + 1, "the input has ", len, " tokens but a window needs n + 1 = ", n + 1,
+          " (n inputs and capture's next-token target)");
+  Windows w;
+  for (int i = 0; i < count; ++i) {
+    // capture's rule (cf::nn::capture_windows): evenly spread starts
+    const std::int64_t s =
+        count == 1 ? 0 : std::llround(static_cast<double>(i) * static_cast<double>(len - n - 1) / (count - 1));
+    w.starts.push_back(s);
+    w.tokens.emplace_back(tokens.begin() + s, tokens.begin() + s + n);
+  }
+  return w;
+}
+
+template <class T>
+InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vector<std::vector<std::int32_t>>& windows,
+                                       Target target, bool keep_gradients) {
+  require(!windows.empty(), "influence needs at least one window");
+  const int W = static_cast<int>(windows.size());
+  const int n = static_cast<int>(windows[0].size());
+  require(n >= 2, "influence needs windows of n >= 2 tokens (got n = ", n, ")");
+  require(n <= model.config.block_size, "window length n = ", n, " exceeds the model's context block_size = ",
+          model.config.block_size);
+  std::vector<std::int32_t> tokens, targets(static_cast<std::size_t>(W) * n, -1);
+  tokens.reserve(targets.size());
+  for (const auto& w : windows) {
+    require(static_cast<int>(w.size()) == n, "windows must have equal length (", w.size(), " vs ", n, ")");
+    tokens.insert(tokens.end(), w.begin(), w.end());
+  }
+  const int C = model.config.d_model;
+  InfluenceGradients out;
+  out.yhat.assign(W, -1);
+  out.p_yhat.setZero(W);
+  nn::GradientSeed<T> seed;
+  seed.on_probs = [&](T* probs, int N, int V) {
+    // d target / d logits at the last position of every window, zero elsewhere. With p = softmax(z):
+    // d z_y / dz = e_y; d log p_y / dz = e_y - p; d p_y / dz = p_y (e_y - p).
+    for (int b = 0; b < W; ++b) {
+      T* p = probs + (static_cast<std::int64_t>(b) * n + n - 1) * V;
+      int y = 0;
+      for (int v = 1; v < V; ++v)
+        if (p[v] > p[y]) y = v;  // argmax of p = argmax of the logits; first index on ties
+      out.yhat[b] = y;
+      const T py = p[y];
+      out.p_yhat(b) = static_cast<double>(py);
+      for (int v = 0; v < V; ++v) {
+        const T onehot = v == y ? T(1) : T(0);
+        p[v] = target == Target::Probability      ? py * (onehot - p[v])
+               : target == Target::LogProbability ? onehot - p[v]
+                                                  : onehot;
+      }
+    }
+    for (int r = 0; r < N; ++r)
+      if (r % n != n - 1) std::fill(probs + static_cast<std::int64_t>(r) * V, probs + static_cast<std::int64_t>(r + 1) * V, T(0));
+  };
+  std::vector<T> de;
+  seed.dresid = &de;
+  seed.out_layer = 0;
+  std::vector<T> scratch(static_cast<std::size_t>(model.layout.total), T(0));
+  nn::Workspace<T> ws;
+  nn::forward_backward<T>(model, tokens.data(), targets.data(), W, n, &scratch, ws, nullptr, nullptr, &seed);
+  require(de.size() == static_cast<std::size_t>(W) * n * C, "internal: input gradient has ", de.size(),
+          " entries, expected ", static_cast<std::size_t>(W) * n * C);
+  out.g.resize(W, n);
+  if (keep_gradients) out.de.assign(W, Eigen::MatrixXd(n, C));
+  for (int b = 0; b < W; ++b)
+    for (int j = 0; j < n; ++j) {
+      const T* d = de.data() + (static_cast<std::size_t>(b) * n + j) * C;
+      double ss = 0;
+      for (int c = 0; c < C; ++c) {
+        ss += static_cast<double>(d[c]) * static_cast<double>(d[c]);
+        if (keep_gradients) out.de[b](j, c) = static_cast<double>(d[c]);
+      }
+      out.g(b, j) = std::sqrt(ss);
+    }
+  return out;
+}
+
+Eigen::VectorXd normalise_profile(const Eigen::VectorXd& mean_g) {
+  const double s = mean_g.sum();
+  if (!(s > 0) || !std::isfinite(s))
+    throw Error("influence profile sums to " + std::to_string(s) + ": the gradients are zero or not finite");
+  return mean_g / s;
+}
+
+InfluenceResult measure_influence(const nn::Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,
+                                  Target target, int batch) {
+  require(!windows.empty(), "influence needs at least one window");
+  require(batch >= 0, "--batch must be >= 1 (got ", batch, ")");
+  const int W = static_cast<int>(windows.size());
+  const int bs = batch == 0 ? W : std::min(batch, W);
+  InfluenceResult r;
+  r.target = target;
+  const int n = static_cast<int>(windows[0].size());
+  r.per_window.g.resize(W, n);
+  r.per_window.p_yhat.resize(W);
+  for (int b0 = 0; b0 < W; b0 += bs) {
+    const int b1 = std::min(W, b0 + bs);
+    std::vector<std::vector<std::int32_t>> part(windows.begin() + b0, windows.begin() + b1);
+    const InfluenceGradients g = influence_gradients(model, part, target);
+    r.per_window.g.middleRows(b0, b1 - b0) = g.g;
+    r.per_window.p_yhat.segment(b0, b1 - b0) = g.p_yhat;
+    r.per_window.yhat.insert(r.per_window.yhat.end(), g.yhat.begin(), g.yhat.end());
+    ++r.backward_passes;
+  }
+  r.mean_g = r.per_window.g.colwise().mean().transpose();
+  r.profile = normalise_profile(r.mean_g);
+  return r;
+}
+
+template InfluenceGradients influence_gradients<float>(const nn::Model<float>&,
+                                                       const std::vector<std::vector<std::int32_t>>&, Target, bool);
+template InfluenceGradients influence_gradients<double>(const nn::Model<double>&,
+                                                        const std::vector<std::vector<std::int32_t>>&, Target, bool);
+
+}  // namespace cf::influence

@@ -1,0 +1,54 @@
+// Checkpoint series, see cf/influence/series.hpp.
+#include "cf/influence/series.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <glob.h>
+#include <sstream>
+
+#include "cf/core/error.hpp"
+#include "cf/io/hdf5.hpp"
+
+namespace cf::influence {
+
+std::int64_t checkpoint_step(const std::string& path) {
+  require(std::filesystem::exists(path), "--checkpoint: file '", path, "' does not exist");
+  const io::File f = io::File::open(path);
+  require(f.has_attr("step"), "--checkpoint '", path, "' has no training step (root attribute 'step'): not a checkpoint written by train");
+  return f.attr_int("step");
+}
+
+std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& items) {
+  std::vector<std::string> paths;
+  for (const std::string& item : items) {
+    std::stringstream ss(item);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      if (part.empty()) continue;
+      if (part.find_first_of("*?[") == std::string::npos) {
+        paths.push_back(part);
+        continue;
+      }
+      glob_t g{};
+      const int rc = ::glob(part.c_str(), 0, nullptr, &g);
+      std::vector<std::string> hits;
+      if (rc == 0)
+        for (std::size_t i = 0; i < g.gl_pathc; ++i) hits.push_back(g.gl_pathv[i]);
+      globfree(&g);
+      require(!hits.empty(), "--checkpoint: the pattern '", part, "' matches no file");
+      paths.insert(paths.end(), hits.begin(), hits.end());
+    }
+  }
+  require(!paths.empty(), "--checkpoint: no checkpoint given");
+  std::vector<CheckpointEntry> out;
+  for (const auto& p : paths) out.push_back({p, checkpoint_step(p)});
+  std::sort(out.begin(), out.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) {
+    return a.step != b.step ? a.step < b.step : a.path < b.path;
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.path == b.path; }),
+            out.end());
+  return out;
+}
+
+}  // namespace cf::influence
