@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
     tc.stop_after = o.stop_after;
     tc.batch = o.batch;
     tc.seq_len = o.seq_len;
+    if (data.row_len > 0 && o_seq->count() == 0) tc.seq_len = data.row_len - 1;  // aligned task rows (prepare-data --task)
     tc.grad_accum = o.accum;
     tc.lr = o.lr;
     tc.min_lr = o.min_lr;
