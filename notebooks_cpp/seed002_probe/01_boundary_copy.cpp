@@ -29,6 +29,7 @@
 using namespace cf;
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen
   std::string mode = "quick", out = "results/seed002_boundary_copy";
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
@@ -157,19 +158,26 @@ int main(int argc, char** argv) {
   const auto& paired = pr.body["paired"];
   std::printf("\nPaired SE-Bridge (A) vs Block (B) on the same readouts (exact McNemar; bootstrap 95%% CI, 2000 resamples, seed 1):\n"
               "| readouts | acc SE | acc Block | diff | CI | SE only | Block only | McNemar p |\n|---|---|---|---|---|---|---|---|\n");
+  auto pstr = [](const nlohmann::json& v) {  // p, or 1e<log10 p> where the double underflows
+    char buf[64];
+    const double p = v["mcnemar_p"].get<double>();
+    if (p > 0) std::snprintf(buf, sizeof buf, "%.3g", p);
+    else std::snprintf(buf, sizeof buf, "1e%.1f", v["mcnemar_log10_p"].get<double>());
+    return std::string(buf);
+  };
   for (const auto& [k, v] : paired.items())
-    std::printf("| %s | %.4f | %.4f | %+.4f | [%.4f, %.4f] | %lld | %lld | %.3g |\n", k.c_str(), v["accuracy_a"].get<double>(),
+    std::printf("| %s | %.4f | %.4f | %+.4f | [%.4f, %.4f] | %lld | %lld | %s |\n", k.c_str(), v["accuracy_a"].get<double>(),
                 v["accuracy_b"].get<double>(), v["difference"].get<double>(), v["ci_lo"].get<double>(),
-                v["ci_hi"].get<double>(), v["a_only"].get<long long>(), v["b_only"].get<long long>(),
-                v["mcnemar_p"].get<double>());
+                v["ci_hi"].get<double>(), v["a_only"].get<long long>(), v["b_only"].get<long long>(), pstr(v).c_str());
   const double p0 = paired.contains("phase_0") ? paired["phase_0"]["mcnemar_p"].get<double>() : 1.0;
+  const std::string p0s = paired.contains("phase_0") ? pstr(paired["phase_0"]) : "1";
   const double diff0 = paired.contains("phase_0") ? paired["phase_0"]["difference"].get<double>() : 0.0;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json res = {{"mode", mode}, {"models", summary}, {"paired_se_vs_block", paired}, {"seconds", secs},
                         {"phases_above_bound", flagged}};
   write_file_atomic(out + "/results.json", res.dump(2) + "\n");
   std::printf("\nphases significantly above their bound (all patterns): %d\n", flagged);
-  std::printf("phase 0: SE-Bridge - Block accuracy %+.4f, McNemar p = %.3g\n", diff0, p0);
+  std::printf("phase 0: SE-Bridge - Block accuracy %+.4f, McNemar p = %s\n", diff0, p0s.c_str());
   std::printf("mode %s, total %.1f s; figure %s/boundary_copy_phases.svg, data %s/results.json\n", mode.c_str(), secs,
               out.c_str(), out.c_str());
   if (flagged > 0) {

@@ -23,6 +23,7 @@
 using namespace cf;
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen
   std::string mode = "quick", out = "results/seed002_hybrid_ranking";
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(out);
   std::string text;
   try {
-    text = data::load_corpus("brown");
+    text = full ? data::load_corpus("brown") : data::brown_text("", 20);  // quick: the first 20 files
   } catch (const std::exception& e) {
     std::printf("SKIP: Brown corpus not available (%s)\n", e.what());
     return 77;
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
     mc.layers = nn::parse_schedule(schedules[m], 4, lc);
     nn::TrainConfig tc;
     tc.out_dir = out + "/" + names[m];
-    tc.max_steps = full ? 1000 : 10;
+    tc.max_steps = full ? 1000 : 4;
     tc.batch = 16;
     tc.seq_len = td.row_len - 1;
     tc.lr = 2e-3;

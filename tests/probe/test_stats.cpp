@@ -60,6 +60,11 @@ TEST_CASE("McNemar exact two-sided p = min(1, 2 x smaller tail)", "[probe][stats
     CHECK(r.n10 == b);
     CHECK(r.p_value == Approx(expect).margin(1e-14).epsilon(1e-10));
   }
+  // far tail: log10 p stays finite where p underflows (2 x 2^-1725 for 1725 vs 0 discordant pairs)
+  const auto big = mcnemar_exact(1725, 0);
+  CHECK(big.p_value == 0.0);
+  CHECK(big.log10_p == Approx(std::log10(2.0) - 1725 * std::log10(2.0)).epsilon(1e-12));
+  CHECK(mcnemar_exact(12, 3).log10_p == Approx(std::log10(mcnemar_exact(12, 3).p_value)).epsilon(1e-10));
   // per-item form counts the discordant pairs only
   std::vector<std::uint8_t> x{1, 1, 0, 0, 1, 0, 1}, y{1, 0, 1, 0, 0, 0, 1};
   const auto r = mcnemar_exact(x, y);

@@ -72,13 +72,14 @@ void add_paired(output::Report& r, const std::string& title, const PairedResult&
   t.title = title;
   t.header = {"items", "acc A", "acc B", "A-B", "CI lo", "CI hi", "A only", "B only", "McNemar p"};
   t.add_row({fmt_int(p.n), fmt(p.acc_a, 4), fmt(p.acc_b, 4), fmt(p.ci.estimate, 4), fmt(p.ci.lo, 4), fmt(p.ci.hi, 4),
-             fmt_int(p.mcnemar.n01), fmt_int(p.mcnemar.n10), fmt(p.mcnemar.p_value, 4)});
+             fmt_int(p.mcnemar.n01), fmt_int(p.mcnemar.n10),
+             p.mcnemar.p_value > 0 ? fmt(p.mcnemar.p_value, 4) : "1e" + fmt(p.mcnemar.log10_p, 5)});
   r.tables.push_back(t);
   r.body["paired"][key] = {{"items", p.n}, {"accuracy_a", p.acc_a}, {"accuracy_b", p.acc_b},
                            {"difference", p.ci.estimate}, {"ci_lo", p.ci.lo}, {"ci_hi", p.ci.hi},
                            {"ci_level", o.level}, {"resamples", o.resamples}, {"bootstrap_seed", o.boot_seed},
                            {"a_only", p.mcnemar.n01}, {"b_only", p.mcnemar.n10},
-                           {"mcnemar_p", p.mcnemar.p_value}};
+                           {"mcnemar_p", p.mcnemar.p_value}, {"mcnemar_log10_p", p.mcnemar.log10_p}};
 }
 
 void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<std::string>& paths) {

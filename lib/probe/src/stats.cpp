@@ -18,6 +18,17 @@ double log_pmf(std::int64_t k, std::int64_t n, double p) {
   return v;
 }
 
+// log of sum_{i=lo..hi} pmf(i) by log-sum-exp (-inf for an empty or zero sum).
+double log_sum_pmf(std::int64_t lo, std::int64_t hi, std::int64_t n, double p) {
+  if (lo > hi) return -INFINITY;
+  double mx = -INFINITY;
+  for (std::int64_t i = lo; i <= hi; ++i) mx = std::max(mx, log_pmf(i, n, p));
+  if (mx == -INFINITY) return mx;
+  double s = 0;
+  for (std::int64_t i = lo; i <= hi; ++i) s += std::exp(log_pmf(i, n, p) - mx);
+  return mx + std::log(s);
+}
+
 // sum_{i=lo..hi} pmf(i) by log-sum-exp.
 double sum_pmf(std::int64_t lo, std::int64_t hi, std::int64_t n, double p) {
   if (lo > hi) return 0.0;
@@ -71,6 +82,7 @@ McNemarResult mcnemar_exact(std::int64_t n01, std::int64_t n10) {
   const std::int64_t n = n01 + n10;
   if (n == 0) return r;
   r.p_value = std::min(1.0, 2.0 * binomial_lower_tail(std::min(n01, n10), n, 0.5));
+  r.log10_p = std::min(0.0, (std::log(2.0) + log_sum_pmf(0, std::min(n01, n10), n, 0.5)) / std::log(10.0));
   return r;
 }
 

@@ -27,6 +27,7 @@ double binomial_test_above(std::int64_t correct, std::int64_t n, double bound);
 struct McNemarResult {
   std::int64_t n01 = 0, n10 = 0;  ///< discordant counts (first right only, second right only)
   double p_value = 1.0;
+  double log10_p = 0.0;  ///< log10 of p_value computed in log space (finite where p_value underflows to 0)
 };
 McNemarResult mcnemar_exact(std::int64_t n01, std::int64_t n10);
 
