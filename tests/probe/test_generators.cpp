@@ -233,3 +233,36 @@ TEST_CASE("ranking: four balanced distinct candidates, windows around the bounda
     for (int k = 0; k < 4; ++k) CHECK(std::count(v.begin(), v.end(), k) == 10);  // balanced slots
   }
 }
+
+TEST_CASE("passkey with GPT-2 BPE: the answer tokens decode to the passkey", "[probe][generators]") {
+  data::Tokenizer tok;
+  try {
+    tok = data::Tokenizer::create("gpt2");
+  } catch (const std::exception& e) {
+    WARN("SKIPPED: GPT-2 vocabulary not installed (" << e.what() << ")");
+    return;
+  }
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "The river ran past the old mill and the fields beyond it. ";
+  PasskeySpec s;
+  s.lengths = {60, 90};
+  s.depths = {0.0, 0.3, 1.0};
+  s.reps = 2;
+  s.rows_train = 6;
+  const auto d = generate_passkey(s, tok, tok.encode(text));
+  const auto prompt = tok.encode(kPasskeyPrompt);
+  for (std::size_t i = 0; i < d.val.items.size(); ++i) {
+    const auto& it = d.val.items[i];
+    const int L = it["length"];
+    const std::string pk = it["passkey"];
+    const Token* row = d.val.tokens.data() + i * d.row_len;
+    const std::uint8_t* m = d.val.mask.data() + i * d.row_len;
+    CHECK(std::equal(prompt.begin(), prompt.end(), row + L - prompt.size()));
+    std::vector<Token> ans;
+    for (int j = 0; j < d.row_len; ++j)
+      if (m[j]) ans.push_back(row[j]);
+    CHECK(tok.decode(ans) == " " + pk);
+    const auto needle = tok.encode(passkey_needle(pk));
+    CHECK(std::search(row, row + L, needle.begin(), needle.end()) == row + it["needle_pos"].get<int>());
+  }
+}
