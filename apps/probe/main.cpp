@@ -19,18 +19,23 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"boundary-copy", "passkey", "ranking"}));
   app.add_option("--data", o.data, "task file prefix written by prepare-data --task (validation rows are scored)")
       ->required();
-  app.add_option("--checkpoint", o.checkpoints, "checkpoint (train's last.h5/best.h5); give two for a paired comparison")
+  app.add_option("--checkpoint", o.checkpoints,
+                 "checkpoint (train's last.h5/best.h5); give two for a paired comparison")
       ->required()
       ->expected(1, 2);
-  app.add_option("--alpha", o.alpha, "family-wise level of the 'accuracy above the bound' test (Bonferroni over phases)")
+  app.add_option("--alpha", o.alpha,
+                 "family-wise level of the 'accuracy above the bound' test (Bonferroni over phases)")
       ->capture_default_str();
   app.add_option("--batch", o.batch, "rows per forward pass")->capture_default_str();
-  app.add_option("--max-rows", o.max_rows, "evaluate only the first N validation rows (0 = all)")->capture_default_str();
+  app.add_option("--max-rows", o.max_rows, "evaluate only the first N validation rows (0 = all)")
+      ->capture_default_str();
   app.add_option("--resamples", o.resamples, "paired bootstrap resamples")->capture_default_str();
   app.add_option("--level", o.level, "paired bootstrap interval level")->capture_default_str();
   app.add_option("--bootstrap-seed", o.boot_seed, "paired bootstrap seed")->capture_default_str();
   app.add_option("--max-new", o.max_new, "passkey: tokens decoded greedily")->capture_default_str();
-  app.add_option("--threads", threads, "OpenMP threads (0 = default)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--threads", threads, "OpenMP threads (0 = default)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
   app::add_common_options(app, common);
   app.footer(

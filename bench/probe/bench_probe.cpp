@@ -21,15 +21,24 @@ int main(int argc, char** argv) {
   int rows = 64, T = 256, batch = 8, repeats = 3, threads = 0;
   std::string attn = "se-bridge";
   for (int i = 1; i < argc; ++i) {
-    auto next = [&]() { return i + 1 < argc ? argv[++i] : (std::fprintf(stderr, "missing value\n"), std::exit(2), argv[0]); };
-    if (!std::strcmp(argv[i], "--rows")) rows = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--seq-len")) T = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--batch")) batch = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--attn")) attn = next();
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(next());
+    auto next = [&]() {
+      return i + 1 < argc ? argv[++i] : (std::fprintf(stderr, "missing value\n"), std::exit(2), argv[0]);
+    };
+    if (!std::strcmp(argv[i], "--rows"))
+      rows = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--seq-len"))
+      T = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--repeats"))
+      repeats = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--attn"))
+      attn = next();
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(next());
     else if (!std::strcmp(argv[i], "--help")) {
-      std::printf("usage: bench_probe [--rows N] [--seq-len T] [--batch B] [--repeats R] [--attn NAME] [--threads N]\n");
+      std::printf(
+          "usage: bench_probe [--rows N] [--seq-len T] [--batch B] [--repeats R] [--attn NAME] [--threads N]\n");
       return 0;
     } else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);

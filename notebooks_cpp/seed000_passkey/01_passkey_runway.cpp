@@ -30,9 +30,12 @@ int main(int argc, char** argv) {
   std::string mode = "quick", out = "results/seed000_passkey";
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc)
+      mode = argv[++i];
+    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--mode quick|full] [--out DIR] [--threads N]\n", argv[0]);
       return 2;
@@ -90,7 +93,8 @@ int main(int argc, char** argv) {
     const auto ts = std::chrono::steady_clock::now();
     const auto r = nn::train(mc, tc, data, "", {}, nullptr);
     std::printf("trained %-16s %lld steps: answer-token loss %.4f (val %.4f), %.1f s\n", k, (long long)r.steps_done,
-                r.last_loss, r.final_val_loss, std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+                r.last_loss, r.final_val_loss,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
     ckpts.push_back(tc.out_dir + "/last.h5");
   }
   nlohmann::json res = {{"mode", mode}};

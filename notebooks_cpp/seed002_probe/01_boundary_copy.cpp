@@ -33,9 +33,12 @@ int main(int argc, char** argv) {
   std::string mode = "quick", out = "results/seed002_boundary_copy";
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc)
+      mode = argv[++i];
+    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--mode quick|full] [--out DIR] [--threads N]\n", argv[0]);
       return 2;
@@ -116,8 +119,9 @@ int main(int argc, char** argv) {
   lp.y_max = 1.05;
   int flagged = 0;
   nlohmann::json summary = nlohmann::json::array();
-  std::printf("\n| pattern | phase | readouts | accuracy | bound pi+(1-pi)/K | CE | CE bound | pi | p(acc>bound) | above? |\n"
-              "|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| pattern | phase | readouts | accuracy | bound pi+(1-pi)/K | CE | CE bound | pi | p(acc>bound) | above? |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<double> phase0_acc;
   for (std::size_t m = 0; m < ckpts.size(); ++m) {
     probe::ProbeOptions o;
@@ -129,10 +133,11 @@ int main(int argc, char** argv) {
     const auto& jm = rep.body["models"][0];
     plot::Series acc{std::string(patterns[m]) + " measured", {}, {}}, bnd{std::string(patterns[m]) + " bound", {}, {}};
     for (const auto& q : jm["phases"]) {
-      std::printf("| %s | %d | %lld | %.4f | %.4f | %.4f | %.4f | %.3f | %.3g | %s |\n", patterns[m], q["phase"].get<int>(),
-                  q["readouts"].get<long long>(), q["accuracy"].get<double>(), q["accuracy_bound"].get<double>(),
-                  q["cross_entropy"].get<double>(), q["cross_entropy_bound"].get<double>(), q["pi"].get<double>(),
-                  q["p_value"].get<double>(), q["significantly_above_bound"].get<bool>() ? "YES" : "no");
+      std::printf("| %s | %d | %lld | %.4f | %.4f | %.4f | %.4f | %.3f | %.3g | %s |\n", patterns[m],
+                  q["phase"].get<int>(), q["readouts"].get<long long>(), q["accuracy"].get<double>(),
+                  q["accuracy_bound"].get<double>(), q["cross_entropy"].get<double>(),
+                  q["cross_entropy_bound"].get<double>(), q["pi"].get<double>(), q["p_value"].get<double>(),
+                  q["significantly_above_bound"].get<bool>() ? "YES" : "no");
       acc.x.push_back(q["phase"].get<int>());
       acc.y.push_back(q["accuracy"].get<double>());
       bnd.x.push_back(q["phase"].get<int>());
@@ -156,24 +161,33 @@ int main(int argc, char** argv) {
   o.boot_seed = 1;
   const auto pr = probe::run_probe(o);
   const auto& paired = pr.body["paired"];
-  std::printf("\nPaired SE-Bridge (A) vs Block (B) on the same readouts (exact McNemar; bootstrap 95%% CI, 2000 resamples, seed 1):\n"
-              "| readouts | acc SE | acc Block | diff | CI | SE only | Block only | McNemar p |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\nPaired SE-Bridge (A) vs Block (B) on the same readouts (exact McNemar; bootstrap 95%% CI, 2000 resamples, "
+      "seed 1):\n"
+      "| readouts | acc SE | acc Block | diff | CI | SE only | Block only | McNemar p "
+      "|\n|---|---|---|---|---|---|---|---|\n");
   auto pstr = [](const nlohmann::json& v) {  // p, or 1e<log10 p> where the double underflows
     char buf[64];
     const double p = v["mcnemar_p"].get<double>();
-    if (p > 0) std::snprintf(buf, sizeof buf, "%.3g", p);
-    else std::snprintf(buf, sizeof buf, "1e%.1f", v["mcnemar_log10_p"].get<double>());
+    if (p > 0)
+      std::snprintf(buf, sizeof buf, "%.3g", p);
+    else
+      std::snprintf(buf, sizeof buf, "1e%.1f", v["mcnemar_log10_p"].get<double>());
     return std::string(buf);
   };
   for (const auto& [k, v] : paired.items())
-    std::printf("| %s | %.4f | %.4f | %+.4f | [%.4f, %.4f] | %lld | %lld | %s |\n", k.c_str(), v["accuracy_a"].get<double>(),
-                v["accuracy_b"].get<double>(), v["difference"].get<double>(), v["ci_lo"].get<double>(),
-                v["ci_hi"].get<double>(), v["a_only"].get<long long>(), v["b_only"].get<long long>(), pstr(v).c_str());
+    std::printf("| %s | %.4f | %.4f | %+.4f | [%.4f, %.4f] | %lld | %lld | %s |\n", k.c_str(),
+                v["accuracy_a"].get<double>(), v["accuracy_b"].get<double>(), v["difference"].get<double>(),
+                v["ci_lo"].get<double>(), v["ci_hi"].get<double>(), v["a_only"].get<long long>(),
+                v["b_only"].get<long long>(), pstr(v).c_str());
   const double p0 = paired.contains("phase_0") ? paired["phase_0"]["mcnemar_p"].get<double>() : 1.0;
   const std::string p0s = paired.contains("phase_0") ? pstr(paired["phase_0"]) : "1";
   const double diff0 = paired.contains("phase_0") ? paired["phase_0"]["difference"].get<double>() : 0.0;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json res = {{"mode", mode}, {"models", summary}, {"paired_se_vs_block", paired}, {"seconds", secs},
+  nlohmann::json res = {{"mode", mode},
+                        {"models", summary},
+                        {"paired_se_vs_block", paired},
+                        {"seconds", secs},
                         {"phases_above_bound", flagged}};
   write_file_atomic(out + "/results.json", res.dump(2) + "\n");
   std::printf("\nphases significantly above their bound (all patterns): %d\n", flagged);

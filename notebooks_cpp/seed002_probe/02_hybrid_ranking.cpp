@@ -27,9 +27,12 @@ int main(int argc, char** argv) {
   std::string mode = "quick", out = "results/seed002_hybrid_ranking";
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc)
+      mode = argv[++i];
+    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--mode quick|full] [--out DIR] [--threads N]\n", argv[0]);
       return 2;

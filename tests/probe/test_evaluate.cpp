@@ -2,7 +2,6 @@
 // softmax(forward_logits) of each sequence, boundary-copy readouts equal a per-readout
 // recomputation, and the per-phase bound summary follows Prop. 3 with a Bonferroni-corrected test.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "cf/graph/bounds.hpp"
@@ -38,7 +37,8 @@ TEST_CASE("forward_probs equals softmax of forward_logits", "[probe][evaluate]")
   nn::Workspace<float> ws;
   const float* P = forward_probs(m, x.data(), B, T, ws);
   for (int b = 0; b < B; ++b) {
-    const Eigen::MatrixXf lg = nn::forward_logits(m, std::vector<std::int32_t>(x.begin() + b * T, x.begin() + (b + 1) * T));
+    const Eigen::MatrixXf lg =
+        nn::forward_logits(m, std::vector<std::int32_t>(x.begin() + b * T, x.begin() + (b + 1) * T));
     for (int t = 0; t < T; ++t) {
       const Eigen::VectorXd z = lg.row(t).cast<double>().transpose();
       const Eigen::ArrayXd e = (z.array() - z.maxCoeff()).exp();
@@ -79,7 +79,8 @@ TEST_CASE("boundary-copy evaluation equals a per-readout recomputation", "[probe
         }
         double se = 0;
         for (double v : z) se += std::exp(v - mx);
-        const int lab = int(std::find(s.alphabet.begin(), s.alphabet.end(), sp.tokens[r * 25 + p + 1]) - s.alphabet.begin());
+        const int lab =
+            int(std::find(s.alphabet.begin(), s.alphabet.end(), sp.tokens[r * 25 + p + 1]) - s.alphabet.begin());
         CHECK(q.label == lab);
         CHECK(q.predicted == best);
         CHECK(q.ce == Approx(-(z[lab] - mx - std::log(se))).margin(1e-4));

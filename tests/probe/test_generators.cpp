@@ -1,9 +1,8 @@
 // Task generators of lib/probe checked by brute force: boundary-copy labels, phases, masks and the
 // independence of each label from the readout's own block; passkey needle placement and answer
 // masks; ranking candidates (balanced slots, distinct values, windows around block boundaries).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <set>
 
@@ -63,7 +62,8 @@ TEST_CASE("boundary copy: labels, masks and phases by brute force", "[probe][gen
         for (int u : sources) CHECK(targets.count(u) == 0);
         CHECK(sources.size() == readouts.size());
       }
-      const std::size_t want = phases.empty() ? static_cast<std::size_t>(b) : std::set<int>(phases.begin(), phases.end()).size();
+      const std::size_t want =
+          phases.empty() ? static_cast<std::size_t>(b) : std::set<int>(phases.begin(), phases.end()).size();
       CHECK(seen_phases.size() == want);
     }
   }

@@ -1,9 +1,8 @@
 // Statistics of lib/probe against independent computations: binomial tails summed with exact
 // rational arithmetic (boost::multiprecision cpp_rational), McNemar from those tails, and the
 // nominal coverage of the paired bootstrap interval on seeded synthetic data.
-#include <catch2/catch.hpp>
-
 #include <boost/multiprecision/cpp_int.hpp>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 

@@ -41,7 +41,8 @@ void write_task_files(const std::string& prefix, const TaskData& d) {
   write_file_atomic(prefix + ".val.mask.bin",
                     std::string(reinterpret_cast<const char*>(d.val.mask.data()), d.val.mask.size()));
   if (!d.train.items.empty() || !d.val.items.empty())
-    write_file_atomic(prefix + ".items.json", nlohmann::json{{"train", d.train.items}, {"val", d.val.items}}.dump() + "\n");
+    write_file_atomic(prefix + ".items.json",
+                      nlohmann::json{{"train", d.train.items}, {"val", d.val.items}}.dump() + "\n");
   nlohmann::json j = {{"vocab_size", d.vocab_size},
                       {"tokenizer", d.tokenizer},
                       {"n_train", d.train.tokens.size()},

@@ -20,8 +20,8 @@ void validate(const BoundaryCopySpec& s) {
   require(s.K >= 2, "--K must be >= 2 (got ", s.K, "): a 1-way copy has nothing to guess");
   require(s.b >= 1, "--b must be >= 1 (got ", s.b, ")");
   require(s.seq_len >= 2 && s.seq_len <= 65536, "--seq-len must be in [2, 65536] (got ", s.seq_len, ")");
-  require(s.d >= 1 && s.d <= s.seq_len - 2, "--distance d must be in [1, seq_len - 2 = ", s.seq_len - 2, "] (got ",
-          s.d, ")");
+  require(s.d >= 1 && s.d <= s.seq_len - 2, "--distance d must be in [1, seq_len - 2 = ", s.seq_len - 2, "] (got ", s.d,
+          ")");
   require(s.readout_rate > 0 && s.readout_rate <= 1, "--readout-rate must lie in (0, 1] (got ", s.readout_rate, ")");
   for (int r : s.phases) require(r >= 0 && r < s.b, "--phases: phase ", r, " outside [0, b = ", s.b, ")");
   require(static_cast<int>(s.alphabet.size()) == s.K, "alphabet has ", s.alphabet.size(), " tokens but K = ", s.K);
@@ -83,9 +83,16 @@ data::TaskSplit generate_boundary_copy(const BoundaryCopySpec& s, int rows, std:
 }
 
 nlohmann::json describe(const BoundaryCopySpec& s, const std::string& filler_name) {
-  return {{"name", "boundary-copy"}, {"K", s.K}, {"d", s.d}, {"b", s.b}, {"seq_len", s.seq_len},
-          {"phases", s.phases}, {"readout_rate", s.readout_rate}, {"alphabet", s.alphabet},
-          {"filler", filler_name}, {"seed", s.seed}};
+  return {{"name", "boundary-copy"},
+          {"K", s.K},
+          {"d", s.d},
+          {"b", s.b},
+          {"seq_len", s.seq_len},
+          {"phases", s.phases},
+          {"readout_rate", s.readout_rate},
+          {"alphabet", s.alphabet},
+          {"filler", filler_name},
+          {"seed", s.seed}};
 }
 
 BoundaryCopySpec boundary_copy_from_json(const nlohmann::json& j) {
@@ -115,12 +122,24 @@ graph::Schedule model_schedule(const nn::ModelConfig& c) {
     p.w = lc.w;
     p.e = lc.e;
     switch (lc.attn) {
-      case nn::AttnKind::Block: p.kind = graph::PatternKind::Block; break;
-      case nn::AttnKind::Swa: p.kind = graph::PatternKind::Swa; break;
-      case nn::AttnKind::Bridge: p.kind = graph::PatternKind::Bridge; break;
-      case nn::AttnKind::Pbb: p.kind = graph::PatternKind::Pbb; break;
-      case nn::AttnKind::SeBridge: p.kind = graph::PatternKind::SeBridge; break;
-      default: p.kind = graph::PatternKind::Full; break;
+      case nn::AttnKind::Block:
+        p.kind = graph::PatternKind::Block;
+        break;
+      case nn::AttnKind::Swa:
+        p.kind = graph::PatternKind::Swa;
+        break;
+      case nn::AttnKind::Bridge:
+        p.kind = graph::PatternKind::Bridge;
+        break;
+      case nn::AttnKind::Pbb:
+        p.kind = graph::PatternKind::Pbb;
+        break;
+      case nn::AttnKind::SeBridge:
+        p.kind = graph::PatternKind::SeBridge;
+        break;
+      default:
+        p.kind = graph::PatternKind::Full;
+        break;
     }
     s.layers.push_back(p);
   }

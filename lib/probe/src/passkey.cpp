@@ -30,7 +30,8 @@ PasskeySpec passkey_spec(const TaskOptions& o) {
 
 std::string passkey_needle(const std::string& digits) { return " The passkey is " + digits + "."; }
 
-data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok, const std::vector<data::Token>& filler) {
+data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok,
+                                const std::vector<data::Token>& filler) {
   const auto prompt = tok.encode(kPasskeyPrompt);
   const auto pad = tok.encode(" ");
   require(!pad.empty(), "tokenizer produced no token for a space");
@@ -48,9 +49,11 @@ data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok
   d.vocab_size = tok.vocab_size();
   d.tokenizer = tok.name();
   d.row_len = maxL + max_ans + 2;
-  d.task = {{"name", "passkey"}, {"lengths", s.lengths}, {"depths", s.depths}, {"reps", s.reps},
-            {"rows_train", s.rows_train}, {"seed", s.seed}, {"prompt", kPasskeyPrompt},
-            {"needle", passkey_needle("NNNNN")}, {"tokenizer", tok.name()}};
+  d.task = {{"name", "passkey"},          {"lengths", s.lengths},
+            {"depths", s.depths},         {"reps", s.reps},
+            {"rows_train", s.rows_train}, {"seed", s.seed},
+            {"prompt", kPasskeyPrompt},   {"needle", passkey_needle("NNNNN")},
+            {"tokenizer", tok.name()}};
   auto make = [&](data::TaskSplit& sp, int rows, std::uint64_t salt, bool grid) {
     std::mt19937_64 rng(s.seed * 1000003ull + salt);
     std::uniform_int_distribution<int> digit(0, 9);
@@ -120,7 +123,8 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
       for (int step = 0; step < max_new && L + step <= model.config.block_size; ++step) {
         const int T = L + step;
         std::vector<std::int32_t> x(static_cast<std::size_t>(B) * T);
-        for (int b = 0; b < B; ++b) std::copy(seq[b].begin(), seq[b].end(), x.begin() + static_cast<std::ptrdiff_t>(b) * T);
+        for (int b = 0; b < B; ++b)
+          std::copy(seq[b].begin(), seq[b].end(), x.begin() + static_cast<std::ptrdiff_t>(b) * T);
         const float* P = forward_probs(model, x.data(), B, T, ws);
         for (int b = 0; b < B; ++b) {
           const float* p = P + (static_cast<std::size_t>(b) * T + T - 1) * V;
@@ -196,8 +200,10 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
     curve.series.push_back(s);
     double tot = 0;
     for (const auto& x : res) tot += x.correct;
-    r.body["models"].push_back({{"checkpoint", o.checkpoints[m]}, {"items", res.size()},
-                                {"exact_match", tot / std::max<double>(1, res.size())}, {"grid", grid}});
+    r.body["models"].push_back({{"checkpoint", o.checkpoints[m]},
+                                {"items", res.size()},
+                                {"exact_match", tot / std::max<double>(1, res.size())},
+                                {"grid", grid}});
     if (!o.plot.empty()) {
       plot::Heatmap h;
       h.title = "passkey exact match: " + o.checkpoints[m];
@@ -211,8 +217,9 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
     all.push_back(std::move(res));
   }
   if (!o.plot.empty()) plot::save(curve, o.plot);
-  r.notes.push_back("Greedy decoding of " + std::to_string(o.max_new) +
-                    " tokens; an item counts when the leading digit run of the decoded text equals the 5-digit passkey.");
+  r.notes.push_back(
+      "Greedy decoding of " + std::to_string(o.max_new) +
+      " tokens; an item counts when the leading digit run of the decoded text equals the 5-digit passkey.");
   if (all.size() == 2) {
     std::vector<std::uint8_t> a, b;
     for (std::size_t i = 0; i < all[0].size(); ++i) {

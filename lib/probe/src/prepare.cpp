@@ -76,25 +76,31 @@ void add_task_options(CLI::App& app, TaskOptions& o) {
                  "Write a task file instead of a corpus split: boundary-copy | passkey | ranking (docs/probe.md)")
       ->check(CLI::IsMember({"boundary-copy", "passkey", "ranking"}));
   app.add_option("--K", o.K, "boundary-copy: alphabet size K (>= 2)")->capture_default_str();
-  app.add_option("--distance", o.distance, "boundary-copy: copy distance d (token p+1 = token p-d)")->capture_default_str();
+  app.add_option("--distance", o.distance, "boundary-copy: copy distance d (token p+1 = token p-d)")
+      ->capture_default_str();
   app.add_option("--b", o.b, "boundary-copy, ranking: block size b (phase r = p mod b)")->capture_default_str();
   app.add_option("--w", o.w, "ranking: bridge width w (h = w/2) of the bridge-window family")->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "boundary-copy: model sequence length (rows hold seq_len + 1 tokens)")
       ->capture_default_str();
-  app.add_option("--phases", o.phases, "boundary-copy: scored phases, 'all' or a list such as '0,1'")->capture_default_str();
+  app.add_option("--phases", o.phases, "boundary-copy: scored phases, 'all' or a list such as '0,1'")
+      ->capture_default_str();
   app.add_option("--readout-rate", o.readout_rate, "boundary-copy: probability that an eligible position is a readout")
       ->capture_default_str();
-  app.add_option("--alphabet-start", o.alphabet_start,
-                 "boundary-copy: first token id of the K-token alphabet (-1: 0 with random filler, 'A' = 65 with a corpus)")
+  app.add_option(
+         "--alphabet-start", o.alphabet_start,
+         "boundary-copy: first token id of the K-token alphabet (-1: 0 with random filler, 'A' = 65 with a corpus)")
       ->capture_default_str();
   app.add_option("--rows-train", o.rows_train, "task rows in the training split")->capture_default_str();
-  app.add_option("--rows-val", o.rows_val, "task rows in the validation split (the probe's items)")->capture_default_str();
-  app.add_option("--seed", o.seed, "task seed (the files are a function of the options and the seed)")->capture_default_str();
+  app.add_option("--rows-val", o.rows_val, "task rows in the validation split (the probe's items)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "task seed (the files are a function of the options and the seed)")
+      ->capture_default_str();
   app.add_option("--lengths", o.lengths, "passkey: context lengths in tokens (comma list)")->capture_default_str();
   app.add_option("--depths", o.depths, "passkey: needle depth fractions in [0, 1] (comma list)")->capture_default_str();
   app.add_option("--reps", o.reps, "passkey: items per (length, depth) cell per split")->capture_default_str();
   app.add_option("--families", o.families, "ranking: item families (comma list)")->capture_default_str();
-  app.add_option("--context", o.context, "ranking: context length in tokens of needle / boundary items")->capture_default_str();
+  app.add_option("--context", o.context, "ranking: context length in tokens of needle / boundary items")
+      ->capture_default_str();
 }
 
 output::Report prepare_task(const TaskOptions& o) {
@@ -166,10 +172,16 @@ output::Report prepare_task(const TaskOptions& o) {
   t.add_row({"vocab_size", fmt_int(d.vocab_size)});
   t.add_row({"tokenizer", d.tokenizer});
   r.tables.push_back(t);
-  r.body = {{"task", d.task}, {"row_len", d.row_len}, {"rows_train", d.rows(d.train)}, {"rows_val", d.rows(d.val)},
-            {"vocab_size", d.vocab_size}, {"tokenizer", d.tokenizer}, {"source", d.source},
-            {"files", {o.out + ".train.bin", o.out + ".val.bin", o.out + ".train.mask.bin", o.out + ".val.mask.bin",
-                       o.out + ".meta.json"}}};
+  r.body = {{"task", d.task},
+            {"row_len", d.row_len},
+            {"rows_train", d.rows(d.train)},
+            {"rows_val", d.rows(d.val)},
+            {"vocab_size", d.vocab_size},
+            {"tokenizer", d.tokenizer},
+            {"source", d.source},
+            {"files",
+             {o.out + ".train.bin", o.out + ".val.bin", o.out + ".train.mask.bin", o.out + ".val.mask.bin",
+              o.out + ".meta.json"}}};
   r.notes.push_back("Train on it with: train --data " + o.out + " (aligned rows, loss on masked targets only)");
   return r;
 }

@@ -11,13 +11,13 @@
 
 namespace cf::probe {
 
+using data::Token;
 using output::fmt;
 using output::fmt_int;
-using data::Token;
 
 namespace {
-const std::vector<std::string> kNames = {"cat", "dog", "bird", "fish", "horse", "lamp", "door", "ship",
-                                         "tree", "road", "coat", "ring", "boat", "cup", "bell", "kite"};
+const std::vector<std::string> kNames = {"cat",  "dog",  "bird", "fish", "horse", "lamp", "door", "ship",
+                                         "tree", "road", "coat", "ring", "boat",  "cup",  "bell", "kite"};
 // values of one byte length (4), so summed NLLs compare like with like under the byte tokenizer
 const std::vector<std::string> kValues = {"blue", "pink", "grey", "gold", "jade", "rose",
                                           "ruby", "teal", "navy", "lime", "sand", "plum"};
@@ -27,8 +27,8 @@ std::string paraphrase(const std::string& n) { return " The colour of the " + n 
 }  // namespace
 
 const std::vector<std::string>& ranking_families() {
-  static const std::vector<std::string> f = {"needle", "bridge-window", "boundary-tail", "semantic-exact",
-                                             "semantic-paraphrase", "semantic-distractor"};
+  static const std::vector<std::string> f = {"needle",         "bridge-window",       "boundary-tail",
+                                             "semantic-exact", "semantic-paraphrase", "semantic-distractor"};
   return f;
 }
 
@@ -40,8 +40,9 @@ RankingSpec ranking_spec(const TaskOptions& o) {
     while (!f.empty() && f.front() == ' ') f.erase(f.begin());
     while (!f.empty() && f.back() == ' ') f.pop_back();
     const auto& k = ranking_families();
-    require(std::find(k.begin(), k.end(), f) != k.end(), "--families: unknown family '", f,
-            "' (known: needle, bridge-window, boundary-tail, semantic-exact, semantic-paraphrase, semantic-distractor)");
+    require(
+        std::find(k.begin(), k.end(), f) != k.end(), "--families: unknown family '", f,
+        "' (known: needle, bridge-window, boundary-tail, semantic-exact, semantic-paraphrase, semantic-distractor)");
     s.families.push_back(f);
   }
   require(!s.families.empty(), "--families: empty list");
@@ -129,7 +130,8 @@ data::TaskData generate_ranking(const RankingSpec& s, const data::Tokenizer& tok
         readout = p + ro(rng);
         ok = value_end - V + 1 >= 0 && readout - Q + 1 > value_end + 1;
       }
-      require(ok, "--w: bridge width ", s.w, " leaves no room for the query (", Q, " tokens) inside the repaired window");
+      require(ok, "--w: bridge width ", s.w, " leaves no room for the query (", Q,
+              " tokens) inside the repaired window");
     } else {  // boundary-tail
       const int p = std::max(1, (C - Q - 4) / s.b) * s.b;
       std::vector<int> offs;
@@ -151,12 +153,21 @@ data::TaskData generate_ranking(const RankingSpec& s, const data::Tokenizer& tok
   d.vocab_size = tok.vocab_size();
   d.tokenizer = tok.name();
   d.source = "ranking";
-  d.task = {{"name", "ranking"}, {"families", s.families}, {"items_val", s.items_val}, {"rows_train", s.rows_train},
-            {"context", s.context}, {"b", s.b}, {"w", s.w}, {"seed", s.seed}, {"values", kValues}, {"names", kNames}};
+  d.task = {{"name", "ranking"},
+            {"families", s.families},
+            {"items_val", s.items_val},
+            {"rows_train", s.rows_train},
+            {"context", s.context},
+            {"b", s.b},
+            {"w", s.w},
+            {"seed", s.seed},
+            {"values", kValues},
+            {"names", kNames}};
   std::vector<Item> tr, va;
   std::mt19937_64 rt(s.seed * 7919ull + 1), rv(s.seed * 7919ull + 2);
   for (int i = 0; i < s.rows_train; ++i)
-    tr.push_back(make_item(s.families[static_cast<std::size_t>(i) % s.families.size()], rt, (i / int(s.families.size())) % 4));
+    tr.push_back(
+        make_item(s.families[static_cast<std::size_t>(i) % s.families.size()], rt, (i / int(s.families.size())) % 4));
   for (const auto& f : s.families)
     for (int i = 0; i < s.items_val; ++i) va.push_back(make_item(f, rv, i % 4));
   int L = 0;
@@ -176,8 +187,11 @@ data::TaskData generate_ranking(const RankingSpec& s, const data::Tokenizer& tok
       m.resize(row.size(), 0);
       sp.tokens.insert(sp.tokens.end(), row.begin(), row.end());
       sp.mask.insert(sp.mask.end(), m.begin(), m.end());
-      sp.items.push_back({{"family", it.family}, {"prompt_len", it.prompt.size()}, {"candidates", it.cands},
-                          {"correct", it.correct}, {"source_end", it.source_end},
+      sp.items.push_back({{"family", it.family},
+                          {"prompt_len", it.prompt.size()},
+                          {"candidates", it.cands},
+                          {"correct", it.correct},
+                          {"source_end", it.source_end},
                           {"readout", static_cast<int>(it.prompt.size()) - 1}});
     }
   };
@@ -211,7 +225,8 @@ std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, cons
         auto s = prompt;
         const auto c = it.at("candidates")[k].get<std::vector<Token>>();
         s.insert(s.end(), c.begin(), c.end());
-        require(s.size() <= static_cast<std::size_t>(d.row_len), "ranking item ", i0 + i, ": candidate longer than the row");
+        require(s.size() <= static_cast<std::size_t>(d.row_len), "ranking item ", i0 + i,
+                ": candidate longer than the row");
         for (std::size_t t = 0; t < s.size() && t < static_cast<std::size_t>(T); ++t) x[(4 * i + k) * T + t] = s[t];
         seqs[static_cast<std::size_t>(4 * i + k)] = std::move(s);
       }
@@ -263,7 +278,8 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
     t.header = {"family", "items", "accuracy", "mean margin (nats)", "median margin"};
     std::size_t maxlen = 0;
     for (const auto& x : res) maxlen = std::max(maxlen, x.prompt_nll.size());
-    Eigen::MatrixXd heat = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(families.size()), static_cast<Eigen::Index>(maxlen));
+    Eigen::MatrixXd heat =
+        Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(families.size()), static_cast<Eigen::Index>(maxlen));
     Eigen::MatrixXd cnt = heat;
     nlohmann::json jf = nlohmann::json::array();
     for (std::size_t f = 0; f < families.size(); ++f) {
@@ -288,9 +304,15 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
       t.add_row({families[f], fmt_int(static_cast<long long>(margins.size())), fmt(acc, 4), fmt(mean, 4), fmt(med, 4)});
       std::vector<double> by_pos;
       for (Eigen::Index i = 0; i < heat.cols(); ++i)
-        by_pos.push_back(cnt(static_cast<Eigen::Index>(f), i) > 0 ? heat(static_cast<Eigen::Index>(f), i) / cnt(static_cast<Eigen::Index>(f), i) : std::nan(""));
-      jf.push_back({{"family", families[f]}, {"items", margins.size()}, {"accuracy", acc}, {"mean_margin", mean},
-                    {"median_margin", med}, {"prompt_nll_by_position", by_pos}});
+        by_pos.push_back(cnt(static_cast<Eigen::Index>(f), i) > 0
+                             ? heat(static_cast<Eigen::Index>(f), i) / cnt(static_cast<Eigen::Index>(f), i)
+                             : std::nan(""));
+      jf.push_back({{"family", families[f]},
+                    {"items", margins.size()},
+                    {"accuracy", acc},
+                    {"mean_margin", mean},
+                    {"median_margin", med},
+                    {"prompt_nll_by_position", by_pos}});
     }
     r.tables.push_back(t);
     r.body["models"].push_back({{"checkpoint", o.checkpoints[m]}, {"families", jf}});
@@ -307,8 +329,9 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
     }
     all.push_back(std::move(res));
   }
-  r.notes.push_back("A candidate's score is the summed NLL of its tokens after the prompt; an item counts when the "
-                    "correct candidate's NLL is strictly the lowest. Margin = best wrong NLL - correct NLL.");
+  r.notes.push_back(
+      "A candidate's score is the summed NLL of its tokens after the prompt; an item counts when the "
+      "correct candidate's NLL is strictly the lowest. Margin = best wrong NLL - correct NLL.");
   if (all.size() == 2) {
     std::vector<std::uint8_t> a, b;
     for (std::size_t i = 0; i < all[0].size(); ++i) {

@@ -10,10 +10,10 @@
 #include "cf/graph/schedule.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/probe/boundary_copy.hpp"
+#include "cf/probe/detail/report_util.hpp"
 #include "cf/probe/evaluate.hpp"
 #include "cf/probe/passkey.hpp"
 #include "cf/probe/ranking.hpp"
-#include "cf/probe/detail/report_util.hpp"
 
 namespace cf::probe {
 
@@ -75,18 +75,26 @@ void add_paired(output::Report& r, const std::string& title, const PairedResult&
              fmt_int(p.mcnemar.n01), fmt_int(p.mcnemar.n10),
              p.mcnemar.p_value > 0 ? fmt(p.mcnemar.p_value, 4) : "1e" + fmt(p.mcnemar.log10_p, 5)});
   r.tables.push_back(t);
-  r.body["paired"][key] = {{"items", p.n}, {"accuracy_a", p.acc_a}, {"accuracy_b", p.acc_b},
-                           {"difference", p.ci.estimate}, {"ci_lo", p.ci.lo}, {"ci_hi", p.ci.hi},
-                           {"ci_level", o.level}, {"resamples", o.resamples}, {"bootstrap_seed", o.boot_seed},
-                           {"a_only", p.mcnemar.n01}, {"b_only", p.mcnemar.n10},
-                           {"mcnemar_p", p.mcnemar.p_value}, {"mcnemar_log10_p", p.mcnemar.log10_p}};
+  r.body["paired"][key] = {{"items", p.n},
+                           {"accuracy_a", p.acc_a},
+                           {"accuracy_b", p.acc_b},
+                           {"difference", p.ci.estimate},
+                           {"ci_lo", p.ci.lo},
+                           {"ci_hi", p.ci.hi},
+                           {"ci_level", o.level},
+                           {"resamples", o.resamples},
+                           {"bootstrap_seed", o.boot_seed},
+                           {"a_only", p.mcnemar.n01},
+                           {"b_only", p.mcnemar.n10},
+                           {"mcnemar_p", p.mcnemar.p_value},
+                           {"mcnemar_log10_p", p.mcnemar.log10_p}};
 }
 
 void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<std::string>& paths) {
   if (models.size() == 2)
-    require(models[0].config.vocab_size == models[1].config.vocab_size,
-            "paired comparison needs one tokeniser: '", paths[0], "' has vocab_size ", models[0].config.vocab_size,
-            " but '", paths[1], "' has ", models[1].config.vocab_size);
+    require(models[0].config.vocab_size == models[1].config.vocab_size, "paired comparison needs one tokeniser: '",
+            paths[0], "' has vocab_size ", models[0].config.vocab_size, " but '", paths[1], "' has ",
+            models[1].config.vocab_size);
 }
 
 }  // namespace detail
@@ -106,8 +114,8 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
   r.body["bound_test"] = "one-sided exact binomial, H1: accuracy > pi + (1-pi)/K, Bonferroni over phases";
   std::vector<std::vector<Readout>> all;
   plot::LinePlot lp;
-  lp.title = "boundary copy: accuracy per phase vs coverage bound (K = " + std::to_string(s.K) + ", d = " +
-             std::to_string(s.d) + ")";
+  lp.title = "boundary copy: accuracy per phase vs coverage bound (K = " + std::to_string(s.K) +
+             ", d = " + std::to_string(s.d) + ")";
   lp.xlabel = "readout phase r = p mod b";
   lp.ylabel = "top-1 accuracy over K";
   lp.y_min = 0;
@@ -124,15 +132,23 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
               ", d = " + std::to_string(s.d) + ", b = " + std::to_string(s.b) + ")";
     t.header = {"phase", "readouts", "accuracy", "acc bound", "CE", "CE bound", "pi", "p (acc > bound)", "above bound"};
     nlohmann::json jp = nlohmann::json::array();
-    plot::Series acc{o.checkpoints.size() > 1 ? "acc " + std::to_string(m + 1) + ": " + sched : "accuracy: " + sched, {}, {}};
+    plot::Series acc{
+        o.checkpoints.size() > 1 ? "acc " + std::to_string(m + 1) + ": " + sched : "accuracy: " + sched, {}, {}};
     plot::Series bnd{"bound " + std::to_string(m + 1), {}, {}};
     int flagged = 0;
     for (const auto& q : ph) {
       t.add_row({fmt_int(q.phase), fmt_int(q.n), fmt(q.accuracy, 4), fmt(q.acc_bound, 4), fmt(q.ce, 4),
                  fmt(q.ce_bound, 4), fmt(q.pi, 4), fmt(q.p_value, 4), q.significant ? "YES" : "no"});
-      jp.push_back({{"phase", q.phase}, {"readouts", q.n}, {"correct", q.correct}, {"accuracy", q.accuracy},
-                    {"accuracy_bound", q.acc_bound}, {"cross_entropy", q.ce}, {"cross_entropy_bound", q.ce_bound},
-                    {"pi", q.pi}, {"p_value", q.p_value}, {"significantly_above_bound", q.significant}});
+      jp.push_back({{"phase", q.phase},
+                    {"readouts", q.n},
+                    {"correct", q.correct},
+                    {"accuracy", q.accuracy},
+                    {"accuracy_bound", q.acc_bound},
+                    {"cross_entropy", q.ce},
+                    {"cross_entropy_bound", q.ce_bound},
+                    {"pi", q.pi},
+                    {"p_value", q.p_value},
+                    {"significantly_above_bound", q.significant}});
       acc.x.push_back(q.phase);
       acc.y.push_back(q.accuracy);
       bnd.x.push_back(q.phase);
@@ -145,8 +161,11 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
       ++n;
       c += x.predicted == x.label;
     }
-    r.body["models"].push_back({{"checkpoint", o.checkpoints[m]}, {"schedule", sched}, {"readouts", n},
-                                {"accuracy", double(c) / double(n)}, {"phases", jp},
+    r.body["models"].push_back({{"checkpoint", o.checkpoints[m]},
+                                {"schedule", sched},
+                                {"readouts", n},
+                                {"accuracy", double(c) / double(n)},
+                                {"phases", jp},
                                 {"phases_above_bound", flagged}});
     if (flagged > 0)
       r.notes.push_back("WARNING: " + o.checkpoints[m] + ": " + std::to_string(flagged) +
@@ -178,10 +197,11 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
       add_paired(r, "paired, phase " + std::to_string(ph), paired_compare(pa, pb, o.resamples, o.level, o.boot_seed), o,
                  "phase_" + std::to_string(ph));
     }
-    r.notes.push_back("Paired: exact two-sided McNemar (p = min(1, 2 x smaller binomial tail) on the discordant "
-                      "counts 'A only' / 'B only'); percentile bootstrap of acc A - acc B, " +
-                      std::to_string(o.resamples) + " resamples, level " + fmt(o.level, 3) + ", seed " +
-                      std::to_string(o.boot_seed) + ".");
+    r.notes.push_back(
+        "Paired: exact two-sided McNemar (p = min(1, 2 x smaller binomial tail) on the discordant "
+        "counts 'A only' / 'B only'); percentile bootstrap of acc A - acc B, " +
+        std::to_string(o.resamples) + " resamples, level " + fmt(o.level, 3) + ", seed " + std::to_string(o.boot_seed) +
+        ".");
   }
   if (!o.plot.empty()) plot::save(lp, o.plot);
   return r;
@@ -212,9 +232,15 @@ output::Report run_probe(const ProbeOptions& o) {
     r = run_ranking(o, d);
   else
     throw InvalidArgument(str("unknown task '", o.task, "' (known: boundary-copy, passkey, ranking)"));
-  r.meta = output::metadata("probe", {{"task", o.task}, {"data", o.data}, {"checkpoints", o.checkpoints},
-                                      {"alpha", o.alpha}, {"batch", o.batch}, {"max_rows", o.max_rows},
-                                      {"resamples", o.resamples}, {"level", o.level}, {"bootstrap_seed", o.boot_seed},
+  r.meta = output::metadata("probe", {{"task", o.task},
+                                      {"data", o.data},
+                                      {"checkpoints", o.checkpoints},
+                                      {"alpha", o.alpha},
+                                      {"batch", o.batch},
+                                      {"max_rows", o.max_rows},
+                                      {"resamples", o.resamples},
+                                      {"level", o.level},
+                                      {"bootstrap_seed", o.boot_seed},
                                       {"plot", o.plot}});
   return r;
 }

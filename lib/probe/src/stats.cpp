@@ -97,10 +97,11 @@ McNemarResult mcnemar_exact(const std::vector<std::uint8_t>& a, const std::vecto
   return mcnemar_exact(n01, n10);
 }
 
-BootstrapCi paired_bootstrap_ci(const std::vector<double>& a, const std::vector<double>& b, int resamples,
-                                double level, std::uint64_t seed) {
-  require(!a.empty() && a.size() == b.size(), "paired bootstrap: needs two non-empty outcome lists of equal length (got ",
-          a.size(), " and ", b.size(), ")");
+BootstrapCi paired_bootstrap_ci(const std::vector<double>& a, const std::vector<double>& b, int resamples, double level,
+                                std::uint64_t seed) {
+  require(!a.empty() && a.size() == b.size(),
+          "paired bootstrap: needs two non-empty outcome lists of equal length (got ", a.size(), " and ", b.size(),
+          ")");
   require(resamples >= 1, "paired bootstrap: resamples must be >= 1 (got ", resamples, ")");
   require(level > 0.0 && level < 1.0, "paired bootstrap: level must lie in (0, 1) (got ", level, ")");
   const std::size_t n = a.size();

@@ -14,10 +14,9 @@
 // The trainer reads one row per sequence (never a random offset), so a position's phase within a
 // row means the same thing in every batch.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cf/data/tokenizer.hpp"
 

@@ -6,9 +6,8 @@
 // model may read at p except position p-d itself: a model whose all-layer dependency set R_L(p)
 // misses p-d is at chance (1/K) on that readout. Phase r = p mod b.
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "cf/data/task_file.hpp"
 #include "cf/data/tokenizer.hpp"
@@ -19,15 +18,15 @@ namespace cf::probe {
 
 /// Generator parameters. A row has seq_len + 1 tokens (inputs 0..seq_len-1, the last target).
 struct BoundaryCopySpec {
-  int K = 4;                        ///< alphabet size, >= 2
-  int d = 1;                        ///< copy distance, 1 <= d < seq_len - 1
-  int b = 4;                        ///< block size defining the phase r = p mod b, >= 1
-  int seq_len = 32;                 ///< model sequence length (row_len - 1), >= d + 2
-  std::vector<int> phases;          ///< scored phases (each in [0, b)); empty = all
-  double readout_rate = 0.5;        ///< probability that an eligible position becomes a readout, (0, 1]
+  int K = 4;                          ///< alphabet size, >= 2
+  int d = 1;                          ///< copy distance, 1 <= d < seq_len - 1
+  int b = 4;                          ///< block size defining the phase r = p mod b, >= 1
+  int seq_len = 32;                   ///< model sequence length (row_len - 1), >= d + 2
+  std::vector<int> phases;            ///< scored phases (each in [0, b)); empty = all
+  double readout_rate = 0.5;          ///< probability that an eligible position becomes a readout, (0, 1]
   std::vector<data::Token> alphabet;  ///< the K label tokens (distinct)
-  std::vector<data::Token> filler;  ///< token stream for non-label positions; empty = random alphabet tokens
-  int vocab_size = 0;               ///< every token < vocab_size
+  std::vector<data::Token> filler;    ///< token stream for non-label positions; empty = random alphabet tokens
+  int vocab_size = 0;                 ///< every token < vocab_size
   std::uint64_t seed = 1;
 };
 
@@ -59,10 +58,10 @@ graph::Schedule model_schedule(const nn::ModelConfig& c);
 /// One scored readout of the evaluation.
 struct Readout {
   int row = 0, p = 0, phase = 0;
-  int label = 0;           ///< index of the label in the alphabet
-  int predicted = 0;       ///< argmax over the K alphabet tokens
-  double ce = 0;           ///< -log of the label's probability renormalised over the K tokens (nats)
-  bool covered = false;    ///< p - d ∈ R_L(p) under the model's schedule
+  int label = 0;         ///< index of the label in the alphabet
+  int predicted = 0;     ///< argmax over the K alphabet tokens
+  double ce = 0;         ///< -log of the label's probability renormalised over the K tokens (nats)
+  bool covered = false;  ///< p - d ∈ R_L(p) under the model's schedule
 };
 
 /// Per-phase summary with the coverage-limited bound (Prop. 3) and the one-sided exact binomial
@@ -71,11 +70,11 @@ struct PhaseResult {
   int phase = 0;
   std::int64_t n = 0, correct = 0;
   double accuracy = 0, ce = 0;
-  double pi = 0;            ///< covered fraction of this phase's readouts
-  double acc_bound = 0;     ///< pi + (1 - pi)/K
-  double ce_bound = 0;      ///< (1 - pi) log K
-  double p_value = 1;       ///< P(X >= correct | n, acc_bound)
-  bool significant = false; ///< p_value < alpha / (number of phases with readouts)
+  double pi = 0;             ///< covered fraction of this phase's readouts
+  double acc_bound = 0;      ///< pi + (1 - pi)/K
+  double ce_bound = 0;       ///< (1 - pi) log K
+  double p_value = 1;        ///< P(X >= correct | n, acc_bound)
+  bool significant = false;  ///< p_value < alpha / (number of phases with readouts)
 };
 
 }  // namespace cf::probe

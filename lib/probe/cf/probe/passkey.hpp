@@ -17,10 +17,10 @@ namespace cf::probe {
 
 /// Grid and counts. Context length = tokens of the prompt (filler + needle + "The passkey is").
 struct PasskeySpec {
-  std::vector<int> lengths;     ///< each >= needle + prompt tokens + 1
-  std::vector<double> depths;   ///< each in [0, 1]: 0 = needle first, 1 = needle right before the prompt
-  int reps = 4;                 ///< validation items per (length, depth) cell
-  int rows_train = 2000;        ///< training items, cycling through the grid
+  std::vector<int> lengths;    ///< each >= needle + prompt tokens + 1
+  std::vector<double> depths;  ///< each in [0, 1]: 0 = needle first, 1 = needle right before the prompt
+  int reps = 4;                ///< validation items per (length, depth) cell
+  int rows_train = 2000;       ///< training items, cycling through the grid
   std::uint64_t seed = 1;
 };
 
@@ -37,7 +37,8 @@ inline constexpr const char* kPasskeyPrompt = " The passkey is";
 /// with the tokenizer's space (mask 0); loss only on the answer. Items (both splits) hold
 /// {"length", "depth", "passkey", "needle_pos", "prompt_len"}. Filler windows are cut from
 /// `filler` at seeded offsets; the needle starts at round(depth * filler tokens).
-data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok, const std::vector<data::Token>& filler);
+data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok,
+                                const std::vector<data::Token>& filler);
 
 /// One evaluated item.
 struct PasskeyOutcome {

@@ -12,10 +12,10 @@ namespace cf::probe {
 
 /// Options of every task (each task reads the ones it documents).
 struct TaskOptions {
-  std::string task;                    ///< "" (no task) | boundary-copy | passkey | ranking
-  std::string out;                     ///< output prefix
-  std::string corpus;                  ///< filler corpus (brown, kjv, FILE); "" = random tokens (boundary-copy)
-  std::string tokenizer = "byte";      ///< byte | gpt2 (passkey, ranking, boundary-copy with a corpus)
+  std::string task;                ///< "" (no task) | boundary-copy | passkey | ranking
+  std::string out;                 ///< output prefix
+  std::string corpus;              ///< filler corpus (brown, kjv, FILE); "" = random tokens (boundary-copy)
+  std::string tokenizer = "byte";  ///< byte | gpt2 (passkey, ranking, boundary-copy with a corpus)
   std::string gpt2_dir;
   std::uint64_t seed = 1;
   int rows_train = 2000, rows_val = 500;

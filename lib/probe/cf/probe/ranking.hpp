@@ -38,14 +38,15 @@ RankingSpec ranking_spec(const TaskOptions& o);
 
 /// Build the task. Items hold {"family", "prompt_len", "candidates" (4 token lists), "correct"
 /// (slot 0..3), "source_end" (last token of the fact's value), "readout" (last prompt token)}.
-data::TaskData generate_ranking(const RankingSpec& s, const data::Tokenizer& tok, const std::vector<data::Token>& filler);
+data::TaskData generate_ranking(const RankingSpec& s, const data::Tokenizer& tok,
+                                const std::vector<data::Token>& filler);
 
 /// One evaluated item.
 struct RankingOutcome {
   std::string family;
   int correct_slot = 0, chosen = 0;
-  bool correct = false;  ///< the correct candidate has the strictly lowest NLL
-  double margin = 0;     ///< min NLL of the wrong candidates - NLL of the correct one (nats)
+  bool correct = false;            ///< the correct candidate has the strictly lowest NLL
+  double margin = 0;               ///< min NLL of the wrong candidates - NLL of the correct one (nats)
   std::vector<double> prompt_nll;  ///< -log p(prompt token i | tokens < i), i = 1..prompt_len-1
 };
 

@@ -22,9 +22,9 @@ struct ProbeOptions {
   int resamples = 2000;                  ///< paired bootstrap resamples
   double level = 0.95;                   ///< bootstrap interval level
   std::uint64_t boot_seed = 1;
-  int max_new = 8;                       ///< passkey: greedy tokens decoded
-  std::string plot;                      ///< "" | FILE.svg | FILE.png (a second figure gets a suffix)
-  bool quiet = false;                    ///< no progress lines
+  int max_new = 8;     ///< passkey: greedy tokens decoded
+  std::string plot;    ///< "" | FILE.svg | FILE.png (a second figure gets a suffix)
+  bool quiet = false;  ///< no progress lines
 };
 
 /// Result of a paired comparison of per-item 0/1 outcomes (first minus second).

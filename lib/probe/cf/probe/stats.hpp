@@ -47,7 +47,7 @@ struct BootstrapCi {
   int resamples = 0;
   std::uint64_t seed = 0;
 };
-BootstrapCi paired_bootstrap_ci(const std::vector<double>& a, const std::vector<double>& b, int resamples,
-                                double level, std::uint64_t seed);
+BootstrapCi paired_bootstrap_ci(const std::vector<double>& a, const std::vector<double>& b, int resamples, double level,
+                                std::uint64_t seed);
 
 }  // namespace cf::probe
