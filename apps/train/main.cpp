@@ -291,6 +291,8 @@ void run(const CLI::App& app, const Options& o) {
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
   nn::TrainConfig tc = train_config_from_options(o);
+  if (data.row_len > 0 && app.get_option("--seq-len")->count() == 0)
+    tc.seq_len = data.row_len - 1;  // aligned task rows (prepare-data --task)
   nn::ModelConfig used;
   if (o.resume.empty()) {
     used = model_from_options(o, data.vocab_size);

@@ -13,6 +13,7 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/corpus.hpp"
+#include "cf/data/task_file.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/nn/model.hpp"
 
@@ -44,6 +45,26 @@ void sample_batch(const std::vector<std::int32_t>& src, int B, int Tn, std::uint
     for (int t = 0; t < Tn; ++t) {
       x[b * Tn + t] = src[s + t];
       y[b * Tn + t] = src[s + t + 1];
+    }
+  }
+}
+
+// Aligned task data: sequence b of micro-batch k of update `step` is a whole row drawn from an
+// engine seeded by (seed, step, k); targets outside the loss mask are -1 (not counted).
+void sample_rows(const std::vector<std::int32_t>& src, const std::vector<std::uint8_t>& mask, int row_len, int B,
+                 int Tn, std::uint64_t seed, std::int64_t step, int k, std::vector<std::int32_t>& x,
+                 std::vector<std::int32_t>& y) {
+  std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
+                    static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(step >> 32), static_cast<std::uint32_t>(k)};
+  std::mt19937_64 rng(seq);
+  const std::uint64_t rows = src.size() / static_cast<std::size_t>(row_len);
+  x.resize(static_cast<std::size_t>(B) * Tn);
+  y.resize(x.size());
+  for (int b = 0; b < B; ++b) {
+    const std::size_t s = static_cast<std::size_t>(rng() % rows) * static_cast<std::size_t>(row_len);
+    for (int t = 0; t < Tn; ++t) {
+      x[b * Tn + t] = src[s + t];
+      y[b * Tn + t] = mask[s + t + 1] ? src[s + t + 1] : -1;
     }
   }
 }
@@ -118,6 +139,14 @@ TrainData load_token_files(const std::string& prefix) {
   d.source = prefix + " (" + td.meta.source + ")";
   d.train.assign(td.train.begin(), td.train.end());
   d.val.assign(td.val.begin(), td.val.end());
+  if (data::is_task_file(prefix)) {
+    data::TaskData task = data::read_task_files(prefix);
+    d.row_len = task.row_len;
+    d.train_mask = std::move(task.train.mask);
+    d.val_mask = std::move(task.val.mask);
+    d.source = prefix + " (task " + task.task.value("name", std::string("?")) + ", rows of " +
+               std::to_string(task.row_len) + " tokens)";
+  }
   require(!d.train.empty() && !d.val.empty(), "token data '", prefix, "' has an empty split (train ", d.train.size(),
           ", val ", d.val.size(), ")");
   d.unigram_entropy = unigram_entropy(d.train, d.vocab_size);
@@ -134,6 +163,30 @@ nlohmann::json TrainConfig::to_json() const {
 
 double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data) {
   const int Tn = cfg.seq_len, B = cfg.batch;
+  if (data.row_len > 0) {  // aligned rows: the first B * eval_batches rows (cycled), masked targets
+    require(Tn <= data.row_len - 1, "seq_len ", Tn, " exceeds the task rows' length - 1 = ", data.row_len - 1);
+    Workspace<float> ws;
+    std::vector<std::int32_t> x(static_cast<std::size_t>(B) * Tn), y(x.size());
+    const std::size_t rows = data.val.size() / static_cast<std::size_t>(data.row_len);
+    double sum = 0;
+    int counted = 0;
+    for (int k = 0; k < cfg.eval_batches; ++k) {
+      bool any = false;
+      for (int b = 0; b < B; ++b) {
+        const std::size_t s = (static_cast<std::size_t>(k * B + b) % rows) * static_cast<std::size_t>(data.row_len);
+        for (int t = 0; t < Tn; ++t) {
+          x[b * Tn + t] = data.val[s + t];
+          y[b * Tn + t] = data.val_mask[s + t + 1] ? data.val[s + t + 1] : -1;
+          any = any || y[b * Tn + t] >= 0;
+        }
+      }
+      if (!any) continue;
+      sum += forward_backward<float>(model, x.data(), y.data(), B, Tn, nullptr, ws);
+      ++counted;
+    }
+    require(counted > 0, "validation rows score no target (all loss-mask bytes are 0 within seq_len)");
+    return sum / counted;
+  }
   require(data.val.size() > static_cast<std::size_t>(Tn) + 1, "validation split has ", data.val.size(),
           " tokens: needs more than seq_len + 1 = ", Tn + 1);
   Workspace<float> ws;
@@ -178,6 +231,9 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
           model.config.block_size, "] (got ", cfg.seq_len, ")");
   require(data.vocab_size <= model.config.vocab_size, "data vocabulary ", data.vocab_size,
           " exceeds the model's vocab_size ", model.config.vocab_size);
+  if (data.row_len > 0)
+    require(cfg.seq_len <= data.row_len - 1, "seq_len ", cfg.seq_len, " exceeds the task rows' length - 1 = ",
+            data.row_len - 1, " (aligned task data: use --seq-len ", data.row_len - 1, ")");
   require(data.train.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "training split has ", data.train.size(),
           " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
   require(data.val.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "validation split has ", data.val.size(),
@@ -225,7 +281,10 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     std::fill(grad.begin(), grad.end(), 0.f);
     double loss = 0;
     for (int k = 0; k < cfg.grad_accum; ++k) {
-      sample_batch(data.train, cfg.batch, cfg.seq_len, cfg.seed, ck.step, k, x, y);
+      if (data.row_len > 0)
+        sample_rows(data.train, data.train_mask, data.row_len, cfg.batch, cfg.seq_len, cfg.seed, ck.step, k, x, y);
+      else
+        sample_batch(data.train, cfg.batch, cfg.seq_len, cfg.seed, ck.step, k, x, y);
       loss += forward_backward<float>(model, x.data(), y.data(), cfg.batch, cfg.seq_len, &grad, ws);
     }
     loss /= cfg.grad_accum;

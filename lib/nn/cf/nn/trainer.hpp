@@ -25,6 +25,11 @@ struct TrainData {
   int vocab_size = 256;
   std::string source;
   double unigram_entropy = 0;
+  /// Aligned task data (cf/data/task_file.hpp): > 0 = each split is rows of row_len tokens, a
+  /// batch takes whole rows (input = row[0..T-1], target = row[1..T] with T = row_len - 1) and
+  /// only targets whose mask byte is 1 are scored. 0 = one token stream sampled at random offsets.
+  int row_len = 0;
+  std::vector<std::uint8_t> train_mask, val_mask;  ///< per token, aligned data only
 };
 
 /// Byte-level data from a text file: ids = bytes, the last val_fraction of the bytes is the
@@ -38,6 +43,7 @@ TrainData bytes_from_text(const std::string& text, const std::string& source, do
 TrainData load_corpus_bytes(const std::string& spec, double val_fraction);
 
 /// Data prepared by `prepare-data` (<prefix>.train.bin, .val.bin, .meta.json; cf/data/token_file.hpp).
+/// A task file (`prepare-data --task`, cf/data/task_file.hpp) loads as aligned rows with masks.
 TrainData load_token_files(const std::string& prefix);
 
 /// Training-run settings. Paths: out_dir receives last.h5, best.h5, log.csv (and the plot).

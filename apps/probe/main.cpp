@@ -1,0 +1,55 @@
+// probe — evaluate trained checkpoints on task files (issue 11): K-way boundary copy against the
+// coverage bound of the model's own mask schedule, passkey retrieval over length x depth, candidate
+// ranking per family, and paired statistics of two checkpoints (McNemar, bootstrap). Thin app over
+// cf/probe/report.hpp; docs/probe.md.
+#include <omp.h>
+
+#include "cf/core/app.hpp"
+#include "cf/probe/report.hpp"
+
+using namespace cf;
+
+int main(int argc, char** argv) {
+  probe::ProbeOptions o;
+  app::CommonOptions common;
+  int threads = 0;
+  CLI::App app{"probe: evaluate one or two checkpoints on a task file (prepare-data --task) and compare them", "probe"};
+  app.add_option("task", o.task, "boundary-copy | passkey | ranking")
+      ->required()
+      ->check(CLI::IsMember({"boundary-copy", "passkey", "ranking"}));
+  app.add_option("--data", o.data, "task file prefix written by prepare-data --task (validation rows are scored)")
+      ->required();
+  app.add_option("--checkpoint", o.checkpoints,
+                 "checkpoint (train's last.h5/best.h5); give two for a paired comparison")
+      ->required()
+      ->expected(1, 2);
+  app.add_option("--alpha", o.alpha,
+                 "family-wise level of the 'accuracy above the bound' test (Bonferroni over phases)")
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "rows per forward pass")->capture_default_str();
+  app.add_option("--max-rows", o.max_rows, "evaluate only the first N validation rows (0 = all)")
+      ->capture_default_str();
+  app.add_option("--resamples", o.resamples, "paired bootstrap resamples")->capture_default_str();
+  app.add_option("--level", o.level, "paired bootstrap interval level")->capture_default_str();
+  app.add_option("--bootstrap-seed", o.boot_seed, "paired bootstrap seed")->capture_default_str();
+  app.add_option("--max-new", o.max_new, "passkey: tokens decoded greedily")->capture_default_str();
+  app.add_option("--threads", threads, "OpenMP threads (0 = default)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
+  app::add_common_options(app, common);
+  app.footer(
+      "Examples:\n"
+      "  prepare-data --task boundary-copy --K 4 --b 4 --seq-len 32 --out bc\n"
+      "  train --data bc --attn block --b 4 --n-layer 2 --d-model 32 --block-size 32 --out-dir runs/block\n"
+      "  probe boundary-copy --data bc --checkpoint runs/block/last.h5 --plot bc.svg\n"
+      "  probe boundary-copy --data bc --checkpoint runs/block/last.h5 --checkpoint runs/se/last.h5 --out cmp.json\n"
+      "  probe passkey --data pk --checkpoint a.h5 --checkpoint b.h5 --plot pk.svg\n"
+      "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (task K < 2, context above the model's block size,\n"
+      "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
+  return app::run(app, argc, argv, [&] {
+    if (threads > 0) omp_set_num_threads(threads);
+    o.plot = common.plot;
+    app::emit(probe::run_probe(o), common);
+  });
+}

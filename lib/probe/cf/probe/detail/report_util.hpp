@@ -1,0 +1,20 @@
+#pragma once
+// Helpers shared by the probe report builders (internal to lib/probe).
+#include <string>
+#include <vector>
+
+#include "cf/core/output.hpp"
+#include "cf/data/task_file.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/probe/evaluate.hpp"
+#include "cf/probe/report.hpp"
+
+namespace cf::probe::detail {
+nn::Model<float> load_probe_model(const std::string& path);
+Progress make_progress(const ProbeOptions& o, const std::string& label);
+void add_paired(output::Report& r, const std::string& title, const PairedResult& p, const ProbeOptions& o,
+                const std::string& key);
+void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<std::string>& paths);
+/// `base` with "_suffix" before the extension ("" stays "").
+std::string plot_path(const std::string& base, const std::string& suffix);
+}  // namespace cf::probe::detail

@@ -1,0 +1,42 @@
+#pragma once
+// Evaluation of trained checkpoints on task files (issue 11): batched forward passes without a
+// backward pass, reading the next-token distribution at the scored positions only.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "cf/data/task_file.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/probe/boundary_copy.hpp"
+
+namespace cf::probe {
+
+/// Called after each batch with (rows done, rows total); may be empty.
+using Progress = std::function<void(std::int64_t done, std::int64_t total)>;
+
+/// Next-token probabilities of a batch: B sequences of T tokens (tokens[b*T + t]) -> pointer to
+/// B*T rows of vocab_size probabilities (row b*T + t = distribution of token t+1), valid until the
+/// next use of `ws`. Exactly the cost of a forward pass with no target (nn::forward_backward);
+/// tested against softmax(nn::forward_logits).
+const float* forward_probs(const nn::Model<float>& model, const std::int32_t* tokens, int B, int T,
+                           nn::Workspace<float>& ws);
+
+/// Check that a model can read a task: seq_len <= block_size ("context above the model's") and
+/// every task token < the model's vocab_size. Throws cf::InvalidArgument naming both values.
+void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, const std::string& what);
+
+/// Score every readout of the split (rows of s.seq_len + 1 tokens; readouts = mask bytes, the
+/// readout of mask[p+1] is p): top-1 over the K alphabet tokens and the cross-entropy of the label
+/// with the probabilities renormalised over the K tokens (a valid K-way predictor, so Prop. 3's
+/// bound applies to it). `covered` from the all-layer closure of the model's schedule on seq_len
+/// positions. `max_rows` > 0 limits the rows read.
+std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const BoundaryCopySpec& s,
+                                            const data::TaskSplit& split, int batch, int max_rows,
+                                            const Progress& progress = {});
+
+/// Per-phase accuracy, cross-entropy, covered fraction pi, bound pi + (1-pi)/K, (1-pi) log K, and
+/// the one-sided exact binomial p-value of "accuracy > bound"; `significant` uses the Bonferroni
+/// level alpha / m (m = phases with at least one readout). Phases without readouts are omitted.
+std::vector<PhaseResult> summarise_phases(const std::vector<Readout>& readouts, int K, int b, double alpha);
+
+}  // namespace cf::probe

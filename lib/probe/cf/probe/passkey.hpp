@@ -1,0 +1,61 @@
+#pragma once
+// Passkey retrieval (seed 000 §C.2, SPEC §5): the needle "The passkey is NNNNN." is placed at a
+// depth fraction of filler text, the prompt ends with "The passkey is", the model decodes greedily
+// and an item counts only if the decoded digits are exactly the five of the passkey.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cf/data/task_file.hpp"
+#include "cf/data/tokenizer.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/probe/evaluate.hpp"
+#include "cf/probe/prepare.hpp"
+#include "cf/probe/report.hpp"
+
+namespace cf::probe {
+
+/// Grid and counts. Context length = tokens of the prompt (filler + needle + "The passkey is").
+struct PasskeySpec {
+  std::vector<int> lengths;    ///< each >= needle + prompt tokens + 1
+  std::vector<double> depths;  ///< each in [0, 1]: 0 = needle first, 1 = needle right before the prompt
+  int reps = 4;                ///< validation items per (length, depth) cell
+  int rows_train = 2000;       ///< training items, cycling through the grid
+  std::uint64_t seed = 1;
+};
+
+/// Spec from the prepare-data options; throws cf::InvalidArgument for a depth outside [0, 1], a
+/// length < 1 or reps < 1 (naming --depths / --lengths / --reps and the value).
+PasskeySpec passkey_spec(const TaskOptions& o);
+
+/// The needle text of a passkey ("The passkey is 12345." with a leading space) and the prompt
+/// (" The passkey is").
+std::string passkey_needle(const std::string& digits);
+inline constexpr const char* kPasskeyPrompt = " The passkey is";
+
+/// Build the task: rows = prompt tokens + answer tokens (" NNNNN"), right-padded to one row length
+/// with the tokenizer's space (mask 0); loss only on the answer. Items (both splits) hold
+/// {"length", "depth", "passkey", "needle_pos", "prompt_len"}. Filler windows are cut from
+/// `filler` at seeded offsets; the needle starts at round(depth * filler tokens).
+data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok,
+                                const std::vector<data::Token>& filler);
+
+/// One evaluated item.
+struct PasskeyOutcome {
+  int length = 0;
+  double depth = 0;
+  std::string passkey, decoded;
+  bool correct = false;
+};
+
+/// Greedy decoding of up to max_new tokens after each validation prompt (batched per length);
+/// exact match of the leading digit run of the decoded text with the passkey.
+std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,
+                                             const data::Tokenizer& tok, int max_new, int batch, int max_rows,
+                                             const Progress& progress = {});
+
+/// `probe passkey`: exact match over length x depth per checkpoint (table, heatmap), the depth
+/// curve, and the paired comparison of two checkpoints.
+output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d);
+
+}  // namespace cf::probe

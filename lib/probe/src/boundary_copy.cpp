@@ -1,0 +1,149 @@
+#include "cf/probe/boundary_copy.hpp"
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "cf/core/error.hpp"
+
+namespace cf::probe {
+
+namespace {
+std::mt19937_64 row_rng(std::uint64_t seed, std::uint64_t row) {
+  std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
+                    static_cast<std::uint32_t>(row), static_cast<std::uint32_t>(row >> 32), 0xB0C0u};
+  return std::mt19937_64(seq);
+}
+}  // namespace
+
+void validate(const BoundaryCopySpec& s) {
+  require(s.K >= 2, "--K must be >= 2 (got ", s.K, "): a 1-way copy has nothing to guess");
+  require(s.b >= 1, "--b must be >= 1 (got ", s.b, ")");
+  require(s.seq_len >= 2 && s.seq_len <= 65536, "--seq-len must be in [2, 65536] (got ", s.seq_len, ")");
+  require(s.d >= 1 && s.d <= s.seq_len - 2, "--distance d must be in [1, seq_len - 2 = ", s.seq_len - 2, "] (got ", s.d,
+          ")");
+  require(s.readout_rate > 0 && s.readout_rate <= 1, "--readout-rate must lie in (0, 1] (got ", s.readout_rate, ")");
+  for (int r : s.phases) require(r >= 0 && r < s.b, "--phases: phase ", r, " outside [0, b = ", s.b, ")");
+  require(static_cast<int>(s.alphabet.size()) == s.K, "alphabet has ", s.alphabet.size(), " tokens but K = ", s.K);
+  std::set<data::Token> u(s.alphabet.begin(), s.alphabet.end());
+  require(u.size() == s.alphabet.size(), "alphabet tokens must be distinct");
+  require(s.vocab_size >= 2, "vocab_size must be >= 2 (got ", s.vocab_size, ")");
+  for (auto t : s.alphabet) require(int(t) < s.vocab_size, "alphabet token ", t, " >= vocab_size ", s.vocab_size);
+  for (auto t : s.filler) require(int(t) < s.vocab_size, "filler token ", t, " >= vocab_size ", s.vocab_size);
+  require(s.filler.empty() || s.filler.size() > static_cast<std::size_t>(s.seq_len) + 1, "filler stream has ",
+          s.filler.size(), " tokens, fewer than a row (", s.seq_len + 1, ")");
+}
+
+std::vector<int> choose_readouts(const BoundaryCopySpec& s, std::uint64_t row_seed) {
+  auto rng = row_rng(s.seed, row_seed);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  std::vector<char> scored(static_cast<std::size_t>(s.b), s.phases.empty() ? 1 : 0);
+  for (int r : s.phases) scored[static_cast<std::size_t>(r)] = 1;
+  std::vector<char> is_target(static_cast<std::size_t>(s.seq_len) + 1, 0);
+  std::vector<int> out;
+  for (int p = s.d; p <= s.seq_len - 1; ++p) {
+    const double coin = u01(rng);  // drawn for every p, so the choice at p does not shift later draws
+    if (!scored[static_cast<std::size_t>(p % s.b)] || is_target[static_cast<std::size_t>(p - s.d)]) continue;
+    if (coin >= s.readout_rate) continue;
+    out.push_back(p);
+    is_target[static_cast<std::size_t>(p + 1)] = 1;
+  }
+  return out;
+}
+
+data::TaskSplit generate_boundary_copy(const BoundaryCopySpec& s, int rows, std::uint64_t first_row) {
+  validate(s);
+  require(rows >= 1, "rows must be >= 1 (got ", rows, ")");
+  const int L = s.seq_len + 1;
+  data::TaskSplit out;
+  out.tokens.resize(static_cast<std::size_t>(rows) * L);
+  out.mask.assign(out.tokens.size(), 0);
+  for (int i = 0; i < rows; ++i) {
+    const std::uint64_t row = first_row + static_cast<std::uint64_t>(i);
+    const std::vector<int> ro = choose_readouts(s, row);
+    auto rng = row_rng(s.seed ^ 0x9E3779B97F4A7C15ull, row);
+    std::uniform_int_distribution<int> pickK(0, s.K - 1);
+    data::Token* t = out.tokens.data() + static_cast<std::size_t>(i) * L;
+    std::uint8_t* m = out.mask.data() + static_cast<std::size_t>(i) * L;
+    if (s.filler.empty()) {
+      for (int j = 0; j < L; ++j) t[j] = s.alphabet[static_cast<std::size_t>(pickK(rng))];
+    } else {
+      std::uniform_int_distribution<std::size_t> off(0, s.filler.size() - static_cast<std::size_t>(L));
+      const std::size_t o = off(rng);
+      for (int j = 0; j < L; ++j) t[j] = s.filler[o + static_cast<std::size_t>(j)];
+    }
+    // labels: fresh uniform draws at the sources, copied to the targets (left to right)
+    for (int p : ro) {
+      t[p - s.d] = s.alphabet[static_cast<std::size_t>(pickK(rng))];
+      t[p + 1] = t[p - s.d];
+      m[p + 1] = 1;
+    }
+  }
+  return out;
+}
+
+nlohmann::json describe(const BoundaryCopySpec& s, const std::string& filler_name) {
+  return {{"name", "boundary-copy"},
+          {"K", s.K},
+          {"d", s.d},
+          {"b", s.b},
+          {"seq_len", s.seq_len},
+          {"phases", s.phases},
+          {"readout_rate", s.readout_rate},
+          {"alphabet", s.alphabet},
+          {"filler", filler_name},
+          {"seed", s.seed}};
+}
+
+BoundaryCopySpec boundary_copy_from_json(const nlohmann::json& j) {
+  try {
+    require(j.value("name", std::string()) == "boundary-copy", "task is '", j.value("name", std::string("?")),
+            "', not boundary-copy");
+    BoundaryCopySpec s;
+    s.K = j.at("K").get<int>();
+    s.d = j.at("d").get<int>();
+    s.b = j.at("b").get<int>();
+    s.seq_len = j.at("seq_len").get<int>();
+    s.phases = j.at("phases").get<std::vector<int>>();
+    s.readout_rate = j.at("readout_rate").get<double>();
+    s.alphabet = j.at("alphabet").get<std::vector<data::Token>>();
+    s.seed = j.at("seed").get<std::uint64_t>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(str("malformed boundary-copy task metadata: ", e.what()));
+  }
+}
+
+graph::Schedule model_schedule(const nn::ModelConfig& c) {
+  graph::Schedule s;
+  for (const auto& lc : c.layers) {
+    graph::Pattern p;
+    p.b = lc.b;
+    p.w = lc.w;
+    p.e = lc.e;
+    switch (lc.attn) {
+      case nn::AttnKind::Block:
+        p.kind = graph::PatternKind::Block;
+        break;
+      case nn::AttnKind::Swa:
+        p.kind = graph::PatternKind::Swa;
+        break;
+      case nn::AttnKind::Bridge:
+        p.kind = graph::PatternKind::Bridge;
+        break;
+      case nn::AttnKind::Pbb:
+        p.kind = graph::PatternKind::Pbb;
+        break;
+      case nn::AttnKind::SeBridge:
+        p.kind = graph::PatternKind::SeBridge;
+        break;
+      default:
+        p.kind = graph::PatternKind::Full;
+        break;
+    }
+    s.layers.push_back(p);
+  }
+  return s;
+}
+
+}  // namespace cf::probe

@@ -1,0 +1,235 @@
+#include "cf/probe/passkey.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "cf/core/error.hpp"
+#include "cf/core/plot.hpp"
+#include "cf/probe/detail/report_util.hpp"
+
+namespace cf::probe {
+
+using output::fmt;
+using output::fmt_int;
+
+PasskeySpec passkey_spec(const TaskOptions& o) {
+  PasskeySpec s;
+  s.lengths = parse_int_list(o.lengths, "--lengths");
+  require(!s.lengths.empty(), "--lengths: give a list of context lengths, not 'all'");
+  for (int L : s.lengths) require(L >= 1 && L <= 65536, "--lengths: context length ", L, " outside [1, 65536]");
+  s.depths = parse_real_list(o.depths, "--depths");
+  for (double x : s.depths) require(x >= 0.0 && x <= 1.0, "--depths: depth ", x, " outside [0, 1]");
+  require(o.reps >= 1 && o.reps <= 100000, "--reps must be in [1, 100000] (got ", o.reps, ")");
+  s.reps = o.reps;
+  s.rows_train = o.rows_train;
+  s.seed = o.seed;
+  return s;
+}
+
+std::string passkey_needle(const std::string& digits) { return " The passkey is " + digits + "."; }
+
+data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok,
+                                const std::vector<data::Token>& filler) {
+  const auto prompt = tok.encode(kPasskeyPrompt);
+  const auto pad = tok.encode(" ");
+  require(!pad.empty(), "tokenizer produced no token for a space");
+  int max_ans = 0;
+  for (const char* dg : {"00000", "99999", "12345", "54321", "10101"})
+    max_ans = std::max<int>(max_ans, static_cast<int>(tok.encode(std::string(" ") + dg).size()));
+  const int needle_len_max = static_cast<int>(tok.encode(passkey_needle("00000")).size()) + 3;
+  const int maxL = *std::max_element(s.lengths.begin(), s.lengths.end());
+  for (int L : s.lengths)
+    require(L >= needle_len_max + static_cast<int>(prompt.size()) + 1, "--lengths: context length ", L,
+            " is too short for the needle and the prompt (need >= ", needle_len_max + prompt.size() + 1, " tokens)");
+  require(filler.size() > static_cast<std::size_t>(maxL) + 1, "filler corpus has ", filler.size(),
+          " tokens, fewer than the longest context ", maxL);
+  data::TaskData d;
+  d.vocab_size = tok.vocab_size();
+  d.tokenizer = tok.name();
+  d.row_len = maxL + max_ans + 2;
+  d.task = {{"name", "passkey"},          {"lengths", s.lengths},
+            {"depths", s.depths},         {"reps", s.reps},
+            {"rows_train", s.rows_train}, {"seed", s.seed},
+            {"prompt", kPasskeyPrompt},   {"needle", passkey_needle("NNNNN")},
+            {"tokenizer", tok.name()}};
+  auto make = [&](data::TaskSplit& sp, int rows, std::uint64_t salt, bool grid) {
+    std::mt19937_64 rng(s.seed * 1000003ull + salt);
+    std::uniform_int_distribution<int> digit(0, 9);
+    const std::size_t cells = s.lengths.size() * s.depths.size();
+    for (int i = 0; i < rows; ++i) {
+      const std::size_t cell = grid ? static_cast<std::size_t>(i) / static_cast<std::size_t>(s.reps) % cells
+                                    : static_cast<std::size_t>(i) % cells;
+      const int L = s.lengths[cell / s.depths.size()];
+      const double depth = s.depths[cell % s.depths.size()];
+      std::string dg(5, '0');
+      for (auto& c : dg) c = static_cast<char>('0' + digit(rng));
+      const auto needle = tok.encode(passkey_needle(dg));
+      const auto ans = tok.encode(" " + dg);
+      const int F = L - static_cast<int>(needle.size()) - static_cast<int>(prompt.size());
+      std::uniform_int_distribution<std::size_t> off(0, filler.size() - static_cast<std::size_t>(F) - 1);
+      const std::size_t o = off(rng);
+      const int k = static_cast<int>(std::lround(depth * F));
+      std::vector<data::Token> row(filler.begin() + o, filler.begin() + o + k);
+      row.insert(row.end(), needle.begin(), needle.end());
+      row.insert(row.end(), filler.begin() + o + k, filler.begin() + o + F);
+      row.insert(row.end(), prompt.begin(), prompt.end());
+      std::vector<std::uint8_t> m(row.size(), 0);
+      row.insert(row.end(), ans.begin(), ans.end());
+      m.resize(row.size(), 1);
+      row.resize(static_cast<std::size_t>(d.row_len), pad[0]);
+      m.resize(row.size(), 0);
+      sp.tokens.insert(sp.tokens.end(), row.begin(), row.end());
+      sp.mask.insert(sp.mask.end(), m.begin(), m.end());
+      sp.items.push_back({{"length", L}, {"depth", depth}, {"passkey", dg}, {"needle_pos", k}, {"prompt_len", L}});
+    }
+  };
+  make(d.train, s.rows_train, 1, false);
+  make(d.val, static_cast<int>(s.lengths.size() * s.depths.size()) * s.reps, 2, true);
+  d.source = "passkey";
+  return d;
+}
+
+std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,
+                                             const data::Tokenizer& tok, int max_new, int batch, int max_rows,
+                                             const Progress& progress) {
+  require(max_new >= 1 && max_new <= 64, "--max-new must be in [1, 64] (got ", max_new, ")");
+  const std::size_t rows = d.rows(d.val);
+  require(d.val.items.size() == rows, "passkey task: the validation split has no item list (items.json)");
+  const std::size_t n = max_rows > 0 ? std::min<std::size_t>(rows, static_cast<std::size_t>(max_rows)) : rows;
+  const int V = model.config.vocab_size;
+  std::vector<PasskeyOutcome> out(n);
+  std::map<int, std::vector<std::size_t>> by_len;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& it = d.val.items[i];
+    out[i].length = it.at("length").get<int>();
+    out[i].depth = it.at("depth").get<double>();
+    out[i].passkey = it.at("passkey").get<std::string>();
+    check_model_fits(model.config, out[i].length, d.vocab_size, "passkey item " + std::to_string(i));
+    by_len[out[i].length].push_back(i);
+  }
+  nn::Workspace<float> ws;
+  std::int64_t done = 0;
+  for (const auto& [L, idx] : by_len) {
+    for (std::size_t b0 = 0; b0 < idx.size(); b0 += static_cast<std::size_t>(batch)) {
+      const int B = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(batch), idx.size() - b0));
+      std::vector<std::vector<std::int32_t>> seq(static_cast<std::size_t>(B));
+      for (int b = 0; b < B; ++b) {
+        const std::size_t base = idx[b0 + b] * static_cast<std::size_t>(d.row_len);
+        seq[b].assign(d.val.tokens.begin() + base, d.val.tokens.begin() + base + L);
+      }
+      std::vector<std::vector<data::Token>> gen(static_cast<std::size_t>(B));
+      for (int step = 0; step < max_new && L + step <= model.config.block_size; ++step) {
+        const int T = L + step;
+        std::vector<std::int32_t> x(static_cast<std::size_t>(B) * T);
+        for (int b = 0; b < B; ++b)
+          std::copy(seq[b].begin(), seq[b].end(), x.begin() + static_cast<std::ptrdiff_t>(b) * T);
+        const float* P = forward_probs(model, x.data(), B, T, ws);
+        for (int b = 0; b < B; ++b) {
+          const float* p = P + (static_cast<std::size_t>(b) * T + T - 1) * V;
+          const int arg = static_cast<int>(std::max_element(p, p + V) - p);
+          seq[b].push_back(arg);
+          gen[b].push_back(static_cast<data::Token>(arg));
+        }
+      }
+      for (int b = 0; b < B; ++b) {
+        auto& o = out[idx[b0 + b]];
+        o.decoded = tok.decode(gen[b]);
+        std::size_t k = 0;
+        while (k < o.decoded.size() && o.decoded[k] == ' ') ++k;
+        std::string digits;
+        while (k < o.decoded.size() && o.decoded[k] >= '0' && o.decoded[k] <= '9') digits += o.decoded[k++];
+        o.correct = digits == o.passkey;
+      }
+      done += B;
+      if (progress) progress(done, static_cast<std::int64_t>(n));
+    }
+  }
+  return out;
+}
+
+output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
+  using namespace detail;
+  const auto tok = data::Tokenizer::create(d.tokenizer == "gpt2" ? "gpt2" : "byte");
+  std::vector<nn::Model<float>> models;
+  for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
+  check_pair(models, o.checkpoints);
+  const auto lengths = d.task.at("lengths").get<std::vector<int>>();
+  const auto depths = d.task.at("depths").get<std::vector<double>>();
+  output::Report r;
+  r.body["task"] = d.task;
+  std::vector<std::vector<PasskeyOutcome>> all;
+  plot::LinePlot curve;
+  curve.title = "passkey: exact match by depth (all lengths)";
+  curve.xlabel = "needle depth fraction";
+  curve.ylabel = "exact-match accuracy";
+  curve.y_min = 0;
+  curve.y_max = 1.02;
+  for (std::size_t m = 0; m < models.size(); ++m) {
+    for (int L : lengths)
+      check_model_fits(models[m].config, L, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
+    auto res = evaluate_passkey(models[m], d, tok, o.max_new, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
+    Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(lengths.size(), depths.size()), cnt = acc;
+    for (const auto& x : res) {
+      const auto li = std::find(lengths.begin(), lengths.end(), x.length) - lengths.begin();
+      const auto di = std::find(depths.begin(), depths.end(), x.depth) - depths.begin();
+      acc(li, di) += x.correct;
+      cnt(li, di) += 1;
+    }
+    output::Table t;
+    t.title = "passkey exact match: " + o.checkpoints[m] + " (rows = context length, columns = depth)";
+    t.header = {"length"};
+    for (double x : depths) t.header.push_back("depth " + fmt(x, 3));
+    nlohmann::json grid = nlohmann::json::array();
+    for (std::size_t li = 0; li < lengths.size(); ++li) {
+      std::vector<std::string> row{fmt_int(lengths[li])};
+      for (std::size_t di = 0; di < depths.size(); ++di) {
+        const double a = cnt(li, di) > 0 ? acc(li, di) / cnt(li, di) : std::nan("");
+        row.push_back(fmt(a, 3));
+        grid.push_back({{"length", lengths[li]}, {"depth", depths[di]}, {"items", cnt(li, di)}, {"exact_match", a}});
+      }
+      t.add_row(row);
+    }
+    r.tables.push_back(t);
+    plot::Series s{o.checkpoints.size() > 1 ? "model " + std::to_string(m + 1) : "exact match", {}, {}};
+    for (std::size_t di = 0; di < depths.size(); ++di) {
+      s.x.push_back(depths[di]);
+      s.y.push_back(acc.col(di).sum() / std::max(1.0, cnt.col(di).sum()));
+    }
+    curve.series.push_back(s);
+    double tot = 0;
+    for (const auto& x : res) tot += x.correct;
+    r.body["models"].push_back({{"checkpoint", o.checkpoints[m]},
+                                {"items", res.size()},
+                                {"exact_match", tot / std::max<double>(1, res.size())},
+                                {"grid", grid}});
+    if (!o.plot.empty()) {
+      plot::Heatmap h;
+      h.title = "passkey exact match: " + o.checkpoints[m];
+      h.xlabel = "depth index (" + d.task.at("depths").dump() + ")";
+      h.ylabel = "context length index (" + d.task.at("lengths").dump() + ")";
+      h.value_label = "exact match";
+      for (Eigen::Index i = 0; i < acc.size(); ++i) acc(i) = cnt(i) > 0 ? acc(i) / cnt(i) : 0.0;
+      h.values = acc;
+      plot::save(h, plot_path(o.plot, "heatmap" + std::to_string(m + 1)));
+    }
+    all.push_back(std::move(res));
+  }
+  if (!o.plot.empty()) plot::save(curve, o.plot);
+  r.notes.push_back(
+      "Greedy decoding of " + std::to_string(o.max_new) +
+      " tokens; an item counts when the leading digit run of the decoded text equals the 5-digit passkey.");
+  if (all.size() == 2) {
+    std::vector<std::uint8_t> a, b;
+    for (std::size_t i = 0; i < all[0].size(); ++i) {
+      a.push_back(all[0][i].correct);
+      b.push_back(all[1][i].correct);
+    }
+    add_paired(r, "paired: A = " + o.checkpoints[0] + " vs B = " + o.checkpoints[1],
+               paired_compare(a, b, o.resamples, o.level, o.boot_seed), o, "all");
+  }
+  return r;
+}
+
+}  // namespace cf::probe

@@ -1,0 +1,124 @@
+// Evaluation core of lib/probe against brute force on a small random model: forward_probs equals
+// softmax(forward_logits) of each sequence, boundary-copy readouts equal a per-readout
+// recomputation, and the per-phase bound summary follows Prop. 3 with a Bonferroni-corrected test.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "cf/graph/bounds.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/probe/evaluate.hpp"
+#include "cf/probe/stats.hpp"
+
+using namespace cf;
+using namespace cf::probe;
+
+namespace {
+nn::Model<float> tiny(const std::string& attn) {
+  nn::ModelConfig c;
+  c.vocab_size = 16;
+  c.block_size = 24;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.d_model = 16;
+  nn::LayerConfig lc;
+  lc.b = 4;
+  lc.w = 4;
+  lc.e = 2;
+  c.layers = nn::parse_schedule(attn, 2, lc);
+  return nn::init_model<float>(c, 3);
+}
+}  // namespace
+
+TEST_CASE("forward_probs equals softmax of forward_logits", "[probe][evaluate]") {
+  const auto m = tiny("block");
+  const int B = 3, T = 20;
+  std::vector<std::int32_t> x(B * T);
+  for (int i = 0; i < B * T; ++i) x[i] = (i * 7 + 3) % 16;
+  nn::Workspace<float> ws;
+  const float* P = forward_probs(m, x.data(), B, T, ws);
+  for (int b = 0; b < B; ++b) {
+    const Eigen::MatrixXf lg =
+        nn::forward_logits(m, std::vector<std::int32_t>(x.begin() + b * T, x.begin() + (b + 1) * T));
+    for (int t = 0; t < T; ++t) {
+      const Eigen::VectorXd z = lg.row(t).cast<double>().transpose();
+      const Eigen::ArrayXd e = (z.array() - z.maxCoeff()).exp();
+      for (int v = 0; v < 16; ++v) CHECK(P[(b * T + t) * 16 + v] == Approx(e(v) / e.sum()).margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("boundary-copy evaluation equals a per-readout recomputation", "[probe][evaluate]") {
+  BoundaryCopySpec s;
+  s.K = 4;
+  s.b = 4;
+  s.seq_len = 24;
+  s.alphabet = {3, 5, 8, 13};
+  s.vocab_size = 16;
+  const auto sp = generate_boundary_copy(s, 9, 0);
+  for (const char* attn : {"block", "se-bridge"}) {
+    const auto m = tiny(attn);
+    const auto ro = evaluate_boundary_copy(m, s, sp, 4, 0);
+    const auto cl = graph::closure(model_schedule(m.config), s.seq_len);
+    std::size_t k = 0;
+    for (int r = 0; r < 9; ++r) {
+      std::vector<std::int32_t> x(sp.tokens.begin() + r * 25, sp.tokens.begin() + r * 25 + 24);
+      const Eigen::MatrixXf lg = nn::forward_logits(m, x);
+      for (int p = 0; p < 24; ++p) {
+        if (!sp.mask[r * 25 + p + 1]) continue;
+        REQUIRE(k < ro.size());
+        const auto& q = ro[k++];
+        CHECK(q.row == r);
+        CHECK(q.p == p);
+        CHECK(q.phase == p % 4);
+        double z[4], mx = -1e30;
+        int best = 0;
+        for (int j = 0; j < 4; ++j) {
+          z[j] = lg(p, s.alphabet[j]);
+          if (z[j] > z[best]) best = j;
+          mx = std::max(mx, z[j]);
+        }
+        double se = 0;
+        for (double v : z) se += std::exp(v - mx);
+        const int lab =
+            int(std::find(s.alphabet.begin(), s.alphabet.end(), sp.tokens[r * 25 + p + 1]) - s.alphabet.begin());
+        CHECK(q.label == lab);
+        CHECK(q.predicted == best);
+        CHECK(q.ce == Approx(-(z[lab] - mx - std::log(se))).margin(1e-4));
+        CHECK(q.covered == cl.contains(p, p - 1));
+        if (std::string(attn) == "block") CHECK(q.covered == (p % 4 != 0));
+        if (std::string(attn) == "se-bridge") CHECK(q.covered);
+      }
+    }
+    CHECK(k == ro.size());
+  }
+}
+
+TEST_CASE("phase summary: Prop. 3 bound and a Bonferroni-corrected exact test", "[probe][evaluate]") {
+  std::vector<Readout> ro;
+  // phase 0: 100 uncovered readouts, 40 correct (K = 4: bound 0.25; P(X >= 40) tiny -> flagged)
+  for (int i = 0; i < 100; ++i) ro.push_back({0, 4, 0, 0, i < 40 ? 0 : 1, 1.2, false});
+  // phase 1: 50 readouts, half covered, 30 correct: bound 0.5 + 0.5/4 = 0.625
+  for (int i = 0; i < 50; ++i) ro.push_back({0, 5, 1, 0, i < 30 ? 0 : 1, 0.7, i % 2 == 0});
+  const auto ph = summarise_phases(ro, 4, 4, 0.05);
+  REQUIRE(ph.size() == 2);
+  CHECK(ph[0].pi == 0.0);
+  CHECK(ph[0].acc_bound == Approx(0.25));
+  CHECK(ph[0].ce_bound == Approx(std::log(4.0)));
+  CHECK(ph[0].accuracy == Approx(0.4));
+  CHECK(ph[0].p_value == Approx(binomial_upper_tail(40, 100, 0.25)));
+  CHECK(ph[0].significant);
+  CHECK(ph[1].pi == Approx(0.5));
+  CHECK(ph[1].acc_bound == Approx(graph::coverage_limited_bound(0.5, 4).accuracy_max));
+  CHECK(ph[1].ce_bound == Approx(0.5 * std::log(4.0)));
+  CHECK_FALSE(ph[1].significant);
+  // Bonferroni: a p-value between alpha/2 and alpha is not flagged with two phases
+  std::vector<Readout> r2;
+  int c = 0;
+  while (binomial_upper_tail(c, 200, 0.25) > 0.04) ++c;  // smallest count with p <= 0.04
+  for (int i = 0; i < 200; ++i) r2.push_back({0, 4, 0, 0, i < c ? 0 : 1, 1, false});
+  for (int i = 0; i < 10; ++i) r2.push_back({0, 5, 1, 0, 1, 1, true});
+  const auto p2 = summarise_phases(r2, 4, 4, 0.05);
+  CHECK(p2[0].p_value < 0.05);
+  CHECK(p2[0].p_value > 0.025);
+  CHECK_FALSE(p2[0].significant);
+}
