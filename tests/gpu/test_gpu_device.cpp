@@ -21,7 +21,7 @@ struct Dev {
   T* p = nullptr;
   std::size_t n = 0;
   explicit Dev(const std::vector<T>& h) : n(h.size()) {
-    REQUIRE(cudaMalloc(&p, sizeof(T) * std::max<std::size_t>(1, n)) == cudaSuccess);
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<std::size_t>(1, n)) == cudaSuccess);
     if (n) REQUIRE(cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice) == cudaSuccess);
   }
   ~Dev() { cudaFree(p); }
@@ -84,12 +84,13 @@ TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels",
   const auto q = randn(n, 1), k = randn(n, 2), v = randn(n, 3), dyv = randn(n, 4);
   std::vector<float> slopes = {0.5f, 0.25f, 0.125f};
   const cf::gpu::AttentionShape s{B, H, T, dh, 1.0f / std::sqrt(float(dh))};
-  std::vector<float> y(n), lse(std::size_t(B) * H * T), obr(lse.size() * dh), dsum(lse.size()), dq(n), dk(n), dv(n);
+  std::vector<float> y(n), lse(std::size_t(B) * H * T), obr(lse.size() * dh), dsum(lse.size()), dq(n, 0.0f), dk(n, 0.0f),
+      dv(n, 0.0f);
   cf::gpu::emu::attention_forward(s, tm, slopes.data(), q.data(), k.data(), v.data(), y.data(), lse.data(), obr.data());
   cf::gpu::emu::attention_backward(s, tm, slopes.data(), q.data(), k.data(), v.data(), dyv.data(), lse.data(),
                                    obr.data(), dsum.data(), dq.data(), dk.data(), dv.data());
-  Dev<float> Q(q), K(k), Vv(v), DY(dyv), S(slopes), Y(std::vector<float>(n)), L(lse), O(obr), DS(dsum),
-      DQ(std::vector<float>(n)), DK(std::vector<float>(n)), DV(std::vector<float>(n));
+  const std::vector<float> zeros(n, 0.0f);
+  Dev<float> Q(q), K(k), Vv(v), DY(dyv), S(slopes), Y(zeros), L(lse), O(obr), DS(dsum), DQ(zeros), DK(zeros), DV(zeros);
   cf::gpu::cuda::attention_forward(s, tm, S.p, Q.p, K.p, Vv.p, Y.p, L.p, O.p);
   cf::gpu::cuda::attention_backward(s, tm, S.p, Q.p, K.p, Vv.p, DY.p, L.p, O.p, DS.p, DQ.p, DK.p, DV.p);
   CHECK(max_abs_diff(Y.get(), y) < 1e-5);
