@@ -1,0 +1,61 @@
+#pragma once
+// LayerNorm forward/backward kernels (eps 1e-5, GPT-2), the CUDA twins of
+// cf::nn::layernorm_forward / layernorm_backward (lib/nn/cf/nn/ops.hpp): one block per row,
+// threads strided over the C features, block reductions in shared memory.
+#include "cf/gpu/kernels/reduce.cuh"
+
+namespace cf::gpu::kernels {
+
+/// out, inp [N, C]; mean, rstd [N]; w, b [C]. Grid N blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                         const float* b, int N, int C) {
+  __shared__ float buf[BLOCK];
+  const int n = blockIdx.x;
+  if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
+  const float* x = inp + static_cast<long long>(n) * C;
+  float s = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) s += x[c];
+  const float m = block_sum<BLOCK>(s, buf) / C;
+  float v = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) v += (x[c] - m) * (x[c] - m);
+  const float var = block_sum<BLOCK>(v, buf) / C;
+  const float r = 1.0f / sqrtf(var + 1e-5f);
+  float* o = out + static_cast<long long>(n) * C;
+  for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = (x[c] - m) * r * w[c] + b[c];
+  if (threadIdx.x == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+/// dinp [N, C] +=; dw, db [C] += (atomics across rows). Grid N blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void layernorm_backward_kernel(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                          const float* w, const float* mean, const float* rstd, int N, int C) {
+  __shared__ float buf[BLOCK];
+  const int n = blockIdx.x;
+  if (n >= N) return;
+  const float* x = inp + static_cast<long long>(n) * C;
+  const float* d = dout + static_cast<long long>(n) * C;
+  float* dx = dinp + static_cast<long long>(n) * C;
+  const float m = mean[n], r = rstd[n];
+  float a = 0, bsum = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) {
+    const float norm = (x[c] - m) * r;
+    const float dn = w[c] * d[c];
+    a += dn;
+    bsum += dn * norm;
+  }
+  const float dnorm_mean = block_sum<BLOCK>(a, buf) / C;
+  const float dnorm_norm_mean = block_sum<BLOCK>(bsum, buf) / C;
+  for (int c = threadIdx.x; c < C; c += BLOCK) {
+    const float norm = (x[c] - m) * r;
+    const float dn = w[c] * d[c];
+    dx[c] += (dn - dnorm_mean - norm * dnorm_norm_mean) * r;
+    atomicAdd(dw + c, norm * d[c]);
+    atomicAdd(db + c, d[c]);
+  }
+}
+
+}  // namespace cf::gpu::kernels

@@ -1,0 +1,90 @@
+#pragma once
+// Functors used only by ops_impl.inc (Thrust zip adaptors of the public functors).
+#include <thrust/tuple.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cf/gpu/functors.hpp"
+
+namespace cf::gpu::detail {
+
+struct NonNegative {
+  CF_HD bool operator()(std::int32_t x) const { return x >= 0; }
+};
+
+struct GeluBackwardAccumulate {
+  template <class Tuple>
+  CF_HD float operator()(const Tuple& t) const {
+    return thrust::get<2>(t) + GeluBackward()(thrust::get<0>(t), thrust::get<1>(t));
+  }
+};
+
+struct AdamWApply {
+  AdamWUpdate u;
+  template <class Tuple>
+  CF_HD void operator()(Tuple t) const {
+    float m = thrust::get<2>(t), v = thrust::get<3>(t);
+    thrust::get<0>(t) = u(thrust::get<0>(t), thrust::get<1>(t), m, v);
+    thrust::get<2>(t) = m;
+    thrust::get<3>(t) = v;
+  }
+};
+
+}  // namespace cf::gpu::detail
+
+namespace cf::gpu::detail {
+
+/// Row coefficients of head h on row i of a causal ALiBi kernel with diagonal content delta:
+/// A[i,j] = a r^(i-j) + b [i = j] (see lib/rollout/src/rollout_structured.cpp): s = max(delta, -m)
+/// is the largest logit, Z = e^-s r G(i) + e^(delta-s), G(k) = sum_{d<k} r^d.
+struct AlibiRow {
+  double a, b;
+};
+CF_HD inline AlibiRow alibi_row(double m, double delta, long long i) {
+  const double s = delta > -m ? delta : -m;
+  const double G = m == 0.0 ? static_cast<double>(i) : expm1(-m * static_cast<double>(i)) / expm1(-m);
+  const double off = exp(-s), diag = exp(delta - s);
+  const double Z = off * exp(-m) * G + diag;
+  return AlibiRow{off / Z, (diag - off) / Z};
+}
+
+/// Scan input of head h = idx / n at reversed position j = n - 1 - idx % n: the map x -> r x + v_j a_j.
+struct AlibiScanInput {
+  const double *slopes, *deltas, *v;
+  long long n;
+  CF_HD Affine operator()(long long idx) const {
+    const long long h = idx / n, j = n - 1 - idx % n;
+    const double m = slopes[h];
+    return Affine{exp(-m), v[j] * alibi_row(m, deltas[h], j).a};
+  }
+};
+struct SegmentOf {
+  long long n;
+  CF_HD long long operator()(long long idx) const { return idx / n; }
+};
+/// Element idx of a batch of n x n matrices transposed: reads src[b, c, r] for (b, r, c).
+struct TransposeGather {
+  const float* src;
+  int n;
+  CF_HD float operator()(long long idx) const {
+    const long long nn = static_cast<long long>(n) * n, b = idx / nn, r = (idx % nn) / n, c = idx % n;
+    return src[b * nn + c * n + r];
+  }
+};
+
+/// out_j = sum_h w_h (S_{h,j} + v_j b_{h,j}) from the scanned suffix sums.
+struct AlibiGather {
+  const double *slopes, *deltas, *weights, *v;
+  const Affine* S;
+  int H;
+  long long n;
+  CF_HD double operator()(long long j) const {
+    double acc = 0;
+    for (int h = 0; h < H; ++h)
+      acc += weights[h] * (S[h * n + (n - 1 - j)].c + v[j] * alibi_row(slopes[h], deltas[h], j).b);
+    return acc;
+  }
+};
+
+}  // namespace cf::gpu::detail

@@ -1,0 +1,60 @@
+// cf::gpu::emu: the CUDA kernels of cf/gpu/kernels executed on the CPU by the emulation header,
+// the Thrust paths on the OpenMP backend (host pointers). Compiled by the host compiler in every
+// build: this is what CI runs against the CPU oracles (tests/gpu).
+#include <cblas.h>
+#include <thrust/count.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/zip_iterator.h>
+#include <thrust/scan.h>
+#include <thrust/system/omp/execution_policy.h>
+#include <thrust/transform.h>
+
+#include <Eigen/Dense>
+
+#include "cf/core/error.hpp"
+#include "cf/gpu/emulation.hpp"
+#include "cf/gpu/kernels/crossentropy.cuh"
+#include "cf/gpu/kernels/layernorm.cuh"
+#include "cf/gpu/ops.hpp"
+#include "ops_common.hpp"
+
+namespace cf::gpu::emu {
+
+namespace {
+using namespace cf::gpu::detail;
+inline auto policy() { return thrust::omp::par; }
+inline void check_launch(const char*) {}  // emulated launches throw on failure
+struct DeviceMask {
+  const TiledMask& m;
+  explicit DeviceMask(const TiledMask& mm) : m(mm) {}
+  kernels::MaskView view() const { return m.view(); }
+};
+}  // namespace
+
+#include "ops_impl.inc"
+
+void gemm_strided_batched(int m, int n, int k, float alpha, const float* A, std::int64_t sa, const float* B,
+                          std::int64_t sb, float beta, float* C, std::int64_t sc, int batch) {
+  require(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm_strided_batched: negative size");
+  for (int b = 0; b < batch; ++b)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, A + b * sa, k, B + b * sb, n, beta,
+                C + b * sc, n);
+}
+
+void sym_eig_batched(const float* A, int n, int batch, float* w, float* V) {
+  require(n >= 1 && batch >= 0, "sym_eig_batched: n = ", n, ", batch = ", batch);
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const std::int64_t nn = static_cast<std::int64_t>(n) * n;
+#pragma omp parallel for schedule(dynamic)
+  for (int b = 0; b < batch; ++b) {
+    Eigen::SelfAdjointEigenSolver<M> es(Eigen::Map<const M>(A + b * nn, n, n));
+    Eigen::Map<Eigen::VectorXf>(w + static_cast<std::int64_t>(b) * n, n) = es.eigenvalues();
+    Eigen::Map<M>(V + b * nn, n, n) = es.eigenvectors();
+  }
+}
+
+}  // namespace cf::gpu::emu

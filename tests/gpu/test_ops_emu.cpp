@@ -1,0 +1,158 @@
+// Every cf::gpu operation executed on the CPU (kernels under the emulation header, Thrust on
+// OpenMP) against its CPU oracle in lib/nn, on seeded input with ragged sizes, under both
+// intra-block schedules (a missing barrier would show as a difference; test_emulation.cpp).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cf/gpu/emulation.hpp"
+#include "cf/gpu/ops.hpp"
+#include "cf/nn/ops.hpp"
+#include "cf/nn/optim.hpp"
+#include "cf/nn/params.hpp"
+
+namespace {
+
+std::vector<float> randn(std::size_t n, std::uint32_t seed, float sd = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// Max |a - b| / (1 + |b|): float32 kernels against float32 oracles that sum in another order.
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]) / (1.0 + std::abs(b[i])));
+  return m;
+}
+
+const auto kSchedules = {cf::gpu::emu::Schedule::Forward, cf::gpu::emu::Schedule::Reverse};
+
+}  // namespace
+
+TEST_CASE("gpu layernorm forward/backward = cf::nn::layernorm (ragged N, C)", "[gpu][emu]") {
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    for (auto [N, C] : {std::pair{1, 1}, {7, 37}, {13, 130}, {5, 300}}) {
+      const auto x = randn(size_t(N) * C, 1), w = randn(C, 2), b = randn(C, 3), dy = randn(size_t(N) * C, 4);
+      std::vector<float> y0(x.size()), m0(N), r0(N), y1(x.size()), m1(N), r1(N);
+      cf::nn::layernorm_forward(y0.data(), m0.data(), r0.data(), x.data(), w.data(), b.data(), N, C);
+      cf::gpu::emu::layernorm_forward(y1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C);
+      // 1e-5: float32 sums of <= 300 terms in a tree instead of a line
+      CHECK(max_rel(y1, y0) < 1e-5);
+      CHECK(max_rel(m1, m0) < 1e-5);
+      CHECK(max_rel(r1, r0) < 1e-5);
+      std::vector<float> dx0(x.size(), 0.5f), dw0(C, 0.25f), db0(C, -1.0f), dx1 = dx0, dw1 = dw0, db1 = db0;
+      cf::nn::layernorm_backward(dx0.data(), dw0.data(), db0.data(), dy.data(), x.data(), w.data(), m0.data(), r0.data(), N, C);
+      cf::gpu::emu::layernorm_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), m0.data(),
+                                       r0.data(), N, C);
+      CHECK(max_rel(dx1, dx0) < 1e-5);
+      CHECK(max_rel(dw1, dw0) < 1e-5);
+      CHECK(max_rel(db1, db0) < 1e-5);
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
+TEST_CASE("gpu cross-entropy forward/backward = cf::nn::crossentropy (ignored targets, ragged V)", "[gpu][emu]") {
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    for (auto [N, V] : {std::pair{3, 2}, {9, 257}, {4, 1000}}) {
+      auto z0 = randn(size_t(N) * V, 5, 3.0f);
+      auto z1 = z0;
+      std::vector<std::int32_t> tg(N);
+      for (int n = 0; n < N; ++n) tg[n] = n % 3 == 1 ? -1 : (n * 7919) % V;
+      std::vector<float> l0(N), l1(N);
+      const auto c0 = cf::nn::crossentropy_forward(z0.data(), l0.data(), tg.data(), N, V);
+      const auto c1 = cf::gpu::emu::crossentropy_forward(z1.data(), l1.data(), tg.data(), N, V);
+      CHECK(c0 == c1);
+      CHECK(max_rel(z1, z0) < 1e-5);
+      CHECK(max_rel(l1, l0) < 1e-5);
+      cf::nn::crossentropy_backward(z0.data(), tg.data(), N, V, 0.125f);
+      cf::gpu::emu::crossentropy_backward(z1.data(), tg.data(), N, V, 0.125f);
+      CHECK(max_rel(z1, z0) < 1e-5);
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
+TEST_CASE("gpu GELU forward/backward (Thrust on OpenMP) = cf::nn::gelu", "[gpu][thrust]") {
+  const std::int64_t n = 10007;
+  const auto x = randn(n, 6, 3.0f), dy = randn(n, 7);
+  std::vector<float> y0(n), y1(n), dx0(n, 0.5f), dx1(n, 0.5f);
+  cf::nn::gelu_forward(y0.data(), x.data(), n);
+  cf::gpu::emu::gelu_forward(y1.data(), x.data(), n);
+  // 1e-6: Eigen's vectorised float tanh is a rational approximation of a few ulp, tanhf is libm's
+  CHECK(max_rel(y1, y0) < 1e-6);
+  cf::nn::gelu_backward(dx0.data(), x.data(), dy.data(), n);
+  cf::gpu::emu::gelu_backward(dx1.data(), x.data(), dy.data(), n);
+  // 1e-5: the derivative's 1 - tanh^2 amplifies the two tanh approximations' ulp differences
+  CHECK(max_rel(dx1, dx0) < 1e-5);
+}
+
+TEST_CASE("gpu AdamW update (Thrust on OpenMP) = cf::nn::adamw_step over a model layout", "[gpu][thrust]") {
+  cf::nn::ModelConfig c;
+  c.vocab_size = 17, c.block_size = 8, c.n_layer = 2, c.n_head = 2, c.d_model = 8;
+  c.layers.assign(2, cf::nn::LayerConfig{});
+  const cf::nn::ParamLayout layout = cf::nn::make_layout(c);
+  const auto n = static_cast<std::size_t>(layout.total);
+  std::vector<float> p0 = randn(n, 8), g = randn(n, 9, 0.1f);
+  std::vector<float> p1 = p0, m1(n, 0), v1(n, 0);
+  cf::nn::AdamWState st;
+  cf::nn::AdamWConfig cfg;
+  for (int step = 1; step <= 3; ++step) {
+    const double lr = 1e-2 / step;
+    cf::nn::adamw_step(p0, g, st, layout, lr, cfg);
+    for (const auto& t : layout.tensors) {
+      cf::gpu::AdamWUpdate u{float(lr), float(cfg.beta1), float(cfg.beta2),
+                             float(1 - std::pow(cfg.beta1, step)), float(1 - std::pow(cfg.beta2, step)),
+                             float(cfg.eps), t.decay ? float(cfg.weight_decay) : 0.0f};
+      cf::gpu::emu::adamw_update(p1.data() + t.offset, g.data() + t.offset, m1.data() + t.offset, v1.data() + t.offset,
+                                 t.size, u);
+    }
+  }
+  CHECK(max_rel(p1, p0) == 0.0);  // same float operations in the same order per element
+  CHECK(max_rel(m1, st.m) == 0.0);
+  CHECK(max_rel(v1, st.v) == 0.0);
+}
+
+TEST_CASE("gpu affine scan by key = the sequential recurrence; blocked scans agree (associativity)",
+          "[gpu][thrust]") {
+  // S_j = a_j S_{j-1} + c_j per segment: the structured rollout's suffix recurrences (lib/rollout)
+  const std::int64_t n = 5000;
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<double> ua(0.0, 1.0), uc(-1.0, 1.0);
+  std::vector<int> keys(n);
+  std::vector<cf::gpu::Affine> in(n), out(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    keys[i] = static_cast<int>(i / 977);  // ragged segments (heads)
+    in[i] = {ua(gen), uc(gen)};
+  }
+  cf::gpu::emu::affine_scan_by_key(keys.data(), in.data(), out.data(), n);
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i == 0 || keys[i] != keys[i - 1]) s = 0;
+    s = in[i].a * s + in[i].c;
+    REQUIRE(std::abs(out[i].c - s) <= 1e-12 * (1 + std::abs(s)));
+  }
+  // Parallel scans regroup the operator: combine chunk-local scans with chunk prefixes for several
+  // chunk sizes and compare with the sequential result (the CPU Thrust scan is sequential).
+  for (int chunk : {1, 3, 64, 1000}) {
+    const cf::gpu::AffineCompose op;
+    std::vector<cf::gpu::Affine> local(in.begin(), in.begin() + 977);
+    for (std::size_t i = 1; i < local.size(); ++i)
+      local[i] = (i % chunk == 0) ? in[i] : op(local[i - 1], in[i]);
+    cf::gpu::Affine prefix{1, 0};
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      if (i % chunk == 0 && i > 0) prefix = op(prefix, local[i - 1]);
+      const cf::gpu::Affine full = i < static_cast<std::size_t>(chunk) ? local[i] : op(prefix, local[i]);
+      REQUIRE(std::abs(full.c - out[i].c) <= 1e-12 * (1 + std::abs(out[i].c)));
+      REQUIRE(std::abs(full.a - out[i].a) <= 1e-12 * (1 + std::abs(out[i].a)));
+    }
+  }
+}
