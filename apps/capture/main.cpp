@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cf/core/app.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
@@ -25,6 +26,7 @@ struct Options {
   int seq_len = 0;  // 0 = min(256, block_size)
   int n_seq = 4;
   bool no_qk = false, no_probs = false;
+  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   app::CommonOptions common;  // --format, --report (the report's file; --out is the capture), --plot
 };
 
@@ -60,6 +62,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& c
 }
 
 void run(const CLI::App& app, const Options& o) {
+  gpu::require_device(gpu::parse_device(o.device), "capture", /*supported=*/false);  // docs/gpu.md
   app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
   app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
@@ -148,6 +151,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_flag("--no-probs", o.no_probs, "Do not store attention probabilities (rollout then needs --kernel-file)");
   app.add_option("--out", o.out, "Capture file (HDF5, written atomically)")->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
+  gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common, /*with_plot=*/true, "--report");
   app.get_option("--plot")->description("Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");
   app.footer(

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cf/core/app.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
@@ -53,6 +54,7 @@ struct Options {
   double eps = 0;
   // verify
   int seeds = 8;
+  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   app::CommonOptions common;
 };
 
@@ -593,6 +595,7 @@ int main(int argc, char** argv) {
   app.add_option("--influence-target", o.influence_target, "--influence auto: probability | log-probability | logit")
       ->check(CLI::IsMember({"probability", "log-probability", "logit"}))->capture_default_str();
   app.add_option("--matrix", o.matrix, "Also write the full rollout matrix P(L) of variant (b) as CSV (n <= 2048)");
+  gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common);
   auto* sweep = app.add_subcommand("sweep", "Variants (a), (b), (c) against context length n (structured O(L H n) path)");
   sweep->add_option("--n", o.sweep_n, "Sequence lengths: a list n1,n2,... or a,b,...,c (geometric when b/a is an integer)")
@@ -628,6 +631,7 @@ int main(int argc, char** argv) {
       "  rollout dichotomy --model bloom --n 8 --depth 1000000 --plot dich.svg\n"
       "  rollout jacobian --model bloom-7b1 --n 16 --C 1 --plot jac.svg");
   return app::run(app, argc, argv, [&] {
+    gpu::require_device(gpu::parse_device(o.device), "rollout", /*supported=*/false);  // docs/gpu.md
     if (*sweep) return run_sweep(o);
     if (*mono) return run_monotonicity(o);
     if (*verify) return run_verify(o);

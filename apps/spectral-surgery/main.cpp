@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cf/core/app.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
@@ -26,6 +27,7 @@ struct Options {
   int rank = -1, context = 0, stride = 0;
   long max_tokens = 8192;
   bool linearize = false;
+  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   app::CommonOptions common;
 };
 
@@ -61,6 +63,7 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 }
 
 void run(const CLI::App& app, const Options& o) {
+  gpu::require_device(gpu::parse_device(o.device), "spectral-surgery", /*supported=*/false);  // docs/gpu.md
   require(o.data.empty() != o.text.empty(), "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
@@ -204,6 +207,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--max-tokens", o.max_tokens, "Score at most this many validation tokens")
       ->check(app::integer(2, 1LL << 40))
       ->capture_default_str();
+  gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"

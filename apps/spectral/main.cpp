@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cf/core/app.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
@@ -28,6 +29,7 @@ struct Options {
   std::string gpt2_dir;
   int max_tokens = 1024;
   bool summary_only = false, no_eigen = false;
+  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   app::CommonOptions common;
 };
 
@@ -54,6 +56,7 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
 }
 
 void run(const CLI::App& app, const Options& o) {
+  gpu::require_device(gpu::parse_device(o.device), "spectral", /*supported=*/false);  // docs/gpu.md
   // Sequence-level options with --level weight would be ignored: refused instead.
   for (const char* name : {"--texts", "--tokenizer", "--gpt2-dir", "--max-tokens"})
     app::refuse_unless(app, name, o.level != "weight", "--level sequence or --level both");
@@ -155,6 +158,7 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_flag("--summary-only", o.summary_only, "Print the per-layer profile only (no per-head table)");
   app.add_flag("--no-eigenvalues", o.no_eigen, "Skip max Re lambda (general eigensolver)");
+  gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cf/core/app.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
@@ -48,6 +49,7 @@ struct Options {
   int batch = 8, seq_len = 256, accum = 1, eval_batches = 4, log_every = 10;
   double lr = 1e-3, min_lr = 1e-4, clip = 1.0, weight_decay = 0.1;
   std::uint64_t seed = 1337;
+  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   app::CommonOptions common;
 };
 
@@ -286,6 +288,7 @@ plot::LinePlot loss_plot(const nn::TrainResult& r, double unigram_entropy) {
 }
 
 void run(const CLI::App& app, const Options& o) {
+  gpu::require_device(gpu::parse_device(o.device), "train", /*supported=*/false);  // docs/gpu.md
   app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
@@ -402,6 +405,7 @@ void setup(CLI::App& app, Options& o) {
       ->check(app::unsigned_integer())->capture_default_str();
   app.add_option("--log-every", o.log_every, "progress line every N updates")->check(app::integer(1, 1 << 30))
       ->capture_default_str();
+  gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"
