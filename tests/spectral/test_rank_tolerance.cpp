@@ -3,7 +3,6 @@
 // instability. Oracle: the same Q, K in double, where M = Q K^T / sqrt(d_k) has exact rank d_k,
 // and the nonzero eigenvalues of M from the small d_k x d_k problem C Q^T Q / sqrt(d_k).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "cf/core/error.hpp"
@@ -19,8 +18,8 @@ namespace {
 constexpr Index kN = 160, kDk = 24;  // the case of the issue: 160-token texts, d_head = 24
 
 struct Scores {
-  Eigen::MatrixXd Md;  // Q K^T / sqrt(d_k) in double from the float32 Q, K (exact rank d_k)
-  Eigen::MatrixXd Mf;  // the same product formed in float32, as the forward pass does
+  Eigen::MatrixXd Md;     // Q K^T / sqrt(d_k) in double from the float32 Q, K (exact rank d_k)
+  Eigen::MatrixXd Mf;     // the same product formed in float32, as the forward pass does
   double max_re_nonzero;  // max Re of the nonzero eigenvalues, from the d_k x d_k problem
 };
 
@@ -40,7 +39,7 @@ Scores make_scores(double sign, unsigned seed) {
   const Eigen::MatrixXf prod = Qf * Kf.transpose();
   r.Mf = (prod * float(s)).cast<double>();
   const Eigen::MatrixXd G = Qf.cast<double>().transpose() * Kf.cast<double>();  // = Q^T K = Q^T Q C^T
-  Eigen::EigenSolver<Eigen::MatrixXd> es(G.transpose() * s, false);         // C Q^T Q / sqrt(d_k)
+  Eigen::EigenSolver<Eigen::MatrixXd> es(G.transpose() * s, false);             // C Q^T Q / sqrt(d_k)
   r.max_re_nonzero = es.eigenvalues().real().maxCoeff();
   return r;
 }
@@ -79,8 +78,8 @@ TEST_CASE("Instability of float32 scores is decided above rounding: stable and u
   REQUIRE(st.max_re_nonzero < 0);
   const HeadSpectrum f32 = analyse_dense(st.Mf, float32_options());
   const HeadSpectrum f64 = analyse_dense(st.Md);
-  INFO("float32 max Re lambda " << f32.max_re_lambda << " (tol " << f32.lambda_tol << "), double "
-                                << f64.max_re_lambda << " (tol " << f64.lambda_tol << ")");
+  INFO("float32 max Re lambda " << f32.max_re_lambda << " (tol " << f32.lambda_tol << "), double " << f64.max_re_lambda
+                                << " (tol " << f64.lambda_tol << ")");
   CHECK(std::abs(f32.max_re_lambda) <= f32.lambda_tol);  // the "instability" is pure rounding
   CHECK_FALSE(is_unstable(f32));
   CHECK_FALSE(is_unstable(f64));

@@ -33,7 +33,7 @@ static void check_dims(Index b, Index d_max) {
   require(d_max >= 0, "d_max must be >= 0 (got ", d_max, ")");
   // Division instead of (d_max + 1) * b: no signed overflow for any b, d_max >= 0.
   require(d_max < Index(1) << 31 && b <= (Index(1) << 28) / (d_max + 1),
-          "coverage matrix of (d_max+1) x b = ", d_max + 1, " x ", b, " entries is too large (limit 2^28)");
+          "coverage matrix of (d_max+1) x b = (", d_max, "+1) x ", b, " entries is too large (limit 2^28)");
 }
 
 CoverageMatrix coverage_matrix_closed_form(const Pattern& p, Index d_max) {

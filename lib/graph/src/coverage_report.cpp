@@ -21,10 +21,11 @@ namespace {
 
 std::string ascii_map(const CoverageMatrix& C, Index b) {
   // One character per cell group: '#' all covered, '.' none, '+' partly.
-  const Index rs = std::max<Index>({Index(1), b / 16, (C.rows() + 47) / 48}), cs = std::max<Index>(1, (C.cols() + 63) / 64);
+  const Index rs = std::max<Index>({Index(1), b / 16, (C.rows() + 47) / 48}),
+              cs = std::max<Index>(1, (C.cols() + 63) / 64);
   std::ostringstream os;
-  os << "Coverage map C(d, r): rows d (top = 0, " << rs << " per line), columns r = 0.." << b - 1 << " ("
-     << cs << " per char); '#' covered, '.' not, '+' partly\n";
+  os << "Coverage map C(d, r): rows d (top = 0, " << rs << " per line), columns r = 0.." << b - 1 << " (" << cs
+     << " per char); '#' covered, '.' not, '+' partly\n";
   for (Index d0 = 0; d0 < C.rows(); d0 += rs) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "  d=%5lld ", static_cast<long long>(d0));
@@ -76,8 +77,7 @@ void check_request(const CoverageRequest& q) {
   require(!q.closure_map || !q.schedule.layers.empty(), "--coverage closure needs --layers L or --schedule LIST");
   if (q.runway)
     require(q.runway->first >= 0 && q.runway->first < q.runway->second && q.runway->second < q.n,
-            "--runways s,d must satisfy 0 <= s < d < n = ", q.n, " (got ", q.runway->first, ",", q.runway->second,
-            ")");
+            "--runways s,d must satisfy 0 <= s < d < n = ", q.n, " (got ", q.runway->first, ",", q.runway->second, ")");
   if (q.probes) require(q.K >= 2, "--probes needs --K (the number of classes, >= 2) for the accuracy bounds");
   if (!q.accuracy.empty())
     require(q.accuracy.count("model") && q.accuracy.count("block"), "--accuracy needs at least model= and block=");
@@ -101,12 +101,13 @@ void add_scores(Context& c) {
   const double swa_union = double(scores_union(swa_m)), full_union = double(scores_union(full_m));
   std::vector<Pattern> rows_p = {with_kind(base, PatternKind::Block), with_kind(base, PatternKind::Swa)};
   for (const Pattern& p : {q.main, q.compare.value_or(q.main)})
-    if (std::none_of(rows_p.begin(), rows_p.end(), [&](const Pattern& x) { return x.kind == p.kind; })) rows_p.push_back(p);
+    if (std::none_of(rows_p.begin(), rows_p.end(), [&](const Pattern& x) { return x.kind == p.kind; }))
+      rows_p.push_back(p);
   if (std::none_of(rows_p.begin(), rows_p.end(), [](const Pattern& x) { return x.kind == PatternKind::Full; }))
     rows_p.push_back(with_kind(base, PatternKind::Full));
   output::Table st;
-  st.title = str("Attention scores per head at n = ", fmt_int(q.n), " (b = ", base.b, ", w = ", base.w, ", e = ",
-                 base.e, "); fusion = ", q.fusion);
+  st.title = str("Attention scores per head at n = ", fmt_int(q.n), " (b = ", base.b, ", w = ", base.w,
+                 ", e = ", base.e, "); fusion = ", q.fusion);
   st.header = {"pattern", "branch", "union", "write-back", "branch/SWA", "union/SWA", "branch/Full"};
   nlohmann::json all_scores = nlohmann::json::object();
   for (const Pattern& p : rows_p) {
@@ -164,8 +165,9 @@ CoverageMatrix add_coverage_map(Context& c) {
   }
   const auto frac = phase_fraction(C);
   const std::string mode = q.closure_map ? "closure" : "direct";
-  c.rep.body["coverage"] = {{"mode", mode}, {"d_max", q.d_max}, {"b", b}, {"matrix", matrix_json(C)},
-                            {"phase_fraction", frac}, {"rows", "d = 0..d_max"}, {"cols", "r = 0..b-1"}};
+  c.rep.body["coverage"] = {
+      {"mode", mode},           {"d_max", q.d_max},    {"b", b}, {"matrix", matrix_json(C)}, {"phase_fraction", frac},
+      {"rows", "d = 0..d_max"}, {"cols", "r = 0..b-1"}};
   if (q.closure_map) c.rep.body["coverage"]["block"] = Jblk;
 
   std::optional<CoverageMatrix> Cc;
@@ -214,8 +216,11 @@ void add_comparison(Context& c) {
     for (auto& [d, r] : w) a.push_back({{"d", d}, {"r", r}});
     return a;
   };
-  c.rep.body["compare"] = {{"pattern", describe(cmp)}, {"only_pattern", nr.only_a}, {"only_compare", nr.only_b},
-                           {"both", nr.both}, {"nested_pattern_in_compare", nr.nested_a_in_b()},
+  c.rep.body["compare"] = {{"pattern", describe(cmp)},
+                           {"only_pattern", nr.only_a},
+                           {"only_compare", nr.only_b},
+                           {"both", nr.both},
+                           {"nested_pattern_in_compare", nr.nested_a_in_b()},
                            {"nested_compare_in_pattern", nr.nested_b_in_a()},
                            {"witnesses_pattern_only", wit(nr.witnesses_a)},
                            {"witnesses_compare_only", wit(nr.witnesses_b)}};
@@ -241,8 +246,13 @@ void add_runways(Context& c) {
   const RunwayCount rc = runway_count(c.m, rs, rd, true, 512);
   nlohmann::json by = nlohmann::json::array();
   for (const auto& x : rc.by_length) by.push_back(x.str());
-  c.rep.body["runways"] = {{"s", rs}, {"d", rd}, {"direct_edge", rc.direct_edge}, {"runway", rc.runway.str()},
-                           {"log2_runway", rc.log2_runway}, {"paths", rc.paths.str()}, {"by_length", by}};
+  c.rep.body["runways"] = {{"s", rs},
+                           {"d", rd},
+                           {"direct_edge", rc.direct_edge},
+                           {"runway", rc.runway.str()},
+                           {"log2_runway", rc.log2_runway},
+                           {"paths", rc.paths.str()},
+                           {"by_length", by}};
   output::Table t;
   t.title = str("Runway of (s=", rs, ", d=", rd, ") in one ", describe(c.q.main),
                 " layer: paths of length >= 2 (seed 000 Def. 3.1)");
@@ -267,8 +277,12 @@ void add_probes(Context& c) {
     how = "(u, t) pairs, single-layer edges";
   }
   const AccuracyBound bnd = coverage_limited_bound(pi, q.K), copy = boundary_copy_bound(q.K);
-  c.rep.body["probes"] = {{"file", q.probes_source}, {"count", probes.phase.size() + probes.pairs.size()},
-                          {"kind", how}, {"pi", pi}, {"K", q.K}, {"accuracy_max", bnd.accuracy_max},
+  c.rep.body["probes"] = {{"file", q.probes_source},
+                          {"count", probes.phase.size() + probes.pairs.size()},
+                          {"kind", how},
+                          {"pi", pi},
+                          {"K", q.K},
+                          {"accuracy_max", bnd.accuracy_max},
                           {"cross_entropy_min", bnd.cross_entropy_min},
                           {"fixed_block_accuracy_max", copy.accuracy_max},
                           {"fixed_block_cross_entropy_min", copy.cross_entropy_min}};
@@ -317,7 +331,8 @@ bool add_verification(Context& c) {
     const CoverageCheck cc = verify_coverage_closed_form(make_mask(p, nv), q.d_max);
     t.add_row({"C_" + pattern_name(p.kind) + " closed form vs edges (n=" + std::to_string(nv) + ")",
                fmt_int(cc.checked), fmt_int(cc.mismatches), cc.ok() ? "ok" : "MISMATCH"});
-    vj.push_back({{"check", "closed_form_" + pattern_name(p.kind)}, {"pairs", cc.checked}, {"mismatches", cc.mismatches}});
+    vj.push_back(
+        {{"check", "closed_form_" + pattern_name(p.kind)}, {"pairs", cc.checked}, {"mismatches", cc.mismatches}});
     failed |= !cc.ok();
   }
   const Schedule vs = q.schedule.layers.empty() ? uniform_schedule(q.main, 1) : q.schedule;
@@ -347,8 +362,14 @@ CoverageOutcome coverage_report(const CoverageRequest& q) {
   check_request(q);
   CoverageOutcome out;
   Context c{q, q.main, make_mask(q.main, q.n), 0, 0, std::nullopt, out.report};
-  nlohmann::json params = {{"pattern", pattern_name(q.main.kind)}, {"n", q.n}, {"b", q.main.b}, {"w", q.main.w},
-                           {"e", q.main.e}, {"h", q.main.h()}, {"fusion", q.fusion}, {"d_max", q.d_max},
+  nlohmann::json params = {{"pattern", pattern_name(q.main.kind)},
+                           {"n", q.n},
+                           {"b", q.main.b},
+                           {"w", q.main.w},
+                           {"e", q.main.e},
+                           {"h", q.main.h()},
+                           {"fusion", q.fusion},
+                           {"d_max", q.d_max},
                            {"coverage", q.closure_map ? "closure" : "direct"}};
   if (!q.schedule.layers.empty()) params["schedule"] = describe(q.schedule);
   if (q.compare) params["compare"] = pattern_name(q.compare->kind);

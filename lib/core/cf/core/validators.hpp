@@ -45,11 +45,11 @@ inline CLI::Validator finite(double lo = -std::numeric_limits<double>::infinity(
         errno = 0;
         const double v = std::strtod(s, &end);
         if (in.empty() || end != s + in.size()) return "'" + in + "' is not a number";
-        if (!std::isfinite(v) || errno == ERANGE && std::fabs(v) > 1)
+        if (!std::isfinite(v) || (errno == ERANGE && std::fabs(v) > 1))
           return "'" + in + "' is not a finite number (nan and inf are refused)";
         if (v < lo || v > hi)
-          return "'" + in + "' is out of range: must satisfy " + detail::bound_str(lo) + " <= value <= " +
-                 detail::bound_str(hi);
+          return "'" + in + "' is out of range: must satisfy " + detail::bound_str(lo) +
+                 " <= value <= " + detail::bound_str(hi);
         return {};
       },
       desc);
@@ -79,8 +79,8 @@ inline CLI::Validator integer(long long lo = std::numeric_limits<long long>::min
         errno = 0;
         const long long v = std::strtoll(in.c_str(), nullptr, 10);
         if (errno == ERANGE || v < lo || v > hi)
-          return "'" + in + "' is out of range: must satisfy " + std::to_string(lo) + " <= value <= " +
-                 std::to_string(hi);
+          return "'" + in + "' is out of range: must satisfy " + std::to_string(lo) +
+                 " <= value <= " + std::to_string(hi);
         return {};
       },
       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");

@@ -18,20 +18,20 @@ namespace cf::graph {
 
 /// Everything one coverage report is computed from (already parsed; checked by coverage_report).
 struct CoverageRequest {
-  Pattern main;                    ///< the pattern analysed (b, w, e resolved)
-  std::optional<Pattern> compare;  ///< second pattern (Prop. 4), same b, w, e
-  Schedule schedule;               ///< per-layer patterns; empty = single layer
-  Index n = 1024;                  ///< sequence length, 1 <= n <= 2^26 in the tool
-  std::string fusion = "branch";   ///< headline accounting: "branch" | "union"
-  bool closure_map = false;        ///< coverage map from the L-layer closure (needs a schedule)
-  std::optional<Index> block;      ///< target block J of the closure map [default: last full block]
-  Index d_max = 256;               ///< largest distance of the coverage map, >= 0
+  Pattern main;                                   ///< the pattern analysed (b, w, e resolved)
+  std::optional<Pattern> compare;                 ///< second pattern (Prop. 4), same b, w, e
+  Schedule schedule;                              ///< per-layer patterns; empty = single layer
+  Index n = 1024;                                 ///< sequence length, 1 <= n <= 2^26 in the tool
+  std::string fusion = "branch";                  ///< headline accounting: "branch" | "union"
+  bool closure_map = false;                       ///< coverage map from the L-layer closure (needs a schedule)
+  std::optional<Index> block;                     ///< target block J of the closure map [default: last full block]
+  Index d_max = 256;                              ///< largest distance of the coverage map, >= 0
   std::optional<std::pair<Index, Index>> runway;  ///< (s, d) of a runway count, 0 <= s < d < n
-  std::optional<ProbeSet> probes;  ///< probe distribution (Prop. 3 bounds, needs K >= 2)
-  std::string probes_source;       ///< file name, for the report
-  int K = 0;                       ///< classes of the K-way copy probes
-  std::map<std::string, double> accuracy;  ///< keys model, block (required), swa; values in [0, 1]
-  bool verify = false;             ///< brute-force checks of closed forms, closure and scores
+  std::optional<ProbeSet> probes;                 ///< probe distribution (Prop. 3 bounds, needs K >= 2)
+  std::string probes_source;                      ///< file name, for the report
+  int K = 0;                                      ///< classes of the K-way copy probes
+  std::map<std::string, double> accuracy;         ///< keys model, block (required), swa; values in [0, 1]
+  bool verify = false;                            ///< brute-force checks of closed forms, closure and scores
 };
 
 /// A finished report plus what the tool draws and whether verification failed.
