@@ -2,12 +2,13 @@
 // infinite-depth dichotomy (Theorem 5.4), monotonicity checks, context sweeps and the Jacobian
 // bound of seed 000. Thin app: one options struct, a set-up (cf::rollout::make_source) and one run
 // function per subcommand that reports lib/rollout results (docs/conventions.md, docs/rollout.md).
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <optional>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 #include "cf/core/app.hpp"
 #include "cf/gpu/device_option.hpp"
@@ -67,8 +68,9 @@ struct TemporaryCapture {
   TemporaryCapture(const std::string& checkpoint, const std::string& text, long n, int n_seq) {
     const nn::Model<float> model = nn::load_model(checkpoint);
     const int T = n > 0 ? static_cast<int>(std::min<long>(n, 1L << 30)) : std::min(256, model.config.block_size);
-    require(n <= model.config.block_size, "--n = ", n, " exceeds the checkpoint's block_size = ",
-            model.config.block_size, " (a checkpoint is captured with T = n)");
+    require(n <= model.config.block_size, "--n = ", n,
+            " exceeds the checkpoint's block_size = ", model.config.block_size,
+            " (a checkpoint is captured with T = n)");
     const auto windows = nn::capture_windows(nn::tokenize_text_for(model.config, text), T, n_seq);
     nn::CaptureOptions co;
     co.store_qk = false;
@@ -86,8 +88,8 @@ struct Setup {
 
 void setup(Setup& st, const Options& o, long default_n) {
   require(std::isfinite(o.C) && o.C > 0, "--C must be a finite number > 0, got ", o.C);
-  require(std::isfinite(o.eps) && o.eps >= 0 && o.eps <= 1, "--eps must lie in [0, 1] (0 = smallest kernel weight), got ",
-          o.eps);
+  require(std::isfinite(o.eps) && o.eps >= 0 && o.eps <= 1,
+          "--eps must lie in [0, 1] (0 = smallest kernel weight), got ", o.eps);
   require(o.target >= -1, "--target must be a position >= 0, got ", o.target);
   SourceOptions so = o.src;
   if (o.src.model_config.empty() && is_model_file(o.src.model) && is_checkpoint_file(o.src.model)) {
@@ -115,10 +117,11 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
   }
   for (const auto& v : vs) {
     const auto sm = summarize(v.p);
-    std::vector<std::string> row = {v.label, fmt(sm.first, 4), fmt(sm.last, 4), std::to_string(sm.argmin),
+    std::vector<std::string> row = {v.label,        fmt(sm.first, 4),   fmt(sm.last, 4),    std::to_string(sm.argmin),
                                     fmt(sm.min, 4), fmt(sm.primacy, 4), fmt(sm.recency, 4), fmt(v.seconds, 3)};
-    nlohmann::json js = {{"p_first", sm.first}, {"p_last", sm.last}, {"argmin", sm.argmin}, {"min", sm.min},
-                         {"primacy_mass", sm.primacy}, {"recency_mass", sm.recency}, {"seconds", v.seconds}};
+    nlohmann::json js = {{"p_first", sm.first}, {"p_last", sm.last},          {"argmin", sm.argmin},
+                         {"min", sm.min},       {"primacy_mass", sm.primacy}, {"recency_mass", sm.recency},
+                         {"seconds", v.seconds}};
     if (influence.size()) {
       const double rho = spearman(v.p, influence), w1 = wasserstein1_normalised(v.p, influence);
       row.push_back(fmt(rho, 4));
@@ -176,8 +179,9 @@ void run_rollout(const Options& o) {
   Setup st;
   setup(st, o, 256);
   const RolloutSource& s = st.s;
-  require(s.structured || o.path == "auto", "--path dense applies to ALiBi models; kernels from a file or capture "
-                                            "always take the dense path");
+  require(s.structured || o.path == "auto",
+          "--path dense applies to ALiBi models; kernels from a file or capture "
+          "always take the dense path");
   Eigen::VectorXd influence;
   if (!o.influence.empty()) {
     influence = cf::influence::read_profile(o.influence);  // number list, or influence --out CSV/JSON
@@ -186,7 +190,8 @@ void run_rollout(const Options& o) {
   const std::vector<VariantProfile> vs = rollout_variants(s, s.n, o.path == "dense");
   output::Report rep;
   nlohmann::json params = s.params;
-  params["path"] = s.structured ? (o.path == "dense" ? "dense" : "structured O(L H n)") : "dense (" + s.kernel_source + ")";
+  params["path"] =
+      s.structured ? (o.path == "dense" ? "dense" : "structured O(L H n)") : "dense (" + s.kernel_source + ")";
   rep.meta = output::metadata("rollout", params);
   nlohmann::json summary = nlohmann::json::object(), variants = nlohmann::json::object();
   rep.tables.push_back(variant_table(vs, influence,
@@ -196,8 +201,10 @@ void run_rollout(const Options& o) {
   for (const auto& v : vs) variants[v.key] = std::vector<double>(v.p.data(), v.p.data() + v.p.size());
   rep.body = {{"summary", summary}, {"variants", variants}};
   rep.notes.push_back("primacy / recency = mass of the first / last ceil(n/10) positions");
-  if (vs.size() < 3) rep.notes.push_back("variant (c) omitted: no content model (--content none, a config without "
-                                         "content, kernel file or capture)");
+  if (vs.size() < 3)
+    rep.notes.push_back(
+        "variant (c) omitted: no content model (--content none, a config without "
+        "content, kernel file or capture)");
   if (app::resolve_format(o.common) == output::Format::Csv) {
     output::Table d;
     d.title = "distributions";
@@ -254,10 +261,12 @@ void run_rollout(const Options& o) {
 
 void run_sweep(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
-  require(o.src.n == 0, "sweep: give the lengths with the sweep's own --n LIST (e.g. rollout sweep --n 64,128,...,4096)");
+  require(o.src.n == 0,
+          "sweep: give the lengths with the sweep's own --n LIST (e.g. rollout sweep --n 64,128,...,4096)");
   const std::vector<long> ns = parse_n_list(o.sweep_n, "--n");
   Options os = o;  // a capture or checkpoint model: its content-free ALiBi kernels (any n)
-  if (os.src.model_config.empty() && is_model_file(os.src.model) && os.src.kernels == "auto" && os.src.kernel_file.empty())
+  if (os.src.model_config.empty() && is_model_file(os.src.model) && os.src.kernels == "auto" &&
+      os.src.kernel_file.empty())
     os.src.kernels = "alibi";
   Setup st;
   setup(st, os, ns.front());
@@ -278,8 +287,14 @@ void run_sweep(const Options& o) {
     const auto& m = r.summary;
     t.add_row({r.key, std::to_string(r.n), fmt(m.first, 6), fmt(m.last, 6), fmt(m.primacy, 6), fmt(m.recency, 6),
                std::to_string(m.argmin), fmt(m.min, 6), fmt(r.seconds, 3)});
-    js.push_back({{"variant", r.key}, {"n", r.n}, {"p_first", m.first}, {"p_last", m.last},
-                  {"primacy_mass", m.primacy}, {"recency_mass", m.recency}, {"argmin", m.argmin}, {"min", m.min},
+    js.push_back({{"variant", r.key},
+                  {"n", r.n},
+                  {"p_first", m.first},
+                  {"p_last", m.last},
+                  {"primacy_mass", m.primacy},
+                  {"recency_mass", m.recency},
+                  {"argmin", m.argmin},
+                  {"min", m.min},
                   {"seconds", r.seconds}});
   }
   rep.tables.push_back(t);
@@ -316,8 +331,9 @@ void run_monotonicity(const Options& o) {
   output::Report rep;
   rep.meta = output::metadata("rollout monotonicity", s.params);
   output::Table t;
-  t.title = "Stochastic monotonicity of Abar(l) (seed 004, Assumption 4.1 / Definition A.1), n = " + std::to_string(s.n) +
-            ", tolerance 1e-10";
+  t.title =
+      "Stochastic monotonicity of Abar(l) (seed 004, Assumption 4.1 / Definition A.1), n = " + std::to_string(s.n) +
+      ", tolerance 1e-10";
   t.header = {"kernel", "layer", "triples", "violation rate", "mean gap", "expected shortfall", "max gap"};
   nlohmann::json rows = nlohmann::json::array();
   auto add = [&](const std::string& what, const std::vector<RowMatrix>& ks, bool per_layer) {
@@ -347,7 +363,8 @@ std::vector<RowMatrix> random_monotone_kernels(std::mt19937_64& rng, int L, long
   std::vector<RowMatrix> ks;
   for (int l = 0; l < L; ++l) {
     AlibiModel m;
-    for (int h = 0; h < 3; ++h) m.slopes.push_back(std::pow(10.0, -2 + 2.3 * U(rng))), m.head_weights.push_back(U(rng) + 0.05);
+    for (int h = 0; h < 3; ++h)
+      m.slopes.push_back(std::pow(10.0, -2 + 2.3 * U(rng))), m.head_weights.push_back(U(rng) + 0.05);
     ks.push_back(alibi_kernel_dense(m, 0, n));
   }
   return ks;
@@ -370,9 +387,13 @@ void run_verify(const Options& o) {
   auto add = [&](const std::string& what, const std::string& kern, const PropositionCheck& c) {
     const bool ok = !c.hypotheses_hold || c.max_violation <= 1e-12;
     all_ok = all_ok && ok;
-    t.add_row({what, kern, c.hypotheses_hold ? "hold" : "fail (not claimed)", fmt(c.max_violation, 3), ok ? "ok" : "VIOLATED"});
-    rows.push_back({{"check", what}, {"kernels", kern}, {"hypotheses_hold", c.hypotheses_hold},
-                    {"max_violation", c.max_violation}, {"ok", ok}});
+    t.add_row({what, kern, c.hypotheses_hold ? "hold" : "fail (not claimed)", fmt(c.max_violation, 3),
+               ok ? "ok" : "VIOLATED"});
+    rows.push_back({{"check", what},
+                    {"kernels", kern},
+                    {"hypotheses_hold", c.hypotheses_hold},
+                    {"max_violation", c.max_violation},
+                    {"ok", ok}});
   };
   const auto plain = source_kernels(s, false);
   const Eigen::VectorXd a = s.alpha;
@@ -384,7 +405,8 @@ void run_verify(const Options& o) {
       AlibiModel flat = s.base;
       flat.slopes.assign(flat.slopes.size(), 0.0);
       flat.layer_slopes.clear();
-      if (!s.base.layer_head_weights.empty()) flat.head_weights = s.base.layer_head_weights[l], flat.layer_head_weights.clear();
+      if (!s.base.layer_head_weights.empty())
+        flat.head_weights = s.base.layer_head_weights[l], flat.layer_head_weights.clear();
       nob.push_back(alibi_kernel_dense(flat, 0, s.n));
     }
     add("Prop. 4.4 ALiBi bias => recency", s.name, check_bias_recency(plain, nob, a));
@@ -410,8 +432,10 @@ void run_verify(const Options& o) {
     const Eigen::VectorXd f = rollout_profile(s, a, true, s.n), d = rollout_profile(s, a, true, s.n, true);
     PropositionCheck c;
     for (long j = 0; j < s.n; ++j)
-      if (d(j) > 0) c.max_violation = std::max(c.max_violation, std::abs(f(j) - d(j)) / d(j));
-      else if (f(j) != 0) c.max_violation = std::max(c.max_violation, 1.0);
+      if (d(j) > 0)
+        c.max_violation = std::max(c.max_violation, std::abs(f(j) - d(j)) / d(j));
+      else if (f(j) != 0)
+        c.max_violation = std::max(c.max_violation, 1.0);
     add("structured vs dense path (entrywise relative)", s.name + (s.delta.size() ? " + content" : ""), c);
   }
   rep.tables.push_back(t);
@@ -457,11 +481,20 @@ void run_dichotomy(const Options& o) {
       all = all && holds;
       t.add_row({sp.text, output::fmt_int(d), fmt(r.sum_alpha, 6), r.self_mass, r.bound_i, r.off_zero_mass, r.bound_ii,
                  holds ? "yes" : "NO"});
-      rows.push_back({{"schedule", sp.text}, {"depth", d}, {"eps", r.eps}, {"sum_alpha", r.sum_alpha},
-                      {"self_mass", r.self_mass}, {"bound_i", r.bound_i}, {"off_zero_mass", r.off_zero_mass},
-                      {"bound_ii", r.bound_ii}, {"log10_off_zero_mass", r.log10_off_zero}, {"holds", holds}});
+      rows.push_back({{"schedule", sp.text},
+                      {"depth", d},
+                      {"eps", r.eps},
+                      {"sum_alpha", r.sum_alpha},
+                      {"self_mass", r.self_mass},
+                      {"bound_i", r.bound_i},
+                      {"off_zero_mass", r.off_zero_mass},
+                      {"bound_ii", r.bound_ii},
+                      {"log10_off_zero_mass", r.log10_off_zero},
+                      {"holds", holds}});
       const double x = std::log10(static_cast<double>(d));
-      for (auto [se, y] : {std::pair{&self, r.log10_self_mass}, {&b1, r.log10_bound_i}, {&off, r.log10_off_zero},
+      for (auto [se, y] : {std::pair{&self, r.log10_self_mass},
+                           {&b1, r.log10_bound_i},
+                           {&off, r.log10_off_zero},
                            {&b2, r.log10_bound_ii}})
         if (std::isfinite(y)) se->x.push_back(x), se->y.push_back(y);
       if (d >= o.depth) break;
@@ -471,9 +504,10 @@ void run_dichotomy(const Options& o) {
   }
   rep.tables.push_back(t);
   rep.body = {{"rows", rows}};
-  rep.notes.push_back("eps = smallest admissible kernel weight (Lemma 5.3) unless --eps is given; (i) P[i,i] >= "
-                      "prod(1-(1-eps)alpha_l) matters when sum alpha < inf, (ii) 1-P[i,0] <= exp(-eps sum alpha) "
-                      "-> 0 when sum alpha = inf (values far below 1e-308 are exact here)");
+  rep.notes.push_back(
+      "eps = smallest admissible kernel weight (Lemma 5.3) unless --eps is given; (i) P[i,i] >= "
+      "prod(1-(1-eps)alpha_l) matters when sum alpha < inf, (ii) 1-P[i,0] <= exp(-eps sum alpha) "
+      "-> 0 when sum alpha = inf (values far below 1e-308 are exact here)");
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
   if (!all) throw Error("dichotomy: a bound of Theorem 5.4 failed (see the table)");
@@ -529,33 +563,41 @@ void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--dataset", s.dataset,
                  "Presets: measured alpha schedule and content prior of fineweb-edu (default) | dclm | wikipedia")
       ->check(CLI::IsMember({"fineweb-edu", "dclm", "wikipedia"}));
-  app.add_option("--head-weights", s.head_weights, "File with H non-negative head weights (default: uniform mean over heads)");
-  app.add_option("--n", s.n, "Sequence length n [default: 256 or the config's sequence_length; verify/monotonicity "
-                             "48/64; dichotomy 8; jacobian 16]")
+  app.add_option("--head-weights", s.head_weights,
+                 "File with H non-negative head weights (default: uniform mean over heads)");
+  app.add_option("--n", s.n,
+                 "Sequence length n [default: 256 or the config's sequence_length; verify/monotonicity "
+                 "48/64; dichotomy 8; jacobian 16]")
       ->check(CLI::Range(1L, 1L << 26));
-  app.add_option("--alpha", s.alpha,
-                 "Residual schedule: measured | const:X | power:A0,BETA (= power0: alpha_l = A0/l^BETA, first layer A0, "
-                 "as the reference) | power1:A0,BETA (A0/(l+1)^BETA, first layer A0/2^BETA) | file:PATH")
+  app.add_option(
+         "--alpha", s.alpha,
+         "Residual schedule: measured | const:X | power:A0,BETA (= power0: alpha_l = A0/l^BETA, first layer A0, "
+         "as the reference) | power1:A0,BETA (A0/(l+1)^BETA, first layer A0/2^BETA) | file:PATH")
       ->capture_default_str();
-  app.add_option("--plot-scale", o.plot_scale,
-                 "Plot y axis: linear (as the published figures; range of (b), (c), with (a) clipped) | log (every curve)")
+  app.add_option(
+         "--plot-scale", o.plot_scale,
+         "Plot y axis: linear (as the published figures; range of (b), (c), with (a) clipped) | log (every curve)")
       ->check(CLI::IsMember({"linear", "log"}))
       ->capture_default_str();
-  app.add_option("--alpha-kind", s.alpha_kind, "Measured alpha of a capture file: token-mean (published) | frobenius (Eq. 1)")
+  app.add_option("--alpha-kind", s.alpha_kind,
+                 "Measured alpha of a capture file: token-mean (published) | frobenius (Eq. 1)")
       ->check(CLI::IsMember({"token-mean", "frobenius"}))
       ->capture_default_str();
   app.add_option("--mask", s.mask, "Mask: causal | swa:W (W keys, self included)")->capture_default_str();
-  app.add_option("--slopes", s.slopes, "ALiBi slopes: preset (as shipped / as the config) | simple (2^(-8h/H)) | hf (BLOOM recipe)")
+  app.add_option("--slopes", s.slopes,
+                 "ALiBi slopes: preset (as shipped / as the config) | simple (2^(-8h/H)) | hf (BLOOM recipe)")
       ->check(CLI::IsMember({"preset", "simple", "hf"}))
       ->capture_default_str();
   app.add_flag("--falcon-scale", s.falcon_scale, "Divide ALiBi slopes by sqrt(d_head) (Falcon; presets)");
   app.add_option("--content", s.content,
                  "Content for variant (c): measured (per layer and head; the config's) | mean | none | c,delta")
       ->capture_default_str();
-  app.add_option("--content-scale", s.content_scale, "Content scores: raw q.k (as published) | sqrt (divided by sqrt(d_head))")
+  app.add_option("--content-scale", s.content_scale,
+                 "Content scores: raw q.k (as published) | sqrt (divided by sqrt(d_head))")
       ->check(CLI::IsMember({"raw", "sqrt"}))
       ->capture_default_str();
-  app.add_option("--kernel-file", s.kernel_file, "Measured kernels: n rows of n numbers (one layer) or L*n rows; dense path");
+  app.add_option("--kernel-file", s.kernel_file,
+                 "Measured kernels: n rows of n numbers (one layer) or L*n rows; dense path");
   app.add_option("--capture-text", o.capture_text,
                  "Checkpoint models: text captured in-process for the measured alpha and kernels (file, brown or kjv)")
       ->capture_default_str();
@@ -574,10 +616,11 @@ void add_model_options(CLI::App& app, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"rollout: residual-aware attention rollout of seed 004 (position bias: U-shaped priors, primacy and "
-               "recency forces, infinite-depth collapse) and the Jacobian bound of seed 000. Modes: default rollout, "
-               "'sweep', 'monotonicity', 'verify', 'dichotomy', 'jacobian'.",
-               "rollout"};
+  CLI::App app{
+      "rollout: residual-aware attention rollout of seed 004 (position bias: U-shaped priors, primacy and "
+      "recency forces, infinite-depth collapse) and the Jacobian bound of seed 000. Modes: default rollout, "
+      "'sweep', 'monotonicity', 'verify', 'dichotomy', 'jacobian'.",
+      "rollout"};
   app.fallthrough();
   add_model_options(app, o);
   app.add_option("--path", o.path, "Computation: auto (structured O(L H n) when possible) | dense")
@@ -597,16 +640,25 @@ int main(int argc, char** argv) {
   app.add_option("--matrix", o.matrix, "Also write the full rollout matrix P(L) of variant (b) as CSV (n <= 2048)");
   gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common);
-  auto* sweep = app.add_subcommand("sweep", "Variants (a), (b), (c) against context length n (structured O(L H n) path)");
-  sweep->add_option("--n", o.sweep_n, "Sequence lengths: a list n1,n2,... or a,b,...,c (geometric when b/a is an integer)")
+  auto* sweep =
+      app.add_subcommand("sweep", "Variants (a), (b), (c) against context length n (structured O(L H n) path)");
+  sweep
+      ->add_option("--n", o.sweep_n,
+                   "Sequence lengths: a list n1,n2,... or a,b,...,c (geometric when b/a is an integer)")
       ->capture_default_str();
   auto* mono = app.add_subcommand("monotonicity", "Stochastic-monotonicity statistics of the model's kernels");
   auto* verify = app.add_subcommand("verify", "Demonstrate Props. 4.2-4.5 on the model and random monotone kernels");
-  verify->add_option("--seeds", o.seeds, "Number of random monotone kernel families")->capture_default_str()->check(CLI::Range(0, 1000));
+  verify->add_option("--seeds", o.seeds, "Number of random monotone kernel families")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   auto* dich = app.add_subcommand("dichotomy", "Theorem 5.4 at depths 10..--depth in 50-digit arithmetic");
-  dich->add_option("--depth", o.depth, "Largest depth (layers)")->capture_default_str()->check(CLI::Range(1L, 1000000L));
-  dich->add_option("--schedule", o.deep_alpha, "Non-summable schedule (const:X or power:A0,BETA with BETA <= 1)")->capture_default_str();
-  dich->add_option("--schedule2", o.deep_alpha2, "Summable schedule (power:A0,BETA with BETA > 1)")->capture_default_str();
+  dich->add_option("--depth", o.depth, "Largest depth (layers)")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 1000000L));
+  dich->add_option("--schedule", o.deep_alpha, "Non-summable schedule (const:X or power:A0,BETA with BETA <= 1)")
+      ->capture_default_str();
+  dich->add_option("--schedule2", o.deep_alpha2, "Summable schedule (power:A0,BETA with BETA > 1)")
+      ->capture_default_str();
   dich->add_option("--eps", o.eps, "Lemma 5.3 epsilon in [0, 1] [default 0: smallest kernel weight]");
   auto* jac = app.add_subcommand("jacobian", "Seed 000 Theorem 3.3 bound for one target over all sources");
   jac->add_option("--C", o.C, "Per-layer constant C > 0")->capture_default_str();

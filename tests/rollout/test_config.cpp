@@ -3,11 +3,12 @@
 // implementation (data/position-bias/config/rollout, github ml-uhh/position-bias @ a514e09) is
 // expressible with rollout options or --model-config. The reference's own numbers are checked by
 // the numpy oracle tests/rollout/reference_configs.py (CTest "rollout app: reference configs").
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "cf/core/error.hpp"
 #include "cf/rollout/model_config.hpp"
@@ -153,7 +154,8 @@ TEST_CASE("Every shipped reference config loads and is expressible with rollout 
   CHECK(count == 33);
 }
 
-TEST_CASE("Model config: JSON and YAML give the same model; per-layer slopes, weights and temperature", "[rollout][config]") {
+TEST_CASE("Model config: JSON and YAML give the same model; per-layer slopes, weights and temperature",
+          "[rollout][config]") {
   const std::string yaml = write_temp("m.yaml", R"(name: tiny
 sequence_length: 40
 num_layers: 3
@@ -179,8 +181,8 @@ lambda_schedule_config: {schedule_type: power_decay, lambda_0: 0.9, beta: 0.5}
   CHECK(y.model.mask.window == 7);
   REQUIRE(y.model.layer_slopes.size() == 3);
   CHECK(y.model.layer_slopes[1] == std::vector<double>{0.15, 0.05});  // slopes / T
-  CHECK(y.model.delta(0, 1) == -1.0);                                  // content / T
-  CHECK(y.alpha(0) == 0.9);                                            // power_decay: reference indexing
+  CHECK(y.model.delta(0, 1) == -1.0);                                 // content / T
+  CHECK(y.alpha(0) == 0.9);                                           // power_decay: reference indexing
   CHECK(y.alpha(2) == Approx(0.9 / std::sqrt(3.0)));
   const Eigen::VectorXd py = own_profile(yaml, 40), pj = own_profile(json, 40);
   CHECK(py == pj);
@@ -196,7 +198,8 @@ lambda_schedule_config: {schedule_type: power_decay, lambda_0: 0.9, beta: 0.5}
       const double w = hw[l][h] / (hw[l][0] + hw[l][1]);
       for (long i = 0; i < n; ++i) {
         double z = 0;
-        for (long k = std::max(0L, i - 6); k <= i; ++k) z += std::exp((-slopes[l][h] * (i - k) + (k == i ? dg[l][h] : 0)) / 2.0);
+        for (long k = std::max(0L, i - 6); k <= i; ++k)
+          z += std::exp((-slopes[l][h] * (i - k) + (k == i ? dg[l][h] : 0)) / 2.0);
         for (long k = std::max(0L, i - 6); k <= i; ++k)
           A(i, k) += w * std::exp((-slopes[l][h] * (i - k) + (k == i ? dg[l][h] : 0)) / 2.0) / z;
       }
@@ -213,13 +216,17 @@ lambda_schedule_config: {schedule_type: power_decay, lambda_0: 0.9, beta: 0.5}
 TEST_CASE("Model config: every field is validated with the field named", "[rollout][config]") {
   const std::string good_head = "num_layers: 2\nattention_config: {num_heads: 2, alibi_slopes: [[0.5, 0.25]]}\n";
   const std::string good_sched = "lambda_schedule_config: {schedule_type: constant, lambda_const: 0.5}\n";
-  struct Case { std::string text, field; };
+  struct Case {
+    std::string text, field;
+  };
   const std::vector<Case> cases = {
       {"attention_config: {num_heads: 2, alibi_slopes: [[0.5]]}\n" + good_sched, "num_layers"},
       {"num_layers: 0\nattention_config: {num_heads: 2, alibi_slopes: [[0.5]]}\n" + good_sched, "num_layers"},
       {"num_layers: 2.5\nattention_config: {num_heads: 2, alibi_slopes: [[0.5]]}\n" + good_sched, "num_layers"},
-      {"num_layers: 99999999999999999999\nattention_config: {num_heads: 2, alibi_slopes: [[0.5]]}\n" + good_sched, "num_layers"},
-      {"num_layers: 2\nattention_config: {num_heads: -1, alibi_slopes: [[0.5]]}\n" + good_sched, "attention_config.num_heads"},
+      {"num_layers: 99999999999999999999\nattention_config: {num_heads: 2, alibi_slopes: [[0.5]]}\n" + good_sched,
+       "num_layers"},
+      {"num_layers: 2\nattention_config: {num_heads: -1, alibi_slopes: [[0.5]]}\n" + good_sched,
+       "attention_config.num_heads"},
       {"num_layers: 2\nattention_config: {num_heads: 2, alibi_slopes: [[0.5, .nan]]}\n" + good_sched,
        "attention_config.alibi_slopes[0][1]"},
       {"num_layers: 2\nattention_config: {num_heads: 2, alibi_slopes: [[0.5, -1]]}\n" + good_sched,
@@ -232,7 +239,8 @@ TEST_CASE("Model config: every field is validated with the field named", "[rollo
        "attention_config.alibi_slopes"},
       {"num_layers: 2\nattention_config: {num_heads: 2, alibi_slopes: [[1, 1]], head_weights: [[0, 0]]}\n" + good_sched,
        "attention_config.head_weights[0]"},
-      {"num_layers: 2\nattention_config: {num_heads: 2, alibi_slopes: [[1, 1]], head_weights: [[1, -1]]}\n" + good_sched,
+      {"num_layers: 2\nattention_config: {num_heads: 2, alibi_slopes: [[1, 1]], head_weights: [[1, -1]]}\n" +
+           good_sched,
        "attention_config.head_weights[0][1]"},
       {"num_layers: 2\nattention_config: {num_heads: 2, alibi_slopes: [[1, 1]], softmax_temperature: 0}\n" + good_sched,
        "attention_config.softmax_temperature"},
@@ -240,13 +248,16 @@ TEST_CASE("Model config: every field is validated with the field named", "[rollo
        "attention_config.bogus"},
       {good_head + "mask_config: {mask_type: full}\n" + good_sched, "mask_config.mask_type"},
       {good_head + "mask_config: {mask_type: sliding_window}\n" + good_sched, "mask_config.window_size"},
-      {good_head + "mask_config: {mask_type: sliding_window, window_size: 0}\n" + good_sched, "mask_config.window_size"},
+      {good_head + "mask_config: {mask_type: sliding_window, window_size: 0}\n" + good_sched,
+       "mask_config.window_size"},
       {good_head + "content_config: {diagonal_scores: [[1, .inf]], base_scores: [[0, 0]]}\n" + good_sched,
        "content_config.diagonal_scores[0][1]"},
       {good_head + "content_config: {diagonal_scores: [[1, 2]], base_scores: [[0]]}\n" + good_sched,
        "content_config.base_scores[0]"},
-      {good_head + "content_config: {diagonal_scores: [[1, 2, 3]]}\n" + good_sched, "content_config.diagonal_scores[0]"},
-      {good_head + "content_config: {diagonal_scores: [[1]], broadcast: some}\n" + good_sched, "content_config.broadcast"},
+      {good_head + "content_config: {diagonal_scores: [[1, 2, 3]]}\n" + good_sched,
+       "content_config.diagonal_scores[0]"},
+      {good_head + "content_config: {diagonal_scores: [[1]], broadcast: some}\n" + good_sched,
+       "content_config.broadcast"},
       {good_head, "lambda_schedule_config"},
       {good_head + "lambda_schedule_config: {schedule_type: constant, lambda_const: 1.5}\n",
        "lambda_schedule_config.lambda_const"},

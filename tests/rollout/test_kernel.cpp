@@ -64,7 +64,10 @@ TEST_CASE("Masks and alpha specifications parse or fail with a message", "[rollo
 TEST_CASE("Presets load with the published model shapes", "[rollout]") {
   // Model facts (SPEC.md section 6): falcon-rw-7b 36 x 64, mpt-7b 32 x 32, mpt-30b 48 x 64,
   // bloom-7b1 30 x 32, bloom-176b 70 x 112.
-  struct Shape { const char* name; int L, H; };
+  struct Shape {
+    const char* name;
+    int L, H;
+  };
   for (const Shape s : {Shape{"falcon-rw-7b", 36, 64}, Shape{"mpt-7b", 32, 32}, Shape{"mpt-30b", 48, 64},
                         Shape{"bloom-7b1", 30, 32}, Shape{"bloom", 70, 112}}) {
     const Preset p = load_preset(s.name);

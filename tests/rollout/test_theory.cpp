@@ -20,7 +20,8 @@ namespace {
 RowMatrix random_monotone(std::mt19937_64& rng, long n) {
   std::uniform_real_distribution<double> U(0, 1);
   AlibiModel m;
-  for (int h = 0; h < 3; ++h) m.slopes.push_back(std::pow(10.0, -2 + 2.3 * U(rng))), m.head_weights.push_back(U(rng) + 0.05);
+  for (int h = 0; h < 3; ++h)
+    m.slopes.push_back(std::pow(10.0, -2 + 2.3 * U(rng))), m.head_weights.push_back(U(rng) + 0.05);
   return alibi_kernel_dense(m, 0, n);
 }
 // A random distribution on n points.
@@ -57,8 +58,8 @@ bool monotone_brute(const RowMatrix& K) {
 
 TEST_CASE("Monotonicity statistics match brute-force triple counts", "[rollout][seed004]") {
   RowMatrix K(3, 3);
-  K << 1, 0, 0,  //
-      0.2, 0.8, 0,  //
+  K << 1, 0, 0,       //
+      0.2, 0.8, 0,    //
       0.5, 0.1, 0.4;  // row 2 puts more mass early than row 1: violations at k = 0 (0.5 > 0.2)
   const auto st = monotonicity_stats(K);
   CHECK(st.triples == 9);
@@ -169,7 +170,8 @@ TEST_CASE("Proposition 4.3 stronger residual gives recency", "[rollout][seed004]
     const long n = 20;
     std::vector<RowMatrix> ks;
     Eigen::VectorXd a(6), ap(6);
-    for (int l = 0; l < 6; ++l) ks.push_back(random_monotone(rng, n)), a(l) = U(rng), ap(l) = a(l) + (1 - a(l)) * U(rng);
+    for (int l = 0; l < 6; ++l)
+      ks.push_back(random_monotone(rng, n)), a(l) = U(rng), ap(l) = a(l) + (1 - a(l)) * U(rng);
     const auto c = check_residual_recency(ks, a, ap);
     CHECK(c.hypotheses_hold);
     CHECK(c.max_violation <= 1e-12);
@@ -185,7 +187,8 @@ TEST_CASE("Proposition 4.4 recency-favouring ALiBi bias gives recency", "[rollou
   AlibiModel biased, flat;
   biased.slopes = p.slopes;
   flat.slopes.assign(p.slopes.size(), 0.0);  // no positional bias: uniform causal attention
-  const std::vector<RowMatrix> kb(p.layers, alibi_kernel_dense(biased, 0, n)), kf(p.layers, alibi_kernel_dense(flat, 0, n));
+  const std::vector<RowMatrix> kb(p.layers, alibi_kernel_dense(biased, 0, n)),
+      kf(p.layers, alibi_kernel_dense(flat, 0, n));
   const auto c = check_bias_recency(kb, kf, p.alpha_measured);
   CHECK(c.hypotheses_hold);
   CHECK(c.max_violation <= 1e-12);
@@ -219,8 +222,10 @@ TEST_CASE("Proposition 4.5 diagonal content gives recency for delta above 0 and 
       P1 = (residual_kernel(wc[l], 0.4) * P1).eval();
     }
     for (long i = 0; i < n; ++i) {
-      if (sign > 0) CHECK(precedes_brute(P0.row(i).transpose(), P1.row(i).transpose()));
-      else CHECK(precedes_brute(P1.row(i).transpose(), P0.row(i).transpose()));
+      if (sign > 0)
+        CHECK(precedes_brute(P0.row(i).transpose(), P1.row(i).transpose()));
+      else
+        CHECK(precedes_brute(P1.row(i).transpose(), P0.row(i).transpose()));
     }
   }
 }
@@ -251,7 +256,10 @@ TEST_CASE("Theorem 5.4 part ii non-summable alpha collapses onto token 0 below d
   m.slopes = {0.7};
   const RowMatrix K = alibi_kernel_dense(m, 0, 4);
   const double eps = admissible_min(K);
-  auto alpha = [](long l) { (void)l; return 0.5; };
+  auto alpha = [](long l) {
+    (void)l;
+    return 0.5;
+  };
   const auto r = dichotomy(K, alpha, 100000, 3);
   CHECK(r.holds_ii);
   // Independent: log10 of exp(-eps * sum alpha) by hand; the true mass underflows a double.
@@ -264,7 +272,8 @@ TEST_CASE("Theorem 5.4 part ii non-summable alpha collapses onto token 0 below d
   CHECK(std::stod(s.off_zero_mass) == Approx(1 - row(0)).epsilon(1e-9));
 }
 
-TEST_CASE("Theorem 3.3 Jacobian bound equals the brute-force path sum and splits into self and gate", "[rollout][seed000]") {
+TEST_CASE("Theorem 3.3 Jacobian bound equals the brute-force path sum and splits into self and gate",
+          "[rollout][seed000]") {
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<double> U(0, 1);
   const long n = 5;

@@ -15,13 +15,11 @@ void require_capture_file(const std::string& path) {
   const std::string format = f.has_attr("format") ? f.attr_string("format") : "";
   require(format != "causalflow-checkpoint", "'", path, "' is a checkpoint, not a capture: run `capture --checkpoint ",
           path, " --text FILE --out capture.h5` first, then `rollout --model capture.h5`");
-  require(format == "causalflow-capture", "'", path, "' is not a causalflow capture (root attribute format = '",
-          format, "', expected 'causalflow-capture'; see docs/checkpoint_format.md)");
+  require(format == "causalflow-capture", "'", path, "' is not a causalflow capture (root attribute format = '", format,
+          "', expected 'causalflow-capture'; see docs/checkpoint_format.md)");
 }
 
-bool capture_has_kernels(const std::string& path) {
-  return io::File::open(path).has("layer_0/attn_probs");
-}
+bool capture_has_kernels(const std::string& path) { return io::File::open(path).has("layer_0/attn_probs"); }
 
 std::vector<RowMatrix> read_capture_kernels(const std::string& path) {
   require_capture_file(path);

@@ -15,8 +15,8 @@ JacobianBound jacobian_bound(const std::vector<RowMatrix>& attention, double C) 
     require(A.rows() == n && A.cols() == n, "Jacobian bound: A(L+", t, ") is ", A.rows(), " x ", A.cols(),
             ", expected ", n, " x ", n);
     for (long i = 0; i < n; ++i) {
-      require(std::abs(A.row(i).sum() - 1) <= 1e-9, "Jacobian bound: A(L+", t, ") row ", i, " sums to ",
-              A.row(i).sum(), " (row-stochastic required)");
+      require(std::abs(A.row(i).sum() - 1) <= 1e-9, "Jacobian bound: A(L+", t, ") row ", i, " sums to ", A.row(i).sum(),
+              " (row-stochastic required)");
       for (long j = i + 1; j < n; ++j)
         require(A(i, j) == 0, "Jacobian bound: A(L+", t, ") is not lower triangular at (", i, ", ", j, ")");
     }

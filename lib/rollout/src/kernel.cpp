@@ -103,8 +103,8 @@ void validate_model(const AlibiModel& m) {
   for (double s : m.slopes) require(std::isfinite(s) && s >= 0, "model: ALiBi slopes must be finite and >= 0, got ", s);
   const int H = static_cast<int>(m.slopes.size());
   for (std::size_t l = 0; l < m.layer_slopes.size(); ++l) {
-    require(static_cast<int>(m.layer_slopes[l].size()) == H, "model: layer ", l + 1, " has ",
-            m.layer_slopes[l].size(), " slopes, expected H = ", H);
+    require(static_cast<int>(m.layer_slopes[l].size()) == H, "model: layer ", l + 1, " has ", m.layer_slopes[l].size(),
+            " slopes, expected H = ", H);
     for (double s : m.layer_slopes[l])
       require(std::isfinite(s) && s >= 0, "model: ALiBi slopes must be finite and >= 0, got ", s, " in layer ", l + 1);
   }
@@ -113,8 +113,8 @@ void validate_model(const AlibiModel& m) {
     require(m.layer_slopes.size() == m.layer_head_weights.size(), "model: per-layer slopes (", m.layer_slopes.size(),
             " layers) and head weights (", m.layer_head_weights.size(), " layers) differ in L");
   if (m.delta.size() > 0) {
-    require(m.delta.cols() == 1 || m.delta.cols() == H, "model: delta must have 1 or H = ", H,
-            " columns, got ", m.delta.cols());
+    require(m.delta.cols() == 1 || m.delta.cols() == H, "model: delta must have 1 or H = ", H, " columns, got ",
+            m.delta.cols());
     require(m.delta.allFinite(), "model: delta (diagonal content) must be finite");
   }
   require(m.mask.window >= 0, "model: window must be >= 0, got ", m.mask.window);
@@ -183,8 +183,8 @@ std::vector<RowMatrix> read_kernel_file(const std::string& path) {
     RowMatrix A(n, n);
     for (long i = 0; i < n; ++i) {
       const auto& row = rows[r0 + i];
-      require(static_cast<long>(row.size()) == n, "kernel file '", path, "': row ", r0 + i + 1, " has ",
-              row.size(), " entries, expected n = ", n);
+      require(static_cast<long>(row.size()) == n, "kernel file '", path, "': row ", r0 + i + 1, " has ", row.size(),
+              " entries, expected n = ", n);
       double sum = 0;
       for (long j = 0; j < n; ++j) {
         require(row[j] >= 0, "kernel file '", path, "': negative entry ", row[j], " at row ", i, " col ", j);

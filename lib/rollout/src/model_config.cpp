@@ -50,8 +50,10 @@ json scalar_to_json(const YAML::Node& n) {
 json yaml_to_json(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: return nullptr;
-    case YAML::NodeType::Scalar: return scalar_to_json(n);
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      return scalar_to_json(n);
     case YAML::NodeType::Sequence: {
       json a = json::array();
       for (const auto& e : n) a.push_back(yaml_to_json(e));
@@ -160,8 +162,9 @@ json parse_file(const std::string& path) {
 ModelConfigFile load_model_config(const std::string& path) {
   const json root = parse_file(path);
   const Ctx c{path};
-  c.keys(root, "", {"name", "sequence_length", "num_layers", "mask_config", "attention_config", "content_config",
-                    "lambda_schedule_config", "save_dir"});
+  c.keys(root, "",
+         {"name", "sequence_length", "num_layers", "mask_config", "attention_config", "content_config",
+          "lambda_schedule_config", "save_dir"});
   ModelConfigFile m;
   m.path = path;
   m.name = root.contains("name") ? c.text(root["name"], "name") : std::filesystem::path(path).stem().string();
@@ -185,8 +188,9 @@ ModelConfigFile load_model_config(const std::string& path) {
       if (!has_w) c.fail("mask_config.window_size", "is required for mask_type sliding_window (keys i-W+1..i)");
       m.model.mask.window = c.integer(mc["window_size"], "mask_config.window_size", 1, 1L << 40);
     } else if (type == "full") {
-      c.fail("mask_config.mask_type", "'full' (bidirectional) is outside the causal rollout of seed 004; use causal "
-                                      "or sliding_window");
+      c.fail("mask_config.mask_type",
+             "'full' (bidirectional) is outside the causal rollout of seed 004; use causal "
+             "or sliding_window");
     } else {
       c.fail("mask_config.mask_type", "must be causal or sliding_window, got " + show(mc["mask_type"]));
     }
@@ -204,7 +208,8 @@ ModelConfigFile load_model_config(const std::string& path) {
     m.temperature = c.number(ac["softmax_temperature"], "attention_config.softmax_temperature");
     if (!(m.temperature > 0)) c.fail("attention_config.softmax_temperature", str("must be > 0, got ", m.temperature));
   }
-  if (!ac.contains("alibi_slopes")) c.fail("attention_config.alibi_slopes", "is required (1 or L lists of 1 or H slopes)");
+  if (!ac.contains("alibi_slopes"))
+    c.fail("attention_config.alibi_slopes", "is required (1 or L lists of 1 or H slopes)");
   const auto slopes = c.matrix(ac["alibi_slopes"], "attention_config.alibi_slopes");
   if (slopes.size() != 1 && static_cast<int>(slopes.size()) != L)
     c.fail("attention_config.alibi_slopes", str("must hold 1 or num_layers = ", L, " lists, got ", slopes.size()));
@@ -216,7 +221,8 @@ ModelConfigFile load_model_config(const std::string& path) {
       c.fail(f, str("has ", slopes[l].size(), " slopes but alibi_slopes[0] has ", slopes[0].size(),
                     " (all lists must have the same length)"));
     for (std::size_t h = 0; h < slopes[l].size(); ++h)
-      if (slopes[l][h] < 0) c.fail(str(f, "[", h, "]"), str("must be >= 0 (ALiBi penalises distance), got ", slopes[l][h]));
+      if (slopes[l][h] < 0)
+        c.fail(str(f, "[", h, "]"), str("must be >= 0 (ALiBi penalises distance), got ", slopes[l][h]));
   }
   // Head h uses slope min(h, len-1) of its layer's list (the reference's broadcasting); logits / T.
   auto expand = [&](const std::vector<double>& row) {
@@ -230,8 +236,8 @@ ModelConfigFile load_model_config(const std::string& path) {
   if (ac.contains("head_weights") && !ac["head_weights"].is_null()) {
     const auto hw = c.matrix(ac["head_weights"], "attention_config.head_weights");
     if (hw.size() != slopes.size())
-      c.fail("attention_config.head_weights", str("must hold as many lists as alibi_slopes (", slopes.size(), "), got ",
-                                                  hw.size()));
+      c.fail("attention_config.head_weights",
+             str("must hold as many lists as alibi_slopes (", slopes.size(), "), got ", hw.size()));
     for (std::size_t l = 0; l < hw.size(); ++l) {
       const std::string f = str("attention_config.head_weights[", l, "]");
       if (static_cast<int>(hw[l].size()) != H)
@@ -265,12 +271,12 @@ ModelConfigFile load_model_config(const std::string& path) {
       // base scores are a constant per head and cancel in the softmax; checked for shape only
       const auto base = c.matrix(cc["base_scores"], "content_config.base_scores");
       if (base.size() != diag.size())
-        c.fail("content_config.base_scores", str("must hold as many lists as diagonal_scores (", diag.size(), "), got ",
-                                                 base.size()));
+        c.fail("content_config.base_scores",
+               str("must hold as many lists as diagonal_scores (", diag.size(), "), got ", base.size()));
       for (std::size_t l = 0; l < base.size(); ++l)
         if (base[l].size() != diag[l].size())
-          c.fail(str("content_config.base_scores[", l, "]"),
-                 str("must hold as many scores as diagonal_scores[", l, "] (", diag[l].size(), "), got ", base[l].size()));
+          c.fail(str("content_config.base_scores[", l, "]"), str("must hold as many scores as diagonal_scores[", l,
+                                                                 "] (", diag[l].size(), "), got ", base[l].size()));
     }
     if (diag.size() != 1 && static_cast<int>(diag.size()) != L)
       c.fail("content_config.diagonal_scores", str("must hold 1 or num_layers = ", L, " lists, got ", diag.size()));
@@ -321,7 +327,8 @@ ModelConfigFile load_model_config(const std::string& path) {
     if (!(a0 > 0) || a0 > 1)
       c.fail("lambda_schedule_config.lambda_0", str("must lie in (0, 1] (alpha_1 = lambda_0 with origin 0), got ", a0));
     if (!(beta > 0)) c.fail("lambda_schedule_config.beta", str("must be > 0, got ", beta));
-    const int origin = lc.contains("origin") ? static_cast<int>(c.integer(lc["origin"], "lambda_schedule_config.origin", 0, 1)) : 0;
+    const int origin =
+        lc.contains("origin") ? static_cast<int>(c.integer(lc["origin"], "lambda_schedule_config.origin", 0, 1)) : 0;
     m.alpha = alpha_power(L, a0, beta, origin);
   } else if (m.schedule == "custom") {
     c.keys(lc, "lambda_schedule_config", {"schedule_type", "lambdas_custom"});
@@ -337,7 +344,8 @@ ModelConfigFile load_model_config(const std::string& path) {
       if (m.alpha(l) < 0 || m.alpha(l) > 1) c.fail(f, str("must lie in [0, 1], got ", m.alpha(l)));
     }
   } else {
-    c.fail("lambda_schedule_config.schedule_type", "must be constant, power_decay or custom, got " + show(lc["schedule_type"]));
+    c.fail("lambda_schedule_config.schedule_type",
+           "must be constant, power_decay or custom, got " + show(lc["schedule_type"]));
   }
   if (root.contains("save_dir") && !root["save_dir"].is_null()) c.text(root["save_dir"], "save_dir");  // ignored
   validate_model(m.model);

@@ -102,7 +102,8 @@ PropositionCheck check_primacy_drift(const std::vector<RowMatrix>& kernels, cons
   c.hypotheses_hold = all_monotone(kernels);
   const Eigen::MatrixXd F = prefix_mass_by_depth(kernels, alpha);
   c.max_violation = -std::numeric_limits<double>::infinity();
-  for (long l = 0; l + 1 < F.rows(); ++l) c.max_violation = std::max(c.max_violation, (F.row(l) - F.row(l + 1)).maxCoeff());
+  for (long l = 0; l + 1 < F.rows(); ++l)
+    c.max_violation = std::max(c.max_violation, (F.row(l) - F.row(l + 1)).maxCoeff());
   return c;
 }
 
@@ -135,8 +136,7 @@ PropositionCheck check_bias_recency(const std::vector<RowMatrix>& biased, const 
 }
 
 PropositionCheck check_diagonal_content(const std::vector<RowMatrix>& with_content,
-                                        const std::vector<RowMatrix>& without, const Eigen::VectorXd& alpha,
-                                        int sign) {
+                                        const std::vector<RowMatrix>& without, const Eigen::VectorXd& alpha, int sign) {
   require(sign == 1 || sign == -1, "Prop. 4.5 check: sign must be +1 or -1, got ", sign);
   require(with_content.size() == without.size(), "Prop. 4.5 check: layer counts differ");
   PropositionCheck c;

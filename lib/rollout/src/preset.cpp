@@ -66,8 +66,8 @@ Preset load_preset(const std::string& name, const std::string& data_dir) {
     if (j.contains("content"))
       for (const auto& [ds, c] : j["content"].items()) {
         const auto d = c.at("diagonal_scores").get<std::vector<std::vector<double>>>();
-        require(static_cast<int>(d.size()) == p.layers, "preset '", path, "': ", ds, " diagonal_scores has ",
-                d.size(), " layers, expected ", p.layers);
+        require(static_cast<int>(d.size()) == p.layers, "preset '", path, "': ", ds, " diagonal_scores has ", d.size(),
+                " layers, expected ", p.layers);
         Eigen::MatrixXd delta(p.layers, p.heads);
         for (int l = 0; l < p.layers; ++l) {
           require(static_cast<int>(d[l].size()) == p.heads, "preset '", path, "': ", ds, " diagonal_scores layer ",
@@ -140,7 +140,9 @@ AlphaSpec parse_alpha_spec(const std::string& spec) {
     require(!a.path.empty(), "alpha: file:PATH needs a path");
     return a;
   }
-  throw InvalidArgument(str("alpha: expected measured | const:X | power:A0,BETA | power0:A0,BETA | power1:A0,BETA | file:PATH, got '", spec, "'"));
+  throw InvalidArgument(
+      str("alpha: expected measured | const:X | power:A0,BETA | power0:A0,BETA | power1:A0,BETA | file:PATH, got '",
+          spec, "'"));
 }
 
 Eigen::VectorXd alpha_power(int L, double a0, double beta, int origin) {
@@ -205,11 +207,10 @@ Eigen::VectorXd read_capture_alpha(const std::string& path, const std::string& d
 
 void validate_alpha(const Eigen::VectorXd& alpha, int L) {
   require(L >= 1, "alpha: L >= 1 layers required, got ", L);
-  require(alpha.size() == L, "alpha: the schedule has ", alpha.size(), " entries but the model has L = ", L,
-          " layers");
+  require(alpha.size() == L, "alpha: the schedule has ", alpha.size(), " entries but the model has L = ", L, " layers");
   for (long l = 0; l < alpha.size(); ++l)
-    require(std::isfinite(alpha(l)) && alpha(l) >= 0 && alpha(l) <= 1, "alpha: every alpha_l must lie in [0, 1]; alpha_",
-            l + 1, " = ", alpha(l));
+    require(std::isfinite(alpha(l)) && alpha(l) >= 0 && alpha(l) <= 1,
+            "alpha: every alpha_l must lie in [0, 1]; alpha_", l + 1, " = ", alpha(l));
 }
 
 Eigen::VectorXd resolve_alpha(const AlphaSpec& spec, int L, const Eigen::VectorXd& measured) {
@@ -219,9 +220,15 @@ Eigen::VectorXd resolve_alpha(const AlphaSpec& spec, int L, const Eigen::VectorX
       require(measured.size() > 0, "alpha: no measured schedule is available for this model");
       a = measured;
       break;
-    case AlphaSpec::Kind::Constant: a = Eigen::VectorXd::Constant(L, spec.value); break;
-    case AlphaSpec::Kind::Power: a = alpha_power(L, spec.value, spec.beta, spec.origin); break;
-    case AlphaSpec::Kind::File: a = read_alpha_file(spec.path); break;
+    case AlphaSpec::Kind::Constant:
+      a = Eigen::VectorXd::Constant(L, spec.value);
+      break;
+    case AlphaSpec::Kind::Power:
+      a = alpha_power(L, spec.value, spec.beta, spec.origin);
+      break;
+    case AlphaSpec::Kind::File:
+      a = read_alpha_file(spec.path);
+      break;
   }
   validate_alpha(a, L);
   return a;

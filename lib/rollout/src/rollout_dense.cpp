@@ -2,17 +2,17 @@
 
 #include "cf/core/progress.hpp"
 #include "cf/core/error.hpp"
+#include "cf/rollout/detail/flush_denormals.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
-#include "cf/rollout/detail/flush_denormals.hpp"
 
 namespace cf::rollout {
 
 namespace {
 void check_dense(const Eigen::VectorXd& alpha, long n) {
   require(n >= 1, "rollout: n >= 1 required, got ", n);
-  require(n <= kDenseMaxN, "rollout: the dense path needs n <= ", kDenseMaxN, " (n^2 memory, L n^2 time), got n = ",
-          n, "; use a structured (ALiBi) kernel for larger n");
+  require(n <= kDenseMaxN, "rollout: the dense path needs n <= ", kDenseMaxN, " (n^2 memory, L n^2 time), got n = ", n,
+          "; use a structured (ALiBi) kernel for larger n");
   validate_alpha(alpha, static_cast<int>(alpha.size()));
 }
 }  // namespace
@@ -68,10 +68,12 @@ RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& al
 Eigen::VectorXd rollout_last_row_alibi_dense(const AlibiModel& model, const Eigen::VectorXd& alpha, long n) {
   validate_model(model);
   RowMatrix buf;
-  return last_row_impl([&](int l) -> const RowMatrix& {
-    alibi_kernel_dense_into(model, l, n, buf);
-    return buf;
-  }, alpha, n);
+  return last_row_impl(
+      [&](int l) -> const RowMatrix& {
+        alibi_kernel_dense_into(model, l, n, buf);
+        return buf;
+      },
+      alpha, n);
 }
 
 DistributionSummary summarize(const Eigen::VectorXd& p) {

@@ -22,9 +22,9 @@
 #include <memory>
 
 #include "cf/core/error.hpp"
+#include "cf/rollout/detail/flush_denormals.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
-#include "cf/rollout/detail/flush_denormals.hpp"
 
 namespace cf::rollout {
 
@@ -40,12 +40,12 @@ double geometric_sum(double m, long k) {  // sum_{d<k} exp(-m d)
 /// their saturated constant. Memory traffic is sum_h K_h instead of H max_h K_h.
 struct LayerTables {
   int H = 0;
-  long K = 0;                          // max_h K_h: rows >= K are saturated for every head
+  long K = 0;                            // max_h K_h: rows >= K are saturated for every head
   std::vector<double> r, m, w, wr, a_c;  // per sorted head: exp(-m), m, weight, weight * r, saturated a
-  std::vector<long> cnt;               // cnt[j], j < K: heads still tabulated on row j
-  std::vector<std::size_t> off;        // off[j]: start of row j's cnt[j] coefficients in a
-  std::vector<double> a, dw;           // a: tabulated coefficients; dw[j] = sum_h w_h d_{h,j}
-  double dw_c = 0;                     // sum_h w_h d_h at saturation
+  std::vector<long> cnt;                 // cnt[j], j < K: heads still tabulated on row j
+  std::vector<std::size_t> off;          // off[j]: start of row j's cnt[j] coefficients in a
+  std::vector<double> a, dw;             // a: tabulated coefficients; dw[j] = sum_h w_h d_{h,j}
+  double dw_c = 0;                       // sum_h w_h d_h at saturation
 };
 
 /// Scratch vectors of the windowed sweep (two sets: one per thread of the two-way split).
@@ -324,7 +324,8 @@ Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::Vec
   require(model.delta.rows() <= 1 || model.delta.rows() == alpha.size(), "rollout: delta has ", model.delta.rows(),
           " layers but the schedule has L = ", alpha.size());
   require(model.layer_slopes.empty() || static_cast<long>(model.layer_slopes.size()) == alpha.size(),
-          "rollout: per-layer slopes for ", model.layer_slopes.size(), " layers but the schedule has L = ", alpha.size());
+          "rollout: per-layer slopes for ", model.layer_slopes.size(),
+          " layers but the schedule has L = ", alpha.size());
   require(model.layer_head_weights.empty() || static_cast<long>(model.layer_head_weights.size()) == alpha.size(),
           "rollout: per-layer head weights for ", model.layer_head_weights.size(),
           " layers but the schedule has L = ", alpha.size());

@@ -27,8 +27,8 @@ double finite_number(const std::string& s, const std::string& what) {
 }
 
 /// Content of variant (c) from --content for a structured model; `measured` is the model's own.
-Eigen::MatrixXd resolve_content(const std::string& content, const Eigen::MatrixXd& measured, bool has_mean,
-                                double mean, double scale, const std::string& mean_note) {
+Eigen::MatrixXd resolve_content(const std::string& content, const Eigen::MatrixXd& measured, bool has_mean, double mean,
+                                double scale, const std::string& mean_note) {
   if (content == "measured") return measured * scale;
   if (content == "none") return {};
   if (content == "mean") {
@@ -84,8 +84,9 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
           "--kernels measured takes the kernels from the capture: drop --kernel-file (or use --kernels file)");
   const bool file_model = o.model_config.empty() && is_model_file(o.model);
   const bool preset_model = o.model_config.empty() && !file_model;
-  require(o.dataset.empty() || preset_model, "--dataset selects a preset's measured schedule and content; it does not "
-                                             "apply to --model-config or capture/checkpoint files");
+  require(o.dataset.empty() || preset_model,
+          "--dataset selects a preset's measured schedule and content; it does not "
+          "apply to --model-config or capture/checkpoint files");
   if (!o.kernel_file.empty()) {
     s.kernels = read_kernel_file(o.kernel_file);
     const long kn = s.kernels[0].rows();
@@ -100,7 +101,8 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
     // ---- a model config file: the structured ALiBi model it describes ----
     const ModelConfigFile c = load_model_config(o.model_config);
     require(!o.falcon_scale, "--falcon-scale needs a preset's d_head; a model config states its slopes directly");
-    require(o.content_scale == "raw", "--content-scale sqrt needs a preset's d_head; scale the config's scores instead");
+    require(o.content_scale == "raw",
+            "--content-scale sqrt needs a preset's d_head; scale the config's scores instead");
     require(o.head_weights.empty(), "--head-weights: a model config states attention_config.head_weights itself");
     s.name = c.name;
     s.L = c.layers;
@@ -128,8 +130,8 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
     }
   } else if (file_model) {
     // ---- a capture (or a checkpoint captured by the caller into capture_path) ----
-    require(std::filesystem::exists(o.model), "--model: file '", o.model, "' does not exist; known presets: ",
-            known_presets());
+    require(std::filesystem::exists(o.model), "--model: file '", o.model,
+            "' does not exist; known presets: ", known_presets());
     require(o.slopes == "preset" && !o.falcon_scale && o.content == "measured" && o.content_scale == "raw" &&
                 o.head_weights.empty(),
             "--slopes, --falcon-scale, --content, --content-scale and --head-weights describe ALiBi presets; a "
@@ -142,9 +144,8 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
       // content-free ALiBi kernels of the model itself (its config: pos = alibi, slopes
       // 2^(-8(h+1)/H), one mask for every layer), measured alpha; n is free (structured path)
       const auto cfg = nlohmann::json::parse(io::File::open(cap).attr_string("config"));
-      require(cfg.value("pos", std::string()) == "alibi", "--kernels alibi: '", o.model,
-              "' has position scheme '", cfg.value("pos", std::string("?")),
-              "', not alibi (use --kernels measured: measured kernels fix n = T)");
+      require(cfg.value("pos", std::string()) == "alibi", "--kernels alibi: '", o.model, "' has position scheme '",
+              cfg.value("pos", std::string("?")), "', not alibi (use --kernels measured: measured kernels fix n = T)");
       const int H = cfg.at("n_head").get<int>();
       long window = -1;
       for (const auto& layer : cfg.at("layers")) {
@@ -181,8 +182,8 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
       s.L = declared > 0 ? declared : static_cast<int>(s.kernels.size());
     if (s.structured) require(declared > 0, "--kernels alibi: the capture's config has no n_layer");
     if (declared > 0)
-      require(s.L == declared, "capture '", cap, "': its alpha has ", s.L, " layers but its config has n_layer = ",
-              declared);
+      require(s.L == declared, "capture '", cap, "': its alpha has ", s.L,
+              " layers but its config has n_layer = ", declared);
     s.params["model"] = o.model;
   } else {
     // ---- a preset, with a dataset's measured schedule and content prior ----
@@ -218,8 +219,9 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
   if (!s.kernels.empty() && s.kernels.size() == 1 && s.L > 1 && !o.kernel_file.empty())
     s.kernels.assign(s.L, s.kernels[0]);  // a kernel file with one matrix: the same kernel at every layer
   if (!s.kernels.empty())
-    require(static_cast<int>(s.kernels.size()) == s.L, o.kernel_file.empty() ? "the capture has " : "--kernel-file has ",
-            s.kernels.size(), " layers of kernels but the model has L = ", s.L);
+    require(static_cast<int>(s.kernels.size()) == s.L,
+            o.kernel_file.empty() ? "the capture has " : "--kernel-file has ", s.kernels.size(),
+            " layers of kernels but the model has L = ", s.L);
   s.alpha = resolve_alpha(spec, s.L, measured);
   require(s.n >= 1, "--n must be >= 1, got ", s.n);
   if (s.structured) validate_model(s.base);

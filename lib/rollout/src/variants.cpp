@@ -79,8 +79,8 @@ std::vector<long> parse_n_list(const std::string& spec, const std::string& optio
       x = next;
       require(ns.size() <= 4096, option, ": more than 4096 values");
     }
-    require(x == c, option, ": ", c, " is not on the progression ", a, ", ", b, ", ... (", geometric ? "ratio " : "step ",
-            geometric ? b / a : b - a, ")");
+    require(x == c, option, ": ", c, " is not on the progression ", a, ", ", b, ", ... (",
+            geometric ? "ratio " : "step ", geometric ? b / a : b - a, ")");
     ++i;  // c consumed
   }
   require(!ns.empty(), option, ": no values in '", spec, "'");
@@ -91,8 +91,9 @@ std::vector<long> parse_n_list(const std::string& spec, const std::string& optio
 }
 
 std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns) {
-  require(s.structured, "sweep needs a structured ALiBi model (a preset, --model-config or an ALiBi checkpoint); "
-                        "kernels from a file or capture fix n = T");
+  require(s.structured,
+          "sweep needs a structured ALiBi model (a preset, --model-config or an ALiBi checkpoint); "
+          "kernels from a file or capture fix n = T");
   require(!ns.empty(), "sweep: no sequence lengths");
   std::vector<std::vector<SweepRow>> by_n;
   for (long n : ns) {

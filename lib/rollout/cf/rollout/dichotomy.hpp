@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <functional>
 #include <string>
+
 #include "cf/rollout/kernel.hpp"
 
 namespace cf::rollout {
@@ -14,17 +15,17 @@ namespace cf::rollout {
 /// (scientific) plus their base-10 logarithms as doubles (finite even where the value underflows
 /// a double).
 struct DichotomyResult {
-  long depth = 0;                 ///< L
-  long row = 0;                   ///< i
-  double eps = 0;                 ///< smallest admissible weight of K (Lemma 5.3's epsilon)
-  double sum_alpha = 0;           ///< sum_{l<=L} alpha_l
-  std::string self_mass;          ///< P(L)[i,i]
-  std::string bound_i;            ///< prod_l (1 - (1 - eps) alpha_l)          (Theorem 5.4 (i))
-  std::string off_zero_mass;      ///< 1 - P(L)[i,0] = sum_{j>0} P(L)[i,j]
-  std::string bound_ii;           ///< exp(-eps sum_l alpha_l)                 (Theorem 5.4 (ii))
+  long depth = 0;             ///< L
+  long row = 0;               ///< i
+  double eps = 0;             ///< smallest admissible weight of K (Lemma 5.3's epsilon)
+  double sum_alpha = 0;       ///< sum_{l<=L} alpha_l
+  std::string self_mass;      ///< P(L)[i,i]
+  std::string bound_i;        ///< prod_l (1 - (1 - eps) alpha_l)          (Theorem 5.4 (i))
+  std::string off_zero_mass;  ///< 1 - P(L)[i,0] = sum_{j>0} P(L)[i,j]
+  std::string bound_ii;       ///< exp(-eps sum_l alpha_l)                 (Theorem 5.4 (ii))
   double log10_self_mass = 0, log10_bound_i = 0, log10_off_zero = 0, log10_bound_ii = 0;
-  bool holds_i = false;           ///< self_mass >= bound_i
-  bool holds_ii = false;          ///< off_zero_mass <= bound_ii
+  bool holds_i = false;   ///< self_mass >= bound_i
+  bool holds_ii = false;  ///< off_zero_mass <= bound_ii
 };
 
 /// Smallest strictly positive entry of K on its causal support (the eps of Lemma 5.3).

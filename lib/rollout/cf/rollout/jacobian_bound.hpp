@@ -5,6 +5,7 @@
 // the self (residual) term and the direct-path gate times the runway product:
 //   [M_r]_{ds} = [M_{r-1}]_{ds} + sum_w A(L+r-1)[d,w] [M_{r-1}]_{ws},  M_t = prod of t factors.
 #include <vector>
+
 #include "cf/rollout/kernel.hpp"
 
 namespace cf::rollout {

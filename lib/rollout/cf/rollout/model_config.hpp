@@ -17,19 +17,19 @@ namespace cf::rollout {
 
 /// A loaded and validated model config.
 struct ModelConfigFile {
-  std::string path;              ///< the file read
-  std::string name;              ///< `name` field, else the file's stem
-  long sequence_length = 0;      ///< default n (`sequence_length`; 256 when absent)
-  int layers = 0;                ///< L (`num_layers`)
-  int heads = 0;                 ///< H (`attention_config.num_heads`)
-  double temperature = 1;        ///< `attention_config.softmax_temperature` (already folded into
-                                 ///< model.slopes and content: logits / T)
-  AlibiModel model;              ///< slopes (layer_slopes when given per layer), head weights, mask,
-                                 ///< content delta (L x H, already divided by T); no content = empty
-  Eigen::VectorXd alpha;         ///< the resolved residual schedule (L entries in [0, 1])
-  std::string schedule;          ///< "constant" | "power_decay" | "custom" (as in the file)
-  std::string content_broadcast; ///< "reference" | "all_heads" (see docs)
-  bool has_content = false;      ///< some delta(l, h) != 0
+  std::string path;               ///< the file read
+  std::string name;               ///< `name` field, else the file's stem
+  long sequence_length = 0;       ///< default n (`sequence_length`; 256 when absent)
+  int layers = 0;                 ///< L (`num_layers`)
+  int heads = 0;                  ///< H (`attention_config.num_heads`)
+  double temperature = 1;         ///< `attention_config.softmax_temperature` (already folded into
+                                  ///< model.slopes and content: logits / T)
+  AlibiModel model;               ///< slopes (layer_slopes when given per layer), head weights, mask,
+                                  ///< content delta (L x H, already divided by T); no content = empty
+  Eigen::VectorXd alpha;          ///< the resolved residual schedule (L entries in [0, 1])
+  std::string schedule;           ///< "constant" | "power_decay" | "custom" (as in the file)
+  std::string content_broadcast;  ///< "reference" | "all_heads" (see docs)
+  bool has_content = false;       ///< some delta(l, h) != 0
 };
 
 /// Read a model config: `.json` is parsed as JSON, anything else as YAML (YAML 1.2 also reads

@@ -4,6 +4,7 @@
 // (Propositions 4.2-4.5).
 #include <Eigen/Dense>
 #include <vector>
+
 #include "cf/rollout/kernel.hpp"
 
 namespace cf::rollout {
@@ -63,7 +64,6 @@ PropositionCheck check_bias_recency(const std::vector<RowMatrix>& biased, const 
 /// without: delta >= 0 => F_delta <= F_0 (recency), delta <= 0 => F_delta >= F_0 (primacy).
 /// sign = +1 or -1 states which case is claimed; violation = max sign (F_delta - F_0).
 PropositionCheck check_diagonal_content(const std::vector<RowMatrix>& with_content,
-                                        const std::vector<RowMatrix>& without, const Eigen::VectorXd& alpha,
-                                        int sign);
+                                        const std::vector<RowMatrix>& without, const Eigen::VectorXd& alpha, int sign);
 
 }  // namespace cf::rollout

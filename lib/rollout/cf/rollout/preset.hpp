@@ -11,18 +11,18 @@ namespace cf::rollout {
 /// One shipped model: ALiBi slopes, measured residual schedules and content priors for each of
 /// the reference's datasets (FineWeb-Edu, DCLM-Baseline, Wikipedia).
 struct Preset {
-  std::string name;                 ///< canonical name, e.g. "bloom-176b"
-  int layers = 0;                   ///< L
-  int heads = 0;                    ///< H
-  int d_head = 0;                   ///< head dimension (for 1/sqrt(d_head) scalings)
-  std::string slope_recipe;         ///< recipe that reproduces the shipped slopes ("simple")
-  std::vector<double> slopes;       ///< H slopes as shipped
+  std::string name;                     ///< canonical name, e.g. "bloom-176b"
+  int layers = 0;                       ///< L
+  int heads = 0;                        ///< H
+  int d_head = 0;                       ///< head dimension (for 1/sqrt(d_head) scalings)
+  std::string slope_recipe;             ///< recipe that reproduces the shipped slopes ("simple")
+  std::vector<double> slopes;           ///< H slopes as shipped
   std::string dataset = "fineweb-edu";  ///< the dataset selected below (select_dataset)
-  Eigen::VectorXd alpha_measured;   ///< L token-averaged alphas of `dataset` (n = 256)
-  Eigen::MatrixXd content_delta;    ///< L x H diagonal scores delta (raw q.k) of `dataset`
-  double content_mean = 0;          ///< scalar mean diagonal score (mean_content config) of `dataset`
-  bool has_content_mean = false;    ///< whether the reference ships a mean_content config for `dataset`
-  std::string source;               ///< provenance line
+  Eigen::VectorXd alpha_measured;       ///< L token-averaged alphas of `dataset` (n = 256)
+  Eigen::MatrixXd content_delta;        ///< L x H diagonal scores delta (raw q.k) of `dataset`
+  double content_mean = 0;              ///< scalar mean diagonal score (mean_content config) of `dataset`
+  bool has_content_mean = false;        ///< whether the reference ships a mean_content config for `dataset`
+  std::string source;                   ///< provenance line
   /// Every shipped dataset's schedule, content and mean content (keys: dataset names).
   std::map<std::string, Eigen::VectorXd> alpha_by_dataset;
   std::map<std::string, Eigen::MatrixXd> content_by_dataset;
@@ -51,12 +51,12 @@ Preset load_preset(const std::string& name, const std::string& data_dir = "");
 /// A parsed alpha schedule specification (SPEC.md 7.2).
 struct AlphaSpec {
   enum class Kind { Measured, Constant, Power, File } kind = Kind::Measured;
-  double value = 0;    ///< Constant: alpha; Power: a0
-  double beta = 0;     ///< Power: exponent
-  int origin = 0;      ///< Power: 0 = alpha_l = a0 / l^beta (first layer a0, as the reference code);
-                       ///< 1 = alpha_l = a0 / (l+1)^beta (first layer a0 / 2^beta); layers l = 1..L
-  std::string path;    ///< File: path
-  std::string text;    ///< the original specification
+  double value = 0;  ///< Constant: alpha; Power: a0
+  double beta = 0;   ///< Power: exponent
+  int origin = 0;    ///< Power: 0 = alpha_l = a0 / l^beta (first layer a0, as the reference code);
+                     ///< 1 = alpha_l = a0 / (l+1)^beta (first layer a0 / 2^beta); layers l = 1..L
+  std::string path;  ///< File: path
+  std::string text;  ///< the original specification
 };
 
 /// Parse "measured" | "const:X" | "power:A0,BETA" (= power0) | "power0:A0,BETA" |

@@ -5,8 +5,9 @@
 // Two paths: a general dense one (any kernels, O(L n^2) per layer after the kernels are built)
 // and a structured one for ALiBi kernels with constant-plus-diagonal content, which are geometric
 // in i - j: e^T R(L) ... R(1) in O(L H n) via suffix recurrences.
-#include <functional>
 #include <Eigen/Dense>
+#include <functional>
+
 #include "cf/rollout/kernel.hpp"
 
 namespace cf::rollout {
@@ -47,12 +48,12 @@ constexpr long kDenseMaxN = 8192;
 
 /// Summary of one distribution p over positions 0..n-1.
 struct DistributionSummary {
-  double first = 0;     ///< p_0
-  double last = 0;      ///< p_{n-1}
-  long argmin = 0;      ///< position of the minimum
-  double min = 0;       ///< p_argmin
-  double primacy = 0;   ///< mass of the first ceil(n/10) positions
-  double recency = 0;   ///< mass of the last ceil(n/10) positions
+  double first = 0;    ///< p_0
+  double last = 0;     ///< p_{n-1}
+  long argmin = 0;     ///< position of the minimum
+  double min = 0;      ///< p_argmin
+  double primacy = 0;  ///< mass of the first ceil(n/10) positions
+  double recency = 0;  ///< mass of the last ceil(n/10) positions
 };
 
 /// Summarise p (n >= 1 entries).

@@ -14,38 +14,38 @@ namespace cf::rollout {
 
 /// The user's choices, as strings from the command line (docs/rollout.md "Command line").
 struct SourceOptions {
-  std::string model = "bloom";       ///< preset name | capture .h5 | checkpoint .h5 (HDF5 by signature)
-  std::string model_config;          ///< YAML/JSON model config (replaces --model); "" = none
-  std::string dataset;               ///< "" = fineweb-edu; presets only
-  std::string alpha = "measured";    ///< measured | const:X | power[0|1]:A0,BETA | file:PATH
+  std::string model = "bloom";            ///< preset name | capture .h5 | checkpoint .h5 (HDF5 by signature)
+  std::string model_config;               ///< YAML/JSON model config (replaces --model); "" = none
+  std::string dataset;                    ///< "" = fineweb-edu; presets only
+  std::string alpha = "measured";         ///< measured | const:X | power[0|1]:A0,BETA | file:PATH
   std::string alpha_kind = "token-mean";  ///< captures: token-mean | frobenius
-  std::string mask = "causal";       ///< causal | swa:W (structured models)
-  std::string slopes = "preset";     ///< preset | simple | hf
-  std::string content = "measured";  ///< measured | mean | none | c,delta
-  std::string content_scale = "raw"; ///< raw | sqrt (presets: 1/sqrt(d_head))
-  std::string head_weights;          ///< file of H weights; "" = uniform
-  std::string kernel_file;           ///< dense kernels (1 or L matrices)
-  std::string kernels = "auto";      ///< auto | measured | file | alibi (capture/checkpoint models;
-                                     ///< alibi = content-free ALiBi kernels of an ALiBi model's
-                                     ///< config, structured path, n free)
-  bool falcon_scale = false;         ///< ALiBi slopes / sqrt(d_head) (presets)
-  long n = 0;                        ///< 0 = the caller's default
-  std::string capture_path;          ///< a capture written for a checkpoint model (replaces model's file)
-  nlohmann::json capture_note;       ///< recorded in params when capture_path is set
+  std::string mask = "causal";            ///< causal | swa:W (structured models)
+  std::string slopes = "preset";          ///< preset | simple | hf
+  std::string content = "measured";       ///< measured | mean | none | c,delta
+  std::string content_scale = "raw";      ///< raw | sqrt (presets: 1/sqrt(d_head))
+  std::string head_weights;               ///< file of H weights; "" = uniform
+  std::string kernel_file;                ///< dense kernels (1 or L matrices)
+  std::string kernels = "auto";           ///< auto | measured | file | alibi (capture/checkpoint models;
+                                          ///< alibi = content-free ALiBi kernels of an ALiBi model's
+                                          ///< config, structured path, n free)
+  bool falcon_scale = false;              ///< ALiBi slopes / sqrt(d_head) (presets)
+  long n = 0;                             ///< 0 = the caller's default
+  std::string capture_path;               ///< a capture written for a checkpoint model (replaces model's file)
+  nlohmann::json capture_note;            ///< recorded in params when capture_path is set
 };
 
 /// A resolved rollout source.
 struct RolloutSource {
-  std::string name;                  ///< preset name, config name or file
-  bool structured = false;           ///< ALiBi model (O(L H n) path) vs dense kernels
-  AlibiModel base;                   ///< structured: slopes, weights, mask, no content
-  Eigen::MatrixXd delta;             ///< structured: content of variant (c) (L x H, L x 1 or 1 x 1); empty = none
-  std::vector<RowMatrix> kernels;    ///< dense: L kernels (kernels[l] = Abar(l+1))
-  std::string kernel_source;         ///< "kernel file" | "measured kernels" | "ALiBi"
-  Eigen::VectorXd alpha;             ///< residual schedule, L entries in [0, 1]
-  int L = 0;                         ///< layers
-  long n = 0;                        ///< sequence length
-  nlohmann::json params;             ///< resolved choices, for the report's meta
+  std::string name;                ///< preset name, config name or file
+  bool structured = false;         ///< ALiBi model (O(L H n) path) vs dense kernels
+  AlibiModel base;                 ///< structured: slopes, weights, mask, no content
+  Eigen::MatrixXd delta;           ///< structured: content of variant (c) (L x H, L x 1 or 1 x 1); empty = none
+  std::vector<RowMatrix> kernels;  ///< dense: L kernels (kernels[l] = Abar(l+1))
+  std::string kernel_source;       ///< "kernel file" | "measured kernels" | "ALiBi"
+  Eigen::VectorXd alpha;           ///< residual schedule, L entries in [0, 1]
+  int L = 0;                       ///< layers
+  long n = 0;                      ///< sequence length
+  nlohmann::json params;           ///< resolved choices, for the report's meta
 };
 
 /// True when `model` names an existing regular file (a capture or checkpoint), false for a preset

@@ -18,7 +18,7 @@ std::vector<long> parse_n_list(const std::string& spec, const std::string& optio
 
 /// One (variant, n) row of a sweep.
 struct SweepRow {
-  std::string key, label;      ///< variant (as VariantProfile)
+  std::string key, label;  ///< variant (as VariantProfile)
   long n = 0;
   DistributionSummary summary;
   double seconds = 0;
