@@ -77,7 +77,7 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmark: structural dependency closure R_L(t), interval closure vs bitset closure"};
+  CLI::App app{"Benchmark: structural dependency closure R_L(t), interval closure vs bitset closure", "bench_closure"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

@@ -38,7 +38,7 @@ int report(long max_general, long max_cached);
 
 // Command line: --help describes the benchmark; unknown options and bad sizes are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmark of the rollout paths (BLOOM-176B preset, variant b); prints a Markdown table"};
+  CLI::App app{"Benchmark of the rollout paths (BLOOM-176B preset, variant b); prints a Markdown table", "bench_rollout"};
   long max_general = 1024, max_cached = 4096;
   app.add_option("max_dense_general", max_general, "Largest n for the general dense path")
       ->check(CLI::Range(1L, 1L << 20))->capture_default_str();

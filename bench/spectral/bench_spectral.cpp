@@ -47,7 +47,7 @@ int report(bool quick);
 
 // Command line: --help describes the benchmark; unknown options are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmark of the weight-level routing/filtering decomposition; prints a Markdown table"};
+  CLI::App app{"Benchmark of the weight-level routing/filtering decomposition; prints a Markdown table", "bench_spectral"};
   bool quick = false;
   app.add_flag("--quick", quick, "d = 1024 for part (b), for a fast check");
   int rc = 0;

@@ -36,7 +36,7 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 002 Table 2 attention-score accounting"};
+  CLI::App app{"Notebook: seed 002 Table 2 attention-score accounting", "nb_seed002_01_table2_scores"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

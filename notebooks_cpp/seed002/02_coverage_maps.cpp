@@ -16,7 +16,7 @@ int report(const std::string& dir);
 
 // Command line: --help describes the report; unknown options are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 002 coverage maps of block, SWA, PBB and SE-Bridge as SVG heat maps"};
+  CLI::App app{"Notebook: seed 002 coverage maps of block, SWA, PBB and SE-Bridge as SVG heat maps", "nb_seed002_02_coverage_maps"};
   std::string dir = "results";
   app.add_option("dir", dir, "Folder for the SVG maps (created if needed)")->capture_default_str();
   int rc = 0;

@@ -41,7 +41,7 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 003 Table 1 parameter counts (exit 1 unless both reproduce the published row)"};
+  CLI::App app{"Notebook: seed 003 Table 1 parameter counts (exit 1 unless both reproduce the published row)", "nb_seed003_01_table1_params"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;
