@@ -7,7 +7,7 @@
 // the share of pairs where the direct-path gate (runway) term exceeds the self term.
 // Heat maps measured vs bound per model.
 //   nb_seed000_01_jacobian_vs_bound [--full] [--out-dir DIR]
-// quick (CTest): 3 layers x 32 wide, 150 steps, n = 24; full: 4 x 64, 2000 steps, n = 64.
+// quick (CTest): 3 layers x 32 wide, 150 steps, n = 24; full: 4 x 64, 600 steps, n = 48.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(out_dir);
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TrainData data = nn::load_corpus_bytes("brown", 0.05);
-  const int n = full ? 64 : 24;
+  const int n = full ? 48 : 24;
   int failures = 0;
   std::printf("Seed 000 Theorem 3.3 on trained Brown byte models (%s mode), n = %d, L = 0, r = n_layer\n\n",
               full ? "full" : "quick", n);
@@ -69,11 +69,11 @@ int main(int argc, char** argv) {
     c.layers = nn::parse_schedule(attn, c.n_layer, nn::LayerConfig{});
     nn::TrainConfig tc;
     tc.out_dir = out_dir + "/" + attn;
-    tc.max_steps = full ? 2000 : 150;
+    tc.max_steps = full ? 600 : 150;
     tc.batch = 8;
     tc.seq_len = c.block_size;
     tc.lr = 2e-3;
-    tc.warmup = full ? 100 : 10;
+    tc.warmup = full ? 50 : 10;
     tc.eval_interval = tc.max_steps;
     tc.ckpt_interval = tc.max_steps;
     nn::train(c, tc, data, "", nullptr, nullptr);

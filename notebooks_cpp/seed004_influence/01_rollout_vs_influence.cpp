@@ -6,8 +6,8 @@
 // measured profile better than (a). This program reports whatever comes out, with its numbers.
 // Figures: one per model with the four curves (docs/influence.md shows the full-mode ones).
 //   nb_seed004_01_rollout_vs_influence [--full] [--out-dir DIR]
-// quick (CTest): 4 layers x 64 wide, 150 steps, n = 48, 16 windows; full: 6 x 128, 3000 steps,
-// n = 128, 64 windows (run time in docs/influence.md).
+// quick (CTest): 4 layers x 64 wide, 150 steps, n = 48, 16 windows; full: 4 x 96, 600 steps of 8 x 128
+// tokens, n = 128, 64 windows (run time in docs/influence.md).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,18 +47,18 @@ int main(int argc, char** argv) {
     nn::ModelConfig c;
     c.vocab_size = 256;
     c.block_size = full ? 128 : 64;
-    c.n_layer = full ? 6 : 4;
+    c.n_layer = 4;
     c.n_head = 4;
-    c.d_model = full ? 128 : 64;
+    c.d_model = full ? 96 : 64;
     c.pos = pos;
     c.layers = nn::parse_schedule("full", c.n_layer, nn::LayerConfig{});
     nn::TrainConfig tc;
     tc.out_dir = out_dir + "/" + nn::pos_name(pos);
-    tc.max_steps = full ? 3000 : 150;
-    tc.batch = full ? 16 : 8;
+    tc.max_steps = full ? 600 : 150;
+    tc.batch = 8;
     tc.seq_len = c.block_size;
     tc.lr = 2e-3;
-    tc.warmup = full ? 100 : 10;
+    tc.warmup = full ? 50 : 10;
     tc.eval_interval = tc.max_steps;
     tc.ckpt_interval = tc.max_steps;
     const nn::TrainResult tr = nn::train(c, tc, data, "", nullptr, nullptr);
