@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     tok.insert(tok.end(), w.begin(), w.end());
     for (int j = 0; j < n; ++j) tgt.push_back(j + 1 < n ? w[j + 1] : static_cast<std::int32_t>(rng() % 256));
   }
-  std::printf("bench_influence: 4 layers x 256 wide, 4 heads, ALiBi, byte vocabulary; best of %d (interleaved)\n", reps);
+  std::printf("bench_influence: 4 layers x 256 wide, 4 heads, ALiBi, byte vocabulary; best of %d (interleaved)\n",
+              reps);
   // 1. influence vs training passes on the same windows, interleaved
   Timing ti, tt;
   std::vector<float> grad(m.params.size());
@@ -79,16 +80,18 @@ int main(int argc, char** argv) {
   std::printf("influence, %d windows of n = %d (one batched pass): %.3f s wall (%.3f s CPU)\n", W, n, ti.wall, ti.cpu);
   std::printf("64 training forward+backward passes on the same windows (batch of 64): %.3f s wall (%.3f s CPU)\n",
               tt.wall, tt.cpu);
-  std::printf("ratio influence / training: %.3f wall, %.3f CPU (target <= 1.5)\n\n", ti.wall / tt.wall, ti.cpu / tt.cpu);
+  std::printf("ratio influence / training: %.3f wall, %.3f CPU (target <= 1.5)\n\n", ti.wall / tt.wall,
+              ti.cpu / tt.cpu);
 
   // 2. Jacobian blocks n = 128 across 4 layers
   const int nj = 128, C = c.d_model;
   const std::vector<std::int32_t> jw(windows[0].begin(), windows[0].begin() + nj);
   std::int64_t total_tokens = 0;
   for (int d = 0; d < nj; ++d) total_tokens += static_cast<std::int64_t>(C) * (d + 1);
-  std::printf("Jacobian blocks, n = %d, L = 0, r = 4: %d VJPs (n x d_model) in %d batched passes of B = %d seeds "
-              "(prefix d + 1), %lld token-passes in all\n",
-              nj, nj * C, nj, C, static_cast<long long>(total_tokens));
+  std::printf(
+      "Jacobian blocks, n = %d, L = 0, r = 4: %d VJPs (n x d_model) in %d batched passes of B = %d seeds "
+      "(prefix d + 1), %lld token-passes in all\n",
+      nj, nj * C, nj, C, static_cast<long long>(total_tokens));
   double sample_wall = 0, sample_tokens = 0;
   for (int k = 0; k < jt; ++k) {
     const int d = (k + 1) * nj / jt - 1;  // evenly spread targets, the last one is n - 1
@@ -111,11 +114,15 @@ int main(int argc, char** argv) {
     gs.out_layer = 0;
     gs.dresid = &dres;
     for (int r = 0; r < reps; ++r) {
-      time_into(tj, [&] { nn::forward_backward<float>(m, btok.data(), btgt.data(), C, d + 1, &gj, wj, nullptr, nullptr, &gs); });
+      time_into(tj, [&] {
+        nn::forward_backward<float>(m, btok.data(), btgt.data(), C, d + 1, &gj, wj, nullptr, nullptr, &gs);
+      });
       time_into(tr, [&] { nn::forward_backward<float>(m, btok.data(), btgt.data(), C, d + 1, &gj, wj); });
     }
-    std::printf("  target d = %3d: batched Jacobian pass (B = %d, T = %d) %.3f s, training pass of the same shape "
-                "%.3f s, ratio %.3f\n", d, C, d + 1, tj.wall, tr.wall, tj.wall / tr.wall);
+    std::printf(
+        "  target d = %3d: batched Jacobian pass (B = %d, T = %d) %.3f s, training pass of the same shape "
+        "%.3f s, ratio %.3f\n",
+        d, C, d + 1, tj.wall, tr.wall, tj.wall / tr.wall);
     sample_wall += tj.wall;
     sample_tokens += static_cast<double>(C) * (d + 1);
   }

@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
   std::string out_dir = "seed000_jacobian_out";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--full") full = true;
-    else if (a == "--out-dir" && i + 1 < argc) out_dir = argv[++i];
+    if (a == "--full")
+      full = true;
+    else if (a == "--out-dir" && i + 1 < argc)
+      out_dir = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--full] [--out-dir DIR]\n", argv[0]);
       return 2;
@@ -56,8 +58,9 @@ int main(int argc, char** argv) {
   int failures = 0;
   std::printf("Seed 000 Theorem 3.3 on trained Brown byte models (%s mode), n = %d, L = 0, r = n_layer\n\n",
               full ? "full" : "quick", n);
-  std::printf("| model | norm | C* | max C_1 | C* <= max C_1 | zeros outside mask | Spearman off-diag | Spearman diag | "
-              "tightness p10 / median | gate > self share |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | norm | C* | max C_1 | C* <= max C_1 | zeros outside mask | Spearman off-diag | Spearman diag | "
+      "tightness p10 / median | gate > self share |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string attn : {"full", "runway-dot"}) {
     nn::ModelConfig c;
     c.vocab_size = 256;

@@ -27,8 +27,10 @@ int main(int argc, char** argv) {
   std::string out_dir = "seed004_influence_out";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--full") full = true;
-    else if (a == "--out-dir" && i + 1 < argc) out_dir = argv[++i];
+    if (a == "--full")
+      full = true;
+    else if (a == "--out-dir" && i + 1 < argc)
+      out_dir = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--full] [--out-dir DIR]\n", argv[0]);
       return 2;
@@ -39,8 +41,9 @@ int main(int argc, char** argv) {
   const nn::TrainData data = nn::load_corpus_bytes("brown", 0.05);
   const int n = full ? 128 : 48, W = full ? 64 : 16;
   int failures = 0;
-  std::printf("Seed 004 Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
-              full ? "full" : "quick", n, W);
+  std::printf(
+      "Seed 004 Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
+      full ? "full" : "quick", n, W);
   std::printf("| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
@@ -66,7 +69,8 @@ int main(int argc, char** argv) {
     const auto w = influence::influence_windows(data.val, n, W);
     const auto infl = influence::measure_influence(model, w.tokens, influence::Target::Probability);
     const auto meas = influence::measure_model(model, w.tokens);
-    const std::string name = std::string(nn::pos_name(pos)) + " (val loss " + std::to_string(tr.final_val_loss).substr(0, 5) + ")";
+    const std::string name =
+        std::string(nn::pos_name(pos)) + " (val loss " + std::to_string(tr.final_val_loss).substr(0, 5) + ")";
     for (auto src : {influence::KernelSource::Alibi, influence::KernelSource::Measured}) {
       if (src == influence::KernelSource::Alibi && pos != nn::PosKind::Alibi) continue;
       const auto ag = influence::rollout_agreement(model, meas, src, infl.profile);
@@ -84,8 +88,10 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
       }
-      const std::string fig = out_dir + "/seed004_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
-      plot::save(influence::agreement_plot(ag, infl.profile, std::string("seed 004, ") + nn::pos_name(pos) + " model"), fig);
+      const std::string fig =
+          out_dir + "/seed004_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
+      plot::save(influence::agreement_plot(ag, infl.profile, std::string("seed 004, ") + nn::pos_name(pos) + " model"),
+                 fig);
     }
     if (std::abs(infl.profile.sum() - 1) > 1e-9) ++failures;
     std::printf("|  | alpha_l | token-mean |");
@@ -93,7 +99,8 @@ int main(int argc, char** argv) {
     std::printf(" | | |\n");
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\nfigures: %s/seed004_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n", out_dir.c_str());
+  std::printf("\nfigures: %s/seed004_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n",
+              out_dir.c_str());
   std::printf("run time: %.1f s\n", sec);
   return failures == 0 ? 0 : 1;
 }

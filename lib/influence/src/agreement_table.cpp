@@ -21,8 +21,11 @@ std::string kernel_source_name(KernelSource s) { return s == KernelSource::Alibi
 
 void require_kernel_source(const nn::ModelConfig& cfg, KernelSource source) {
   if (source != KernelSource::Alibi) return;
-  require(cfg.pos == nn::PosKind::Alibi, "--kernel-source alibi needs a checkpoint with ALiBi positions; this one has "
-          "pos = ", nn::pos_name(cfg.pos), " (no positional bias to build content-free kernels from): use "
+  require(cfg.pos == nn::PosKind::Alibi,
+          "--kernel-source alibi needs a checkpoint with ALiBi positions; this one has "
+          "pos = ",
+          nn::pos_name(cfg.pos),
+          " (no positional bias to build content-free kernels from): use "
           "--kernel-source measured");
   const nn::LayerConfig& l0 = cfg.layers[0];
   for (const auto& lc : cfg.layers) {
@@ -38,7 +41,8 @@ ModelMeasurements measure_model(const nn::Model<float>& model, const std::vector
   require(!windows.empty(), "measure_model: at least one window required");
   const auto& cfg = model.config;
   const int L = cfg.n_layer, H = cfg.n_head, n = static_cast<int>(windows[0].size());
-  require(n >= 2 && n <= cfg.block_size, "window length n = ", n, " must lie in [2, block_size = ", cfg.block_size, "]");
+  require(n >= 2 && n <= cfg.block_size, "window length n = ", n, " must lie in [2, block_size = ", cfg.block_size,
+          "]");
   ModelMeasurements m;
   m.n = n;
   m.alpha_token_mean.setZero(L);
@@ -74,8 +78,10 @@ ModelMeasurements measure_model(const nn::Model<float>& model, const std::vector
         for (int j = 0; j <= i; ++j) {
           double s = 0;
           for (int e = 0; e < a.d_head; ++e) s += static_cast<double>(q[i * a.d_head + e]) * k[j * a.d_head + e];
-          if (i == j) diag += s * is;
-          else off += s * is, ++noff;
+          if (i == j)
+            diag += s * is;
+          else
+            off += s * is, ++noff;
         }
       m.content_delta(a.layer, h) += diag / n - (noff > 0 ? off / noff : 0.0);
     }
