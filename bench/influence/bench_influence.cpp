@@ -8,7 +8,7 @@
 //     shape. Timing all 128 targets takes minutes on a loaded 2-core machine: the passes for a
 //     sample of targets are timed and the total is extrapolated from their token counts (the
 //     cost of a pass is linear in B * T up to the attention's T^2 term; stated in the output).
-// Usage: bench_influence [reps=3] [jacobian_targets=4]
+// Usage: bench_influence [reps=3] [jacobian_targets=4] [timed_targets=all]  (timed: the first, smallest ones)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +45,8 @@ void time_into(Timing& t, F&& f) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 3;
   const int jt = argc > 2 ? std::atoi(argv[2]) : 4;
+  const int timed = argc > 3 ? std::atoi(argv[3]) : jt;
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
   nn::ModelConfig c;
   c.vocab_size = 256;
   c.block_size = 256;
@@ -93,7 +95,7 @@ int main(int argc, char** argv) {
       "(prefix d + 1), %lld token-passes in all\n",
       nj, nj * C, nj, C, static_cast<long long>(total_tokens));
   double sample_wall = 0, sample_tokens = 0;
-  for (int k = 0; k < jt; ++k) {
+  for (int k = 0; k < std::min(jt, timed); ++k) {
     const int d = (k + 1) * nj / jt - 1;  // evenly spread targets, the last one is n - 1
     // one batched pass for target d through jacobian_blocks on the prefix (its own cost), and a
     // training pass of the same shape (B = C copies of the prefix, T = d + 1)

@@ -7,7 +7,7 @@
 // the share of pairs where the direct-path gate (runway) term exceeds the self term.
 // Heat maps measured vs bound per model.
 //   nb_seed000_01_jacobian_vs_bound [--full] [--out-dir DIR]
-// quick (CTest): 3 layers x 32 wide, 150 steps, n = 24; full: 4 x 64, 600 steps, n = 48.
+// quick (CTest): 3 layers x 32 wide, 150 steps, n = 24; full: 4 x 32, 500 steps, n = 32.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,9 +52,10 @@ int main(int argc, char** argv) {
     }
   }
   std::filesystem::create_directories(out_dir);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TrainData data = nn::load_corpus_bytes("brown", 0.05);
-  const int n = full ? 48 : 24;
+  const int n = full ? 32 : 24;
   int failures = 0;
   std::printf("Seed 000 Theorem 3.3 on trained Brown byte models (%s mode), n = %d, L = 0, r = n_layer\n\n",
               full ? "full" : "quick", n);
@@ -67,12 +68,12 @@ int main(int argc, char** argv) {
     c.block_size = full ? 128 : 64;
     c.n_layer = full ? 4 : 3;
     c.n_head = 4;
-    c.d_model = full ? 64 : 32;
+    c.d_model = 32;
     c.pos = nn::PosKind::Learned;
     c.layers = nn::parse_schedule(attn, c.n_layer, nn::LayerConfig{});
     nn::TrainConfig tc;
     tc.out_dir = out_dir + "/" + attn;
-    tc.max_steps = full ? 600 : 150;
+    tc.max_steps = full ? 500 : 150;
     tc.batch = 8;
     tc.seq_len = c.block_size;
     tc.lr = 2e-3;
