@@ -36,8 +36,8 @@ struct Options {
 std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& cfg) {
   if (!o.data.empty()) {
     const data::TokenData d = data::read_token_files(o.data);
-    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data, " has vocab_size = ",
-            d.meta.vocab_size, " but the checkpoint has vocab_size = ", cfg.vocab_size);
+    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data,
+            " has vocab_size = ", d.meta.vocab_size, " but the checkpoint has vocab_size = ", cfg.vocab_size);
     const auto& s = o.split == "val" ? d.val : d.train;
     return std::vector<std::int32_t>(s.begin(), s.end());
   }
@@ -53,8 +53,8 @@ struct Measured {
 Measured measure(const Options& o, const nn::Model<float>& model, const std::string& path) {
   const auto& cfg = model.config;
   const int n = o.n > 0 ? o.n : std::min(256, cfg.block_size);
-  require(n <= cfg.block_size, "--n = ", n, " exceeds the context of checkpoint '", path, "' (block_size = ",
-          cfg.block_size, ")");
+  require(n <= cfg.block_size, "--n = ", n, " exceeds the context of checkpoint '", path,
+          "' (block_size = ", cfg.block_size, ")");
   Measured m;
   m.n = n;
   if (!o.capture.empty()) {  // the capture's own windows (same model required); starts = sequence indices
@@ -72,7 +72,7 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
 
 nlohmann::json summary_json(const Eigen::VectorXd& p) {
   const auto s = rollout::summarize(p);
-  return {{"first", s.first}, {"last", s.last}, {"argmin", s.argmin}, {"min", s.min},
+  return {{"first", s.first},          {"last", s.last},           {"argmin", s.argmin}, {"min", s.min},
           {"primacy_mass", s.primacy}, {"recency_mass", s.recency}};
 }
 
@@ -83,14 +83,23 @@ void run_single(const Options& o, const std::string& path) {
   const int W = static_cast<int>(m.w.tokens.size());
   if (!o.h5.empty())
     influence::write_profile_h5(o.h5, r, m.w.starts, path,
-                                !o.capture.empty() ? o.capture : o.data.empty() ? o.text : o.data);
+                                !o.capture.empty() ? o.capture
+                                : o.data.empty()   ? o.text
+                                                   : o.data);
   output::Report rep;
-  rep.meta = output::metadata("influence", {{"checkpoint", path}, {"text", o.text}, {"data", o.data},
-                                            {"capture", o.capture}, {"split", o.split}, {"n", m.n}, {"windows", o.windows},
-                                            {"target", o.target}, {"batch", o.batch}, {"h5", o.h5}});
+  rep.meta = output::metadata("influence", {{"checkpoint", path},
+                                            {"text", o.text},
+                                            {"data", o.data},
+                                            {"capture", o.capture},
+                                            {"split", o.split},
+                                            {"n", m.n},
+                                            {"windows", o.windows},
+                                            {"target", o.target},
+                                            {"batch", o.batch},
+                                            {"h5", o.h5}});
   output::Table t;
-  t.title = "Measured influence I_j (seed 004 Eq. 6, target " + o.target + "), " + path + ": n = " +
-            std::to_string(m.n) + ", " + std::to_string(W) + " windows, " +
+  t.title = "Measured influence I_j (seed 004 Eq. 6, target " + o.target + "), " + path +
+            ": n = " + std::to_string(m.n) + ", " + std::to_string(W) + " windows, " +
             std::to_string(r.backward_passes) + " batched backward pass(es)";
   t.header = {"position", "influence", "mean_g"};
   for (int j = 0; j < m.n; ++j) t.add_row({std::to_string(j), fmt(r.profile(j), 10), fmt(r.mean_g(j), 10)});
@@ -109,7 +118,8 @@ void run_single(const Options& o, const std::string& path) {
               {"backward_passes", r.backward_passes},
               {"starts", m.w.starts},
               {"yhat", r.per_window.yhat},
-              {"p_yhat", std::vector<double>(r.per_window.p_yhat.data(), r.per_window.p_yhat.data() + r.per_window.p_yhat.size())},
+              {"p_yhat", std::vector<double>(r.per_window.p_yhat.data(),
+                                             r.per_window.p_yhat.data() + r.per_window.p_yhat.size())},
               {"profile", std::vector<double>(r.profile.data(), r.profile.data() + r.profile.size())},
               {"mean_g", std::vector<double>(r.mean_g.data(), r.mean_g.data() + r.mean_g.size())},
               {"summary", summary_json(r.profile)}};
@@ -128,8 +138,12 @@ void run_single(const Options& o, const std::string& path) {
 
 void run_series(const Options& o, const std::vector<influence::CheckpointEntry>& cks) {
   output::Report rep;
-  rep.meta = output::metadata("influence", {{"checkpoints", o.checkpoints}, {"text", o.text}, {"data", o.data},
-                                            {"n", o.n}, {"windows", o.windows}, {"target", o.target}});
+  rep.meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
+                                            {"text", o.text},
+                                            {"data", o.data},
+                                            {"n", o.n},
+                                            {"windows", o.windows},
+                                            {"target", o.target}});
   output::Table t;
   t.title = "Measured influence over training (seed 004 Eq. 6, target " + o.target + ")";
   t.header = {"step", "checkpoint", "I_0", "I_n-1", "argmin", "primacy", "recency", "spearman vs last"};
@@ -138,8 +152,9 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
   for (const auto& ck : cks) {
     const nn::Model<float> model = nn::load_model(ck.path);
     profiles.push_back(measure(o, model, ck.path).r.profile);
-    require(profiles.back().size() == profiles.front().size(), "checkpoint '", ck.path, "' gives n = ",
-            profiles.back().size(), " but '", cks.front().path, "' gives n = ", profiles.front().size(), " (set --n)");
+    require(profiles.back().size() == profiles.front().size(), "checkpoint '", ck.path,
+            "' gives n = ", profiles.back().size(), " but '", cks.front().path, "' gives n = ", profiles.front().size(),
+            " (set --n)");
   }
   plot::Series s0{"I_0", {}, {}}, sl{"I_n-1", {}, {}}, sp{"primacy mass", {}, {}}, sr{"recency mass", {}, {}};
   for (std::size_t i = 0; i < cks.size(); ++i) {
@@ -186,10 +201,11 @@ void run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"influence: measured influence of each input position on the next-token prediction (seed 004 Eq. 6): "
-               "I_j = mean over windows of ||d p(yhat|x) / d e_j||_2, normalised to sum 1, from the model's own "
-               "backward pass. Several checkpoints: metrics against the training step.",
-               "influence"};
+  CLI::App app{
+      "influence: measured influence of each input position on the next-token prediction (seed 004 Eq. 6): "
+      "I_j = mean over windows of ||d p(yhat|x) / d e_j||_2, normalised to sum 1, from the model's own "
+      "backward pass. Several checkpoints: metrics against the training step.",
+      "influence"};
   app.add_option("--checkpoint", o.checkpoints,
                  "Checkpoint(s) written by train: a path, a comma list, a glob (quoted, e.g. 'run/step_*.h5'), or "
                  "the option repeated; several = a series over training")
@@ -199,23 +215,31 @@ int main(int argc, char** argv) {
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
   in->add_option("--capture", o.capture, "Capture file of this checkpoint: use its N sequences as the windows (n = T)");
   in->require_option(1);
-  app.add_option("--split", o.split, "Split of --data to read")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
+  app.add_option("--split", o.split, "Split of --data to read")
+      ->check(CLI::IsMember({"val", "train"}))
+      ->capture_default_str();
   app.add_option("--n", o.n, "Window length n (2 <= n <= block size) [default: min(256, block_size)]")
       ->check(CLI::Range(2, 1 << 20));
   app.add_option("--windows", o.windows, "Number of windows W (spread evenly over the input, capture's rule)")
-      ->check(CLI::Range(1, 1000000))->capture_default_str();
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   app.add_option("--target", o.target, "Differentiated quantity: probability (the paper) | log-probability | logit")
-      ->check(CLI::IsMember({"probability", "log-probability", "logit"}))->capture_default_str();
+      ->check(CLI::IsMember({"probability", "log-probability", "logit"}))
+      ->capture_default_str();
   app.add_option("--batch", o.batch, "Windows per batched backward pass (0 = all in one pass)")
-      ->check(CLI::Range(0, 1000000))->capture_default_str();
-  app.add_option("--h5", o.h5, "Also write an HDF5 file with the per-window matrix (/per_window [W, n], /starts, /yhat)");
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  app.add_option("--h5", o.h5,
+                 "Also write an HDF5 file with the per-window matrix (/per_window [W, n], /starts, /yhat)");
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
   app::add_common_options(app, o.common);
-  app.get_option("--plot")->description("Plot the profile (one checkpoint) or the metrics against step (several) to FILE.svg|FILE.png");
+  app.get_option("--plot")->description(
+      "Plot the profile (one checkpoint) or the metrics against step (several) to FILE.svg|FILE.png");
   app.footer(
       "Examples:\n"
       "  influence --checkpoint run/best.h5 --text brown --n 128 --windows 64 --out infl.csv --plot infl.svg\n"
-      "  influence --checkpoint run/best.h5 --data data/brown_byte --target log-probability --format json --out infl.json\n"
+      "  influence --checkpoint run/best.h5 --data data/brown_byte --target log-probability --format json --out "
+      "infl.json\n"
       "  influence --checkpoint 'run/step_*.h5' --text brown --n 64 --plot over_training.svg\n"
       "  rollout --model run/best.h5 --alpha measured --influence infl.csv   # Spearman / W1 per variant\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (n > block size, n < 2, unknown target, input\n"

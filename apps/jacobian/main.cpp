@@ -30,8 +30,8 @@ struct Options {
 std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& cfg) {
   if (!o.data.empty()) {
     const data::TokenData d = data::read_token_files(o.data);
-    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data, " has vocab_size = ",
-            d.meta.vocab_size, " but the checkpoint has vocab_size = ", cfg.vocab_size);
+    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data,
+            " has vocab_size = ", d.meta.vocab_size, " but the checkpoint has vocab_size = ", cfg.vocab_size);
     const auto& s = o.split == "val" ? d.val : d.train;
     return std::vector<std::int32_t>(s.begin(), s.end());
   }
@@ -44,11 +44,20 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 }
 
 nlohmann::json check_json(const influence::BoundCheck& b) {
-  return {{"c_star", b.c_star}, {"c1_max", b.c1_max}, {"c_star_within_c1", b.c_star_within_c1},
-          {"zero_bound_nonzero_j", b.zero_bound_nonzero_j}, {"spearman_offdiag", b.spearman_offdiag},
-          {"spearman_diag", b.spearman_diag}, {"gate_share", b.gate_share}, {"pairs", b.pairs},
-          {"tightness", {{"min", b.tightness.min}, {"p10", b.tightness.p10}, {"median", b.tightness.median},
-                         {"p90", b.tightness.p90}, {"max", b.tightness.max}}}};
+  return {{"c_star", b.c_star},
+          {"c1_max", b.c1_max},
+          {"c_star_within_c1", b.c_star_within_c1},
+          {"zero_bound_nonzero_j", b.zero_bound_nonzero_j},
+          {"spearman_offdiag", b.spearman_offdiag},
+          {"spearman_diag", b.spearman_diag},
+          {"gate_share", b.gate_share},
+          {"pairs", b.pairs},
+          {"tightness",
+           {{"min", b.tightness.min},
+            {"p10", b.tightness.p10},
+            {"median", b.tightness.median},
+            {"p90", b.tightness.p90},
+            {"max", b.tightness.max}}}};
 }
 
 nlohmann::json lower(const Eigen::MatrixXd& m) {
@@ -76,8 +85,8 @@ void run(const Options& o) {
     w.tokens = {cw[o.window]};
     w.starts = {o.window};
   } else {
-    require(o.n <= cfg.block_size, "--n = ", o.n, " exceeds the context of the checkpoint (block_size = ",
-            cfg.block_size, ")");
+    require(o.n <= cfg.block_size, "--n = ", o.n,
+            " exceeds the context of the checkpoint (block_size = ", cfg.block_size, ")");
     w = influence::influence_windows(load_tokens(o, cfg), o.n, o.window + 1);
   }
   const std::vector<std::int32_t>& win = w.tokens.back();
@@ -85,13 +94,20 @@ void run(const Options& o) {
   const influence::JacobianAnalysis a = influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch);
 
   output::Report rep;
-  rep.meta = output::metadata("jacobian", {{"checkpoint", o.checkpoint}, {"text", o.text}, {"data", o.data},
-                                           {"n", n}, {"capture", o.capture}, {"window", o.window}, {"window_start", w.starts.back()},
-                                           {"layer", o.layer}, {"span", r}, {"seed_batch", o.seed_batch}});
+  rep.meta = output::metadata("jacobian", {{"checkpoint", o.checkpoint},
+                                           {"text", o.text},
+                                           {"data", o.data},
+                                           {"n", n},
+                                           {"capture", o.capture},
+                                           {"window", o.window},
+                                           {"window_start", w.starts.back()},
+                                           {"layer", o.layer},
+                                           {"span", r},
+                                           {"seed_batch", o.seed_batch}});
   output::Table lt;
   lt.title = "One-layer constants C_1(l) = max ||d h_d(l+1)/d h_w(l)|| / (I + A(l))_dw and blocks outside the mask";
-  lt.header = {"layer", "attention", "C_1 Frobenius", "C_1 spectral", "pairs outside mask", "nonzero there",
-               "A row-normalised"};
+  lt.header = {"layer",         "attention",       "C_1 Frobenius", "C_1 spectral", "pairs outside mask",
+               "nonzero there", "A row-normalised"};
   nlohmann::json layers = nlohmann::json::array();
   bool zeros_ok = true;
   for (int k = 0; k < r; ++k) {
@@ -102,36 +118,60 @@ void run(const Options& o) {
     const bool rn = a.attention.row_normalised[l];
     lt.add_row({std::to_string(l), nn::attn_name(cfg.layers[l].attn), fmt(f.c1, 5), fmt(s.c1, 5),
                 std::to_string(f.outside_mask_pairs), std::to_string(f.outside_mask_nonzero), rn ? "yes" : "no"});
-    layers.push_back({{"layer", l}, {"attn", nn::attn_name(cfg.layers[l].attn)}, {"c1_frobenius", f.c1},
-                      {"c1_spectral", s.c1}, {"outside_mask_pairs", f.outside_mask_pairs},
-                      {"outside_mask_nonzero", f.outside_mask_nonzero}, {"outside_mask_max", f.outside_mask_max},
+    layers.push_back({{"layer", l},
+                      {"attn", nn::attn_name(cfg.layers[l].attn)},
+                      {"c1_frobenius", f.c1},
+                      {"c1_spectral", s.c1},
+                      {"outside_mask_pairs", f.outside_mask_pairs},
+                      {"outside_mask_nonzero", f.outside_mask_nonzero},
+                      {"outside_mask_max", f.outside_mask_max},
                       {"row_normalised", rn}});
   }
   rep.tables.push_back(lt);
   output::Table st;
   st.title = "Theorem 3.3 (seed 000): J_ds <= C^r [(I + A(L+r-1)) ... (I + A(L))]_ds, L = " + std::to_string(o.layer) +
              ", r = " + std::to_string(r) + ", n = " + std::to_string(n);
-  st.header = {"norm", "C*", "max C_1", "C* <= max C_1", "Spearman off-diag", "Spearman diag", "tightness median",
-               "tightness p10", "gate > self share"};
+  st.header = {"norm",
+               "C*",
+               "max C_1",
+               "C* <= max C_1",
+               "Spearman off-diag",
+               "Spearman diag",
+               "tightness median",
+               "tightness p10",
+               "gate > self share"};
   for (const auto* b : {&a.frobenius, &a.spectral}) {
     st.add_row({b == &a.frobenius ? "Frobenius" : "spectral", fmt(b->c_star, 5), fmt(b->c1_max, 5),
                 b->c_star_within_c1 && b->zero_bound_nonzero_j == 0 ? "yes" : "NO", fmt(b->spearman_offdiag, 4),
-                fmt(b->spearman_diag, 4), fmt(b->tightness.median, 4), fmt(b->tightness.p10, 4), fmt(b->gate_share, 4)});
+                fmt(b->spearman_diag, 4), fmt(b->tightness.median, 4), fmt(b->tightness.p10, 4),
+                fmt(b->gate_share, 4)});
   }
   rep.tables.push_back(st);
   rep.notes.push_back("exact blocks by reverse mode: " + output::fmt_int(a.vjps) + " vector-Jacobian products in " +
-                      output::fmt_int(a.backward_calls) + " batched backward passes (" + output::fmt_int(a.token_passes) +
-                      " token-passes on causal prefixes), " + fmt(a.seconds_jacobians, 3) + " s");
-  rep.notes.push_back("A(l) = head mean of the attention weights on the same window; layers marked row-normalised are "
-                      "branch-fused bridges whose rows summed to 2 where the bridge admits a key");
-  rep.notes.push_back("gate > self share over pairs s < d: seed 000 Eqs. 6-7 direct-path gate times runway product "
-                      "vs the residual self term");
-  rep.body = {{"layer", o.layer}, {"span", r}, {"n", n}, {"window_start", w.starts.back()},
-              {"layers", layers}, {"frobenius", check_json(a.frobenius)}, {"spectral", check_json(a.spectral)},
-              {"vjps", a.vjps}, {"backward_calls", a.backward_calls}, {"token_passes", a.token_passes},
+                      output::fmt_int(a.backward_calls) + " batched backward passes (" +
+                      output::fmt_int(a.token_passes) + " token-passes on causal prefixes), " +
+                      fmt(a.seconds_jacobians, 3) + " s");
+  rep.notes.push_back(
+      "A(l) = head mean of the attention weights on the same window; layers marked row-normalised are "
+      "branch-fused bridges whose rows summed to 2 where the bridge admits a key");
+  rep.notes.push_back(
+      "gate > self share over pairs s < d: seed 000 Eqs. 6-7 direct-path gate times runway product "
+      "vs the residual self term");
+  rep.body = {{"layer", o.layer},
+              {"span", r},
+              {"n", n},
+              {"window_start", w.starts.back()},
+              {"layers", layers},
+              {"frobenius", check_json(a.frobenius)},
+              {"spectral", check_json(a.spectral)},
+              {"vjps", a.vjps},
+              {"backward_calls", a.backward_calls},
+              {"token_passes", a.token_passes},
               {"seconds", a.seconds_jacobians},
-              {"J_frobenius", lower(a.J.frobenius)}, {"J_spectral", lower(a.J.spectral)},
-              {"bound", lower(a.bound.bound)}, {"self_term", lower(a.bound.self_term)},
+              {"J_frobenius", lower(a.J.frobenius)},
+              {"J_spectral", lower(a.J.spectral)},
+              {"bound", lower(a.bound.bound)},
+              {"self_term", lower(a.bound.self_term)},
               {"gate_term", lower(a.bound.gate_term)}};
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
@@ -159,28 +199,36 @@ void run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"jacobian: exact Jacobian block norms ||d h_d(L+r)/d h_s(L)|| of a trained checkpoint against the runway "
-               "bound of seed 000 Theorem 3.3 (C*, C_1, zeros outside the mask, Spearman, tightness, gate share).",
-               "jacobian"};
+  CLI::App app{
+      "jacobian: exact Jacobian block norms ||d h_d(L+r)/d h_s(L)|| of a trained checkpoint against the runway "
+      "bound of seed 000 Theorem 3.3 (C*, C_1, zeros outside the mask, Spearman, tightness, gate share).",
+      "jacobian"};
   app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5)")->required();
   auto* in = app.add_option_group("input", "token input (exactly one)");
   in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary");
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
   in->add_option("--capture", o.capture, "Capture file of this checkpoint: analyse its sequence --window (n = T)");
   in->require_option(1);
-  app.add_option("--split", o.split, "Split of --data to read")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
+  app.add_option("--split", o.split, "Split of --data to read")
+      ->check(CLI::IsMember({"val", "train"}))
+      ->capture_default_str();
   app.add_option("--n", o.n, "Window length n (<= block size)")->check(CLI::Range(2, 1 << 16))->capture_default_str();
   app.add_option("--window", o.window, "Which window: the last of window+1 evenly spread ones (capture's rule)")
-      ->check(CLI::Range(0, 100000))->capture_default_str();
-  app.add_option("--layer", o.layer, "First layer L (h(L) = residual entering block L)")->check(CLI::Range(0, 10000))
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  app.add_option("--layer", o.layer, "First layer L (h(L) = residual entering block L)")
+      ->check(CLI::Range(0, 10000))
       ->capture_default_str();
   app.add_option("--span", o.span, "Number of layers r [default: n_layer - L]")->check(CLI::Range(0, 10000));
-  app.add_option("--seed-batch", o.seed_batch, "Seeds (vector-Jacobian products) per batched backward pass (0 = d_model)")
-      ->check(CLI::Range(0, 1 << 16))->capture_default_str();
+  app.add_option("--seed-batch", o.seed_batch,
+                 "Seeds (vector-Jacobian products) per batched backward pass (0 = d_model)")
+      ->check(CLI::Range(0, 1 << 16))
+      ->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
   app::add_common_options(app, o.common);
-  app.get_option("--plot")->description("Heat map of the measured Frobenius block norms to FILE.svg|png; the bound "
-                                        "C*^r B goes to FILE_bound.svg|png");
+  app.get_option("--plot")->description(
+      "Heat map of the measured Frobenius block norms to FILE.svg|png; the bound "
+      "C*^r B goes to FILE_bound.svg|png");
   app.footer(
       "Examples:\n"
       "  jacobian --checkpoint run/best.h5 --text brown --n 64 --plot jac.svg\n"

@@ -144,17 +144,19 @@ void run_influence_agreement(const Options& o) {
   const auto w = influence::influence_windows(nn::tokenize_text_for(model.config, o.capture_text), n, o.influence_windows);
   const bool alibi_ok = model.config.pos == nn::PosKind::Alibi;
   const auto src = influence::parse_kernel_source(o.kernel_source == "auto" ? (alibi_ok ? "alibi" : "measured") : o.kernel_source);
-  const influence::ModelMeasurements m = influence::measure_model(model, w.tokens);
+  influence::require_kernel_source(model.config, src);  // before the long work
   Eigen::VectorXd infl;
   std::string isrc;
+  if (o.influence != "auto") {
+    infl = influence::read_profile(o.influence);
+    require(infl.size() == n, "--influence has ", infl.size(), " positions but n = ", n);
+    isrc = "file " + o.influence;
+  }
+  const influence::ModelMeasurements m = influence::measure_model(model, w.tokens);
   if (o.influence == "auto") {
     infl = influence::measure_influence(model, w.tokens, influence::parse_target(o.influence_target)).profile;
     isrc = "measured in process (Eq. 6, target " + o.influence_target + ", " + std::to_string(o.influence_windows) +
            " windows of " + o.capture_text + ")";
-  } else {
-    infl = influence::read_profile(o.influence);
-    require(infl.size() == n, "--influence has ", infl.size(), " positions but n = ", n);
-    isrc = "file " + o.influence;
   }
   const auto ag = influence::rollout_agreement(model, m, src, infl, o.src.alpha_kind == "frobenius");
   output::Report rep = influence::agreement_report(ag, infl, o.src.model, isrc);

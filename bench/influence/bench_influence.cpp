@@ -8,7 +8,7 @@
 //     shape. Timing all 128 targets takes minutes on a loaded 2-core machine: the passes for a
 //     sample of targets are timed and the total is extrapolated from their token counts (the
 //     cost of a pass is linear in B * T up to the attention's T^2 term; stated in the output).
-// Usage: bench_influence [reps=3] [jacobian_targets=4]
+// Usage: bench_influence [reps=3] [jacobian_targets=4] [timed_targets=all]  (timed: the first, smallest ones)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +45,8 @@ void time_into(Timing& t, F&& f) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 3;
   const int jt = argc > 2 ? std::atoi(argv[2]) : 4;
+  const int timed = argc > 3 ? std::atoi(argv[3]) : jt;
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
   nn::ModelConfig c;
   c.vocab_size = 256;
   c.block_size = 256;
@@ -64,7 +66,8 @@ int main(int argc, char** argv) {
     tok.insert(tok.end(), w.begin(), w.end());
     for (int j = 0; j < n; ++j) tgt.push_back(j + 1 < n ? w[j + 1] : static_cast<std::int32_t>(rng() % 256));
   }
-  std::printf("bench_influence: 4 layers x 256 wide, 4 heads, ALiBi, byte vocabulary; best of %d (interleaved)\n", reps);
+  std::printf("bench_influence: 4 layers x 256 wide, 4 heads, ALiBi, byte vocabulary; best of %d (interleaved)\n",
+              reps);
   // 1. influence vs training passes on the same windows, interleaved
   Timing ti, tt;
   std::vector<float> grad(m.params.size());
@@ -79,18 +82,20 @@ int main(int argc, char** argv) {
   std::printf("influence, %d windows of n = %d (one batched pass): %.3f s wall (%.3f s CPU)\n", W, n, ti.wall, ti.cpu);
   std::printf("64 training forward+backward passes on the same windows (batch of 64): %.3f s wall (%.3f s CPU)\n",
               tt.wall, tt.cpu);
-  std::printf("ratio influence / training: %.3f wall, %.3f CPU (target <= 1.5)\n\n", ti.wall / tt.wall, ti.cpu / tt.cpu);
+  std::printf("ratio influence / training: %.3f wall, %.3f CPU (target <= 1.5)\n\n", ti.wall / tt.wall,
+              ti.cpu / tt.cpu);
 
   // 2. Jacobian blocks n = 128 across 4 layers
   const int nj = 128, C = c.d_model;
   const std::vector<std::int32_t> jw(windows[0].begin(), windows[0].begin() + nj);
   std::int64_t total_tokens = 0;
   for (int d = 0; d < nj; ++d) total_tokens += static_cast<std::int64_t>(C) * (d + 1);
-  std::printf("Jacobian blocks, n = %d, L = 0, r = 4: %d VJPs (n x d_model) in %d batched passes of B = %d seeds "
-              "(prefix d + 1), %lld token-passes in all\n",
-              nj, nj * C, nj, C, static_cast<long long>(total_tokens));
+  std::printf(
+      "Jacobian blocks, n = %d, L = 0, r = 4: %d VJPs (n x d_model) in %d batched passes of B = %d seeds "
+      "(prefix d + 1), %lld token-passes in all\n",
+      nj, nj * C, nj, C, static_cast<long long>(total_tokens));
   double sample_wall = 0, sample_tokens = 0;
-  for (int k = 0; k < jt; ++k) {
+  for (int k = 0; k < std::min(jt, timed); ++k) {
     const int d = (k + 1) * nj / jt - 1;  // evenly spread targets, the last one is n - 1
     // one batched pass for target d through jacobian_blocks on the prefix (its own cost), and a
     // training pass of the same shape (B = C copies of the prefix, T = d + 1)
@@ -111,11 +116,15 @@ int main(int argc, char** argv) {
     gs.out_layer = 0;
     gs.dresid = &dres;
     for (int r = 0; r < reps; ++r) {
-      time_into(tj, [&] { nn::forward_backward<float>(m, btok.data(), btgt.data(), C, d + 1, &gj, wj, nullptr, nullptr, &gs); });
+      time_into(tj, [&] {
+        nn::forward_backward<float>(m, btok.data(), btgt.data(), C, d + 1, &gj, wj, nullptr, nullptr, &gs);
+      });
       time_into(tr, [&] { nn::forward_backward<float>(m, btok.data(), btgt.data(), C, d + 1, &gj, wj); });
     }
-    std::printf("  target d = %3d: batched Jacobian pass (B = %d, T = %d) %.3f s, training pass of the same shape "
-                "%.3f s, ratio %.3f\n", d, C, d + 1, tj.wall, tr.wall, tj.wall / tr.wall);
+    std::printf(
+        "  target d = %3d: batched Jacobian pass (B = %d, T = %d) %.3f s, training pass of the same shape "
+        "%.3f s, ratio %.3f\n",
+        d, C, d + 1, tj.wall, tr.wall, tj.wall / tr.wall);
     sample_wall += tj.wall;
     sample_tokens += static_cast<double>(C) * (d + 1);
   }

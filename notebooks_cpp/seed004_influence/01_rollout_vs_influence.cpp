@@ -6,8 +6,8 @@
 // measured profile better than (a). This program reports whatever comes out, with its numbers.
 // Figures: one per model with the four curves (docs/influence.md shows the full-mode ones).
 //   nb_seed004_01_rollout_vs_influence [--full] [--out-dir DIR]
-// quick (CTest): 4 layers x 64 wide, 150 steps, n = 48, 16 windows; full: 6 x 128, 3000 steps,
-// n = 128, 64 windows (run time in docs/influence.md).
+// quick (CTest): 4 layers x 64 wide, 150 steps of 8 x 64 tokens, n = 48, 16 windows; full: the same
+// model trained 600 steps, n = 64, 64 windows (run time in docs/influence.md).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,38 +27,42 @@ int main(int argc, char** argv) {
   std::string out_dir = "seed004_influence_out";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--full") full = true;
-    else if (a == "--out-dir" && i + 1 < argc) out_dir = argv[++i];
+    if (a == "--full")
+      full = true;
+    else if (a == "--out-dir" && i + 1 < argc)
+      out_dir = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--full] [--out-dir DIR]\n", argv[0]);
       return 2;
     }
   }
   std::filesystem::create_directories(out_dir);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TrainData data = nn::load_corpus_bytes("brown", 0.05);
-  const int n = full ? 128 : 48, W = full ? 64 : 16;
+  const int n = full ? 64 : 48, W = full ? 64 : 16;
   int failures = 0;
-  std::printf("Seed 004 Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
-              full ? "full" : "quick", n, W);
+  std::printf(
+      "Seed 004 Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
+      full ? "full" : "quick", n, W);
   std::printf("| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
     nn::ModelConfig c;
     c.vocab_size = 256;
-    c.block_size = full ? 128 : 64;
-    c.n_layer = full ? 6 : 4;
+    c.block_size = 64;
+    c.n_layer = 4;
     c.n_head = 4;
-    c.d_model = full ? 128 : 64;
+    c.d_model = 64;
     c.pos = pos;
     c.layers = nn::parse_schedule("full", c.n_layer, nn::LayerConfig{});
     nn::TrainConfig tc;
     tc.out_dir = out_dir + "/" + nn::pos_name(pos);
-    tc.max_steps = full ? 3000 : 150;
-    tc.batch = full ? 16 : 8;
+    tc.max_steps = full ? 600 : 150;
+    tc.batch = 8;
     tc.seq_len = c.block_size;
     tc.lr = 2e-3;
-    tc.warmup = full ? 100 : 10;
+    tc.warmup = full ? 50 : 10;
     tc.eval_interval = tc.max_steps;
     tc.ckpt_interval = tc.max_steps;
     const nn::TrainResult tr = nn::train(c, tc, data, "", nullptr, nullptr);
@@ -66,7 +70,8 @@ int main(int argc, char** argv) {
     const auto w = influence::influence_windows(data.val, n, W);
     const auto infl = influence::measure_influence(model, w.tokens, influence::Target::Probability);
     const auto meas = influence::measure_model(model, w.tokens);
-    const std::string name = std::string(nn::pos_name(pos)) + " (val loss " + std::to_string(tr.final_val_loss).substr(0, 5) + ")";
+    const std::string name =
+        std::string(nn::pos_name(pos)) + " (val loss " + std::to_string(tr.final_val_loss).substr(0, 5) + ")";
     for (auto src : {influence::KernelSource::Alibi, influence::KernelSource::Measured}) {
       if (src == influence::KernelSource::Alibi && pos != nn::PosKind::Alibi) continue;
       const auto ag = influence::rollout_agreement(model, meas, src, infl.profile);
@@ -84,8 +89,10 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
       }
-      const std::string fig = out_dir + "/seed004_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
-      plot::save(influence::agreement_plot(ag, infl.profile, std::string("seed 004, ") + nn::pos_name(pos) + " model"), fig);
+      const std::string fig =
+          out_dir + "/seed004_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
+      plot::save(influence::agreement_plot(ag, infl.profile, std::string("seed 004, ") + nn::pos_name(pos) + " model"),
+                 fig);
     }
     if (std::abs(infl.profile.sum() - 1) > 1e-9) ++failures;
     std::printf("|  | alpha_l | token-mean |");
@@ -93,7 +100,8 @@ int main(int argc, char** argv) {
     std::printf(" | | |\n");
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\nfigures: %s/seed004_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n", out_dir.c_str());
+  std::printf("\nfigures: %s/seed004_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n",
+              out_dir.c_str());
   std::printf("run time: %.1f s\n", sec);
   return failures == 0 ? 0 : 1;
 }

@@ -26,10 +26,14 @@ std::vector<std::int32_t> corpus_window(int n, int offset) {
 
 TEST_CASE("Theorem 3.3 (seed 000): C* <= max C_1 and exact zeros outside the mask on two trained models",
           "[influence][seed000]") {
-  struct Variant { std::string name, attn; nn::PosKind pos; };
+  struct Variant {
+    std::string name, attn;
+    nn::PosKind pos;
+  };
   for (const Variant& v : {Variant{"standard", "full,full", nn::PosKind::Learned},
                            Variant{"alibi_swa_bridge", "swa,bridge,full", nn::PosKind::Alibi}}) {
-    const nn::Model<float> mf = test::train_tiny("bound_" + v.name, v.attn, v.pos, v.pos == nn::PosKind::Alibi ? 3 : 2, 40);
+    const nn::Model<float> mf =
+        test::train_tiny("bound_" + v.name, v.attn, v.pos, v.pos == nn::PosKind::Alibi ? 3 : 2, 40);
     const nn::Model<double> md = nn::cast_model<double>(mf);
     const int n = 16, Ln = mf.config.n_layer;
     const auto w = corpus_window(n, 3);
@@ -45,7 +49,7 @@ TEST_CASE("Theorem 3.3 (seed 000): C* <= max C_1 and exact zeros outside the mas
       c1.push_back(oc.c1);
     }
     if (v.pos == nn::PosKind::Alibi) {
-      CHECK(outside > 0);  // the SWA and bridge layers do have pairs outside their masks
+      CHECK(outside > 0);           // the SWA and bridge layers do have pairs outside their masks
       CHECK(la.row_normalised[1]);  // branch-fused bridge rows sum to 2 before the normalisation
       CHECK_FALSE(la.row_normalised[0]);
     }

@@ -15,9 +15,10 @@
 
 using namespace cf;
 
-TEST_CASE("Lemma 3.4 / Theorem 3.5 (seed 000): a common-mode key shift leaves attention unchanged and passes "
-          "through as delta_c W_V",
-          "[influence][seed000]") {
+TEST_CASE(
+    "Lemma 3.4 / Theorem 3.5 (seed 000): a common-mode key shift leaves attention unchanged and passes "
+    "through as delta_c W_V",
+    "[influence][seed000]") {
   const nn::Model<float> m = test::train_tiny("lemma34", "full,swa", nn::PosKind::Alibi, 2, 30);
   const auto& cfg = m.config;
   const int n = 20, C = cfg.d_model, H = cfg.n_head, dh = nn::head_dim(cfg, 0), HD = H * dh;
@@ -66,7 +67,8 @@ TEST_CASE("Lemma 3.4 / Theorem 3.5 (seed 000): a common-mode key shift leaves at
     };
     nn::forward_logits(m, w, &shifted);
     double maxdiff = 0;
-    for (std::size_t i = 0; i < probs0.size(); ++i) maxdiff = std::max(maxdiff, std::abs(double(probs0[i]) - probs1[i]));
+    for (std::size_t i = 0; i < probs0.size(); ++i)
+      maxdiff = std::max(maxdiff, std::abs(double(probs0[i]) - probs1[i]));
     // float softmax of scores shifted by O(10): a few ulps of the row maximum
     CHECK(maxdiff < 2e-5);
 
@@ -74,7 +76,8 @@ TEST_CASE("Lemma 3.4 / Theorem 3.5 (seed 000): a common-mode key shift leaves at
     const std::vector<std::uint8_t> mask = [&] {
       std::vector<std::uint8_t> mk(static_cast<std::size_t>(n) * n, 0);
       for (int i = 0; i < n; ++i)
-        for (int j = 0; j <= i; ++j) mk[static_cast<std::size_t>(i) * n + j] = probs0[static_cast<std::size_t>(i) * n + j] > 0;
+        for (int j = 0; j <= i; ++j)
+          mk[static_cast<std::size_t>(i) * n + j] = probs0[static_cast<std::size_t>(i) * n + j] > 0;
       return mk;
     }();
     for (int h = 0; h < H; ++h) {

@@ -19,11 +19,30 @@ KernelSource parse_kernel_source(const std::string& name) {
 
 std::string kernel_source_name(KernelSource s) { return s == KernelSource::Alibi ? "alibi" : "measured"; }
 
+void require_kernel_source(const nn::ModelConfig& cfg, KernelSource source) {
+  if (source != KernelSource::Alibi) return;
+  require(cfg.pos == nn::PosKind::Alibi,
+          "--kernel-source alibi needs a checkpoint with ALiBi positions; this one has "
+          "pos = ",
+          nn::pos_name(cfg.pos),
+          " (no positional bias to build content-free kernels from): use "
+          "--kernel-source measured");
+  const nn::LayerConfig& l0 = cfg.layers[0];
+  for (const auto& lc : cfg.layers) {
+    require(lc.attn == nn::AttnKind::Full || lc.attn == nn::AttnKind::Swa,
+            "--kernel-source alibi models full or sliding-window attention only; layer mask '", nn::attn_name(lc.attn),
+            "' needs --kernel-source measured");
+    require(lc.attn == l0.attn && (lc.attn == nn::AttnKind::Full || lc.w == l0.w),
+            "--kernel-source alibi needs the same mask in every layer: use --kernel-source measured");
+  }
+}
+
 ModelMeasurements measure_model(const nn::Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows) {
   require(!windows.empty(), "measure_model: at least one window required");
   const auto& cfg = model.config;
   const int L = cfg.n_layer, H = cfg.n_head, n = static_cast<int>(windows[0].size());
-  require(n >= 2 && n <= cfg.block_size, "window length n = ", n, " must lie in [2, block_size = ", cfg.block_size, "]");
+  require(n >= 2 && n <= cfg.block_size, "window length n = ", n, " must lie in [2, block_size = ", cfg.block_size,
+          "]");
   ModelMeasurements m;
   m.n = n;
   m.alpha_token_mean.setZero(L);
@@ -59,8 +78,10 @@ ModelMeasurements measure_model(const nn::Model<float>& model, const std::vector
         for (int j = 0; j <= i; ++j) {
           double s = 0;
           for (int e = 0; e < a.d_head; ++e) s += static_cast<double>(q[i * a.d_head + e]) * k[j * a.d_head + e];
-          if (i == j) diag += s * is;
-          else off += s * is, ++noff;
+          if (i == j)
+            diag += s * is;
+          else
+            off += s * is, ++noff;
         }
       m.content_delta(a.layer, h) += diag / n - (noff > 0 ? off / noff : 0.0);
     }
@@ -109,18 +130,9 @@ Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasuremen
     ag.variants.push_back(c);
     return ag;
   }
-  require(cfg.pos == nn::PosKind::Alibi, "--kernel-source alibi needs a checkpoint with ALiBi positions; this one has "
-          "pos = ", nn::pos_name(cfg.pos), " (no positional bias to build content-free kernels from): use "
-          "--kernel-source measured");
+  require_kernel_source(cfg, source);
   rollout::AlibiModel am;
   const nn::LayerConfig& l0 = cfg.layers[0];
-  for (const auto& lc : cfg.layers) {
-    require(lc.attn == nn::AttnKind::Full || lc.attn == nn::AttnKind::Swa,
-            "--kernel-source alibi models full or sliding-window attention only; layer mask '", nn::attn_name(lc.attn),
-            "' needs --kernel-source measured");
-    require(lc.attn == l0.attn && (lc.attn == nn::AttnKind::Full || lc.w == l0.w),
-            "--kernel-source alibi needs the same mask in every layer: use --kernel-source measured");
-  }
   if (l0.attn == nn::AttnKind::Swa) am.mask.window = l0.w;
   for (int h = 0; h < cfg.n_head; ++h) am.slopes.push_back(nn::alibi_slope(h, cfg.n_head));
   ag.source_description = "content-free ALiBi kernels of the model (slopes 2^(-8h/H), mask " + am.mask.name() +

@@ -8,7 +8,8 @@
 
 namespace cf::influence {
 
-std::vector<std::vector<std::int32_t>> capture_token_windows(const std::string& capture_path, const nn::ModelConfig& cfg) {
+std::vector<std::vector<std::int32_t>> capture_token_windows(const std::string& capture_path,
+                                                             const nn::ModelConfig& cfg) {
   require(io::is_hdf5_file(capture_path), "--capture: '", capture_path, "' is missing or not an HDF5 file");
   const io::File f = io::File::open(capture_path);
   require(f.has_attr("format") && f.attr_string("format") == "causalflow-capture", "--capture: '", capture_path,

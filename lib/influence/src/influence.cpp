@@ -18,9 +18,12 @@ Target parse_target(const std::string& name) {
 
 std::string target_name(Target t) {
   switch (t) {
-    case Target::Probability: return "probability";
-    case Target::LogProbability: return "log-probability";
-    case Target::Logit: return "logit";
+    case Target::Probability:
+      return "probability";
+    case Target::LogProbability:
+      return "log-probability";
+    case Target::Logit:
+      return "logit";
   }
   return "?";
 }
@@ -49,8 +52,8 @@ InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vec
   const int W = static_cast<int>(windows.size());
   const int n = static_cast<int>(windows[0].size());
   require(n >= 2, "influence needs windows of n >= 2 tokens (got n = ", n, ")");
-  require(n <= model.config.block_size, "window length n = ", n, " exceeds the model's context block_size = ",
-          model.config.block_size);
+  require(n <= model.config.block_size, "window length n = ", n,
+          " exceeds the model's context block_size = ", model.config.block_size);
   std::vector<std::int32_t> tokens, targets(static_cast<std::size_t>(W) * n, -1);
   tokens.reserve(targets.size());
   for (const auto& w : windows) {
@@ -81,7 +84,8 @@ InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vec
       }
     }
     for (int r = 0; r < N; ++r)
-      if (r % n != n - 1) std::fill(probs + static_cast<std::int64_t>(r) * V, probs + static_cast<std::int64_t>(r + 1) * V, T(0));
+      if (r % n != n - 1)
+        std::fill(probs + static_cast<std::int64_t>(r) * V, probs + static_cast<std::int64_t>(r + 1) * V, T(0));
   };
   std::vector<T> de;
   seed.dresid = &de;

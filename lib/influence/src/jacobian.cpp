@@ -26,10 +26,11 @@ JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std:
                                bool keep_blocks, int seed_batch) {
   const auto& cfg = model.config;
   const int n = static_cast<int>(tokens.size()), C = cfg.d_model;
-  require(n >= 1 && n <= cfg.block_size, "Jacobian window length n = ", n, " must lie in [1, block_size = ",
-          cfg.block_size, "]");
-  require(L >= 0 && r >= 1 && L + r <= cfg.n_layer, "Jacobian layers: need 0 <= L and r >= 1 with L + r <= n_layer = ",
-          cfg.n_layer, " (got L = ", L, ", r = ", r, ")");
+  require(n >= 1 && n <= cfg.block_size, "Jacobian window length n = ", n,
+          " must lie in [1, block_size = ", cfg.block_size, "]");
+  require(L >= 0 && r >= 1 && L + r <= cfg.n_layer,
+          "Jacobian layers: need 0 <= L and r >= 1 with L + r <= n_layer = ", cfg.n_layer, " (got L = ", L, ", r = ", r,
+          ")");
   require(seed_batch >= 0, "seed batch must be >= 0 (got ", seed_batch, ")");
   const int bs = seed_batch == 0 ? C : std::min(seed_batch, C);
   JacobianBlocks out;
@@ -49,7 +50,8 @@ JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std:
     for (int c0 = 0; c0 < C; c0 += bs) {
       const int B = std::min(bs, C - c0);
       std::vector<std::int32_t> tok(static_cast<std::size_t>(B) * Tn), tgt(tok.size(), -1);
-      for (int b = 0; b < B; ++b) std::copy(tokens.begin(), tokens.begin() + Tn, tok.begin() + static_cast<std::size_t>(b) * Tn);
+      for (int b = 0; b < B; ++b)
+        std::copy(tokens.begin(), tokens.begin() + Tn, tok.begin() + static_cast<std::size_t>(b) * Tn);
       std::vector<T> seedv(static_cast<std::size_t>(B) * Tn * C, T(0)), dres;
       for (int b = 0; b < B; ++b) seedv[(static_cast<std::size_t>(b) * Tn + d) * C + c0 + b] = T(1);
       nn::GradientSeed<T> gs;
@@ -80,8 +82,8 @@ JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std:
 
 LayerAttention layer_attention(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens) {
   const int n = static_cast<int>(tokens.size());
-  require(n >= 1 && n <= model.config.block_size, "attention window length n = ", n, " must lie in [1, block_size = ",
-          model.config.block_size, "]");
+  require(n >= 1 && n <= model.config.block_size, "attention window length n = ", n,
+          " must lie in [1, block_size = ", model.config.block_size, "]");
   LayerAttention la;
   la.A.assign(model.config.n_layer, rollout::RowMatrix::Zero(n, n));
   la.row_normalised.assign(model.config.n_layer, false);

@@ -1,9 +1,10 @@
 // Checkpoint series, see cf/influence/series.hpp.
 #include "cf/influence/series.hpp"
 
+#include <glob.h>
+
 #include <algorithm>
 #include <filesystem>
-#include <glob.h>
 #include <sstream>
 
 #include "cf/core/error.hpp"
@@ -14,7 +15,8 @@ namespace cf::influence {
 std::int64_t checkpoint_step(const std::string& path) {
   require(std::filesystem::exists(path), "--checkpoint: file '", path, "' does not exist");
   const io::File f = io::File::open(path);
-  require(f.has_attr("step"), "--checkpoint '", path, "' has no training step (root attribute 'step'): not a checkpoint written by train");
+  require(f.has_attr("step"), "--checkpoint '", path,
+          "' has no training step (root attribute 'step'): not a checkpoint written by train");
   return f.attr_int("step");
 }
 

@@ -25,6 +25,10 @@ enum class KernelSource { Alibi, Measured };
 KernelSource parse_kernel_source(const std::string& name);
 std::string kernel_source_name(KernelSource s);
 
+/// Throws cf::InvalidArgument unless `source` fits the model: alibi needs ALiBi positions and full
+/// or one sliding-window mask in every layer (call before long work).
+void require_kernel_source(const nn::ModelConfig& cfg, KernelSource source);
+
 /// What one forward pass per window measures (means over the windows, all of length n):
 ///  - alpha_token_mean / alpha_frobenius [L]: SPEC §2 alpha_l in both forms (seed 004 Eq. 1);
 ///  - kernels [L] of n x n: head-mean attention, each head's rows normalised (branch fusion), mean

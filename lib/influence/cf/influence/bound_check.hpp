@@ -24,10 +24,10 @@ Quantiles quantiles(std::vector<double> v);
 /// One-layer constant of layer l: J1 [n, n] block norms d h_d(l+1) / d h_w(l), A [n, n] the
 /// head-mean attention of layer l (row-stochastic, lower triangular).
 struct OneLayerCheck {
-  double c1 = 0;                 ///< C_1(l)
-  long outside_mask_pairs = 0;   ///< pairs w <= d with (I + A)_dw = 0
-  long outside_mask_nonzero = 0; ///< of those, blocks that are not exactly zero (a bug if > 0)
-  double outside_mask_max = 0;   ///< largest such block norm
+  double c1 = 0;                  ///< C_1(l)
+  long outside_mask_pairs = 0;    ///< pairs w <= d with (I + A)_dw = 0
+  long outside_mask_nonzero = 0;  ///< of those, blocks that are not exactly zero (a bug if > 0)
+  double outside_mask_max = 0;    ///< largest such block norm
 };
 OneLayerCheck one_layer_check(const Eigen::MatrixXd& J1, const rollout::RowMatrix& A);
 
@@ -35,15 +35,15 @@ OneLayerCheck one_layer_check(const Eigen::MatrixXd& J1, const rollout::RowMatri
 /// (oldest first); c1: C_1(l) of the same layers (from one_layer_check). tolerance: relative slack
 /// for C* <= max C_1 (float Jacobians: 1e-4).
 struct BoundCheck {
-  double c_star = 0;             ///< smallest C with J_ds <= C^r B_ds on every pair s <= d
-  double c1_max = 0;             ///< max C_1(l) over the span
-  bool c_star_within_c1 = false; ///< C* <= c1_max (1 + tolerance)
-  long zero_bound_nonzero_j = 0; ///< pairs with B_ds = 0 but J_ds > 0 (a bug if > 0)
-  double spearman_offdiag = 0;   ///< Spearman(J_ds, B_ds) over pairs s < d
-  double spearman_diag = 0;      ///< Spearman(J_dd, B_dd) over d
-  Quantiles tightness;           ///< J_ds / (C*^r B_ds) over pairs s <= d with B_ds > 0
-  double gate_share = 0;         ///< share of pairs s < d where the gate term exceeds the self term
-  long pairs = 0;                ///< pairs s <= d
+  double c_star = 0;              ///< smallest C with J_ds <= C^r B_ds on every pair s <= d
+  double c1_max = 0;              ///< max C_1(l) over the span
+  bool c_star_within_c1 = false;  ///< C* <= c1_max (1 + tolerance)
+  long zero_bound_nonzero_j = 0;  ///< pairs with B_ds = 0 but J_ds > 0 (a bug if > 0)
+  double spearman_offdiag = 0;    ///< Spearman(J_ds, B_ds) over pairs s < d
+  double spearman_diag = 0;       ///< Spearman(J_dd, B_dd) over d
+  Quantiles tightness;            ///< J_ds / (C*^r B_ds) over pairs s <= d with B_ds > 0
+  double gate_share = 0;          ///< share of pairs s < d where the gate term exceeds the self term
+  long pairs = 0;                 ///< pairs s <= d
 };
 BoundCheck check_bound(const Eigen::MatrixXd& J, const std::vector<rollout::RowMatrix>& attention,
                        const std::vector<double>& c1, double tolerance = 1e-4);

@@ -13,6 +13,7 @@ namespace cf::influence {
 /// The N windows of /tokens [N, T] of `capture_path`. Throws cf::InvalidArgument when the file is
 /// not a causalflow capture, has no /tokens, or was taken from another model (config differs from
 /// `cfg`; the message names the first differing key).
-std::vector<std::vector<std::int32_t>> capture_token_windows(const std::string& capture_path, const nn::ModelConfig& cfg);
+std::vector<std::vector<std::int32_t>> capture_token_windows(const std::string& capture_path,
+                                                             const nn::ModelConfig& cfg);
 
 }  // namespace cf::influence

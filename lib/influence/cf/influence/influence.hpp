@@ -27,17 +27,17 @@ std::string target_name(Target t);
 /// round(i (len - n - 1) / (count - 1)) (0 when count = 1). Requires n >= 2, count >= 1 and
 /// tokens.size() >= n + 1; throws cf::InvalidArgument naming the counts.
 struct Windows {
-  std::vector<std::int64_t> starts;           ///< start offset of each window in the token stream
+  std::vector<std::int64_t> starts;               ///< start offset of each window in the token stream
   std::vector<std::vector<std::int32_t>> tokens;  ///< count windows of n tokens
 };
 Windows influence_windows(const std::vector<std::int32_t>& tokens, int n, int count);
 
 /// Per-window gradient norms of one window set.
 struct InfluenceGradients {
-  Eigen::MatrixXd g;                 ///< [W, n]: g(w, j) = || d target / d e_j || of window w
-  std::vector<std::int32_t> yhat;    ///< [W]: argmax next token at the last position
-  Eigen::VectorXd p_yhat;            ///< [W]: p(yhat | x) at the last position
-  std::vector<Eigen::MatrixXd> de;   ///< only with keep_gradients: [W] of [n, C], d target / d e_j
+  Eigen::MatrixXd g;                ///< [W, n]: g(w, j) = || d target / d e_j || of window w
+  std::vector<std::int32_t> yhat;   ///< [W]: argmax next token at the last position
+  Eigen::VectorXd p_yhat;           ///< [W]: p(yhat | x) at the last position
+  std::vector<Eigen::MatrixXd> de;  ///< only with keep_gradients: [W] of [n, C], d target / d e_j
 };
 
 /// g for every window of `windows` (all of equal length n, 2 <= n <= block_size, ids < vocab_size)
@@ -51,8 +51,8 @@ InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vec
 /// The full measurement: gradients in batches of at most `batch` windows (one backward pass per
 /// batch; batch >= 1, default all windows at once), mean over windows, normalised to sum 1.
 struct InfluenceResult {
-  Eigen::VectorXd profile;           ///< [n]: I_j, sums to 1
-  Eigen::VectorXd mean_g;            ///< [n]: mean_w g(w, j) before the normalisation
+  Eigen::VectorXd profile;  ///< [n]: I_j, sums to 1
+  Eigen::VectorXd mean_g;   ///< [n]: mean_w g(w, j) before the normalisation
   InfluenceGradients per_window;
   Target target = Target::Probability;
   int backward_passes = 0;

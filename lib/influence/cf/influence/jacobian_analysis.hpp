@@ -15,12 +15,12 @@ namespace cf::influence {
 
 struct JacobianAnalysis {
   int layer = 0, span = 1, n = 0;
-  LayerAttention attention;                 ///< A(l) of every layer (row-normalised where flagged)
-  JacobianBlocks J;                         ///< span blocks h(L) -> h(L+r)
-  rollout::JacobianBound bound;             ///< B = self + gate with C = 1
+  LayerAttention attention;      ///< A(l) of every layer (row-normalised where flagged)
+  JacobianBlocks J;              ///< span blocks h(L) -> h(L+r)
+  rollout::JacobianBound bound;  ///< B = self + gate with C = 1
   std::vector<OneLayerCheck> one_layer_frobenius, one_layer_spectral;  ///< layers L .. L+r-1
-  BoundCheck frobenius, spectral;           ///< span checks
-  std::int64_t vjps = 0, backward_calls = 0, token_passes = 0;  ///< over the span and the one-layer runs
+  BoundCheck frobenius, spectral;                                      ///< span checks
+  std::int64_t vjps = 0, backward_calls = 0, token_passes = 0;         ///< over the span and the one-layer runs
   double seconds_jacobians = 0;
 };
 
