@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   const auto tok = data::Tokenizer::create("byte");
   probe::RankingSpec s;
   s.families = probe::ranking_families();
-  s.items_val = full ? 200 : 8;
-  s.rows_train = full ? 6000 : 48;
+  s.items_val = full ? 100 : 8;
+  s.rows_train = full ? 3000 : 48;
   s.context = 96;
   s.b = 32;
   s.w = 32;
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     mc.layers = nn::parse_schedule(schedules[m], 4, lc);
     nn::TrainConfig tc;
     tc.out_dir = out + "/" + names[m];
-    tc.max_steps = full ? 1000 : 4;
+    tc.max_steps = full ? 300 : 4;
     tc.batch = 16;
     tc.seq_len = td.row_len - 1;
     tc.lr = 2e-3;
