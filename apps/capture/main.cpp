@@ -13,6 +13,7 @@
 #include "cf/data/token_file.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/hf/token_ids.hpp"
+#include "cf/hf/tokenizer.hpp"
 #include "cf/nn/checkpoint.hpp"
 
 using namespace cf;
@@ -58,7 +59,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& c
     const auto& s = o.split == "val" ? d.val : d.train;
     return std::vector<std::int32_t>(s.begin(), s.end());
   }
-  return nn::tokenize_text_for(cfg, o.text, o.gpt2_dir, &tokenizer);
+  return hf::tokenize_text_for_checkpoint(o.checkpoint, cfg.vocab_size, o.text, o.gpt2_dir, &tokenizer);
 }
 
 void run(const CLI::App& app, const Options& o) {
@@ -133,7 +134,7 @@ void run(const CLI::App& app, const Options& o) {
 void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5) or a Hugging Face directory (docs/hf.md)")->required();
   auto* in = app.add_option_group("input", "token input (exactly one)");
-  in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes or GPT-2 BPE)");
+  in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging Face directory's tokenizer.json)");
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
   in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
       ->check(CLI::ExistingFile);

@@ -1,5 +1,6 @@
 #include "cf/hf/checkpoint.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
@@ -12,6 +13,17 @@ namespace cf::hf {
 namespace {
 
 using Shape = std::vector<std::int64_t>;
+
+// dst [cols, rows] = src [rows, cols]^T in 64 x 64 tiles (a plain double loop strides through
+// memory on one side and is ~10x slower for the 768 x 3072 GPT-2 matrices).
+void transpose_blocked(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t kB = 64;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kB)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kB)
+      for (std::int64_t r = r0; r < std::min(r0 + kB, rows); ++r)
+        for (std::int64_t c = c0; c < std::min(c0 + kB, cols); ++c) dst[c * rows + r] = src[r * cols + c];
+}
 
 // Copies HF tensors into the causalflow parameter array of `m`.
 struct Importer {
@@ -32,9 +44,7 @@ struct Importer {
     const auto& info = m.layout.find(cf);
     const std::int64_t out = info.shape[0], in = info.shape[1];
     const auto v = get(hf, {in, out});
-    float* d = dst(cf);
-    for (std::int64_t i = 0; i < in; ++i)
-      for (std::int64_t o = 0; o < out; ++o) d[o * in + i] = v[static_cast<std::size_t>(i * out + o)];
+    transpose_blocked(v.data(), dst(cf), in, out);
   }
 };
 
@@ -239,8 +249,7 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
     const auto& t = model.layout.find(name);
     const std::int64_t out = t.shape[0], in = t.shape[1];
     std::vector<float> v(static_cast<std::size_t>(out * in));
-    for (std::int64_t o = 0; o < out; ++o)
-      for (std::int64_t i = 0; i < in; ++i) v[static_cast<std::size_t>(i * out + o)] = P[t.offset + o * in + i];
+    transpose_blocked(P + t.offset, v.data(), out, in);
     store.push_back(std::move(v));
     views.push_back({"transformer." + name, {in, out}, nullptr});
   };
