@@ -28,16 +28,18 @@ void run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"export: write a checkpoint (HDF5 from `train`, or a Hugging Face directory) as a Hugging Face GPT-2 "
-               "directory: config.json + model.safetensors (F32, __metadata__ {\"format\": \"pt\"}). Models the "
-               "gpt2 layout cannot express (RoPE/ALiBi, masked or S-D attention, RMSNorm, ...) are refused with "
-               "exit 2 and nothing is written.",
-               "export"};
+  CLI::App app{
+      "export: write a checkpoint (HDF5 from `train`, or a Hugging Face directory) as a Hugging Face GPT-2 "
+      "directory: config.json + model.safetensors (F32, __metadata__ {\"format\": \"pt\"}). Models the "
+      "gpt2 layout cannot express (RoPE/ALiBi, masked or S-D attention, RMSNorm, ...) are refused with "
+      "exit 2 and nothing is written.",
+      "export"};
   app.add_option("--checkpoint", o.checkpoint, "Checkpoint: HDF5 written by train, or a Hugging Face directory")
       ->required()
       ->check(CLI::ExistingPath);
-  app.add_option("--to", o.to, "Output directory (created if missing; config.json and model.safetensors replaced "
-                               "atomically)")
+  app.add_option("--to", o.to,
+                 "Output directory (created if missing; config.json and model.safetensors replaced "
+                 "atomically)")
       ->required();
   app.add_flag("--quiet", o.quiet, "No summary line");
   app.footer(

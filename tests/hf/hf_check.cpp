@@ -8,14 +8,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <filesystem>
 #include <iterator>
 #include <map>
 
 #include "cf/hf/safetensors.hpp"
-
 #include "cf/nn/model.hpp"
 
 namespace {
@@ -65,19 +64,18 @@ int same(const std::string& a, const std::string& b) {
   std::int64_t ndiff = 0;
   for (const auto& t : x.layout.tensors) {
     const auto& u = y.layout.find(t.name);
-    if (t.shape != u.shape ||
-        std::memcmp(x.params.data() + t.offset, y.params.data() + u.offset, static_cast<std::size_t>(t.size) * 4) != 0) {
+    if (t.shape != u.shape || std::memcmp(x.params.data() + t.offset, y.params.data() + u.offset,
+                                          static_cast<std::size_t>(t.size) * 4) != 0) {
       std::printf("tensor %s differs\n", t.name.c_str());
       ++ndiff;
     }
   }
-  std::printf("%zu tensors compared bit for bit, %lld differ\n", x.layout.tensors.size(), static_cast<long long>(ndiff));
+  std::printf("%zu tensors compared bit for bit, %lld differ\n", x.layout.tensors.size(),
+              static_cast<long long>(ndiff));
   return ndiff == 0 ? 0 : 1;
 }
 
-void put(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void put(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 std::string le64(std::uint64_t n) {
   std::string s;
@@ -96,13 +94,19 @@ int bad_files(const std::string& dir) {
       {"malformed", le64(20) + "{\"wte.weight\": [1, 2" + std::string(8, ' ') + std::string(128, '\0')},
       {"truncated", good.substr(0, good.size() - 20)},
       {"oversized", le64(1ULL << 40) + "{}"},
-      {"overlap", le64(std::string(R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"b":{"dtype":"F32","shape":[8],"data_offsets":[16,48]}})").size()) +
-                      R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"b":{"dtype":"F32","shape":[8],"data_offsets":[16,48]}})" +
-                      std::string(48, '\0')},
+      {"overlap",
+       le64(
+           std::string(
+               R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"b":{"dtype":"F32","shape":[8],"data_offsets":[16,48]}})")
+               .size()) +
+           R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"b":{"dtype":"F32","shape":[8],"data_offsets":[16,48]}})" +
+           std::string(48, '\0')},
       {"wrongdtype", le64(std::string(R"({"wte.weight":{"dtype":"Q4","shape":[8,4],"data_offsets":[0,128]}})").size()) +
-                         R"({"wte.weight":{"dtype":"Q4","shape":[8,4],"data_offsets":[0,128]}})" + std::string(128, '\0')},
+                         R"({"wte.weight":{"dtype":"Q4","shape":[8,4],"data_offsets":[0,128]}})" +
+                         std::string(128, '\0')},
       {"intdtype", le64(std::string(R"({"wte.weight":{"dtype":"I32","shape":[8,4],"data_offsets":[0,128]}})").size()) +
-                       R"({"wte.weight":{"dtype":"I32","shape":[8,4],"data_offsets":[0,128]}})" + std::string(128, '\0')},
+                       R"({"wte.weight":{"dtype":"I32","shape":[8,4],"data_offsets":[0,128]}})" +
+                       std::string(128, '\0')},
       {"noconfig", good},
   };
   (void)hdr;

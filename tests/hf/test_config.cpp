@@ -13,29 +13,34 @@ using nlohmann::json;
 
 TEST_CASE("hf config: BLOOM accepts n_embed | hidden_size and n_head | num_attention_heads", "[hf]") {
   const json a = {{"model_type", "bloom"}, {"vocab_size", 50}, {"n_embed", 32}, {"n_layer", 2}, {"n_head", 4}};
-  const json b = {{"model_type", "bloom"}, {"vocab_size", 50}, {"hidden_size", 32}, {"num_hidden_layers", 2},
+  const json b = {{"model_type", "bloom"},
+                  {"vocab_size", 50},
+                  {"hidden_size", 32},
+                  {"num_hidden_layers", 2},
                   {"num_attention_heads", 4}};
   const auto ca = parse_hf_config(a, "a").config, cb = parse_hf_config(b, "b").config;
   CHECK(nn::to_json(ca) == nn::to_json(cb));
   CHECK(ca.d_model == 32);
   CHECK(ca.pos == nn::PosKind::Alibi);
   CHECK(ca.arch.emb_norm);
-  REQUIRE_THROWS_WITH(parse_hf_config(json{{"model_type", "bloom"}, {"vocab_size", 50}, {"n_embed", 24},
-                                           {"n_layer", 2}, {"n_head", 3}}, "c"),
-                      Catch::Contains("not a power of two"));
+  REQUIRE_THROWS_WITH(
+      parse_hf_config(json{{"model_type", "bloom"}, {"vocab_size", 50}, {"n_embed", 24}, {"n_layer", 2}, {"n_head", 3}},
+                      "c"),
+      Catch::Contains("not a power of two"));
 }
 
 TEST_CASE("hf config: family variants and refusals", "[hf]") {
-  const json neox = {{"model_type", "gpt_neox"}, {"vocab_size", 50}, {"hidden_size", 64}, {"num_hidden_layers", 2},
-                     {"num_attention_heads", 4}, {"intermediate_size", 128}, {"rotary_pct", 0.25}};
+  const json neox = {{"model_type", "gpt_neox"}, {"vocab_size", 50},         {"hidden_size", 64},
+                     {"num_hidden_layers", 2},   {"num_attention_heads", 4}, {"intermediate_size", 128},
+                     {"rotary_pct", 0.25}};
   const auto n = parse_hf_config(neox, "neox").config;
   CHECK(n.arch.parallel_residual);
   CHECK(n.arch.rope_dim == 4);
   CHECK(!n.arch.tied_head);
   CHECK(n.arch.mlp == nn::MlpKind::Gelu);
-  const json llama = {{"model_type", "llama"}, {"vocab_size", 50}, {"hidden_size", 64}, {"num_hidden_layers", 2},
-                      {"num_attention_heads", 8}, {"num_key_value_heads", 2}, {"intermediate_size", 96},
-                      {"rope_theta", 500000.0}};
+  const json llama = {{"model_type", "llama"},   {"vocab_size", 50},         {"hidden_size", 64},
+                      {"num_hidden_layers", 2},  {"num_attention_heads", 8}, {"num_key_value_heads", 2},
+                      {"intermediate_size", 96}, {"rope_theta", 500000.0}};
   const auto l = parse_hf_config(llama, "llama").config;
   CHECK(l.norm == nn::NormKind::RMSNorm);
   CHECK(nn::kv_heads(l) == 2);
@@ -58,14 +63,28 @@ TEST_CASE("hf config: family variants and refusals", "[hf]") {
 }
 
 TEST_CASE("hf config: layout size equals param_count for every variant", "[hf]") {
-  for (const json& j : {json{{"model_type", "gpt2"}, {"vocab_size", 50}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4},
-                             {"n_positions", 16}},
-                        json{{"model_type", "gpt_neox"}, {"vocab_size", 50}, {"hidden_size", 32},
-                             {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"intermediate_size", 80}},
-                        json{{"model_type", "bloom"}, {"vocab_size", 50}, {"n_embed", 32}, {"n_layer", 2}, {"n_head", 4}},
-                        json{{"model_type", "qwen2"}, {"vocab_size", 50}, {"hidden_size", 32}, {"num_hidden_layers", 2},
-                             {"num_attention_heads", 4}, {"num_key_value_heads", 1}, {"intermediate_size", 40},
-                             {"tie_word_embeddings", true}}}) {
+  for (const json& j :
+       {json{{"model_type", "gpt2"},
+             {"vocab_size", 50},
+             {"n_embd", 32},
+             {"n_layer", 2},
+             {"n_head", 4},
+             {"n_positions", 16}},
+        json{{"model_type", "gpt_neox"},
+             {"vocab_size", 50},
+             {"hidden_size", 32},
+             {"num_hidden_layers", 2},
+             {"num_attention_heads", 4},
+             {"intermediate_size", 80}},
+        json{{"model_type", "bloom"}, {"vocab_size", 50}, {"n_embed", 32}, {"n_layer", 2}, {"n_head", 4}},
+        json{{"model_type", "qwen2"},
+             {"vocab_size", 50},
+             {"hidden_size", 32},
+             {"num_hidden_layers", 2},
+             {"num_attention_heads", 4},
+             {"num_key_value_heads", 1},
+             {"intermediate_size", 40},
+             {"tie_word_embeddings", true}}}) {
     const auto c = parse_hf_config(j, "x").config;
     INFO(j.dump());
     CHECK(nn::make_layout(c).total == nn::param_count(c));
@@ -74,8 +93,8 @@ TEST_CASE("hf config: layout size equals param_count for every variant", "[hf]")
 }
 
 TEST_CASE("hf export: only the gpt2-expressible architectures", "[hf]") {
-  const json g = {{"model_type", "gpt2"}, {"vocab_size", 50}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4},
-                  {"n_positions", 16}};
+  const json g = {{"model_type", "gpt2"}, {"vocab_size", 50}, {"n_embd", 32},
+                  {"n_layer", 2},         {"n_head", 4},      {"n_positions", 16}};
   CHECK(gpt2_export_blocker(parse_hf_config(g, "g").config).empty());
   const json b = {{"model_type", "bloom"}, {"vocab_size", 50}, {"n_embed", 32}, {"n_layer", 2}, {"n_head", 4}};
   CHECK(gpt2_export_blocker(parse_hf_config(b, "b").config).find("alibi") != std::string::npos);

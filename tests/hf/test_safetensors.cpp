@@ -1,7 +1,6 @@
 // safetensors reader/writer (cf/hf/safetensors.hpp): round trip, dtype conversion, and every class
 // of malformed header rejected with cf::InvalidArgument (issue 13 acceptance 3).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,7 +21,9 @@ std::string le64(std::uint64_t n) {
 }
 
 // A file image from a header text and `data` bytes.
-std::string image(const std::string& header, std::size_t data) { return le64(header.size()) + header + std::string(data, '\0'); }
+std::string image(const std::string& header, std::size_t data) {
+  return le64(header.size()) + header + std::string(data, '\0');
+}
 
 Header parse(const std::string& img) {
   return parse_header(reinterpret_cast<const std::uint8_t*>(img.data()), img.size(), "test");
@@ -35,7 +36,8 @@ TEST_CASE("safetensors: write then parse is the identity (shapes, offsets, metad
   for (int i = 0; i < 6; ++i) a[i] = 0.5f * i - 1.f;
   for (int i = 0; i < 5; ++i) b[i] = std::ldexp(1.f, -i) + 3.f;
   const std::string img = safetensors_bytes({{"a.weight", {2, 3}, a.data()}, {"b", {5}, b.data()}}, {{"format", "pt"}});
-  const std::uint64_t n = static_cast<std::uint8_t>(img[0]) | (static_cast<std::uint64_t>(static_cast<std::uint8_t>(img[1])) << 8);
+  const std::uint64_t n =
+      static_cast<std::uint8_t>(img[0]) | (static_cast<std::uint64_t>(static_cast<std::uint8_t>(img[1])) << 8);
   CHECK((8 + n) % 8 == 0);  // header padded: data 8-byte aligned
   const Header h = parse(img);
   REQUIRE(h.tensors.size() == 2);
@@ -45,7 +47,8 @@ TEST_CASE("safetensors: write then parse is the identity (shapes, offsets, metad
   CHECK(ta->shape == std::vector<std::int64_t>{2, 3});
   CHECK(ta->dtype == Dtype::F32);
   std::vector<float> back(6);
-  convert_to_float(ta->dtype, reinterpret_cast<const std::uint8_t*>(img.data()) + h.data_start + ta->begin, 6, back.data());
+  convert_to_float(ta->dtype, reinterpret_cast<const std::uint8_t*>(img.data()) + h.data_start + ta->begin, 6,
+                   back.data());
   CHECK(std::memcmp(back.data(), a.data(), 24) == 0);
   CHECK(h.data_size == 44);
 }
@@ -54,7 +57,7 @@ TEST_CASE("safetensors: F16 and BF16 bit patterns convert exactly", "[hf]") {
   CHECK(half_to_float(0x3c00) == 1.0f);
   CHECK(half_to_float(0xc000) == -2.0f);
   CHECK(half_to_float(0x7bff) == 65504.0f);
-  CHECK(half_to_float(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(half_to_float(0x0001) == std::ldexp(1.0f, -24));     // smallest subnormal
   CHECK(half_to_float(0x03ff) == std::ldexp(1023.0f, -24));  // largest subnormal
   CHECK(std::isinf(half_to_float(0x7c00)));
   CHECK(std::isnan(half_to_float(0x7e00)));
@@ -87,18 +90,19 @@ TEST_CASE("safetensors: malformed headers are rejected with a message", "[hf]") 
       {"deep nesting", image("{\"a\":[[[[[[1]]]]]]}", 0), "nested deeper"},
       {"unknown dtype", image(R"({"x":{"dtype":"F33","shape":[2],"data_offsets":[0,8]}})", 8), "unknown dtype 'F33'"},
       {"dtype not a string", image(R"({"x":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", 8), "dtype"},
-      {"size mismatch (wrong dtype for the bytes)", image(R"({"x":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})", 8),
-       "needs 16"},
+      {"size mismatch (wrong dtype for the bytes)",
+       image(R"({"x":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})", 8), "needs 16"},
       {"negative shape", image(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), "non-negative"},
       {"float shape", image(R"({"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8), "non-negative"},
-      {"overflowing shape",
-       image(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8), "overflows"},
+      {"overflowing shape", image(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8),
+       "overflows"},
       {"end before begin", image(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8), "end before begin"},
       {"offset past data (truncated)", image(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8),
        "beyond the data region"},
       {"overlap",
-       image(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-             12),
+       image(
+           R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+           12),
        "overlaps"},
       {"gap", image(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8), "belong to no tensor"},
       {"trailing bytes", image(ok, 12), "trailing bytes"},

@@ -2,10 +2,8 @@
 // encoder (itself checked token for token against the JavaScript reference), the Llama-3 / Qwen2
 // pre-tokenisation against splits worked out by hand from the regex, and pre-tokenised id files.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cf/core/atomic_file.hpp"
@@ -83,7 +81,8 @@ TEST_CASE("hf tokenizer: unsupported files are refused naming the field", "[hf]"
 TEST_CASE("hf token ids: text and .npy int32/int64, range checked", "[hf]") {
   write_file_atomic("hf_ids.txt", "3 1\n4 1 5\t9\n");
   CHECK(read_token_ids("hf_ids.txt", 10) == std::vector<std::int32_t>{3, 1, 4, 1, 5, 9});
-  REQUIRE_THROWS_WITH(read_token_ids("hf_ids.txt", 9), Catch::Contains("id 9 at position 5 is outside [0, vocab_size = 9)"));
+  REQUIRE_THROWS_WITH(read_token_ids("hf_ids.txt", 9),
+                      Catch::Contains("id 9 at position 5 is outside [0, vocab_size = 9)"));
   write_file_atomic("hf_ids_bad.txt", "3 x1 4");
   REQUIRE_THROWS_WITH(read_token_ids("hf_ids_bad.txt", 10), Catch::Contains("entry 1"));
   auto npy = [](const std::string& descr, const std::string& shape, const std::string& data) {

@@ -5,7 +5,6 @@
 // the reference is a central difference of the same scalar loss; the tolerance is relative to the
 // largest gradient entry.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <functional>
 #include <random>
@@ -23,8 +22,8 @@ namespace {
 constexpr double kStep = 1e-5;
 constexpr double kRelTol = 1e-6;
 
-double fd_max_rel_error(std::vector<double>& x, const std::vector<double>& analytic, const std::function<double()>& loss,
-                        const std::vector<std::size_t>& idx) {
+double fd_max_rel_error(std::vector<double>& x, const std::vector<double>& analytic,
+                        const std::function<double()>& loss, const std::vector<std::size_t>& idx) {
   double gmax = 1e-12, err = 0;
   for (double g : analytic) gmax = std::max(gmax, std::abs(g));
   for (std::size_t i : idx) {
@@ -165,16 +164,38 @@ TEST_CASE("variant model gradients: each variant alone equals finite differences
     std::function<void(ModelConfig&)> set;
   };
   const std::vector<Case> cases = {
-      {"rmsnorm", [](ModelConfig& c) { c.norm = NormKind::RMSNorm; c.arch.norm_eps = 1e-6; }},
+      {"rmsnorm",
+       [](ModelConfig& c) {
+         c.norm = NormKind::RMSNorm;
+         c.arch.norm_eps = 1e-6;
+       }},
       {"layernorm eps 1e-3", [](ModelConfig& c) { c.arch.norm_eps = 1e-3; }},
       {"exact gelu", [](ModelConfig& c) { c.arch.mlp = MlpKind::Gelu; }},
-      {"swiglu d_ff 12 no mlp bias", [](ModelConfig& c) { c.arch.mlp = MlpKind::SwiGLU; c.arch.d_ff = 12; c.arch.mlp_bias = false; }},
+      {"swiglu d_ff 12 no mlp bias",
+       [](ModelConfig& c) {
+         c.arch.mlp = MlpKind::SwiGLU;
+         c.arch.d_ff = 12;
+         c.arch.mlp_bias = false;
+       }},
       {"gqa 4 heads / 2 kv", [](ModelConfig& c) { c.arch.n_kv_head = 2; }},
-      {"gqa 4 heads / 1 kv, rope", [](ModelConfig& c) { c.arch.n_kv_head = 1; c.pos = PosKind::Rope; }},
+      {"gqa 4 heads / 1 kv, rope",
+       [](ModelConfig& c) {
+         c.arch.n_kv_head = 1;
+         c.pos = PosKind::Rope;
+       }},
       {"parallel residual", [](ModelConfig& c) { c.arch.parallel_residual = true; }},
-      {"partial rotary 2 of 4, theta 500", [](ModelConfig& c) { c.pos = PosKind::Rope; c.arch.rope_dim = 2; c.arch.rope_theta = 500; }},
+      {"partial rotary 2 of 4, theta 500",
+       [](ModelConfig& c) {
+         c.pos = PosKind::Rope;
+         c.arch.rope_dim = 2;
+         c.arch.rope_theta = 500;
+       }},
       {"embedding layernorm", [](ModelConfig& c) { c.arch.emb_norm = true; }},
-      {"embedding rmsnorm", [](ModelConfig& c) { c.arch.emb_norm = true; c.norm = NormKind::RMSNorm; }},
+      {"embedding rmsnorm",
+       [](ModelConfig& c) {
+         c.arch.emb_norm = true;
+         c.norm = NormKind::RMSNorm;
+       }},
       {"untied head", [](ModelConfig& c) { c.arch.tied_head = false; }},
   };
   for (const auto& k : cases) {

@@ -84,7 +84,8 @@ void permute_heads(const std::vector<float>& src, float* dst, int heads, int dh,
     }
 }
 
-std::string first_present(const TensorStore& st, std::initializer_list<const char*> prefixes, const std::string& probe) {
+std::string first_present(const TensorStore& st, std::initializer_list<const char*> prefixes,
+                          const std::string& probe) {
   for (const char* p : prefixes)
     if (st.has(p + probe)) return p;
   return "";
@@ -196,10 +197,18 @@ nn::Model<float> load_hf_model(const std::string& dir) {
   m.params.assign(static_cast<std::size_t>(m.layout.total), 0.f);
   try {
     switch (h.family) {
-      case Family::Gpt2: import_gpt2(st, m); break;
-      case Family::GptNeox: import_neox_bloom(st, m, true); break;
-      case Family::Bloom: import_neox_bloom(st, m, false); break;
-      case Family::Llama: import_llama(st, m); break;
+      case Family::Gpt2:
+        import_gpt2(st, m);
+        break;
+      case Family::GptNeox:
+        import_neox_bloom(st, m, true);
+        break;
+      case Family::Bloom:
+        import_neox_bloom(st, m, false);
+        break;
+      case Family::Llama:
+        import_llama(st, m);
+        break;
     }
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(str("Hugging Face checkpoint '", dir, "' (", h.model_type, "): ", e.what()));
@@ -265,11 +274,15 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
     direct(p + "ln_1.weight");
     direct(p + "ln_1.bias");
     transposed(p + "attn.c_attn.weight");
-    if (c.bias) direct(p + "attn.c_attn.bias");
-    else zeros(p + "attn.c_attn.bias", 3 * C);
+    if (c.bias)
+      direct(p + "attn.c_attn.bias");
+    else
+      zeros(p + "attn.c_attn.bias", 3 * C);
     transposed(p + "attn.c_proj.weight");
-    if (c.proj_bias) direct(p + "attn.c_proj.bias");
-    else zeros(p + "attn.c_proj.bias", C);
+    if (c.proj_bias)
+      direct(p + "attn.c_proj.bias");
+    else
+      zeros(p + "attn.c_proj.bias", C);
     direct(p + "ln_2.weight");
     direct(p + "ln_2.bias");
     transposed(p + "mlp.c_fc.weight");

@@ -31,8 +31,8 @@ struct Keys {
       require(fallback != nullptr, "config '", label, "': missing key ", spell(names));
       return *fallback;
     }
-    require(v->is_number_integer() && v->get<std::int64_t>() >= 0 && v->get<std::int64_t>() <= (1LL << 30),
-            "config '", label, "': ", spell(names), " must be a non-negative integer (got ", v->dump(), ")");
+    require(v->is_number_integer() && v->get<std::int64_t>() >= 0 && v->get<std::int64_t>() <= (1LL << 30), "config '",
+            label, "': ", spell(names), " must be a non-negative integer (got ", v->dump(), ")");
     return v->get<int>();
   }
   int integer_or(std::initializer_list<const char*> names, int fallback) const { return integer(names, &fallback); }
@@ -84,10 +84,14 @@ void common_sizes(const Keys& k, nn::ModelConfig& c, std::initializer_list<const
 
 std::string family_name(Family f) {
   switch (f) {
-    case Family::Gpt2: return "gpt2";
-    case Family::GptNeox: return "gpt_neox";
-    case Family::Bloom: return "bloom";
-    case Family::Llama: return "llama";
+    case Family::Gpt2:
+      return "gpt2";
+    case Family::GptNeox:
+      return "gpt_neox";
+    case Family::Bloom:
+      return "bloom";
+    case Family::Llama:
+      return "llama";
   }
   return "?";
 }
@@ -205,7 +209,8 @@ HfConfig read_hf_config(const std::string& dir) {
 
 bool is_hf_directory(const std::string& path) {
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec) && std::filesystem::exists(std::filesystem::path(path) / "config.json", ec);
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::exists(std::filesystem::path(path) / "config.json", ec);
 }
 
 }  // namespace cf::hf

@@ -9,9 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
@@ -26,10 +25,10 @@ struct DtypeRow {
   std::size_t size;
 };
 constexpr DtypeRow kDtypes[] = {
-    {Dtype::Bool, "BOOL", 1}, {Dtype::U8, "U8", 1},   {Dtype::I8, "I8", 1},         {Dtype::F8_E5M2, "F8_E5M2", 1},
+    {Dtype::Bool, "BOOL", 1},       {Dtype::U8, "U8", 1},   {Dtype::I8, "I8", 1},   {Dtype::F8_E5M2, "F8_E5M2", 1},
     {Dtype::F8_E4M3, "F8_E4M3", 1}, {Dtype::I16, "I16", 2}, {Dtype::U16, "U16", 2}, {Dtype::F16, "F16", 2},
-    {Dtype::BF16, "BF16", 2}, {Dtype::I32, "I32", 4}, {Dtype::U32, "U32", 4},       {Dtype::F32, "F32", 4},
-    {Dtype::F64, "F64", 8},   {Dtype::I64, "I64", 8}, {Dtype::U64, "U64", 8}};
+    {Dtype::BF16, "BF16", 2},       {Dtype::I32, "I32", 4}, {Dtype::U32, "U32", 4}, {Dtype::F32, "F32", 4},
+    {Dtype::F64, "F64", 8},         {Dtype::I64, "I64", 8}, {Dtype::U64, "U64", 8}};
 
 std::uint64_t read_le64(const std::uint8_t* p) {
   std::uint64_t v = 0;
@@ -45,12 +44,16 @@ void check_nesting(const char* s, std::size_t n, int max_depth, const std::strin
   for (std::size_t i = 0; i < n; ++i) {
     const char c = s[i];
     if (in_str) {
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
+      if (esc)
+        esc = false;
+      else if (c == '\\')
+        esc = true;
+      else if (c == '"')
+        in_str = false;
       continue;
     }
-    if (c == '"') in_str = true;
+    if (c == '"')
+      in_str = true;
     else if (c == '{' || c == '[') {
       require(++depth <= max_depth, "safetensors '", label, "': header JSON nested deeper than ", max_depth,
               " levels (byte ", 8 + i, ")");
@@ -106,8 +109,8 @@ Header parse_header(const std::uint8_t* data, std::size_t size, const std::strin
   require(n <= kMaxHeaderBytes, "safetensors '", label, "': header length ", n, " exceeds the limit of ",
           kMaxHeaderBytes, " bytes (oversized or corrupt header)");
   require(n >= 2, "safetensors '", label, "': header length ", n, " is too small for a JSON object");
-  require(n <= size - 8, "safetensors '", label, "': header length ", n, " runs past the end of the file (",
-          size, " bytes): truncated file");
+  require(n <= size - 8, "safetensors '", label, "': header length ", n, " runs past the end of the file (", size,
+          " bytes): truncated file");
   const char* hs = reinterpret_cast<const char*>(data + 8);
   require(hs[0] == '{', "safetensors '", label, "': header does not start with '{'");
   check_nesting(hs, static_cast<std::size_t>(n), 3, label);
@@ -136,8 +139,8 @@ Header parse_header(const std::uint8_t* data, std::size_t size, const std::strin
     const std::string where = "tensor '" + name + "'";
     require(v.is_object(), "safetensors '", label, "': ", where, " is not an object");
     for (auto k = v.begin(); k != v.end(); ++k)
-      require(k.key() == "dtype" || k.key() == "shape" || k.key() == "data_offsets", "safetensors '", label, "': ",
-              where, " has unknown field '", k.key(), "'");
+      require(k.key() == "dtype" || k.key() == "shape" || k.key() == "data_offsets", "safetensors '", label,
+              "': ", where, " has unknown field '", k.key(), "'");
     require(v.contains("dtype") && v["dtype"].is_string(), "safetensors '", label, "': ", where,
             " lacks a string dtype");
     require(v.contains("shape") && v["shape"].is_array(), "safetensors '", label, "': ", where, " lacks a shape array");
@@ -180,8 +183,8 @@ Header parse_header(const std::uint8_t* data, std::size_t size, const std::strin
             ") of the data region belong to no tensor (gap before '", t.name, "')");
     pos = t.end;
   }
-  require(pos == h.data_size, "safetensors '", label, "': data region has ", h.data_size, " bytes but the tensors cover ",
-          pos, " (trailing bytes or truncated header)");
+  require(pos == h.data_size, "safetensors '", label, "': data region has ", h.data_size,
+          " bytes but the tensors cover ", pos, " (trailing bytes or truncated header)");
   return h;
 }
 
@@ -254,8 +257,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ < 8) {
     ::close(fd);
-    throw InvalidArgument(str("safetensors '", path, "': file has ", size_,
-                              " bytes, fewer than the 8-byte header length"));
+    throw InvalidArgument(
+        str("safetensors '", path, "': file has ", size_, " bytes, fewer than the 8-byte header length"));
   }
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
@@ -314,9 +317,9 @@ TensorStore::TensorStore(const std::string& path) {
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       require(it.value().is_string(), "'", idx.string(), "': weight_map entry '", it.key(), "' is not a file name");
       const std::string f = it.value().get<std::string>();
-      require(!f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." &&
-                  f != "..",
-              "'", idx.string(), "': shard '", f, "' is not a plain file name inside the checkpoint directory");
+      require(
+          !f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." && f != "..",
+          "'", idx.string(), "': shard '", f, "' is not a plain file name inside the checkpoint directory");
       wanted[it.key()] = f;
       if (!shard.count(f)) {
         add_file(dir / f);
@@ -325,8 +328,8 @@ TensorStore::TensorStore(const std::string& path) {
     }
     for (const auto& [name, f] : wanted) {
       const auto it = index_.find(name);
-      require(it != index_.end() && it->second.first == shard[f], "'", idx.string(), "' maps tensor '", name,
-              "' to '", f, "' but that shard does not hold it");
+      require(it != index_.end() && it->second.first == shard[f], "'", idx.string(), "' maps tensor '", name, "' to '",
+              f, "' but that shard does not hold it");
     }
     return;
   }
@@ -365,7 +368,8 @@ std::vector<std::string> TensorStore::names() const {
   return r;
 }
 
-std::string safetensors_bytes(const std::vector<TensorView>& tensors, const std::map<std::string, std::string>& metadata) {
+std::string safetensors_bytes(const std::vector<TensorView>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   nlohmann::json h = nlohmann::json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   std::uint64_t pos = 0;

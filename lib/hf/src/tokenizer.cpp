@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/gpt2_bpe.hpp"
-#include "cf/nn/capture.hpp"
 #include "cf/data/unicode.hpp"
+#include "cf/nn/capture.hpp"
 
 namespace cf::hf {
 
@@ -117,7 +116,8 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::load(const std::string& path0) {
     throw InvalidArgument(str("'", path, "' is not valid JSON (", e.what(), ")"));
   }
   auto fail = [&](const std::string& what) {
-    return InvalidArgument(str("tokenizer '", path, "': ", what, " is not supported; pass pre-tokenised ids with --tokens"));
+    return InvalidArgument(
+        str("tokenizer '", path, "': ", what, " is not supported; pass pre-tokenised ids with --tokens"));
   };
   auto t = std::shared_ptr<HfTokenizer>(new HfTokenizer());
   require(j.is_object() && j.contains("model") && j["model"].is_object(), "tokenizer '", path, "' has no model object");
@@ -147,10 +147,14 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::load(const std::string& path0) {
     const auto& bl = pt["pretokenizers"][1];
     if (sp.value("type", std::string()) != "Split" || bl.value("type", std::string()) != "ByteLevel")
       throw fail("pre_tokenizer sequence (need Split then ByteLevel)");
-    const std::string re = sp.contains("pattern") && sp["pattern"].is_object() ? sp["pattern"].value("Regex", std::string()) : "";
-    if (re == kLlama3) t->split_ = SplitKind::Llama3;
-    else if (re == kQwen2) t->split_ = SplitKind::Qwen2;
-    else throw fail("Split regex '" + re + "' (known: the Llama-3 and Qwen2 patterns)");
+    const std::string re =
+        sp.contains("pattern") && sp["pattern"].is_object() ? sp["pattern"].value("Regex", std::string()) : "";
+    if (re == kLlama3)
+      t->split_ = SplitKind::Llama3;
+    else if (re == kQwen2)
+      t->split_ = SplitKind::Qwen2;
+    else
+      throw fail("Split regex '" + re + "' (known: the Llama-3 and Qwen2 patterns)");
     if (sp.value("behavior", std::string()) != "Isolated" || sp.value("invert", false)) throw fail("Split behavior");
     byte_level(bl, false);
   } else {
@@ -171,10 +175,12 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::load(const std::string& path0) {
   int rank = 0;
   for (const auto& mg : m["merges"]) {
     std::string key;
-    if (mg.is_string()) key = mg.get<std::string>();
+    if (mg.is_string())
+      key = mg.get<std::string>();
     else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string())
       key = mg[0].get<std::string>() + " " + mg[1].get<std::string>();
-    else throw InvalidArgument(str("tokenizer '", path, "': merge ", rank, " is neither \"a b\" nor [a, b]"));
+    else
+      throw InvalidArgument(str("tokenizer '", path, "': merge ", rank, " is neither \"a b\" nor [a, b]"));
     t->ranks_.emplace(key, rank++);
   }
   if (j.contains("added_tokens") && j["added_tokens"].is_array())
@@ -248,8 +254,9 @@ std::vector<std::int32_t> HfTokenizer::encode(std::string_view text) const {
     if (seg.empty()) return;
     std::string s(seg);
     if (first && add_prefix_space_ && s[0] != ' ') s = " " + s;
-    const std::vector<std::string> pieces = split_ == SplitKind::Gpt2 ? data::gpt2_pretokenize(s)
-                                            : llama3_pretokenize(s, split_ == SplitKind::Llama3 ? 3 : 1);
+    const std::vector<std::string> pieces = split_ == SplitKind::Gpt2
+                                                ? data::gpt2_pretokenize(s)
+                                                : llama3_pretokenize(s, split_ == SplitKind::Llama3 ? 3 : 1);
     for (const auto& p : pieces) {
       const auto ids = bpe(p);
       out.insert(out.end(), ids.begin(), ids.end());

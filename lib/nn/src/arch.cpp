@@ -19,9 +19,12 @@ int rope_dims(const ModelConfig& c, int l) { return c.arch.rope_dim > 0 ? c.arch
 
 std::string mlp_name(MlpKind k) {
   switch (k) {
-    case MlpKind::GeluTanh: return "gelu-tanh";
-    case MlpKind::Gelu: return "gelu";
-    case MlpKind::SwiGLU: return "swiglu";
+    case MlpKind::GeluTanh:
+      return "gelu-tanh";
+    case MlpKind::Gelu:
+      return "gelu";
+    case MlpKind::SwiGLU:
+      return "swiglu";
   }
   return "?";
 }
@@ -34,11 +37,16 @@ MlpKind parse_mlp_kind(const std::string& s) {
 }
 
 nlohmann::json arch_to_json(const ArchVariant& a) {
-  return {{"mlp", mlp_name(a.mlp)},         {"d_ff", a.d_ff},
-          {"mlp_bias", a.mlp_bias},         {"n_kv_head", a.n_kv_head},
-          {"parallel_residual", a.parallel_residual}, {"rope_theta", a.rope_theta},
-          {"rope_dim", a.rope_dim},         {"emb_norm", a.emb_norm},
-          {"tied_head", a.tied_head},       {"norm_eps", a.norm_eps}};
+  return {{"mlp", mlp_name(a.mlp)},
+          {"d_ff", a.d_ff},
+          {"mlp_bias", a.mlp_bias},
+          {"n_kv_head", a.n_kv_head},
+          {"parallel_residual", a.parallel_residual},
+          {"rope_theta", a.rope_theta},
+          {"rope_dim", a.rope_dim},
+          {"emb_norm", a.emb_norm},
+          {"tied_head", a.tied_head},
+          {"norm_eps", a.norm_eps}};
 }
 
 ArchVariant arch_from_json(const nlohmann::json& j) {
@@ -63,15 +71,15 @@ void validate_arch(const ModelConfig& c) {
   require(a.n_kv_head >= 0 && a.n_kv_head <= c.n_head, "arch.n_kv_head must be in [0, n_head = ", c.n_head, "] (got ",
           a.n_kv_head, ")");
   require(c.n_head % kv_heads(c) == 0, "n_head = ", c.n_head, " must be a multiple of n_kv_head = ", kv_heads(c));
-  require(std::isfinite(a.rope_theta) && a.rope_theta > 1, "arch.rope_theta must be finite and > 1 (got ",
-          a.rope_theta, ")");
+  require(std::isfinite(a.rope_theta) && a.rope_theta > 1, "arch.rope_theta must be finite and > 1 (got ", a.rope_theta,
+          ")");
   require(std::isfinite(a.norm_eps) && a.norm_eps > 0 && a.norm_eps < 1, "arch.norm_eps must be in (0, 1) (got ",
           a.norm_eps, ")");
   require(!a.emb_norm || c.norm != NormKind::None, "arch.emb_norm needs norm layernorm or rmsnorm");
   for (int l = 0; l < c.n_layer; ++l) {
     const int dh = head_dim(c, l);
-    require(a.rope_dim >= 0 && a.rope_dim <= dh && a.rope_dim % 2 == 0, "arch.rope_dim must be even and in [0, d_head = ",
-            dh, "] (got ", a.rope_dim, ")");
+    require(a.rope_dim >= 0 && a.rope_dim <= dh && a.rope_dim % 2 == 0,
+            "arch.rope_dim must be even and in [0, d_head = ", dh, "] (got ", a.rope_dim, ")");
     const AttnKind k = c.layers[static_cast<std::size_t>(l)].attn;
     if (kv_heads(c) != c.n_head)
       require(k != AttnKind::Sd && k != AttnKind::RunwayDot && k != AttnKind::RunwayBilinear, "layer ", l, ": ",

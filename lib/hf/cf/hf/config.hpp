@@ -5,9 +5,8 @@
 // spellings the HF config classes accept are accepted (e.g. BLOOM n_embed | hidden_size, n_head |
 // num_attention_heads; GPT-2 n_embd | hidden_size). Options the causalflow model cannot express
 // (rope_scaling, sliding windows, post-LayerNorm residuals, ...) are refused with a message.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cf/nn/config.hpp"
 

@@ -45,8 +45,8 @@ class HfTokenizer {
   bool add_prefix_space_ = false, ignore_merges_ = false;
   int vocab_size_ = 0;
   std::unordered_map<std::string, std::int32_t> vocab_;
-  std::unordered_map<std::string, int> ranks_;  // "left right" -> rank
-  std::vector<std::string> byte_sym_;           // byte -> its printable symbol (UTF-8)
+  std::unordered_map<std::string, int> ranks_;                 // "left right" -> rank
+  std::vector<std::string> byte_sym_;                          // byte -> its printable symbol (UTF-8)
   std::map<std::string, std::int32_t, std::greater<>> added_;  // content -> id
   std::vector<std::string> id_to_sym_;
   std::unordered_map<std::string, unsigned char> sym_byte_;
