@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -146,11 +147,12 @@ TEST_CASE("capture hook: probabilities are row-stochastic and zero outside the s
       for (int h = 0; h < c.n_head; ++h) {
         const MatD P = head_matrix(s.probs, h, T, T);
         for (int i = 0; i < T; ++i) {
-          // branch fusion reports block + bridge weights: the row sums to the number of non-empty branches
+          // branch fusion (seed 002 Eq. 35) reports the block softmax plus one softmax per bridge j
+          // whose write-back set R_j holds the row (and has a causal source): 1 + that count
           double want = 1;
           if (bridged && fusion == cf::graph::Fusion::Branch)
-            for (const auto& iv : cf::graph::bridge_sources(mask, i))
-              if (iv.lo <= i) want = 2;
+            for (const auto& W : cf::graph::bridge_windows(mask))
+              if (i >= W.r_lo && i < W.r_hi && W.s_lo <= std::min<cf::graph::Index>(W.s_hi - 1, i)) want += 1;
           CHECK(P.row(i).sum() == Approx(want).epsilon(1e-5));
           for (int j = 0; j < T; ++j) {
             const bool edge = j <= i && cf::graph::has_edge_brute_force(mask, j, i);

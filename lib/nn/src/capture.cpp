@@ -114,6 +114,7 @@ CaptureSummary capture_model(const Model<float>& model, const std::vector<std::v
                                                                                         windows[n].end());
       w.write_tokens(n, in);
       ForwardHooks hooks;
+      hooks.capture_heads = heads;  // probabilities materialised for the captured heads only
       hooks.on_layer = [&](const LayerActivations& la) {
         const int l = la.layer, dh = la.d_head;
         const std::size_t TD = static_cast<std::size_t>(T) * dh;

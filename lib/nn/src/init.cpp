@@ -48,7 +48,10 @@ Eigen::MatrixXf forward_logits(const Model<float>& model, const std::vector<std:
                                const ForwardHooks* hooks) {
   const int Tn = static_cast<int>(tokens.size());
   require(Tn >= 1, "forward_logits needs at least one token");
+  // the inference API of the analysers runs the dense attention path, so a call with a score hook
+  // (which needs the T x T scores) and one without compare bit for bit
   Workspace<float> ws;
+  ws.set_attention_path(AttentionPath::Dense);
   std::vector<std::int32_t> targets(tokens.size(), -1);
   forward_backward<float>(model, tokens.data(), targets.data(), 1, Tn, nullptr, ws, hooks);
   auto& a = ws.get();
@@ -66,6 +69,7 @@ PerplexityResult evaluate_perplexity(const Model<float>& model, const std::vecto
   require(tokens.size() >= 2, "evaluate_perplexity needs at least 2 tokens (got ", tokens.size(), ")");
   const std::int64_t n = static_cast<std::int64_t>(tokens.size());
   Workspace<float> ws;
+  ws.set_attention_path(AttentionPath::Dense);  // as forward_logits: hooked and plain runs compare exactly
   double nll = 0;
   std::int64_t count = 0;
   std::int64_t scored_until = 0;  // targets at positions < scored_until (target index) are done

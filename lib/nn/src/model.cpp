@@ -21,6 +21,8 @@
 #include "cf/core/error.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/detail/attention_tiled.hpp"
 #include "cf/nn/ops.hpp"
 #include "cf/nn/variant_ops.hpp"
 
@@ -44,6 +46,10 @@ Workspace<T>& Workspace<T>::operator=(Workspace&& o) noexcept {
 template <class T>
 std::size_t Workspace<T>::bytes() const {
   return impl_->bytes();
+}
+template <class T>
+void Workspace<T>::set_attention_path(AttentionPath p) {
+  impl_->path = p;
 }
 
 namespace {
@@ -82,72 +88,32 @@ struct QkvLayout {
 };
 inline QkvLayout qkv_layout(const ModelConfig& c, int l) { return {c.n_head, kv_heads(c), head_dim(c, l)}; }
 
-// ------------------------------------------------------------------------------------ masks
-
-bool is_masked_family(AttnKind k) {
-  return k == AttnKind::Full || k == AttnKind::Block || k == AttnKind::Swa || k == AttnKind::Bridge ||
-         k == AttnKind::Pbb || k == AttnKind::SeBridge;
-}
-
-// Dense branch masks of a layer at length Tn (row = query t, column = key s).
-std::vector<std::vector<std::uint8_t>> build_masks(const LayerConfig& lc, int Tn) {
-  auto causal = [&]() {
-    std::vector<std::uint8_t> m(static_cast<std::size_t>(Tn) * Tn, 0);
-    for (int i = 0; i < Tn; ++i)
-      for (int j = 0; j <= i; ++j) m[static_cast<std::size_t>(i) * Tn + j] = 1;
-    return m;
-  };
-  if (!is_masked_family(lc.attn) || lc.attn == AttnKind::Full) return {causal()};
-  graph::Pattern p;
-  p.b = lc.b;
-  p.w = lc.w;
-  p.e = lc.e;
-  p.kind = lc.attn == AttnKind::Block    ? graph::PatternKind::Block
-           : lc.attn == AttnKind::Swa    ? graph::PatternKind::Swa
-           : lc.attn == AttnKind::Bridge ? graph::PatternKind::Bridge
-           : lc.attn == AttnKind::Pbb    ? graph::PatternKind::Pbb
-                                         : graph::PatternKind::SeBridge;
-  auto fill = [&](const std::function<graph::IntervalSet(graph::Index)>& src) {
-    std::vector<std::uint8_t> m(static_cast<std::size_t>(Tn) * Tn, 0);
-    for (int t = 0; t < Tn; ++t)
-      for (const auto& iv : src(t))
-        for (graph::Index s = iv.lo; s <= iv.hi && s <= t; ++s) m[static_cast<std::size_t>(t) * Tn + s] = 1;
-    return m;
-  };
-  const graph::Mask mask = graph::make_mask(p, Tn);
-  const bool bridged = p.kind == graph::PatternKind::Bridge || p.kind == graph::PatternKind::Pbb ||
-                       p.kind == graph::PatternKind::SeBridge;
-  if (!bridged || lc.fusion == graph::Fusion::Union) return {fill([&](graph::Index t) { return graph::sources(mask, t); })};
-  graph::Pattern pb = p;
-  pb.kind = graph::PatternKind::Block;
-  const graph::Mask block = graph::make_mask(pb, Tn);
-  return {fill([&](graph::Index t) { return graph::sources(block, t); }),
-          fill([&](graph::Index t) { return graph::bridge_sources(mask, t); })};
-}
-
 // ---------------------------------------------------------------------------- capture report
 
 // Hand one layer's attention probabilities, Q, K and residual quantities to the capture hook, one
 // sequence at a time (float copies, so the hook sees the same types for Model<float> and
-// Model<double>). P: per (b, h) nb branch blocks of T x T (summed here); qkv: N x 3 H dh after RoPE;
-// x, att, y: N x C residual in, attention output (after c_proj), residual out.
+// Model<double>). probs(b, h, dst) writes head h's T x T probabilities of sequence b (summed over
+// branches) for the heads in `heads` (empty = all; the others stay zero); qkv: N x 3 H dh after
+// RoPE; x, att, y: N x C residual in, attention output (after c_proj), residual out.
 template <class T>
-void report_layer(const CaptureHook& hook, int l, int B, int Tn, const QkvLayout& ql, int C, std::size_t nb,
-                  const T* qkv, const T* P, const T* x, const T* att, const T* y) {
+void report_layer(const CaptureHook& hook, int l, int B, int Tn, const QkvLayout& ql, int C, const std::vector<int>& heads,
+                  const std::function<void(int, int, float*)>& probs_of, const T* qkv, const T* x, const T* att,
+                  const T* y) {
   const int H = ql.H, dh = ql.dh;
   const std::size_t TT = static_cast<std::size_t>(Tn) * Tn, HD = static_cast<std::size_t>(H) * dh;
   std::vector<float> probs(static_cast<std::size_t>(H) * TT), q(HD * Tn), k(HD * Tn);
   std::vector<float> xin(static_cast<std::size_t>(Tn) * C), aout(xin.size()), yout(xin.size());
   std::vector<float> nx(Tn), na(Tn), ny(Tn);
+  std::vector<char> want(static_cast<std::size_t>(H), heads.empty() ? 1 : 0);
+  for (int h : heads)
+    if (h >= 0 && h < H) want[static_cast<std::size_t>(h)] = 1;
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
-      const T* Pb = P + (static_cast<std::size_t>(b) * H + h) * nb * TT;
       float* dst = probs.data() + static_cast<std::size_t>(h) * TT;
-      for (std::size_t i = 0; i < TT; ++i) {
-        T sum = 0;
-        for (std::size_t br = 0; br < nb; ++br) sum += Pb[br * TT + i];
-        dst[i] = static_cast<float>(sum);
-      }
+      if (want[static_cast<std::size_t>(h)])
+        probs_of(b, h, dst);
+      else
+        std::fill(dst, dst + TT, 0.f);
       for (int t = 0; t < Tn; ++t) {
         const T* row = qkv + (static_cast<std::size_t>(b) * Tn + t) * ql.ld();
         for (int d = 0; d < dh; ++d) {
@@ -248,6 +214,7 @@ void embed_backward(Pass<T>& p, const std::int32_t* tokens) {
 // ELU+1 linear attention).
 struct AttnMode {
   bool lin = false, sd = false, runway = false;
+  bool dense = false;  ///< T x T path (AttentionPath::Dense, a score hook, or ELU+1 linear)
 };
 template <class T>
 AttnMode attn_mode(const Pass<T>& p, int l) {
@@ -257,13 +224,17 @@ AttnMode attn_mode(const Pass<T>& p, int l) {
           (p.hooks && l < static_cast<int>(p.hooks->linearize.size()) && p.hooks->linearize[l]);
   m.sd = !m.lin && k == AttnKind::Sd;
   m.runway = !m.lin && (k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear);
+  m.dense = p.a.path == AttentionPath::Dense || m.lin || (p.hooks && p.hooks->on_scores);
   return m;
 }
 
-// The head kernel's description of layer l (scale, S-D, linear, branch masks).
+// The head kernel's description of layer l (scale, S-D, linear, branch masks); builds the dense
+// masks of the layer's branches on first use.
 template <class T>
 detail::HeadSpec head_spec(const Pass<T>& p, int l, const AttnMode& m) {
   const int dh = head_dim(p.cfg, l);
+  if (p.a.masks[l].empty())
+    for (const auto& br : p.a.plans[l].branches) p.a.masks[l].push_back(detail::dense_mask(br, p.Tn));
   detail::HeadSpec spec;
   spec.linear = m.lin;
   spec.sd = m.sd;
@@ -311,14 +282,17 @@ void sd_damping_backward(Pass<T>& p, int l, const T* in, MatR<T>& dn) {
 // 1 <= m <= i-2, shared by every head of the sequence. a.tau[l], a.rbias: [B, T, T].
 template <class T>
 void runway_forward(Pass<T>& p, int l, const T* qkv) {
-  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l);
+  const QkvLayout ql = qkv_layout(p.cfg, l);
   const bool dot = p.cfg.layers[l].attn == AttnKind::RunwayDot;
   const T c = T(1) / std::sqrt(T(dh));
   const T* Bw = dot ? nullptr : p.W + p.lay.layer[l].runway_B;
+  p.a.tau[l].resize(static_cast<std::size_t>(p.B) * Tn * Tn);
+  p.a.rbias.resize(p.a.tau[l].size());
 #pragma omp parallel for schedule(static)
   for (int b = 0; b < p.B; ++b) {
-    detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh, Tn, dh,
-                        Eigen::OuterStride<>(3 * HD));
+    detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1), Tn, dh,
+                        Eigen::OuterStride<>(ql.ld()));
     MatR<T> Vs = MatR<T>::Zero(Tn, dh);
     for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
     MapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
@@ -337,16 +311,17 @@ void runway_forward(Pass<T>& p, int l, const T* qkv) {
 // in dqkv +=, d B (bilinear) +=.
 template <class T>
 void runway_backward(Pass<T>& p, int l, const T* qkv, T* dqkv) {
-  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l);
+  const QkvLayout ql = qkv_layout(p.cfg, l);
   const bool dot = p.cfg.layers[l].attn == AttnKind::RunwayDot;
   const std::int64_t Boff = p.lay.layer[l].runway_B;
   const T c = T(1) / std::sqrt(T(dh));
   std::vector<MatR<T>> dBpart(static_cast<std::size_t>(p.B));
 #pragma omp parallel for schedule(static)
   for (int b = 0; b < p.B; ++b) {
-    const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * 3 * HD + 2 * HD + (H - 1) * dh;
-    detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
-    detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(3 * HD));
+    const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1);
+    detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
+    detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
     CMapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
     MatR<T> Gt = MatR<T>::Zero(Tn, Tn);  // d loss / d tau
     for (int h = 0; h < H; ++h) {
@@ -376,9 +351,10 @@ void runway_backward(Pass<T>& p, int l, const T* qkv, T* dqkv) {
   }
 }
 
-// The heads of layer l: qkv [N, 3 H dh] -> atty [N, H dh], probabilities saved in a.P[l].
+// The heads of layer l, dense path: qkv [N, 3 H dh] -> atty [N, H dh], probabilities saved in
+// a.P[l], row statistics in a.lse[l].
 template <class T>
-void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
+void heads_forward_dense(Pass<T>& p, int l, const AttnMode& m) {
   Activations<T>& a = p.a;
   const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
   const QkvLayout ql = qkv_layout(p.cfg, l);
@@ -386,6 +362,7 @@ void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
   const std::size_t nb = m.lin ? 1 : spec.masks.size();
   a.nbranch[l] = static_cast<int>(nb);
   a.ensure_P(l, static_cast<std::size_t>(p.B) * H * nb * Tn * Tn);
+  a.lse[l].assign(static_cast<std::size_t>(p.B) * H * nb * Tn, T(0));
   const T* qkv = a.qkv[l].data();
   const ForwardHooks* hooks = p.hooks;
   const bool serial = hooks && hooks->on_scores;
@@ -407,12 +384,14 @@ void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
                                       m.sd ? dvec.data() : nullptr,
                                       m.runway ? a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn : nullptr,
                                       a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
-                                      a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr);
+                                      a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr,
+                                      m.lin ? nullptr : a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
   }
 }
-// Backward of heads_forward: datty [N, H dh] -> dqkv [N, 3 H dh] (+=), a.ddamp (S-D), a.dS (runway).
+// Backward of heads_forward_dense: datty [N, H dh] -> dqkv [N, 3 H dh] (+=), a.ddamp (S-D), a.dS
+// (runway).
 template <class T>
-void heads_backward(Pass<T>& p, int l, const AttnMode& m) {
+void heads_backward_dense(Pass<T>& p, int l, const AttnMode& m) {
   Activations<T>& a = p.a;
   const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
   detail::HeadSpec spec = head_spec(p, l, m);
@@ -445,6 +424,171 @@ void heads_backward(Pass<T>& p, int l, const AttnMode& m) {
   }
 }
 
+// One head of sequence b for the tiled kernels. damp_t: [B, H, T] S-D damping (null otherwise).
+template <class T>
+detail::TiledHead<T> tiled_head(const Pass<T>& p, int l, const AttnMode& m, int b, int h, const T* damp_t) {
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l);
+  const QkvLayout ql = qkv_layout(p.cfg, l);  // grouped-query attention: head h reads kv head h / (H / KV)
+  const T* seq = p.a.qkv[l].data() + static_cast<std::int64_t>(b) * Tn * ql.ld();
+  detail::TiledHead<T> th;
+  th.Tn = Tn;
+  th.dh = dh;
+  th.q = seq + ql.q(h);
+  th.k = seq + ql.k(h);
+  th.v = seq + ql.v(h);
+  th.ld = ql.ld();
+  th.scale = T(m.sd ? 0.5 / std::sqrt(double(dh)) : 1.0 / std::sqrt(double(dh)));
+  if (m.sd) th.damp = damp_t + (static_cast<std::size_t>(b) * H + h) * Tn;
+  if (p.cfg.pos == PosKind::Alibi) th.alibi = T(alibi_slope(h, H));
+  if (m.runway) {
+    th.runway.vl = seq + ql.v(H - 1);
+    th.runway.ld = ql.ld();
+    if (p.cfg.layers[l].attn == AttnKind::RunwayBilinear) th.runway.B = p.W + p.lay.layer[l].runway_B;
+  }
+  return th;
+}
+
+// S-D damping d [N, H] transposed to [B, H, T] (contiguous rows for the tiled kernels).
+template <class T>
+std::vector<T> damping_by_head(const Pass<T>& p, int l, const AttnMode& m) {
+  std::vector<T> d;
+  if (!m.sd) return d;
+  d.resize(static_cast<std::size_t>(p.N) * p.H);
+  for (int b = 0; b < p.B; ++b)
+    for (int h = 0; h < p.H; ++h)
+      for (int t = 0; t < p.Tn; ++t)
+        d[(static_cast<std::size_t>(b) * p.H + h) * p.Tn + t] = p.a.damp_d[l](static_cast<std::int64_t>(b * p.Tn + t) * p.H + h);
+  return d;
+}
+
+// The heads of layer l, tiled path: qkv [N, 3 H dh] -> atty [N, H dh]; a.lse[l] [B, H, nb, T] and,
+// with several branches, a.obr[l] saved. Parallel over (sequence, head, query tile).
+template <class T>
+void heads_forward_tiled(Pass<T>& p, int l, const AttnMode& m) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const detail::TilePlan& plan = a.plans[l];
+  const std::size_t nb = plan.branches.size();
+  a.nbranch[l] = static_cast<int>(nb);
+  a.lse[l].resize(static_cast<std::size_t>(p.B) * H * nb * Tn);
+  a.obr[l].resize(nb > 1 ? static_cast<std::size_t>(p.B) * H * nb * Tn * dh : 0);
+  const std::vector<T> damp = damping_by_head(p, l, m);
+  const std::int64_t nt = plan.n_tiles, tasks = static_cast<std::int64_t>(p.B) * H * nt;
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
+    const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
+    detail::tiled_forward_qtile(th, plan, qt, a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
+  }
+}
+
+// Backward of heads_forward_tiled: datty -> dqkv (+=), a.ddamp (S-D); runway: d V of the last head
+// and d B accumulated here. Parallel over (sequence, head); per-(b, h) runway and damping
+// gradients reduced afterwards in a fixed order.
+template <class T>
+void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh, BH = p.B * H;
+  const detail::TilePlan& plan = a.plans[l];
+  const std::size_t nb = plan.branches.size();
+  const std::vector<T> damp = damping_by_head(p, l, m);
+  const bool bil = m.runway && p.cfg.layers[l].attn == AttnKind::RunwayBilinear;
+  a.dd_t.assign(m.sd ? static_cast<std::size_t>(BH) * Tn : 0, T(0));
+  a.rw_dvs.assign(m.runway ? static_cast<std::size_t>(BH) * Tn * dh : 0, T(0));
+  a.rw_dvl.assign(a.rw_dvs.size(), T(0));
+  a.rw_dB.assign(bil ? static_cast<std::size_t>(BH) * dh * dh : 0, T(0));
+  T* dqkv = a.dqkv.data();
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  const int group = H / ql.KV;
+  // One task per (sequence, key/value head): the query heads sharing a key/value head (grouped-query
+  // attention) accumulate into the same dK, dV columns, so they run in order inside the task.
+#pragma omp parallel for schedule(dynamic)
+  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+  for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
+    const int b = bg / ql.KV, bh = b * H + h;
+    const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
+    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(), yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
+    detail::TiledGrads<T> g;
+    g.dq = dqkv + off + ql.q(h);
+    g.dk = dqkv + off + ql.k(h);
+    g.dv = dqkv + off + ql.v(h);
+    g.ld = ql.ld();
+    if (m.sd) g.ddamp = a.dd_t.data() + static_cast<std::size_t>(bh) * Tn;
+    if (m.runway) {
+      g.dvs = a.rw_dvs.data() + static_cast<std::size_t>(bh) * Tn * dh;
+      g.dvl = a.rw_dvl.data() + static_cast<std::size_t>(bh) * Tn * dh;
+      if (bil) g.dB = a.rw_dB.data() + static_cast<std::size_t>(bh) * dh * dh;
+    }
+    detail::tiled_backward_head(th, plan, a.datty.data() + yo, HD, a.atty[l].data() + yo,
+                                nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
+  }
+  if (m.sd) {
+    a.ddamp.setZero(p.N, H);
+    for (int bh = 0; bh < BH; ++bh)
+      for (int t = 0; t < Tn; ++t)
+        a.ddamp(static_cast<std::int64_t>((bh / H) * Tn + t), bh % H) = a.dd_t[static_cast<std::size_t>(bh) * Tn + t];
+  }
+  if (m.runway) {
+    for (int bh = 0; bh < BH; ++bh) {
+      const int b = bh / H;
+      detail::SMap<T> dVl(dqkv + static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1), Tn, dh,
+                          Eigen::OuterStride<>(ql.ld()));
+      CMapR<T> dvs(a.rw_dvs.data() + static_cast<std::size_t>(bh) * Tn * dh, Tn, dh),
+          dvl(a.rw_dvl.data() + static_cast<std::size_t>(bh) * Tn * dh, Tn, dh);
+      dVl += dvl;
+      for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dvs.row(i);  // row i used v_{i-1}
+      if (bil) MapR<T>(p.G + p.lay.layer[l].runway_B, dh, dh) += CMapR<T>(a.rw_dB.data() + static_cast<std::size_t>(bh) * dh * dh, dh, dh);
+    }
+  }
+}
+
+template <class T>
+void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
+  if (m.dense) {
+    if (m.runway) runway_forward(p, l, p.a.qkv[l].data());
+    heads_forward_dense(p, l, m);
+  } else {
+    heads_forward_tiled(p, l, m);
+  }
+}
+template <class T>
+void heads_backward(Pass<T>& p, int l, const AttnMode& m) {
+  if (m.dense) {
+    heads_backward_dense(p, l, m);
+    if (m.runway) runway_backward(p, l, p.a.qkv[l].data(), p.a.dqkv.data());
+  } else {
+    heads_backward_tiled(p, l, m);
+  }
+}
+
+// The probabilities of head h of sequence b (summed over branches) into dst (T x T): copied from
+// the dense path's a.P[l], or recomputed tile by tile from Q, K and the saved row statistics.
+template <class T>
+void head_probs(const Pass<T>& p, int l, const AttnMode& m, int b, int h, float* dst) {
+  const Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H;
+  const std::size_t TT = static_cast<std::size_t>(Tn) * Tn, nb = static_cast<std::size_t>(a.nbranch[l]);
+  const std::size_t bh = static_cast<std::size_t>(b) * H + h;
+  if (m.dense) {
+    const T* Pb = a.P[l].data() + bh * nb * TT;
+    for (std::size_t i = 0; i < TT; ++i) {
+      T sum = 0;
+      for (std::size_t br = 0; br < nb; ++br) sum += Pb[br * TT + i];
+      dst[i] = static_cast<float>(sum);
+    }
+    return;
+  }
+  std::vector<T> damp;
+  if (m.sd) {  // this head's damping only
+    damp.assign(static_cast<std::size_t>(p.N) * H, T(0));
+    for (int t = 0; t < Tn; ++t) damp[bh * Tn + t] = a.damp_d[l](static_cast<std::int64_t>(b * Tn + t) * H + h);
+  }
+  detail::tiled_probs_head(tiled_head(p, l, m, b, h, damp.data()), a.plans[l], a.lse[l].data() + bh * nb * Tn, dst);
+}
+
 // Attention sub-layer: resid_mid[l] = resid[l] + c_proj(heads(qkv(norm_1(resid[l])))).
 template <class T>
 void attention_sublayer_forward(Pass<T>& p, int l) {
@@ -459,14 +603,15 @@ void attention_sublayer_forward(Pass<T>& p, int l) {
                  static_cast<int>(ql.ld()));
   if (p.cfg.pos == PosKind::Rope) rope_qk(p, l, qkv, false);
   if (m.sd) sd_damping_forward(p, l, in);
-  if (m.runway) runway_forward(p, l, qkv);
   heads_forward(p, l, m);
   linear_forward(p.tmp.data(), a.atty[l].data(), p.W + o.proj_w, o.proj_b >= 0 ? p.W + o.proj_b : nullptr, p.N, HD,
                  p.C);
   a.resid_mid[l] = a.resid[l] + p.tmp;
   if (p.hooks && p.hooks->on_layer)
-    report_layer<T>(p.hooks->on_layer, l, p.B, p.Tn, ql, p.C, static_cast<std::size_t>(a.nbranch[l]), qkv,
-                    a.P[l].data(), a.resid[l].data(), p.tmp.data(), a.resid_mid[l].data());
+    report_layer<T>(
+        p.hooks->on_layer, l, p.B, p.Tn, ql, p.C, p.hooks->capture_heads,
+        [&](int b, int h, float* dst) { head_probs(p, l, m, b, h, dst); }, qkv, a.resid[l].data(), p.tmp.data(),
+        a.resid_mid[l].data());
 }
 // Backward of attention_sublayer_forward: a.dres holds d resid_mid[l] on entry, d resid[l] on exit.
 template <class T>
@@ -481,7 +626,6 @@ void attention_sublayer_backward(Pass<T>& p, int l) {
   const QkvLayout ql = qkv_layout(p.cfg, l);
   a.dqkv.setZero(p.N, ql.ld());
   heads_backward(p, l, m);
-  if (m.runway) runway_backward(p, l, a.qkv[l].data(), a.dqkv.data());
   if (p.cfg.pos == PosKind::Rope) rope_qk(p, l, a.dqkv.data(), true);
   const T* in = p.ln() ? a.ln1[l].data() : a.resid[l].data();
   a.dn.setZero(p.N, p.C);
@@ -651,7 +795,7 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
   Activations<T>& a = ws.get();
   a.ensure(cfg, B, Tn);
   for (int l = 0; l < L; ++l)
-    if (a.masks[l].empty()) a.masks[l] = build_masks(cfg.layers[l], Tn);
+    if (a.plans[l].Tn != Tn) a.plans[l] = detail::make_tile_plan(detail::layer_branches(cfg.layers[l], Tn), Tn);
   Pass<T> p{cfg, model.layout, model.params.data(), grad ? grad->data() : nullptr, a, B, Tn, N, cfg.d_model,
             cfg.n_head, hooks, MatR<T>(N, cfg.d_model)};
 

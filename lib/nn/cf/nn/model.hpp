@@ -26,9 +26,10 @@ using ScoreHook = std::function<void(int layer, int head, Eigen::Ref<Eigen::Matr
 /// Shapes: H = n_head, T = seq_len, C = d_model, dh = d_head of this layer.
 ///  - attn_probs [H, T, T], row = query i, column = key j: the weights that multiply V, after the
 ///    hook, ALiBi / runway biases, masking and softmax; zero outside the mask. Branch fusion of
-///    bridge patterns (bridge, pbb, se-bridge with fusion = branch): the SUM of the block and the
-///    bridge branch weights, so a row sums to 2 where the bridge branch admits a key and to 1
-///    elsewhere (the head output is exactly attn_probs V). Linear (ELU+1) layers: the normalised
+///    bridge patterns (bridge, pbb, se-bridge with fusion = branch, seed 002 Eq. 35): the SUM of
+///    the block softmax and one softmax per bridge j, so a row sums to 1 + the number of bridges
+///    whose write-back set holds it (2 rows of a centered bridge with b < w <= 2b lie in two), and
+///    the head output is exactly attn_probs V. Linear (ELU+1) layers: the normalised
 ///    weights phi(q_i).phi(k_j) / sum_{j'<=i} phi(q_i).phi(k_j'). S–D: softmax of S - D.
 ///  - q, k [H, T, dh]: the queries and keys the scores are computed from (after RoPE; before the
 ///    1/sqrt(dh) scale).
@@ -66,7 +67,17 @@ struct ForwardHooks {
   ScoreHook on_scores;
   std::vector<bool> linearize;
   CaptureHook on_layer;
+  /// Heads whose attn_probs on_layer materialises (empty = all); the other heads' probabilities
+  /// are left zero. The tiled path recomputes T x T probabilities only for these heads, one layer
+  /// at a time (cost: one extra pass over the admitted tiles and H_captured T^2 floats).
+  std::vector<int> capture_heads;
 };
+
+/// How softmax attention runs. Tiled (the default): online softmax over the admitted 64 x 64 key
+/// tiles of each query tile, O(T) memory (one log-sum-exp per row and branch saved; the backward
+/// recomputes the probabilities). Dense: T x T scores and probabilities per head, masked (the test
+/// oracle; always used for layers with a score hook and for ELU+1 linear layers).
+enum class AttentionPath { Tiled, Dense };
 
 /// A model with parameters in scalar type T (float or double).
 template <class T>
@@ -103,6 +114,8 @@ class Workspace {
   Workspace(Workspace&&) noexcept;
   Workspace& operator=(Workspace&&) noexcept;
   Activations<T>& get() { return *impl_; }
+  /// Select the attention path (default AttentionPath::Tiled); results agree to round-off.
+  void set_attention_path(AttentionPath p);
   /// Bytes currently held by saved activations (for the memory benchmark).
   std::size_t bytes() const;
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cf/nn/config.hpp"
+#include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/ops.hpp"
 
@@ -15,8 +16,14 @@ struct Activations {
   ModelConfig cfg;
   std::vector<MatR<T>> resid, ln1, ln2, qkv, atty, resid_mid, fch, fcg, damp_z, damp_d;
   std::vector<std::vector<T>> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, P, lin_s, tau;
-  std::vector<std::vector<std::vector<std::uint8_t>>> masks;
+  std::vector<std::vector<std::vector<std::uint8_t>>> masks;  ///< dense path only, built on first use
+  std::vector<detail::TilePlan> plans;                       ///< per layer: branches and key tiles
   std::vector<int> nbranch;
+  /// lse[l]: [B, H, nbranch, T] log-sum-exp per row and branch (both paths); obr[l]: tiled path with
+  /// more than one branch, [B, H, nbranch, T, dh] branch outputs (the backward's D = dO . O_branch).
+  std::vector<std::vector<T>> lse, obr;
+  std::vector<T> rw_dvs, rw_dvl, rw_dB, dd_t;  ///< tiled backward scratch: runway and S-D, per (b, h)
+  AttentionPath path = AttentionPath::Tiled;
   std::vector<T> rbias, dS, lnf_mean, lnf_rstd, losses;
   // ArchVariant (issue 13): token embeddings before emb_ln and its statistics; the MLP branch's
   // d input under a parallel residual.
@@ -29,7 +36,12 @@ struct Activations {
   void ensure(const ModelConfig& c, int B_, int T_) {
     const bool same_cfg = to_json(c) == to_json(cfg);
     if (same_cfg && B_ == B && T_ == Tn) return;
-    if (!same_cfg || T_ != Tn) masks.assign(static_cast<std::size_t>(c.n_layer), {});
+    if (!same_cfg || T_ != Tn) {
+      masks.assign(static_cast<std::size_t>(c.n_layer), {});
+      plans.assign(static_cast<std::size_t>(c.n_layer), detail::TilePlan{});
+    }
+    lse.resize(static_cast<std::size_t>(c.n_layer));
+    obr.resize(static_cast<std::size_t>(c.n_layer));
     cfg = c;
     B = B_;
     Tn = T_;
@@ -48,7 +60,6 @@ struct Activations {
     lin_s.resize(L);
     P.resize(L);
     nbranch.assign(L, 1);
-    std::size_t maxT2 = 0;
     for (int l = 0; l < L; ++l) {
       const int HD = H * head_dim(c, l);
       const auto k = c.layers[l].attn;
@@ -56,12 +67,10 @@ struct Activations {
       atty[l].resize(N, HD);
       damp_z[l].resize(k == AttnKind::Sd ? N : 0, H);
       damp_d[l].resize(k == AttnKind::Sd ? N : 0, H);
-      const bool rw = k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear;
-      tau[l].assign(rw ? static_cast<std::size_t>(B) * Tn * Tn : 0, T(0));
-      if (rw) maxT2 = static_cast<std::size_t>(B) * Tn * Tn;
+      tau[l].clear();  // dense runway only, sized on use
       lin_s[l].assign(static_cast<std::size_t>(B) * H * Tn, T(0));
     }
-    rbias.assign(maxT2, T(0));
+    rbias.clear();
     resid_mid.assign(L, MatR<T>(N, C));
     const int F = ffn_dim(c);
     fch.assign(L, MatR<T>(N, (c.arch.mlp == MlpKind::SwiGLU ? 2 : 1) * F));
@@ -85,6 +94,8 @@ struct Activations {
     };
     add(resid); add(ln1); add(ln2); add(qkv); add(atty); add(resid_mid); add(fch); add(fcg); add(damp_z);
     add(damp_d); add(ln1_mean); add(ln1_rstd); add(ln2_mean); add(ln2_rstd); add(P); add(lin_s); add(tau);
+    add(lse); add(obr);
+    n += (rw_dvs.size() + rw_dvl.size() + rw_dB.size() + dd_t.size()) * sizeof(T);
     n += (rbias.size() + dS.size() + lnf_mean.size() + lnf_rstd.size() + losses.size()) * sizeof(T);
     n += static_cast<std::size_t>(lnf.size() + logits.size() + dres.size() + dn.size() + dfc.size() + dfch.size() +
                                   datty.size() + dqkv.size() + ddamp.size()) * sizeof(T);

@@ -44,11 +44,13 @@ inline T delu1(T x) {
 /// Forward of one head. q, k, v: T x dh with row stride ld; y: T x dh output with stride ldy
 /// (overwritten); damp: T diagonal damping values (sd only, else null); runway_bias: T x T additive
 /// log-beta (null = none); P: saved probabilities, masks.size() (linear: 1) blocks of T x T;
-/// rowsum: T normalisers (linear only); hook: applied to the unmasked logits (may be null).
+/// rowsum: T normalisers (linear only); hook: applied to the unmasked logits (may be null);
+/// lse: masks.size() x T log-sum-exp of the admitted logits per branch and row (-inf where none;
+/// softmax heads only; null = not needed), the row statistic the tiled path saves.
 template <class T>
 void attention_head_forward(const HeadSpec& s, int Tn, int dh, const T* q, const T* k, const T* v, std::int64_t ld,
                             T* y, std::int64_t ldy, const T* damp, const T* runway_bias, T* P, T* rowsum,
-                            const std::function<void(Eigen::Ref<Eigen::MatrixXf>)>* hook) {
+                            const std::function<void(Eigen::Ref<Eigen::MatrixXf>)>* hook, T* lse = nullptr) {
   CSMap<T> Q(q, Tn, dh, Eigen::OuterStride<>(ld)), K(k, Tn, dh, Eigen::OuterStride<>(ld)),
       V(v, Tn, dh, Eigen::OuterStride<>(ld));
   SMap<T> Y(y, Tn, dh, Eigen::OuterStride<>(ldy));
@@ -98,6 +100,7 @@ void attention_head_forward(const HeadSpec& s, int Tn, int dh, const T* q, const
       for (int j = 0; j <= i; ++j)
         if (mr[j]) mx = std::max(mx, S(i, j));
       for (int j = 0; j < Tn; ++j) Pb(i, j) = 0;
+      if (lse) lse[br * Tn + i] = mx;
       if (mx == -std::numeric_limits<T>::infinity()) continue;  // no admitted key in this branch
       T sum = 0;
       for (int j = 0; j <= i; ++j)
@@ -105,6 +108,7 @@ void attention_head_forward(const HeadSpec& s, int Tn, int dh, const T* q, const
           Pb(i, j) = std::exp(S(i, j) - mx);
           sum += Pb(i, j);
         }
+      if (lse) lse[br * Tn + i] = mx + std::log(sum);
       const T inv = T(1) / sum;
       for (int j = 0; j <= i; ++j) Pb(i, j) *= inv;
     }

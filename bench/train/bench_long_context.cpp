@@ -1,0 +1,186 @@
+// Benchmark (not a test) of the tiled attention (issue 12): (1) attention-only time of one layer's
+// heads, forward + backward, for an attention kind against full attention at the same T, printed
+// beside the ratio of admitted scores (lib/graph accounting) — cost should follow the score count;
+// (2) a training step of a 4-layer, 256-wide byte model at long T with its peak resident memory
+// against the O(T) theory of what the step must hold.
+// Usage: bench_long_context attn  KIND T [B=1] [REPS=3]   e.g. attn swa:128 4096
+//        bench_long_context train KIND T [B=1] [STEPS=2]  e.g. train swa:128 32768
+//        bench_long_context --help
+// KIND: full | swa:W | se-bridge:B[:E] | block:B | bridge:B:W | pbb:B:W
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/detail/attention_tiled.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/nn/optim.hpp"
+
+using namespace cf::nn;
+
+namespace {
+
+const char* kUsage =
+    "usage: bench_long_context attn|train KIND T [B] [REPS|STEPS]\n"
+    "  attn:  forward+backward time of one layer's heads (H 4, d_head 64) for KIND and for full\n"
+    "         attention at length T, and the admitted-score ratio\n"
+    "  train: training steps of a 4-layer, 256-wide byte model with KIND at every layer; peak RSS\n"
+    "         against the O(T) theory\n"
+    "  KIND: full | swa:W | block:B | bridge:B:W | pbb:B:W | se-bridge:B:E\n";
+
+LayerConfig parse_kind(const std::string& s) {
+  LayerConfig lc;
+  const auto c1 = s.find(':');
+  lc.attn = parse_attn_kind(s.substr(0, c1));
+  std::vector<int> v;
+  for (std::size_t p = c1; p != std::string::npos;) {
+    const auto q = s.find(':', p + 1);
+    v.push_back(std::atoi(s.substr(p + 1, q == std::string::npos ? std::string::npos : q - p - 1).c_str()));
+    p = q;
+  }
+  if (lc.attn == AttnKind::Swa && !v.empty()) lc.w = v[0];
+  if ((lc.attn == AttnKind::Block || lc.attn == AttnKind::SeBridge || lc.attn == AttnKind::Bridge ||
+       lc.attn == AttnKind::Pbb) && !v.empty())
+    lc.b = v[0];
+  if ((lc.attn == AttnKind::Bridge || lc.attn == AttnKind::Pbb) && v.size() > 1) lc.w = v[1];
+  if (lc.attn == AttnKind::SeBridge) lc.e = v.size() > 1 ? v[1] : lc.b / 2;
+  return lc;
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// seconds per forward + backward of H heads of one sequence
+double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std::int64_t& admitted) {
+  const int H = 4, dh = 64, HD = H * dh;
+  const detail::TilePlan plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn);
+  (void)tile;  // the tile size is detail::kTile
+  admitted = 0;
+  for (const auto& br : plan.branches) admitted += detail::admitted(br);
+  const std::size_t nb = plan.branches.size();
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> qkv(static_cast<std::size_t>(B) * Tn * 3 * HD), dqkv(qkv.size()), y(static_cast<std::size_t>(B) * Tn * HD),
+      dy(y.size()), lse(static_cast<std::size_t>(B) * H * nb * Tn), obr(nb > 1 ? static_cast<std::size_t>(B) * H * nb * Tn * dh : 0);
+  for (auto& x : qkv) x = nd(rng);
+  for (auto& x : dy) x = nd(rng);
+  const int nt = plan.n_tiles;
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    std::fill(dqkv.begin(), dqkv.end(), 0.f);
+    const double t0 = now();
+#pragma omp parallel for schedule(dynamic)
+    for (int task = 0; task < B * H * nt; ++task) {
+      const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
+      detail::TiledHead<float> th;
+      th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+      th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
+      detail::tiled_forward_qtile(th, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
+                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                  lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
+    }
+#pragma omp parallel for schedule(dynamic)
+    for (int bh = 0; bh < B * H; ++bh) {
+      const int b = bh / H, h = bh % H;
+      detail::TiledHead<float> th;
+      th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+      th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
+      detail::TiledGrads<float> g;
+      g.dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh, g.dk = g.dq + HD, g.dv = g.dq + 2 * HD;
+      g.ld = 3 * HD;
+      const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
+      detail::tiled_backward_head(th, plan, dy.data() + yo, HD, y.data() + yo,
+                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                  lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
+    }
+    best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+int attn_mode(const LayerConfig& lc, int Tn, int B, int reps, int tile) {
+  LayerConfig full;
+  full.attn = AttnKind::Full;
+  std::int64_t a_kind = 0, a_full = 0;
+  const double t_kind = time_heads(lc, Tn, B, reps, tile, a_kind), t_full = time_heads(full, Tn, B, reps, tile, a_full);
+  const double ratio = static_cast<double>(a_kind) / a_full;
+  std::printf("attn T=%d B=%d H=4 dh=64 tile=%d kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld score_ratio=%.4f "
+              "time_ratio=%.4f time_over_score_ratio=%.3f\n",
+              Tn, B, tile, t_kind, t_full, static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio,
+              t_kind / t_full, t_kind / t_full / ratio);
+  return 0;
+}
+
+int train_mode(const LayerConfig& lc, int Tn, int B, int steps) {
+  ModelConfig c;
+  c.vocab_size = 256;
+  c.n_layer = 4;
+  c.n_head = 4;
+  c.d_model = 256;
+  c.block_size = Tn;
+  c.layers.assign(4, lc);
+  Model<float> m = init_model<float>(c, 1);
+  std::vector<float> g(m.params.size());
+  AdamWState st;
+  Workspace<float> ws;
+  std::mt19937 rng(1);
+  std::vector<std::int32_t> x(static_cast<std::size_t>(B) * Tn), y(x.size());
+  for (auto& t : x) t = static_cast<std::int32_t>(rng() % 256);
+  for (auto& t : y) t = static_cast<std::int32_t>(rng() % 256);
+  double secs = 0;
+  float first = 0, loss = 0;
+  for (int s = 0; s < steps; ++s) {
+    const double t0 = now();
+    std::fill(g.begin(), g.end(), 0.f);
+    loss = forward_backward<float>(m, x.data(), y.data(), B, Tn, &g, ws);
+    if (s == 0) first = loss;
+    clip_grad_norm(g, 1.0);
+    adamw_step(m.params, g, st, m.layout, 1e-3, AdamWConfig{});
+    secs += now() - t0;
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  // O(T) theory, float32: params, grads, AdamW m and v; per layer the saved activations resid, ln1,
+  // ln2, qkv (3), atty, resid_mid (N x C each) and fch, fcg (N x 4C each), the row statistics and
+  // linear-attention normalisers
+  // (H x nbranch per token); resid_L, ln_f, logits (N x V) and the losses; backward scratch dres,
+  // dn, datty (N x C), dqkv (N x 3C), dfc, dfch (N x 4C).
+  const double N = static_cast<double>(B) * Tn, C = 256, V = 256, P = static_cast<double>(m.params.size());
+  const double nb = static_cast<double>(detail::layer_branches(lc, std::min(Tn, 4 * 1024)).size());
+  const double floats = 4 * P + 4 * (N * C * 16 + N * 4 * nb + N * 4) + N * C * 2 + N * V + N + N * C * (3 + 3 + 8);
+  const double theory_mb = floats * 4 / 1048576.0;
+  std::printf("train T=%d B=%d steps=%d step_s=%.2f loss_first=%.4f loss_last=%.4f peak_rss_mb=%.1f "
+              "workspace_mb=%.1f theory_mb=%.1f rss_over_theory=%.3f\n",
+              Tn, B, steps, secs / steps, first, loss, ru.ru_maxrss / 1024.0, ws.bytes() / 1048576.0, theory_mb,
+              ru.ru_maxrss / 1024.0 / theory_mb);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+  if (argc < 4) {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const LayerConfig lc = parse_kind(argv[2]);
+  const int Tn = std::atoi(argv[3]), B = argc > 4 ? std::atoi(argv[4]) : 1, n = argc > 5 ? std::atoi(argv[5]) : 0;
+  if (Tn < 1 || B < 1) {
+    std::fprintf(stderr, "bench_long_context: T and B must be >= 1\n");
+    return 2;
+  }
+  if (mode == "attn") return attn_mode(lc, Tn, B, n > 0 ? n : 3, detail::kTile);
+  if (mode == "train") return train_mode(lc, Tn, B, n > 0 ? n : 2);
+  std::fprintf(stderr, "%s", kUsage);
+  return 2;
+}

@@ -1,0 +1,66 @@
+#pragma once
+// The admitted keys of every attention branch of a layer, from lib/graph's interval representation
+// (seed 002 §3, SPEC §1), in the two forms the attention kernels use: per-row interval lists (the
+// tiled kernels: which key tiles a query tile visits, and the exact mask inside partial tiles) and
+// dense T x T 0/1 masks (the dense oracle path). Internal to lib/nn.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cf/graph/interval.hpp"
+#include "cf/nn/config.hpp"
+
+namespace cf::nn::detail {
+
+/// One softmax branch: for every query row t (0..T-1) the admitted keys as sorted, disjoint closed
+/// intervals, all <= t (causal). A row with no interval gets no probability mass from the branch.
+struct BranchRows {
+  std::vector<graph::IntervalSet> rows;
+};
+
+/// The softmax branches of layer `lc` at length Tn. Full, runway, S-D and linear layers: one causal
+/// branch. Block and SWA, and bridges with fusion = union: one branch over graph::sources (seed 002
+/// Eq. 36 for union). Bridges with fusion = branch (seed 002 Eq. 35: the block softmax plus ONE
+/// softmax per bridge j over its sources S_j, for the queries in its write-back set R_j): the block
+/// branch, then the bridges packed greedily into as few branches as possible such that no query row
+/// lies in two write-back sets of the same branch (a row's softmax in a branch is then exactly its
+/// bridge's softmax). Write-back sets of one pattern overlap only for centered bridges with
+/// b < w <= 2b (R_j and R_{j+1}), so there are at most two bridge branches (odd and even j);
+/// branches with no admitted key at all are dropped.
+std::vector<BranchRows> layer_branches(const LayerConfig& lc, int Tn);
+
+/// Dense 0/1 mask of one branch, row-major T x T (row = query).
+std::vector<std::uint8_t> dense_mask(const BranchRows& br, int Tn);
+
+/// Number of admitted (query, key) pairs of a branch: the scores it computes.
+std::int64_t admitted(const BranchRows& br);
+
+/// Key tiles visited by the tiled kernels. Tiles are kTile x kTile; query tile qt covers rows
+/// [qt kTile, min(T, (qt+1) kTile)).
+constexpr int kTile = 64;
+struct KeyTile {
+  int kt;     ///< key tile index
+  bool full;  ///< every row of the query tile admits every key of the tile (no masking needed)
+};
+/// tiles[br][qt]: the key tiles holding at least one admitted key of some row of query tile qt,
+/// in increasing order.
+struct TilePlan {
+  int Tn = 0, n_tiles = 0;
+  std::vector<BranchRows> branches;
+  std::vector<std::vector<std::vector<KeyTile>>> tiles;
+  std::int64_t visited_scores = 0;  ///< sum over visited tiles of their area (the work done)
+};
+TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn);
+
+/// Admission row of query `t` of a branch restricted to keys [j0, j0 + nj): out[c] = 1 where
+/// key j0 + c is admitted, 0 elsewhere.
+template <class T>
+void admitted_row(const BranchRows& br, int t, int j0, int nj, T* out) {
+  for (int c = 0; c < nj; ++c) out[c] = T(0);
+  for (const auto& iv : br.rows[static_cast<std::size_t>(t)]) {
+    const std::int64_t lo = std::max<std::int64_t>(iv.lo, j0), hi = std::min<std::int64_t>(iv.hi, j0 + nj - 1);
+    for (std::int64_t j = lo; j <= hi; ++j) out[j - j0] = T(1);
+  }
+}
+
+}  // namespace cf::nn::detail
