@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 
+#include "cf/core/omp_exception.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/detail/attention_tiled.hpp"
 #include "cf/nn/model.hpp"
@@ -73,8 +74,9 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
   for (int r = 0; r < reps; ++r) {
     std::fill(dqkv.begin(), dqkv.end(), 0.f);
     const double t0 = now();
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int task = 0; task < B * H * nt; ++task) {
+    for (int task = 0; task < B * H * nt; ++task) omp_errors.run([&] {
       const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
       detail::TiledHead<float> th;
       th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
@@ -82,9 +84,11 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
       detail::tiled_forward_qtile(th, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
                                   nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                   lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
-    }
+    });
+    omp_errors.rethrow();
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int bh = 0; bh < B * H; ++bh) {
+    for (int bh = 0; bh < B * H; ++bh) omp_errors.run([&] {
       const int b = bh / H, h = bh % H;
       detail::TiledHead<float> th;
       th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
@@ -96,7 +100,8 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
       detail::tiled_backward_head(th, plan, dy.data() + yo, HD, y.data() + yo,
                                   nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                   lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
-    }
+    });
+    omp_errors.rethrow();
     best = std::min(best, now() - t0);
   }
   return best;

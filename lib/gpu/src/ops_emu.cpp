@@ -15,6 +15,7 @@
 
 #include <Eigen/Dense>
 
+#include "cf/core/omp_exception.hpp"
 #include "cf/core/error.hpp"
 #include "cf/gpu/emulation.hpp"
 #include "cf/gpu/kernels/crossentropy.cuh"
@@ -49,12 +50,14 @@ void sym_eig_batched(const float* A, int n, int batch, float* w, float* V) {
   require(n >= 1 && batch >= 0, "sym_eig_batched: n = ", n, ", batch = ", batch);
   using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const std::int64_t nn = static_cast<std::int64_t>(n) * n;
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int b = 0; b < batch; ++b) {
+  for (int b = 0; b < batch; ++b) omp_errors.run([&] {
     Eigen::SelfAdjointEigenSolver<M> es(Eigen::Map<const M>(A + b * nn, n, n));
     Eigen::Map<Eigen::VectorXf>(w + static_cast<std::int64_t>(b) * n, n) = es.eigenvalues();
     Eigen::Map<M>(V + b * nn, n, n) = es.eigenvectors();
-  }
+  });
+  omp_errors.rethrow();
 }
 
 }  // namespace cf::gpu::emu

@@ -18,6 +18,7 @@ using Shape = std::vector<std::int64_t>;
 // memory on one side and is ~10x slower for the 768 x 3072 GPT-2 matrices).
 void transpose_blocked(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
   constexpr std::int64_t kB = 64;
+  // omp-nothrow: a transpose of raw arrays (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (std::int64_t r0 = 0; r0 < rows; r0 += kB)
     for (std::int64_t c0 = 0; c0 < cols; c0 += kB)

@@ -14,6 +14,7 @@
 // Each function takes a Pass (the config, parameter and gradient pointers, saved activations and
 // batch shape of this call). The per-op kernels live in cf/nn/ops.hpp and
 // cf/nn/detail/attention.hpp; this file only orchestrates and saves activations.
+#include "cf/core/omp_exception.hpp"
 #include "cf/nn/model.hpp"
 
 #include <cmath>
@@ -250,6 +251,7 @@ void rope_qk(const Pass<T>& p, int l, T* qkv, bool inverse) {
   const QkvLayout ql = qkv_layout(p.cfg, l);
   const int Tn = p.Tn, nh = ql.H + ql.KV, rot = rope_dims(p.cfg, l);
   const double base = p.cfg.arch.rope_theta;
+  // omp-nothrow: rope_apply is arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int bj = 0; bj < p.B * nh; ++bj) {
     const int b = bj / nh, j = bj % nh;  // j < H: query head j; else key head j - H
@@ -289,8 +291,9 @@ void runway_forward(Pass<T>& p, int l, const T* qkv) {
   const T* Bw = dot ? nullptr : p.W + p.lay.layer[l].runway_B;
   p.a.tau[l].resize(static_cast<std::size_t>(p.B) * Tn * Tn);
   p.a.rbias.resize(p.a.tau[l].size());
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-  for (int b = 0; b < p.B; ++b) {
+  for (int b = 0; b < p.B; ++b) omp_errors.run([&] {
     detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1), Tn, dh,
                         Eigen::OuterStride<>(ql.ld()));
     MatR<T> Vs = MatR<T>::Zero(Tn, dh);
@@ -305,7 +308,8 @@ void runway_forward(Pass<T>& p, int l, const T* qkv) {
     // beta = 1 - sigmoid(tau) on eligible edges 1 <= m <= i-2: log beta = -softplus(tau)
     for (int i = 3; i < Tn; ++i)
       for (int m = 1; m <= i - 2; ++m) rb(i, m) = -softplus(tau(i, m));
-  }
+  });
+  omp_errors.rethrow();
 }
 // Backward of runway_forward from the per-head logit gradients a.dS [B, H, T, T]: d V (last head)
 // in dqkv +=, d B (bilinear) +=.
@@ -317,8 +321,9 @@ void runway_backward(Pass<T>& p, int l, const T* qkv, T* dqkv) {
   const std::int64_t Boff = p.lay.layer[l].runway_B;
   const T c = T(1) / std::sqrt(T(dh));
   std::vector<MatR<T>> dBpart(static_cast<std::size_t>(p.B));
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-  for (int b = 0; b < p.B; ++b) {
+  for (int b = 0; b < p.B; ++b) omp_errors.run([&] {
     const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1);
     detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
     detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
@@ -344,7 +349,8 @@ void runway_backward(Pass<T>& p, int l, const T* qkv, T* dqkv) {
       dBpart[b] = Vs.transpose() * Gt * Vl;
     }
     for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dVs.row(i);
-  }
+  });
+  omp_errors.rethrow();
   if (!dot) {
     MapR<T> dB(p.G + Boff, dh, dh);
     for (int b = 0; b < p.B; ++b) dB += dBpart[b];
@@ -366,8 +372,9 @@ void heads_forward_dense(Pass<T>& p, int l, const AttnMode& m) {
   const T* qkv = a.qkv[l].data();
   const ForwardHooks* hooks = p.hooks;
   const bool serial = hooks && hooks->on_scores;
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic) if (!serial)
-  for (int bh = 0; bh < p.B * H; ++bh) {
+  for (int bh = 0; bh < p.B * H; ++bh) omp_errors.run([&] {
     const int b = bh / H, h = bh % H;
     detail::HeadSpec hs = spec;
     if (p.cfg.pos == PosKind::Alibi && !m.lin) hs.alibi_slope = alibi_slope(h, H);
@@ -386,7 +393,8 @@ void heads_forward_dense(Pass<T>& p, int l, const AttnMode& m) {
                                       a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
                                       a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr,
                                       m.lin ? nullptr : a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
-  }
+  });
+  omp_errors.rethrow();
 }
 // Backward of heads_forward_dense: datty [N, H dh] -> dqkv [N, 3 H dh] (+=), a.ddamp (S-D), a.dS
 // (runway).
@@ -405,8 +413,9 @@ void heads_backward_dense(Pass<T>& p, int l, const AttnMode& m) {
   const int group = H / ql.KV;
   // One task per (sequence, key/value head): the query heads sharing a key/value head accumulate
   // into the same dK, dV columns, so they run in order inside the task (no race).
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+  for (int bg = 0; bg < p.B * ql.KV; ++bg) omp_errors.run([&] {
   for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
     const int b = bg / ql.KV, bh = b * H + h;
     const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld();
@@ -422,6 +431,8 @@ void heads_backward_dense(Pass<T>& p, int l, const AttnMode& m) {
     if (m.sd)
       for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
   }
+  });
+  omp_errors.rethrow();
 }
 
 // One head of sequence b for the tiled kernels. damp_t: [B, H, T] S-D damping (null otherwise).
@@ -474,14 +485,16 @@ void heads_forward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   a.obr[l].resize(nb > 1 ? static_cast<std::size_t>(p.B) * H * nb * Tn * dh : 0);
   const std::vector<T> damp = damping_by_head(p, l, m);
   const std::int64_t nt = plan.n_tiles, tasks = static_cast<std::int64_t>(p.B) * H * nt;
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  for (std::int64_t task = 0; task < tasks; ++task) omp_errors.run([&] {
     const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
     const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
     detail::tiled_forward_qtile(th, plan, qt, a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
                                 nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                 a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
-  }
+  });
+  omp_errors.rethrow();
 }
 
 // Backward of heads_forward_tiled: datty -> dqkv (+=), a.ddamp (S-D); runway: d V of the last head
@@ -504,8 +517,9 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   const int group = H / ql.KV;
   // One task per (sequence, key/value head): the query heads sharing a key/value head (grouped-query
   // attention) accumulate into the same dK, dV columns, so they run in order inside the task.
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+  for (int bg = 0; bg < p.B * ql.KV; ++bg) omp_errors.run([&] {
   for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
     const int b = bg / ql.KV, bh = b * H + h;
     const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
@@ -525,6 +539,8 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
                                 nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                 a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
   }
+  });
+  omp_errors.rethrow();
   if (m.sd) {
     a.ddamp.setZero(p.N, H);
     for (int bh = 0; bh < BH; ++bh)

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 #include "cf/rollout/detail/flush_denormals.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
@@ -285,13 +286,15 @@ void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::Vect
     if (par) {
       ws.part.resize(n);
       const int mid = H / 2;
+      cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel sections num_threads(2)
       {
 #pragma omp section
-        run(0, mid, out.data(), ws);
+        omp_errors.run([&] { run(0, mid, out.data(), ws); });
 #pragma omp section
-        run(mid, H, ws.part.data(), ws.second());
+        omp_errors.run([&] { run(mid, H, ws.part.data(), ws.second()); });
       }
+      omp_errors.rethrow();
       out += ws.part;
     } else {
       run(0, H, out.data(), ws);

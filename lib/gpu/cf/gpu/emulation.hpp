@@ -222,6 +222,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& body, std
                                                           " threads per block (CUDA allows 1..1024)");
   const long long nblocks = 1ll * grid.x * grid.y * grid.z;
   std::exception_ptr first;
+  // omp-exceptions: each block runs in try/catch; the first exception is kept in `first` and rethrown after the region
 #pragma omp parallel for schedule(dynamic)
   for (long long i = 0; i < nblocks; ++i) {
     const dim3 bid(static_cast<unsigned>(i % grid.x), static_cast<unsigned>((i / grid.x) % grid.y),
