@@ -14,33 +14,30 @@
 #include "cf/gpu/ops.hpp"
 #include "cf/graph/mask.hpp"
 #include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/ops.hpp"
 
 namespace {
 
 using Masks = std::vector<std::vector<std::uint8_t>>;
 
-// Dense branch masks as the trainer builds them: union = one mask of all sources; branch fusion =
-// one mask per branch of graph::branch_sources... here: the block path and the bridge path.
+// Dense branch masks exactly as the trainer builds them (cf::nn::detail::layer_branches: union =
+// one branch over all sources; branch fusion = the block branch plus the bridge branches of seed
+// 002 Eq. 35, one softmax per bridge).
 Masks make_masks(cf::graph::PatternKind kind, bool branch, int T, int b, int w, int e) {
-  auto fill = [&](const std::function<cf::graph::IntervalSet(cf::graph::Index)>& src) {
-    std::vector<std::uint8_t> m(static_cast<std::size_t>(T) * T, 0);
-    for (int t = 0; t < T; ++t)
-      for (const auto& iv : src(t))
-        for (auto s = iv.lo; s <= iv.hi && s <= t; ++s) m[static_cast<std::size_t>(t) * T + s] = 1;
-    return m;
-  };
-  cf::graph::Pattern p;
-  p.kind = kind, p.b = b, p.w = w, p.e = e;
-  const cf::graph::Mask mask = cf::graph::make_mask(p, T);
-  const bool bridged = kind == cf::graph::PatternKind::Bridge || kind == cf::graph::PatternKind::Pbb ||
-                       kind == cf::graph::PatternKind::SeBridge;
-  if (!bridged || !branch) return {fill([&](cf::graph::Index t) { return cf::graph::sources(mask, t); })};
-  cf::graph::Pattern pb = p;
-  pb.kind = cf::graph::PatternKind::Block;
-  const cf::graph::Mask block = cf::graph::make_mask(pb, T);
-  return {fill([&](cf::graph::Index t) { return cf::graph::sources(block, t); }),
-          fill([&](cf::graph::Index t) { return cf::graph::bridge_sources(mask, t); })};
+  using K = cf::graph::PatternKind;
+  cf::nn::LayerConfig lc;
+  lc.attn = kind == K::Full ? cf::nn::AttnKind::Full
+            : kind == K::Block ? cf::nn::AttnKind::Block
+            : kind == K::Swa ? cf::nn::AttnKind::Swa
+            : kind == K::Bridge ? cf::nn::AttnKind::Bridge
+            : kind == K::Pbb ? cf::nn::AttnKind::Pbb
+                             : cf::nn::AttnKind::SeBridge;
+  lc.b = b, lc.w = w, lc.e = e;
+  lc.fusion = branch ? cf::graph::Fusion::Branch : cf::graph::Fusion::Union;
+  Masks out;
+  for (const auto& br : cf::nn::detail::layer_branches(lc, T)) out.push_back(cf::nn::detail::dense_mask(br, T));
+  return out;
 }
 
 std::vector<float> randn(std::size_t n, std::uint32_t seed) {
@@ -57,9 +54,10 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-void check_case(cf::graph::PatternKind kind, bool branch, bool alibi, int T, int dh) {
+void check_case(cf::graph::PatternKind kind, bool branch, bool alibi, int T, int dh, int bb = 12, int w = 10,
+                int e = 4) {
   const int B = 2, H = 3;
-  const Masks masks = make_masks(kind, branch, T, /*b=*/12, /*w=*/10, /*e=*/4);
+  const Masks masks = make_masks(kind, branch, T, bb, w, e);
   std::vector<const std::uint8_t*> mp;
   for (const auto& m : masks) mp.push_back(m.data());
   const cf::gpu::TiledMask tm = cf::gpu::tiled_mask_from_dense(mp, T);
@@ -118,6 +116,9 @@ TEST_CASE("gpu tiled attention = dense attention for every mask family, fusion, 
   check_case(K::Full, false, true, 77, 40);     // dh between the 32 and 64 capacities
   check_case(K::SeBridge, true, false, 70, 72); // dh in the 128 capacity
   check_case(K::Full, false, false, 1, 4);      // a single position
+  // centered bridges with b < w <= 2b: overlapping write-back sets, two bridge branches (Eq. 35)
+  check_case(K::Bridge, true, true, 45, 8, /*b=*/8, /*w=*/12);
+  check_case(K::Pbb, true, false, 45, 8, /*b=*/8, /*w=*/12);
 }
 
 TEST_CASE("gpu tiled mask: visited tiles follow the mask's score count", "[gpu]") {
