@@ -201,10 +201,16 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
     curve.series.push_back(s);
     double tot = 0;
     for (const auto& x : res) tot += x.correct;
+    double pre = 0;
+    for (const auto& x : res) pre += x.prefix_match;
+    const double nres = std::max<double>(1, res.size());
     r.body["models"].push_back({{"checkpoint", o.checkpoints[m]},
                                 {"items", res.size()},
-                                {"exact_match", tot / std::max<double>(1, res.size())},
+                                {"exact_match", tot / nres},
+                                {"first_five_digits_match", pre / nres},
                                 {"grid", grid}});
+    r.notes.push_back(o.checkpoints[m] + ": exact match " + fmt(tot / nres, 4) +
+                      "; first five decoded digits correct (more digits may follow) " + fmt(pre / nres, 4));
     if (!o.plot.empty()) {
       plot::Heatmap h;
       h.title = "passkey exact match: " + o.checkpoints[m];
