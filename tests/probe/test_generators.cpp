@@ -167,7 +167,7 @@ TEST_CASE("passkey: needle at the depth, prompt at the end, loss on the answer o
     CHECK(k == static_cast<int>(std::lround(depth * F)));
     CHECK(std::equal(needle.begin(), needle.end(), row + k));
     CHECK(std::equal(prompt.begin(), prompt.end(), row + L - prompt.size()));
-    const auto ans = tok.encode(" " + pk);
+    const auto ans = tok.encode(" " + pk + ".");
     CHECK(std::equal(ans.begin(), ans.end(), row + L));
     for (int j = 0; j < d.row_len; ++j) CHECK(bool(m[j]) == (j >= L && j < L + static_cast<int>(ans.size())));
     CHECK(pk.size() == 5);
@@ -261,7 +261,7 @@ TEST_CASE("passkey with GPT-2 BPE: the answer tokens decode to the passkey", "[p
     std::vector<Token> ans;
     for (int j = 0; j < d.row_len; ++j)
       if (m[j]) ans.push_back(row[j]);
-    CHECK(tok.decode(ans) == " " + pk);
+    CHECK(tok.decode(ans) == " " + pk + ".");
     const auto needle = tok.encode(passkey_needle(pk));
     CHECK(std::search(row, row + L, needle.begin(), needle.end()) == row + it["needle_pos"].get<int>());
   }

@@ -37,7 +37,7 @@ data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok
   require(!pad.empty(), "tokenizer produced no token for a space");
   int max_ans = 0;
   for (const char* dg : {"00000", "99999", "12345", "54321", "10101"})
-    max_ans = std::max<int>(max_ans, static_cast<int>(tok.encode(std::string(" ") + dg).size()));
+    max_ans = std::max<int>(max_ans, static_cast<int>(tok.encode(std::string(" ") + dg + ".").size()));
   const int needle_len_max = static_cast<int>(tok.encode(passkey_needle("00000")).size()) + 3;
   const int maxL = *std::max_element(s.lengths.begin(), s.lengths.end());
   for (int L : s.lengths)
@@ -66,7 +66,7 @@ data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok
       std::string dg(5, '0');
       for (auto& c : dg) c = static_cast<char>('0' + digit(rng));
       const auto needle = tok.encode(passkey_needle(dg));
-      const auto ans = tok.encode(" " + dg);
+      const auto ans = tok.encode(" " + dg + ".");  // the period teaches the model to stop
       const int F = L - static_cast<int>(needle.size()) - static_cast<int>(prompt.size());
       std::uniform_int_distribution<std::size_t> off(0, filler.size() - static_cast<std::size_t>(F) - 1);
       const std::size_t o = off(rng);
@@ -141,6 +141,7 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
         std::string digits;
         while (k < o.decoded.size() && o.decoded[k] >= '0' && o.decoded[k] <= '9') digits += o.decoded[k++];
         o.correct = digits == o.passkey;
+        o.prefix_match = digits.compare(0, 5, o.passkey) == 0 && digits.size() >= 5;
       }
       done += B;
       if (progress) progress(done, static_cast<std::int64_t>(n));
@@ -200,10 +201,16 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
     curve.series.push_back(s);
     double tot = 0;
     for (const auto& x : res) tot += x.correct;
+    double pre = 0;
+    for (const auto& x : res) pre += x.prefix_match;
+    const double nres = std::max<double>(1, res.size());
     r.body["models"].push_back({{"checkpoint", o.checkpoints[m]},
                                 {"items", res.size()},
-                                {"exact_match", tot / std::max<double>(1, res.size())},
+                                {"exact_match", tot / nres},
+                                {"first_five_digits_match", pre / nres},
                                 {"grid", grid}});
+    r.notes.push_back(o.checkpoints[m] + ": exact match " + fmt(tot / nres, 4) +
+                      "; first five decoded digits correct (more digits may follow) " + fmt(pre / nres, 4));
     if (!o.plot.empty()) {
       plot::Heatmap h;
       h.title = "passkey exact match: " + o.checkpoints[m];

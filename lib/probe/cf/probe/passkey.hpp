@@ -33,7 +33,7 @@ PasskeySpec passkey_spec(const TaskOptions& o);
 std::string passkey_needle(const std::string& digits);
 inline constexpr const char* kPasskeyPrompt = " The passkey is";
 
-/// Build the task: rows = prompt tokens + answer tokens (" NNNNN"), right-padded to one row length
+/// Build the task: rows = prompt tokens + answer tokens (" NNNNN."), right-padded to one row length
 /// with the tokenizer's space (mask 0); loss only on the answer. Items (both splits) hold
 /// {"length", "depth", "passkey", "needle_pos", "prompt_len"}. Filler windows are cut from
 /// `filler` at seeded offsets; the needle starts at round(depth * filler tokens).
@@ -45,7 +45,8 @@ struct PasskeyOutcome {
   int length = 0;
   double depth = 0;
   std::string passkey, decoded;
-  bool correct = false;
+  bool correct = false;       ///< exact: the leading digit run is the passkey (all and only its digits)
+  bool prefix_match = false;  ///< the first five decoded digits are the passkey (more may follow)
 };
 
 /// Greedy decoding of up to max_new tokens after each validation prompt (batched per length);
