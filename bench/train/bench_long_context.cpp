@@ -86,9 +86,9 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
                                   lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
     });
     omp_errors.rethrow();
-    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+    cf::OmpExceptions omp_errors_bwd;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int bh = 0; bh < B * H; ++bh) omp_errors.run([&] {
+    for (int bh = 0; bh < B * H; ++bh) omp_errors_bwd.run([&] {
       const int b = bh / H, h = bh % H;
       detail::TiledHead<float> th;
       th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
@@ -101,7 +101,7 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
                                   nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                   lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
     });
-    omp_errors.rethrow();
+    omp_errors_bwd.rethrow();
     best = std::min(best, now() - t0);
   }
   return best;
