@@ -138,8 +138,6 @@ void setup(CLI::App& app, Options& o) {
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
   in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
       ->check(CLI::ExistingFile);
-  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
-      ->check(CLI::ExistingFile);
   in->require_option(1);
   app.add_option("--split", o.split, "Split of --data to read")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "Tokens per sequence T (<= block size) [default: min(256, block_size)]")
