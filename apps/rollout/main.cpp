@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "cf/core/app.hpp"
-#include "cf/gpu/device_option.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/influence/agreement_table.hpp"
 #include "cf/influence/profile_io.hpp"
 #include "cf/io/hdf5.hpp"
@@ -139,11 +139,15 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
 /// windows (cf/influence/agreement_table.hpp; docs/influence.md).
 void run_influence_agreement(const Options& o) {
   const nn::Model<float> model = nn::load_model(o.src.model);
-  const int n = o.src.n > 0 ? static_cast<int>(std::min<long>(o.src.n, 1L << 30)) : std::min(256, model.config.block_size);
-  require(n <= model.config.block_size, "--n = ", n, " exceeds the checkpoint's block_size = ", model.config.block_size);
-  const auto w = influence::influence_windows(nn::tokenize_text_for(model.config, o.capture_text), n, o.influence_windows);
+  const int n =
+      o.src.n > 0 ? static_cast<int>(std::min<long>(o.src.n, 1L << 30)) : std::min(256, model.config.block_size);
+  require(n <= model.config.block_size, "--n = ", n,
+          " exceeds the checkpoint's block_size = ", model.config.block_size);
+  const auto w =
+      influence::influence_windows(nn::tokenize_text_for(model.config, o.capture_text), n, o.influence_windows);
   const bool alibi_ok = model.config.pos == nn::PosKind::Alibi;
-  const auto src = influence::parse_kernel_source(o.kernel_source == "auto" ? (alibi_ok ? "alibi" : "measured") : o.kernel_source);
+  const auto src =
+      influence::parse_kernel_source(o.kernel_source == "auto" ? (alibi_ok ? "alibi" : "measured") : o.kernel_source);
   influence::require_kernel_source(model.config, src);  // before the long work
   Eigen::VectorXd infl;
   std::string isrc;
@@ -160,10 +164,14 @@ void run_influence_agreement(const Options& o) {
   }
   const auto ag = influence::rollout_agreement(model, m, src, infl, o.src.alpha_kind == "frobenius");
   output::Report rep = influence::agreement_report(ag, infl, o.src.model, isrc);
-  rep.meta = output::metadata("rollout", {{"model", o.src.model}, {"n", n}, {"influence", o.influence},
+  rep.meta = output::metadata("rollout", {{"model", o.src.model},
+                                          {"n", n},
+                                          {"influence", o.influence},
                                           {"kernel_source", influence::kernel_source_name(src)},
-                                          {"windows", o.influence_windows}, {"text", o.capture_text},
-                                          {"alpha_kind", o.src.alpha_kind}, {"window_starts", w.starts}});
+                                          {"windows", o.influence_windows},
+                                          {"text", o.capture_text},
+                                          {"alpha_kind", o.src.alpha_kind},
+                                          {"window_starts", w.starts}});
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(influence::agreement_plot(ag, infl, o.src.model), o.common.plot);
 }
@@ -173,7 +181,8 @@ void run_rollout(const Options& o) {
   app::check_output(o.matrix, "--matrix");
   if (!o.influence.empty() && o.src.model_config.empty() && is_model_file(o.src.model) &&
       std::filesystem::exists(o.src.model) && is_checkpoint_file(o.src.model)) {
-    require(o.src.alpha == "measured", "--influence with a checkpoint compares against the measured alpha: use --alpha measured");
+    require(o.src.alpha == "measured",
+            "--influence with a checkpoint compares against the measured alpha: use --alpha measured");
     return run_influence_agreement(o);
   }
   require(o.influence != "auto", "--influence auto measures the influence of a checkpoint: give --model CHECKPOINT.h5");
@@ -341,11 +350,19 @@ void run_monotonicity(const Options& o) {
   auto add = [&](const std::string& what, const std::vector<RowMatrix>& ks, bool per_layer) {
     for (int l = 0; l < (per_layer ? s.L : 1); ++l) {
       const auto st = monotonicity_stats(ks[l]);
-      t.add_row({what, per_layer ? std::to_string(l + 1) : output::number_style() == output::NumberStyle::Raw ? "0" : "all", output::fmt_int(st.triples), fmt(st.violation_rate, 4),
-                 fmt(st.mean_gap, 4), fmt(st.expected_shortfall, 4), fmt(st.max_gap, 4)});
-      rows.push_back({{"kernel", what}, {"layer", per_layer ? l + 1 : 0}, {"triples", st.triples},
-                      {"violation_rate", st.violation_rate}, {"mean_gap", st.mean_gap},
-                      {"expected_shortfall", st.expected_shortfall}, {"max_gap", st.max_gap}});
+      t.add_row({what,
+                 per_layer                                            ? std::to_string(l + 1)
+                 : output::number_style() == output::NumberStyle::Raw ? "0"
+                                                                      : "all",
+                 output::fmt_int(st.triples), fmt(st.violation_rate, 4), fmt(st.mean_gap, 4),
+                 fmt(st.expected_shortfall, 4), fmt(st.max_gap, 4)});
+      rows.push_back({{"kernel", what},
+                      {"layer", per_layer ? l + 1 : 0},
+                      {"triples", st.triples},
+                      {"violation_rate", st.violation_rate},
+                      {"mean_gap", st.mean_gap},
+                      {"expected_shortfall", st.expected_shortfall},
+                      {"max_gap", st.max_gap}});
     }
   };
   const auto plain = source_kernels(s, false);
@@ -631,14 +648,19 @@ int main(int argc, char** argv) {
   app.add_option("--influence", o.influence,
                  "Measured influence: a profile file (n numbers, or influence --out CSV/JSON), or auto (--model "
                  "CHECKPOINT: measured in process); Spearman and W1/(n-1) per variant");
-  app.add_option("--kernel-source", o.kernel_source,
-                 "With --model CHECKPOINT --influence: alibi (content-free ALiBi kernels; (c) adds the content measured "
-                 "from the model) | measured (head-mean attention; (c) not defined) | auto (alibi for ALiBi checkpoints)")
-      ->check(CLI::IsMember({"auto", "alibi", "measured"}))->capture_default_str();
-  app.add_option("--influence-windows", o.influence_windows, "Windows of --capture-text for --influence auto and the measured kernels")
-      ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option(
+         "--kernel-source", o.kernel_source,
+         "With --model CHECKPOINT --influence: alibi (content-free ALiBi kernels; (c) adds the content measured "
+         "from the model) | measured (head-mean attention; (c) not defined) | auto (alibi for ALiBi checkpoints)")
+      ->check(CLI::IsMember({"auto", "alibi", "measured"}))
+      ->capture_default_str();
+  app.add_option("--influence-windows", o.influence_windows,
+                 "Windows of --capture-text for --influence auto and the measured kernels")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   app.add_option("--influence-target", o.influence_target, "--influence auto: probability | log-probability | logit")
-      ->check(CLI::IsMember({"probability", "log-probability", "logit"}))->capture_default_str();
+      ->check(CLI::IsMember({"probability", "log-probability", "logit"}))
+      ->capture_default_str();
   app.add_option("--matrix", o.matrix, "Also write the full rollout matrix P(L) of variant (b) as CSV (n <= 2048)");
   gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common);

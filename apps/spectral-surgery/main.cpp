@@ -5,11 +5,11 @@
 #include <iostream>
 
 #include "cf/core/app.hpp"
-#include "cf/gpu/device_option.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/data/token_file.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/sequence.hpp"
@@ -64,7 +64,8 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 
 void run(const CLI::App& app, const Options& o) {
   gpu::require_device(gpu::parse_device(o.device), "spectral-surgery", /*supported=*/false);  // docs/gpu.md
-  require(o.data.empty() != o.text.empty(), "give exactly one of --data PREFIX (token files, val split) or --text FILE");
+  require(o.data.empty() != o.text.empty(),
+          "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   (void)read_attention_weights(o.checkpoint);  // clear message for a checkpoint without attention weights
@@ -75,12 +76,14 @@ void run(const CLI::App& app, const Options& o) {
   if (!o.linear_attention.empty()) lin_layers = parse_layer_spec(o.linear_attention, cfg.n_layer);
   PerplexitySettings ps;
   ps.context = o.context > 0 ? o.context : cfg.block_size;
-  require(ps.context <= cfg.block_size, "--context must be <= block_size = ", cfg.block_size, " (got ", ps.context, ")");
+  require(ps.context <= cfg.block_size, "--context must be <= block_size = ", cfg.block_size, " (got ", ps.context,
+          ")");
   ps.stride = o.stride > 0 ? o.stride : std::max(1, ps.context / 2);
   require(ps.stride <= ps.context, "--stride must be <= context = ", ps.context, " (got ", ps.stride, ")");
   if (o.rank >= 0) validate_rank(cfg, layers, parse_component(o.component), o.rank, ps.context);
-  require(!(o.linearize && o.rank >= 0), "--linearize fixes the ranks itself (top routing pair, scalar filtering): "
-                                         "drop --rank");
+  require(!(o.linearize && o.rank >= 0),
+          "--linearize fixes the ranks itself (top routing pair, scalar filtering): "
+          "drop --rank");
   std::string source;
   const std::vector<std::int32_t> tokens = load_tokens(o, model, &source);
 
@@ -119,16 +122,16 @@ void run(const CLI::App& app, const Options& o) {
   nlohmann::json body = {{"baseline", {{"nll", base.nll}, {"ppl", base.ppl}, {"n_tokens", base.n_tokens}}}};
   if (has_surgery) {
     const nn::PerplexityResult& r = res[1];
-    std::string what = o.linearize ? "linearize" : (o.rank >= 0 ? component_name(iv.spec.component) + " rank " +
-                                                                      std::to_string(o.rank)
-                                                                : "");
+    std::string what = o.linearize
+                           ? "linearize"
+                           : (o.rank >= 0 ? component_name(iv.spec.component) + " rank " + std::to_string(o.rank) : "");
     if (!lin_layers.empty()) what += std::string(what.empty() ? "" : " + ") + "ELU+1 linear attention";
     const double d = (r.ppl - base.ppl) / base.ppl * 100;
     std::string where = o.linearize || o.rank >= 0 ? "layers " + o.layers : "";
     if (!lin_layers.empty()) where += std::string(where.empty() ? "" : "; ") + "linear attention " + o.linear_attention;
     main.add_row({what + " (" + where + ")", fmt(r.nll, 6), fmt(r.ppl, 6), fmt(d, 4)});
-    body["surgery"] = {{"description", what}, {"nll", r.nll}, {"ppl", r.ppl}, {"delta_pct", d},
-                       {"exact_baseline", r.nll == base.nll}};
+    body["surgery"] = {
+        {"description", what}, {"nll", r.nll}, {"ppl", r.ppl}, {"delta_pct", d}, {"exact_baseline", r.nll == base.nll}};
   }
   rep.tables.push_back(main);
 
@@ -160,12 +163,19 @@ void run(const CLI::App& app, const Options& o) {
     add_sweep(sweep_rows(layers, slice(cum_at), base.ppl), "cumulative",
               "Cumulative front-to-back cost: layers up to L together, " + how);
   rep.body = body;
-  rep.meta = output::metadata(
-      "spectral-surgery",
-      {{"checkpoint", o.checkpoint}, {"tokens", source},        {"component", o.component}, {"rank", o.rank},
-       {"layers", o.layers},         {"linearize", o.linearize}, {"linear_attention", o.linear_attention},
-       {"sweep", o.sweep},           {"sweep_mode", o.sweep_mode}, {"scalar_filtering", o.scalar},
-       {"context", ps.context},      {"stride", ps.stride},     {"max_tokens", o.max_tokens}});
+  rep.meta = output::metadata("spectral-surgery", {{"checkpoint", o.checkpoint},
+                                                   {"tokens", source},
+                                                   {"component", o.component},
+                                                   {"rank", o.rank},
+                                                   {"layers", o.layers},
+                                                   {"linearize", o.linearize},
+                                                   {"linear_attention", o.linear_attention},
+                                                   {"sweep", o.sweep},
+                                                   {"sweep_mode", o.sweep_mode},
+                                                   {"scalar_filtering", o.scalar},
+                                                   {"context", ps.context},
+                                                   {"stride", ps.stride},
+                                                   {"max_tokens", o.max_tokens}});
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
     require(!lp.series.empty(), "--plot needs --sweep per-layer|cumulative|both");
@@ -174,7 +184,9 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5) or a Hugging Face directory")->required()->check(CLI::ExistingPath);
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by `train` (HDF5) or a Hugging Face directory")
+      ->required()
+      ->check(CLI::ExistingPath);
   app.add_option("--data", o.data, "Token files PREFIX (PREFIX.val.bin + PREFIX.meta.json); the val split is scored");
   app.add_option("--text", o.text, "Or a text file to tokenize and score (lines joined)");
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer for --text: auto | byte | gpt2")
@@ -190,8 +202,9 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--layers", o.layers, "Layers the surgery / sweeps apply to: all | L | A-B | A,B,C-D")
       ->capture_default_str();
-  app.add_flag("--linearize", o.linearize, "Linearise the layers: keep the top singular pair of R, filtering -> one "
-                                           "scalar per head (S–D: d_i -> head mean)");
+  app.add_flag("--linearize", o.linearize,
+               "Linearise the layers: keep the top singular pair of R, filtering -> one "
+               "scalar per head (S–D: d_i -> head mean)");
   app.add_option("--scalar-filtering", o.scalar, "Scalar of linearised filtering: trace (trace F / n) | mean-diag")
       ->check(CLI::IsMember({"trace", "mean-diag"}))
       ->capture_default_str();
@@ -202,7 +215,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--sweep-mode", o.sweep_mode, "What a sweep does to a layer: linearize | linear-attention")
       ->check(CLI::IsMember({"linearize", "linear-attention"}))
       ->capture_default_str();
-  app.add_option("--context", o.context, "Perplexity window length [default: block_size]")->check(app::integer(2, 1 << 20));
+  app.add_option("--context", o.context, "Perplexity window length [default: block_size]")
+      ->check(app::integer(2, 1 << 20));
   app.add_option("--stride", o.stride, "Window stride [default: context / 2]")->check(app::integer(1, 1 << 20));
   app.add_option("--max-tokens", o.max_tokens, "Score at most this many validation tokens")
       ->check(app::integer(2, 1LL << 40))
@@ -223,10 +237,11 @@ void setup(CLI::App& app, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"spectral-surgery: validation perplexity with attention interactions truncated (routing / filtering "
-               "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
-               "attention at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3).",
-               "spectral-surgery"};
+  CLI::App app{
+      "spectral-surgery: validation perplexity with attention interactions truncated (routing / filtering "
+      "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
+      "attention at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3).",
+      "spectral-surgery"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });
 }

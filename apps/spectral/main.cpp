@@ -5,15 +5,15 @@
 #include <iostream>
 
 #include "cf/core/app.hpp"
-#include "cf/gpu/device_option.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/device_option.hpp"
+#include "cf/influence/series.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
 #include "cf/spectral/report.hpp"
-#include "cf/influence/series.hpp"
 #include "cf/spectral/series.hpp"
 #ifdef CF_SPECTRAL_HAVE_NN
 #include "cf/spectral/sequence.hpp"
@@ -47,9 +47,13 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
   rep.tables.push_back(series_table(s));
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& p : s)
-    rows.push_back({{"step", p.step}, {"checkpoint", p.path}, {"erank_R_mean", p.summary.erank_R_mean},
-                    {"rho_median", p.summary.rho_median}, {"routing_heads", p.summary.routing_heads},
-                    {"layers", p.layers}, {"layer_erank_R", p.layer_erank_R}});
+    rows.push_back({{"step", p.step},
+                    {"checkpoint", p.path},
+                    {"erank_R_mean", p.summary.erank_R_mean},
+                    {"rho_median", p.summary.rho_median},
+                    {"routing_heads", p.summary.routing_heads},
+                    {"layers", p.layers},
+                    {"layer_erank_R", p.layer_erank_R}});
   rep.body = {{"series", rows}};
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(series_plot(s, form), o.common.plot);
@@ -78,14 +82,21 @@ void run(const CLI::App& app, const Options& o) {
   aopt.eigenvalues = !o.no_eigen;
 
   output::Report rep;
-  nlohmann::json params = {{"checkpoint", o.checkpoint}, {"level", o.level},  {"layers", o.layers},
-                           {"erank", o.erank},           {"eigenvalues", !o.no_eigen},
-                           {"n_layer", w.n_layer},       {"n_head", w.n_head}, {"d_model", w.d_model},
-                           {"pos", w.pos},               {"norm", w.norm}};
+  nlohmann::json params = {{"checkpoint", o.checkpoint},
+                           {"level", o.level},
+                           {"layers", o.layers},
+                           {"erank", o.erank},
+                           {"eigenvalues", !o.no_eigen},
+                           {"n_layer", w.n_layer},
+                           {"n_head", w.n_head},
+                           {"d_model", w.d_model},
+                           {"pos", w.pos},
+                           {"norm", w.norm}};
   plot::LinePlot lp;
   lp.title = "Spectral cascade: effective routing rank by layer";
   lp.xlabel = "layer";
-  lp.ylabel = std::string("mean effective rank of R (") + (form == ErankForm::Entropy ? "entropy" : "participation") + ")";
+  lp.ylabel =
+      std::string("mean effective rank of R (") + (form == ErankForm::Entropy ? "entropy" : "participation") + ")";
 
   if (want_weight) {
     const ModelSpectrum m = analyse_weights(w, layers, aopt);
@@ -93,8 +104,8 @@ void run(const CLI::App& app, const Options& o) {
     rep.tables.push_back(layer_table(m, form));
     rep.body["weight"] = to_json(m);
     lp.series.push_back(cascade_series(m, form, "weight level (W_Q W_K^T)"));
-    rep.notes.push_back(str("weight level: ", m.summary.heads, " heads, ", m.summary.routing_heads,
-                            " with rho > 1, ", m.summary.unstable_heads, " with max Re lambda > 0; median rho ",
+    rep.notes.push_back(str("weight level: ", m.summary.heads, " heads, ", m.summary.routing_heads, " with rho > 1, ",
+                            m.summary.unstable_heads, " with max Re lambda > 0; median rho ",
                             output::fmt(m.summary.rho_median, 4), ", mean erank(R) ",
                             output::fmt(m.summary.erank_R_mean, 4)));
   }
@@ -137,7 +148,9 @@ void setup(CLI::App& app, Options& o) {
                  "the weight-level cascade against the step")
       ->required()
       ->check(CLI::Validator(
-          [](std::string& s) { return s.find_first_of("*?[,") != std::string::npos ? std::string() : CLI::ExistingPath(s); },
+          [](std::string& s) {
+            return s.find_first_of("*?[,") != std::string::npos ? std::string() : CLI::ExistingPath(s);
+          },
           "PATH|LIST|GLOB"));
   app.add_option("--texts", o.texts,
                  "Text set for the sequence level, one text per non-empty line [default: data/texts/seed003_eval.txt, "
@@ -149,7 +162,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--erank", o.erank, "Effective-rank form of the profile and plot: entropy | participation")
       ->check(CLI::IsMember({"entropy", "participation"}))
       ->capture_default_str();
-  app.add_option("--tokenizer", o.tokenizer, "Tokenizer for --texts: auto (byte for vocab 256, gpt2 for 50257) | byte | gpt2")
+  app.add_option("--tokenizer", o.tokenizer,
+                 "Tokenizer for --texts: auto (byte for vocab 256, gpt2 for 50257) | byte | gpt2")
       ->check(CLI::IsMember({"auto", "byte", "gpt2"}))
       ->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir, "Folder of the GPT-2 vocabulary (gpt2 tokenizer) [default: lib/data's]");
@@ -173,10 +187,11 @@ void setup(CLI::App& app, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"spectral: routing/filtering decomposition M = F + R of every attention head of a checkpoint "
-               "(seed 003, SPEC §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
-               "(the spectral cascade) and per model.",
-               "spectral"};
+  CLI::App app{
+      "spectral: routing/filtering decomposition M = F + R of every attention head of a checkpoint "
+      "(seed 003, SPEC §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
+      "(the spectral cascade) and per model.",
+      "spectral"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });
 }

@@ -17,11 +17,11 @@
 #include <sstream>
 
 #include "cf/core/app.hpp"
-#include "cf/gpu/device_option.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/nn/trainer.hpp"
 
 using namespace cf;
@@ -296,7 +296,7 @@ plot::LinePlot loss_plot(const nn::TrainResult& r, double unigram_entropy) {
 
 void run(const CLI::App& app, const Options& o) {
   gpu::require_device(gpu::parse_device(o.device), "train", /*supported=*/false);  // docs/gpu.md
-  app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
+  app::check_output_dir(o.out_dir, "--out-dir");                                   // before the run, not after it
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
@@ -424,12 +424,18 @@ void setup(CLI::App& app, Options& o) {
       ->check(app::integer(1, 100000))
       ->capture_default_str();
   app.add_option("--ckpt-interval", o.ckpt_interval, "write last.h5 every N updates")
-      ->check(app::integer(1, kMaxSteps))->capture_default_str();
-  app.add_option("--keep-every", o.keep_every, "also keep step_XXXXXX.h5 every K updates (0 = off; for influence / "
-                 "spectral over training)")->check(app::integer(0, kMaxSteps))->capture_default_str();
+      ->check(app::integer(1, kMaxSteps))
+      ->capture_default_str();
+  app.add_option("--keep-every", o.keep_every,
+                 "also keep step_XXXXXX.h5 every K updates (0 = off; for influence / "
+                 "spectral over training)")
+      ->check(app::integer(0, kMaxSteps))
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation and batches (0 <= seed < 2^64)")
-      ->check(app::unsigned_integer())->capture_default_str();
-  app.add_option("--log-every", o.log_every, "progress line every N updates")->check(app::integer(1, 1 << 30))
+      ->check(app::unsigned_integer())
+      ->capture_default_str();
+  app.add_option("--log-every", o.log_every, "progress line every N updates")
+      ->check(app::integer(1, 1 << 30))
       ->capture_default_str();
   gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common);

@@ -23,11 +23,12 @@ static std::vector<std::uint64_t> bitset_closure(const Schedule& s, Index n) {
     next = R;
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic, 64)
-    for (Index t = 0; t < n; ++t) omp_errors.run([&] {
-      for (const auto& iv : sources(m, t))
-        for (Index src = iv.lo; src <= iv.hi; ++src)
-          for (Index k = 0; k <= t / 64; ++k) next[t * W + k] |= R[src * W + k];
-    });
+    for (Index t = 0; t < n; ++t)
+      omp_errors.run([&] {
+        for (const auto& iv : sources(m, t))
+          for (Index src = iv.lo; src <= iv.hi; ++src)
+            for (Index k = 0; k <= t / 64; ++k) next[t * W + k] |= R[src * W + k];
+      });
     omp_errors.rethrow();
     R.swap(next);
   }
@@ -62,13 +63,19 @@ int report() {
         for (Index t = 0; t < n; ++t) maxsize = std::max(maxsize, c.size(t));
       });
       double tb = -1;
-      if (n <= 65536) tb = seconds([&] { volatile auto r = bitset_closure(s, n).size(); (void)r; }, 1);
+      if (n <= 65536)
+        tb = seconds(
+            [&] {
+              volatile auto r = bitset_closure(s, n).size();
+              (void)r;
+            },
+            1);
       if (tb > 0)
-        std::printf("| %s | %lld | 32 | %.4f | %.3f | %.0fx | %lld |\n", describe(p).c_str(), (long long)n, ti, tb, tb / ti,
-                    (long long)maxsize);
+        std::printf("| %s | %lld | 32 | %.4f | %.3f | %.0fx | %lld |\n", describe(p).c_str(), (long long)n, ti, tb,
+                    tb / ti, (long long)maxsize);
       else
-        std::printf("| %s | %lld | 32 | %.4f | (n^2 bits: not run) | - | %lld |\n", describe(p).c_str(), (long long)n, ti,
-                    (long long)maxsize);
+        std::printf("| %s | %lld | 32 | %.4f | (n^2 bits: not run) | - | %lld |\n", describe(p).c_str(), (long long)n,
+                    ti, (long long)maxsize);
       std::fflush(stdout);
     }
   }

@@ -2,9 +2,9 @@
 // heads), variant (b) (measured alpha, no content). Not a unit test; numbers go to
 // docs/benchmarks/rollout.md. Usage: bench_rollout [max_dense_general=1024] [max_dense_cached=4096]
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include "cf/core/app.hpp"
 #include "cf/rollout/preset.hpp"
@@ -38,12 +38,15 @@ int report(long max_general, long max_cached);
 
 // Command line: --help describes the benchmark; unknown options and bad sizes are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmark of the rollout paths (BLOOM-176B preset, variant b); prints a Markdown table", "bench_rollout"};
+  CLI::App app{"Benchmark of the rollout paths (BLOOM-176B preset, variant b); prints a Markdown table",
+               "bench_rollout"};
   long max_general = 1024, max_cached = 4096;
   app.add_option("max_dense_general", max_general, "Largest n for the general dense path")
-      ->check(CLI::Range(1L, 1L << 20))->capture_default_str();
+      ->check(CLI::Range(1L, 1L << 20))
+      ->capture_default_str();
   app.add_option("max_dense_cached", max_cached, "Largest n for the cached dense path")
-      ->check(CLI::Range(1L, 1L << 20))->capture_default_str();
+      ->check(CLI::Range(1L, 1L << 20))
+      ->capture_default_str();
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(max_general, max_cached); });
   return code != 0 ? code : rc;
@@ -59,15 +62,21 @@ int report(long max_general, long max_cached) {
   for (long n : {256L, 512L, 1024L, 2048L, 4096L, 8192L, 65536L, 1048576L}) {
     Eigen::VectorXd ps, pd;
     double cs = 0, cg = 0, cc = 0;
-    const double ts = best_of(n >= 65536 ? 1 : 5, [&] { ps = rollout_last_row_alibi(m, p.alpha_measured, n); }, cs);
+    const double ts = best_of(
+        n >= 65536 ? 1 : 5, [&] { ps = rollout_last_row_alibi(m, p.alpha_measured, n); }, cs);
     double tg = -1, tc = -1;
-    if (n <= max_general) tg = best_of(1, [&] { pd = rollout_last_row_alibi_dense(m, p.alpha_measured, n); }, cg);
+    if (n <= max_general)
+      tg = best_of(
+          1, [&] { pd = rollout_last_row_alibi_dense(m, p.alpha_measured, n); }, cg);
     if (n <= max_cached && n <= kDenseMaxN)
-      tc = best_of(1, [&] {
-        // The content-free kernel is the same at every layer: build Abar once, then L products.
-        const std::vector<RowMatrix> A{alibi_kernel_dense(m, 0, n)};
-        pd = rollout_last_row_dense(A, p.alpha_measured);
-      }, cc);
+      tc = best_of(
+          1,
+          [&] {
+            // The content-free kernel is the same at every layer: build Abar once, then L products.
+            const std::vector<RowMatrix> A{alibi_kernel_dense(m, 0, n)};
+            pd = rollout_last_row_dense(A, p.alpha_measured);
+          },
+          cc);
     double err = pd.size() ? (ps - pd).cwiseAbs().maxCoeff() / pd.cwiseAbs().maxCoeff() : 0;
     std::printf("%10ld %14.5f %12.5f %16s %16s %12s %12s   rel.diff %.1e\n", n, ts, cs,
                 tg < 0 ? "-" : std::to_string(tg).c_str(), tc < 0 ? "-" : std::to_string(tc).c_str(),

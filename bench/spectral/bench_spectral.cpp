@@ -47,7 +47,8 @@ int report(bool quick);
 
 // Command line: --help describes the benchmark; unknown options are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmark of the weight-level routing/filtering decomposition; prints a Markdown table", "bench_spectral"};
+  CLI::App app{"Benchmark of the weight-level routing/filtering decomposition; prints a Markdown table",
+               "bench_spectral"};
   bool quick = false;
   app.add_flag("--quick", quick, "d = 1024 for part (b), for a fast check");
   int rc = 0;
@@ -61,7 +62,7 @@ int report(bool quick) {
   const std::string path = "bench_spectral_gpt2.h5";
   nlohmann::json layers = nlohmann::json::array();
   for (int l = 0; l < L; ++l) layers.push_back({{"attn", "full"}, {"d_head", dh}});
-  const nlohmann::json cfg = {{"vocab_size", 50257}, {"block_size", 1024}, {"n_layer", L}, {"n_head", H},
+  const nlohmann::json cfg = {{"vocab_size", 50257}, {"block_size", 1024}, {"n_layer", L},        {"n_head", H},
                               {"d_model", D},        {"pos", "learned"},   {"norm", "layernorm"}, {"layers", layers}};
   cf::io::write_hdf5_atomic(path, [&](cf::io::File& f) {
     f.set_attr("format", "causalflow-checkpoint");

@@ -46,7 +46,8 @@ LayerConfig parse_kind(const std::string& s) {
   }
   if (lc.attn == AttnKind::Swa && !v.empty()) lc.w = v[0];
   if ((lc.attn == AttnKind::Block || lc.attn == AttnKind::SeBridge || lc.attn == AttnKind::Bridge ||
-       lc.attn == AttnKind::Pbb) && !v.empty())
+       lc.attn == AttnKind::Pbb) &&
+      !v.empty())
     lc.b = v[0];
   if ((lc.attn == AttnKind::Bridge || lc.attn == AttnKind::Pbb) && v.size() > 1) lc.w = v[1];
   if (lc.attn == AttnKind::SeBridge) lc.e = v.size() > 1 ? v[1] : lc.b / 2;
@@ -65,8 +66,9 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
   const std::size_t nb = plan.branches.size();
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> qkv(static_cast<std::size_t>(B) * Tn * 3 * HD), dqkv(qkv.size()), y(static_cast<std::size_t>(B) * Tn * HD),
-      dy(y.size()), lse(static_cast<std::size_t>(B) * H * nb * Tn), obr(nb > 1 ? static_cast<std::size_t>(B) * H * nb * Tn * dh : 0);
+  std::vector<float> qkv(static_cast<std::size_t>(B) * Tn * 3 * HD), dqkv(qkv.size()),
+      y(static_cast<std::size_t>(B) * Tn * HD), dy(y.size()), lse(static_cast<std::size_t>(B) * H * nb * Tn),
+      obr(nb > 1 ? static_cast<std::size_t>(B) * H * nb * Tn * dh : 0);
   for (auto& x : qkv) x = nd(rng);
   for (auto& x : dy) x = nd(rng);
   const int nt = plan.n_tiles;
@@ -76,31 +78,33 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
     const double t0 = now();
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int task = 0; task < B * H * nt; ++task) omp_errors.run([&] {
-      const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
-      detail::TiledHead<float> th;
-      th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-      th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
-      detail::tiled_forward_qtile(th, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
-                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                  lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
-    });
+    for (int task = 0; task < B * H * nt; ++task)
+      omp_errors.run([&] {
+        const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
+        detail::TiledHead<float> th;
+        th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
+        detail::tiled_forward_qtile(th, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
+                                    nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                    lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
+      });
     omp_errors.rethrow();
     cf::OmpExceptions omp_errors_bwd;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int bh = 0; bh < B * H; ++bh) omp_errors_bwd.run([&] {
-      const int b = bh / H, h = bh % H;
-      detail::TiledHead<float> th;
-      th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-      th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
-      detail::TiledGrads<float> g;
-      g.dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh, g.dk = g.dq + HD, g.dv = g.dq + 2 * HD;
-      g.ld = 3 * HD;
-      const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
-      detail::tiled_backward_head(th, plan, dy.data() + yo, HD, y.data() + yo,
-                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                  lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
-    });
+    for (int bh = 0; bh < B * H; ++bh)
+      omp_errors_bwd.run([&] {
+        const int b = bh / H, h = bh % H;
+        detail::TiledHead<float> th;
+        th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
+        detail::TiledGrads<float> g;
+        g.dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh, g.dk = g.dq + HD, g.dv = g.dq + 2 * HD;
+        g.ld = 3 * HD;
+        const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
+        detail::tiled_backward_head(th, plan, dy.data() + yo, HD, y.data() + yo,
+                                    nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                    lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
+      });
     omp_errors_bwd.rethrow();
     best = std::min(best, now() - t0);
   }
@@ -113,10 +117,11 @@ int attn_mode(const LayerConfig& lc, int Tn, int B, int reps, int tile) {
   std::int64_t a_kind = 0, a_full = 0;
   const double t_kind = time_heads(lc, Tn, B, reps, tile, a_kind), t_full = time_heads(full, Tn, B, reps, tile, a_full);
   const double ratio = static_cast<double>(a_kind) / a_full;
-  std::printf("attn T=%d B=%d H=4 dh=64 tile=%d kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld score_ratio=%.4f "
-              "time_ratio=%.4f time_over_score_ratio=%.3f\n",
-              Tn, B, tile, t_kind, t_full, static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio,
-              t_kind / t_full, t_kind / t_full / ratio);
+  std::printf(
+      "attn T=%d B=%d H=4 dh=64 tile=%d kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld score_ratio=%.4f "
+      "time_ratio=%.4f time_over_score_ratio=%.3f\n",
+      Tn, B, tile, t_kind, t_full, static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio,
+      t_kind / t_full, t_kind / t_full / ratio);
   return 0;
 }
 
@@ -158,10 +163,11 @@ int train_mode(const LayerConfig& lc, int Tn, int B, int steps) {
   const double nb = static_cast<double>(detail::layer_branches(lc, std::min(Tn, 4 * 1024)).size());
   const double floats = 4 * P + 4 * (N * C * 16 + N * 4 * nb + N * 4) + N * C * 2 + N * V + N + N * C * (3 + 3 + 8);
   const double theory_mb = floats * 4 / 1048576.0;
-  std::printf("train T=%d B=%d steps=%d step_s=%.2f loss_first=%.4f loss_last=%.4f peak_rss_mb=%.1f "
-              "workspace_mb=%.1f theory_mb=%.1f rss_over_theory=%.3f\n",
-              Tn, B, steps, secs / steps, first, loss, ru.ru_maxrss / 1024.0, ws.bytes() / 1048576.0, theory_mb,
-              ru.ru_maxrss / 1024.0 / theory_mb);
+  std::printf(
+      "train T=%d B=%d steps=%d step_s=%.2f loss_first=%.4f loss_last=%.4f peak_rss_mb=%.1f "
+      "workspace_mb=%.1f theory_mb=%.1f rss_over_theory=%.3f\n",
+      Tn, B, steps, secs / steps, first, loss, ru.ru_maxrss / 1024.0, ws.bytes() / 1048576.0, theory_mb,
+      ru.ru_maxrss / 1024.0 / theory_mb);
   return 0;
 }
 

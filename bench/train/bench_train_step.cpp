@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::printf("usage: %s LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP]\n"
-                  "Tokens/s of one training step of the embedded trainer (see docs/benchmarks/train.md).\n", argv[0]);
+      std::printf(
+          "usage: %s LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP]\n"
+          "Tokens/s of one training step of the embedded trainer (see docs/benchmarks/train.md).\n",
+          argv[0]);
       return 0;
     }
     if (a.empty() || a.find_first_not_of("0123456789") != std::string::npos || a.size() > 9 ||
@@ -70,9 +72,9 @@ int main(int argc, char** argv) {
   const double P = static_cast<double>(m.params.size());
   const double state_mb = 4 * P * 4 / 1048576.0;  // params, grads, m, v in float32
   const double act_mb = static_cast<double>(ws.bytes()) / 1048576.0;
-  std::printf("causalflow params=%.0f tokens_per_s=%.1f step_s=%.4f loss=%.4f peak_rss_mb=%.1f theory_state_mb=%.1f "
-              "theory_act_mb=%.1f theory_total_mb=%.1f\n",
-              P, double(B) * Tn * steps / secs, secs / steps, loss, ru.ru_maxrss / 1024.0, state_mb, act_mb,
-              state_mb + act_mb);
+  std::printf(
+      "causalflow params=%.0f tokens_per_s=%.1f step_s=%.4f loss=%.4f peak_rss_mb=%.1f theory_state_mb=%.1f "
+      "theory_act_mb=%.1f theory_total_mb=%.1f\n",
+      P, double(B) * Tn * steps / secs, secs / steps, loss, ru.ru_maxrss / 1024.0, state_mb, act_mb, state_mb + act_mb);
   return 0;
 }

@@ -23,7 +23,8 @@ int report() {
   m.delta = p.content_delta;
   const Eigen::VectorXd pc = rollout_last_row_alibi(m, p.alpha_measured, n);
   for (auto [name, v] : {std::pair<const char*, const Eigen::VectorXd*>{"(a) attention-only", &pa},
-                         {"(b) residual-aware", &pb}, {"(c) residual + content", &pc}}) {
+                         {"(b) residual-aware", &pb},
+                         {"(c) residual + content", &pc}}) {
     const auto s = summarize(*v);
     std::printf("%-24s p_0 = %.4f  p_255 = %.4f  min %.5f at %ld\n", name, s.first, s.last, s.min, s.argmin);
   }
@@ -37,7 +38,8 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 004 BLOOM-176B rollout figures (variants b and c); writes bloom_rollout.csv", "nb_rollout_01_bloom_figure"};
+  CLI::App app{"Notebook: seed 004 BLOOM-176B rollout figures (variants b and c); writes bloom_rollout.csv",
+               "nb_rollout_01_bloom_figure"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

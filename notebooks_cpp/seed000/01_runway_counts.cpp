@@ -20,11 +20,12 @@ int report() {
   base.e = 8;
   const Index s = 40;
   const Index gaps[] = {1, 2, 4, 8, 16, 32, 64};
-  const PatternKind kinds[] = {PatternKind::Full, PatternKind::Swa, PatternKind::Block, PatternKind::Bridge,
-                               PatternKind::Pbb, PatternKind::SeBridge};
-  std::printf("Seed 000 Def. 3.1: runway sizes log2(#paths of length >= 2) from s = %lld to d = s + gap,\n"
-              "n = %lld, b = w = 16, e = 8 (-inf: no runway; * = (s, d) is also a direct edge)\n\n",
-              (long long)s, (long long)n);
+  const PatternKind kinds[] = {PatternKind::Full,   PatternKind::Swa, PatternKind::Block,
+                               PatternKind::Bridge, PatternKind::Pbb, PatternKind::SeBridge};
+  std::printf(
+      "Seed 000 Def. 3.1: runway sizes log2(#paths of length >= 2) from s = %lld to d = s + gap,\n"
+      "n = %lld, b = w = 16, e = 8 (-inf: no runway; * = (s, d) is also a direct edge)\n\n",
+      (long long)s, (long long)n);
   std::printf("| pattern |");
   for (Index g : gaps) std::printf(" gap %lld |", (long long)g);
   std::printf("\n|---|");
@@ -45,7 +46,13 @@ int report() {
   }
   std::printf("\nComplete causal graph: dynamic programming %s the closed form 2^(d-s-1) - 1 at every gap.\n",
               bad ? "DISAGREES WITH" : "equals");
-  const RunwayCount big = runway_count(make_mask([&] { Pattern p = base; p.kind = PatternKind::Full; return p; }(), 1024),
+  const RunwayCount big = runway_count(make_mask(
+                                           [&] {
+                                             Pattern p = base;
+                                             p.kind = PatternKind::Full;
+                                             return p;
+                                           }(),
+                                           1024),
                                        0, 1000);
   std::printf("Exact count for s = 0, d = 1000 (causal): %s paths (log2 = %.1f): far beyond 64-bit integers.\n",
               big.runway.str().substr(0, 24).append("...").c_str(), big.log2_runway);
@@ -54,7 +61,8 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 000 runway counts (exact, checked against the closed form; exit 1 on a mismatch)", "nb_seed000_01_runway_counts"};
+  CLI::App app{"Notebook: seed 000 runway counts (exact, checked against the closed form; exit 1 on a mismatch)",
+               "nb_seed000_01_runway_counts"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

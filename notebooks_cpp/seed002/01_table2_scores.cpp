@@ -16,7 +16,12 @@ int report() {
   Pattern base;  // b = w = 128, e = 64
   std::printf("Seed 002 Table 2: attention scores per head, n = 1024, b = w = 128, e = 64\n\n");
   std::printf("| pattern | branch scores | x SWA | x Full | write-back |\n|---|---|---|---|---|\n");
-  const double swa = double(scores_branch({[&] { Pattern p = base; p.kind = PatternKind::Swa; return p; }(), 1024}));
+  const double swa = double(scores_branch({[&] {
+                                             Pattern p = base;
+                                             p.kind = PatternKind::Swa;
+                                             return p;
+                                           }(),
+                                           1024}));
   for (PatternKind k : {PatternKind::Block, PatternKind::Swa, PatternKind::Bridge, PatternKind::Pbb,
                         PatternKind::SeBridge, PatternKind::Full}) {
     Pattern p = base;

@@ -33,15 +33,17 @@ int report() {
     bad += !ok;
     std::printf("| %s | %lld | %lld | %lld | %s |\n", r.name, layout, count, r.published, ok ? "yes" : "NO");
   }
-  std::printf("\nS-D adds H (d_model + 1) = %d damping parameters per layer; dropping LayerNorm removes "
-              "4 d_model per layer + 2 d_model = %d in all.\n",
-              12 * (768 + 1), 4 * 768 * 12 + 2 * 768);
+  std::printf(
+      "\nS-D adds H (d_model + 1) = %d damping parameters per layer; dropping LayerNorm removes "
+      "4 d_model per layer + 2 d_model = %d in all.\n",
+      12 * (768 + 1), 4 * 768 * 12 + 2 * 768);
   return bad ? 1 : 0;
 }
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 003 Table 1 parameter counts (exit 1 unless both reproduce the published row)", "nb_seed003_01_table1_params"};
+  CLI::App app{"Notebook: seed 003 Table 1 parameter counts (exit 1 unless both reproduce the published row)",
+               "nb_seed003_01_table1_params"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

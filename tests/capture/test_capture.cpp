@@ -3,15 +3,15 @@
 // row-stochastic and respect the seed 002 masks, equal independent recomputations from the captured
 // Q and K, the norms equal recomputation from the hidden states, the hook leaves the logits
 // bit-identical, and alpha_l in the file equals SPEC §2 / seed 004 Eq. 1 recomputed from the norms.
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <random>
-#include <unistd.h>
 
 #include "cf/core/error.hpp"
 #include "cf/graph/mask.hpp"
@@ -69,7 +69,8 @@ struct Seen {
   std::vector<float> probs, q, k, x, a, y, nx, na, ny;
 };
 
-std::vector<Seen> run_with_hook(const Model<float>& m, const std::vector<std::int32_t>& tokens, Eigen::MatrixXf* logits) {
+std::vector<Seen> run_with_hook(const Model<float>& m, const std::vector<std::int32_t>& tokens,
+                                Eigen::MatrixXf* logits) {
   std::vector<Seen> seen(static_cast<std::size_t>(m.config.n_layer));
   ForwardHooks hooks;
   hooks.on_layer = [&](const LayerActivations& la) {
@@ -117,10 +118,10 @@ std::string tmp_path(const std::string& name) {
 cf::graph::Mask graph_mask(const LayerConfig& lc, int T) {
   cf::graph::Pattern p;
   p.b = lc.b, p.w = lc.w, p.e = lc.e;
-  p.kind = lc.attn == AttnKind::Block    ? cf::graph::PatternKind::Block
-           : lc.attn == AttnKind::Swa    ? cf::graph::PatternKind::Swa
-           : lc.attn == AttnKind::Bridge ? cf::graph::PatternKind::Bridge
-           : lc.attn == AttnKind::Pbb    ? cf::graph::PatternKind::Pbb
+  p.kind = lc.attn == AttnKind::Block      ? cf::graph::PatternKind::Block
+           : lc.attn == AttnKind::Swa      ? cf::graph::PatternKind::Swa
+           : lc.attn == AttnKind::Bridge   ? cf::graph::PatternKind::Bridge
+           : lc.attn == AttnKind::Pbb      ? cf::graph::PatternKind::Pbb
            : lc.attn == AttnKind::SeBridge ? cf::graph::PatternKind::SeBridge
                                            : cf::graph::PatternKind::Full;
   return cf::graph::make_mask(p, T);
@@ -132,15 +133,15 @@ TEST_CASE("capture hook: probabilities are row-stochastic and zero outside the s
           "[capture][seed002]") {
   const int T = 29;
   for (auto fusion : {cf::graph::Fusion::Branch, cf::graph::Fusion::Union}) {
-    const ModelConfig c =
-        config("full,block,swa,bridge,pbb,se-bridge,runway-dot,sd,linear", 9, PosKind::Rope, fusion);
+    const ModelConfig c = config("full,block,swa,bridge,pbb,se-bridge,runway-dot,sd,linear", 9, PosKind::Rope, fusion);
     const Model<float> m = random_model(c, 11);
     const auto seen = run_with_hook(m, random_tokens(T, c.vocab_size, 3), nullptr);
     for (int l = 0; l < c.n_layer; ++l) {
       const LayerConfig& lc = c.layers[static_cast<std::size_t>(l)];
       const bool bridged = lc.attn == AttnKind::Bridge || lc.attn == AttnKind::Pbb || lc.attn == AttnKind::SeBridge;
       const cf::graph::Mask mask = graph_mask(lc, T);
-      INFO("layer " << l << " " << attn_name(lc.attn) << " fusion " << (fusion == cf::graph::Fusion::Branch ? "branch" : "union"));
+      INFO("layer " << l << " " << attn_name(lc.attn) << " fusion "
+                    << (fusion == cf::graph::Fusion::Branch ? "branch" : "union"));
       const Seen& s = seen[static_cast<std::size_t>(l)];
       REQUIRE(s.n_head == c.n_head);
       REQUIRE(s.T == T);
@@ -165,9 +166,10 @@ TEST_CASE("capture hook: probabilities are row-stochastic and zero outside the s
   }
 }
 
-TEST_CASE("capture hook: probabilities equal softmax of the captured Q K^T / sqrt(d_head) plus bias, linear = ELU+1 "
-          "weights",
-          "[capture]") {
+TEST_CASE(
+    "capture hook: probabilities equal softmax of the captured Q K^T / sqrt(d_head) plus bias, linear = ELU+1 "
+    "weights",
+    "[capture]") {
   const int T = 20;
   for (PosKind pos : {PosKind::Learned, PosKind::Alibi, PosKind::Rope}) {
     const ModelConfig c = config("full,linear,full", 3, pos);
@@ -219,22 +221,25 @@ TEST_CASE("capture hook: layer 0 Q, K, attention output and norms equal an indep
     const double var = (X.row(t).array() - mu).square().mean();
     for (int k = 0; k < C; ++k) N(t, k) = (X(t, k) - mu) / std::sqrt(var + 1e-5) * W[o.ln1_w + k] + W[o.ln1_b + k];
   }
-  const MatD Wqkv = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-                        W + o.attn_w, 3 * C, C).cast<double>();
+  const MatD Wqkv =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(W + o.attn_w, 3 * C, C)
+          .cast<double>();
   MatD QKV = N * Wqkv.transpose();
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 3 * C; ++k) QKV(t, k) += W[o.attn_b + k];
   MatD Y(T, C);
   for (int h = 0; h < H; ++h) {
-    const MatD Q = QKV.block(0, h * dh, T, dh), K = QKV.block(0, C + h * dh, T, dh), V = QKV.block(0, 2 * C + h * dh, T, dh);
+    const MatD Q = QKV.block(0, h * dh, T, dh), K = QKV.block(0, C + h * dh, T, dh),
+               V = QKV.block(0, 2 * C + h * dh, T, dh);
     CHECK((head_matrix(s.q, h, T, dh) - Q).cwiseAbs().maxCoeff() < 1e-4);
     CHECK((head_matrix(s.k, h, T, dh) - K).cwiseAbs().maxCoeff() < 1e-4);
     const MatD P = causal_softmax(Q * K.transpose() / std::sqrt(double(dh)));
     CHECK((head_matrix(s.probs, h, T, T) - P).cwiseAbs().maxCoeff() < 1e-4);
     Y.block(0, h * dh, T, dh) = P * V;
   }
-  const MatD Wp = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-                      W + o.proj_w, C, C).cast<double>();
+  const MatD Wp =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(W + o.proj_w, C, C)
+          .cast<double>();
   MatD A = Y * Wp.transpose();
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < C; ++k) A(t, k) += W[o.proj_b + k];
@@ -293,9 +298,10 @@ TEST_CASE("capture_windows spreads N windows of T + 1 tokens evenly and rejects 
   CHECK_THROWS_AS(capture_windows({}, 4, 1), cf::InvalidArgument);
 }
 
-TEST_CASE("capture file: alpha in both SPEC 2 forms equals Eq. 1 recomputed from the stored norms, and rollout "
-          "kernels are the head and sequence mean",
-          "[capture][seed004]") {
+TEST_CASE(
+    "capture file: alpha in both SPEC 2 forms equals Eq. 1 recomputed from the stored norms, and rollout "
+    "kernels are the head and sequence mean",
+    "[capture][seed004]") {
   const ModelConfig c = config("full,bridge,linear", 3, PosKind::Learned, cf::graph::Fusion::Branch, 64);
   const Model<float> m = random_model(c, 7);
   const int T = 24, N = 3;
@@ -360,7 +366,8 @@ TEST_CASE("capture file: alpha in both SPEC 2 forms equals Eq. 1 recomputed from
   CHECK(g.dataset_shape("layer_0/attn_probs") == cf::io::Shape{3, 2, 24, 24});
   CHECK(g.read<std::int64_t>("heads").data == std::vector<std::int64_t>{2, 0});
   CHECK(s2.layers[1].alpha_token_mean == sum.layers[1].alpha_token_mean);
-  const auto full = f.read_rows<float>("layer_0/attn_probs", 1, 1).data, part = g.read_rows<float>("layer_0/attn_probs", 1, 1).data;
+  const auto full = f.read_rows<float>("layer_0/attn_probs", 1, 1).data,
+             part = g.read_rows<float>("layer_0/attn_probs", 1, 1).data;
   for (std::size_t i = 0; i < static_cast<std::size_t>(T * T); ++i) {
     CHECK(part[i] == full[2 * T * T + i]);
     CHECK(part[T * T + i] == full[i]);

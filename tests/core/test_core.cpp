@@ -1,16 +1,16 @@
 // lib/core: report rendering, atomic writes (nothing a user saved is lost), plots.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/number_file.hpp"
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
-#include <algorithm>
-#include <cstring>
-#include <sstream>
 
 using namespace cf;
 

@@ -3,12 +3,12 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/token_file.hpp"
-#include <nlohmann/json.hpp>
 
 using namespace cf;
 using namespace cf::data;
@@ -34,7 +34,8 @@ TEST_CASE("token set: the manifest catches a mixed set, a failed write leaves th
   CHECK(meta["files"]["train"]["fnv1a64"] == fnv1a64_hex(std::string("\x01\x00\x02\x00\x03\x00", 6)));
   // a process killed between two renames: b's train split beside a's meta file
   write_file_atomic(a + ".train.bin", read_file(b + ".train.bin"));
-  CHECK_THROWS_WITH(read_token_files(a), Catch::Contains("mixed or partial token set") && Catch::Contains("a.train.bin"));
+  CHECK_THROWS_WITH(read_token_files(a),
+                    Catch::Contains("mixed or partial token set") && Catch::Contains("a.train.bin"));
   // a failed write (the folder vanished under the prefix): no file of the set changes, no temporary
   write_token_files(a, TokenSplit{{1, 2, 3}, {4}}, m);
   const std::string before = read_file(a + ".meta.json") + read_file(a + ".train.bin") + read_file(a + ".val.bin");

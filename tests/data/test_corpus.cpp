@@ -1,11 +1,11 @@
 // Corpus tests: Brown tag stripping, the Brown and KJV loaders (published facts about both
 // texts), and clear errors when a corpus or package is missing or empty.
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"

@@ -1,11 +1,11 @@
 // Token file tests: split, round trip, little-endian layout (checked with numpy), validation
 // errors, and the unigram entropy against closed forms.
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"

@@ -1,13 +1,12 @@
 // Tokenizer tests: the byte tokenizer, UTF-8 decoding, the Unicode class tables, and GPT-2 BPE
 // token-for-token against the JavaScript reference (npm gpt-3-encoder, run with node).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-#include <unistd.h>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
@@ -19,9 +18,7 @@
 using namespace cf::data;
 
 namespace {
-std::string tmp_path(const std::string& name) {
-  return "/tmp/cf_test_data_" + std::to_string(::getpid()) + "_" + name;
-}
+std::string tmp_path(const std::string& name) { return "/tmp/cf_test_data_" + std::to_string(::getpid()) + "_" + name; }
 
 bool have_gpt2() { return ::access((gpt2_default_dir() + "/encoder.json").c_str(), R_OK) == 0; }
 
@@ -46,19 +43,30 @@ std::string edge_cases() {
              "Hello world! Hello, world.  Two  spaces,   three;\tTab\ttab.\n\nNew paragraph\r\nCRLF line\n"
              "   leading spaces and trailing ones   \n"
              "don't I'll we've they're she'd he's it'S 'tis ''s 's' 'll' O'Neil rock'n'roll '\n"
-             "Numbers: 1 22 333 4444 3.14159 1,000,000 2nd 4th 10x x10 \xc2\xbd \xc2\xb2 \xd9\xa3\xd9\xa4 \xe2\x85\xa7\n"
+             "Numbers: 1 22 333 4444 3.14159 1,000,000 2nd 4th 10x x10 \xc2\xbd \xc2\xb2 \xd9\xa3\xd9\xa4 "
+             "\xe2\x85\xa7\n"
              "Punctuation!!! ??? ... --- *** $$$ @#% ^&* (parens) [brackets] {braces} <tags/> \"quotes\" `tick`\n"
              ",,,;;; a,b,c ,leading comma ' , ' Ġ \xc4\xa0 \n"
-             "na\xc3\xafve caf\xc3\xa9 r\xc3\xa9sum\xc3\xa9 \xc3\x9cn\xc3\xaf" "c\xc3\xb6" "d\xc3\xa9 Stra\xc3\x9f" "e "
+             "na\xc3\xafve caf\xc3\xa9 r\xc3\xa9sum\xc3\xa9 \xc3\x9cn\xc3\xaf"
+             "c\xc3\xb6"
+             "d\xc3\xa9 Stra\xc3\x9f"
+             "e "
              "e\xcc\x81 (combining acute) \xe2\x80\x8d zwj \xe2\x80\x8b zwsp\n"
              "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 "
              "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9 "
-             "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 \xce\x95\xce\xbb\xce\xbb\xce\xb7\xce\xbd\xce\xb9\xce\xba\xce\xac\n"
+             "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 "
+             "\xce\x95\xce\xbb\xce\xbb\xce\xb7\xce\xbd\xce\xb9\xce\xba\xce\xac\n"
              "emoji \xf0\x9f\x98\x80\xf0\x9f\x8e\x89 flag \xf0\x9f\x87\xa9\xf0\x9f\x87\xaa family "
-             "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 math \xf0\x9d\x90\x80\xf0\x9d\x90\x81 "
+             "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 math "
+             "\xf0\x9d\x90\x80\xf0\x9d\x90\x81 "
              "\xf0\x9d\x9f\x8e\n"
              "nbsp\xc2\xa0here ideographic\xe3\x80\x80space en\xe2\x80\x82space line\xe2\x80\xa8sep "
-             "bom\xef\xbb\xbf" "end vt\x0b" "ff\x0c" "x nul\x01" "ctl\x7f" "del\n"
+             "bom\xef\xbb\xbf"
+             "end vt\x0b"
+             "ff\x0c"
+             "x nul\x01"
+             "ctl\x7f"
+             "del\n"
              "mixed123abc abc123 123abc_def snake_case camelCase URL https://example.com/a?b=c&d=e#f\n"
              "     \n\n\n    x\n \n  \n") +
          std::string("trailing whitespace at the very end   \t\n  ");
@@ -66,10 +74,46 @@ std::string edge_cases() {
 
 // A deterministic random string drawn from characters of every class the regex distinguishes.
 std::string fuzz_text(int n, unsigned seed) {
-  const std::vector<std::string> pool = {
-      "a", "Z", "e", "s", "t", "'", "'", " ", " ", " ", "  ", "\n", "\t", "\r\n", "0", "7", ".", ",", "!", "-",
-      "\xc3\xa9", "\xc3\x9f", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\xa8", "\xe6\x97\xa5", "\xc2\xbd", "\xd9\xa3",
-      "\xf0\x9f\x98\x80", "\xcc\x81", "\xe2\x80\x8d", "re", "ll", "ve", "d", "m", "$", "\"", "_", "\xef\xbb\xbf"};
+  const std::vector<std::string> pool = {"a",
+                                         "Z",
+                                         "e",
+                                         "s",
+                                         "t",
+                                         "'",
+                                         "'",
+                                         " ",
+                                         " ",
+                                         " ",
+                                         "  ",
+                                         "\n",
+                                         "\t",
+                                         "\r\n",
+                                         "0",
+                                         "7",
+                                         ".",
+                                         ",",
+                                         "!",
+                                         "-",
+                                         "\xc3\xa9",
+                                         "\xc3\x9f",
+                                         "\xc2\xa0",
+                                         "\xe3\x80\x80",
+                                         "\xe2\x80\xa8",
+                                         "\xe6\x97\xa5",
+                                         "\xc2\xbd",
+                                         "\xd9\xa3",
+                                         "\xf0\x9f\x98\x80",
+                                         "\xcc\x81",
+                                         "\xe2\x80\x8d",
+                                         "re",
+                                         "ll",
+                                         "ve",
+                                         "d",
+                                         "m",
+                                         "$",
+                                         "\"",
+                                         "_",
+                                         "\xef\xbb\xbf"};
   std::mt19937 rng(seed);
   std::uniform_int_distribution<std::size_t> pick(0, pool.size() - 1);
   std::string s;
@@ -159,15 +203,18 @@ TEST_CASE("utf8 decoding replaces ill-formed sequences as TextDecoder does", "[d
   // Surrogate encodings (ED A0 80) and overlongs (E0 80 80) are rejected byte by byte.
   CHECK(utf8_decode("\xed\xa0\x80") == std::vector<char32_t>{0xFFFD, 0xFFFD, 0xFFFD});
   CHECK(utf8_decode("\xf4\x90\x80\x80").size() == 4);
-  for (char32_t c : std::vector<char32_t>{0x41u, 0x7FFu, 0x800u, 0xFFFDu, 0x10000u, 0x10FFFFu}) CHECK(utf8_decode(utf8_encode({c})) == std::vector<char32_t>{c});
+  for (char32_t c : std::vector<char32_t>{0x41u, 0x7FFu, 0x800u, 0xFFFDu, 0x10000u, 0x10FFFFu})
+    CHECK(utf8_decode(utf8_encode({c})) == std::vector<char32_t>{c});
 }
 
 TEST_CASE("unicode classes match the JavaScript definitions on sample code points", "[data]") {
   // Letters (L*), numbers (N*), JavaScript whitespace; combining marks (M*) are none of them.
-  for (char32_t c : std::vector<char32_t>{U'a', U'Z', 0xE9u, 0x3B1u, 0x5D0u, 0x627u, 0x4E2Du, 0xAC00u, 0x1D400u, 0x2B0u}) CHECK(is_letter(c));
+  for (char32_t c :
+       std::vector<char32_t>{U'a', U'Z', 0xE9u, 0x3B1u, 0x5D0u, 0x627u, 0x4E2Du, 0xAC00u, 0x1D400u, 0x2B0u})
+    CHECK(is_letter(c));
   for (char32_t c : std::vector<char32_t>{U'0', U'9', 0xBDu, 0xB2u, 0x663u, 0x2167u, 0x1D7CEu}) CHECK(is_number(c));
-  for (char32_t c : std::vector<char32_t>{U' ', U'\t', U'\n', 0x0Bu, 0x0Cu, U'\r', 0xA0u, 0x1680u, 0x2003u, 0x2028u, 0x2029u, 0x202Fu,
-                     0x205Fu, 0x3000u, 0xFEFFu})
+  for (char32_t c : std::vector<char32_t>{U' ', U'\t', U'\n', 0x0Bu, 0x0Cu, U'\r', 0xA0u, 0x1680u, 0x2003u, 0x2028u,
+                                          0x2029u, 0x202Fu, 0x205Fu, 0x3000u, 0xFEFFu})
     CHECK(is_space(c));
   for (char32_t c : std::vector<char32_t>{0x301u, 0x200Bu, 0x200Du, 0x85u, 0x180Eu, U'_', U'\'', 0x1F600u}) {
     CHECK_FALSE(is_letter(c));
@@ -184,7 +231,7 @@ TEST_CASE("GPT-2 pre-tokenisation follows the regex alternatives", "[data]") {
   CHECK(gpt2_pretokenize("a  b") == V{"a", " ", " b"});  // \s+(?!\S) leaves the last space
   CHECK(gpt2_pretokenize("a \n b") == V{"a", " \n", " b"});
   CHECK(gpt2_pretokenize("end   ") == V{"end", "   "});  // run at the end is kept whole
-  CHECK(gpt2_pretokenize("x\ny") == V{"x", "\n", "y"});    // single whitespace before a word
+  CHECK(gpt2_pretokenize("x\ny") == V{"x", "\n", "y"});  // single whitespace before a word
   CHECK(gpt2_pretokenize("abc123 45!?") == V{"abc", "123", " 45", "!?"});
   CHECK(gpt2_pretokenize(" 's") == V{" '", "s"});
   CHECK(gpt2_pretokenize("").empty());
@@ -200,7 +247,7 @@ TEST_CASE("GPT-2 bytes_to_unicode table", "[data]") {
   std::vector<char32_t> sorted(t.begin(), t.end());
   std::sort(sorted.begin(), sorted.end());
   CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());  // a bijection
-  CHECK(sorted.back() == 0x143);  // 256 + 68 - 1: 68 bytes are not printable
+  CHECK(sorted.back() == 0x143);                                            // 256 + 68 - 1: 68 bytes are not printable
 }
 
 TEST_CASE("GPT-2 BPE equals the JavaScript encoder token for token on a corpus sample", "[data][gpt2][node]") {

@@ -1,9 +1,8 @@
 // The analysers' heavy cores on the cf::gpu interface, executed on the CPU twin: the structured
 // rollout step as batched affine scans (against lib/rollout), strided batched GEMM (against
 // Eigen) and the batched symmetric eigensolver of the spectral per-head cores (residuals).
-#include <catch2/catch.hpp>
-
 #include <Eigen/Dense>
+#include <catch2/catch.hpp>
 #include <random>
 #include <vector>
 
@@ -11,7 +10,8 @@
 #include "cf/rollout/kernel.hpp"
 #include "cf/rollout/rollout.hpp"
 
-TEST_CASE("gpu structured rollout step (affine scans) = cf::rollout::alibi_apply_left, entry by entry", "[gpu][thrust]") {
+TEST_CASE("gpu structured rollout step (affine scans) = cf::rollout::alibi_apply_left, entry by entry",
+          "[gpu][thrust]") {
   std::mt19937 g(3);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (long n : {1L, 2L, 37L, 1000L}) {
@@ -63,7 +63,8 @@ TEST_CASE("gpu strided batched GEMM (CPU twin) = Eigen products, ragged shapes",
   }
 }
 
-TEST_CASE("gpu batched symmetric eigensolver (CPU twin): residuals |A V - V diag(w)|, ascending, orthonormal", "[gpu]") {
+TEST_CASE("gpu batched symmetric eigensolver (CPU twin): residuals |A V - V diag(w)|, ascending, orthonormal",
+          "[gpu]") {
   using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   for (int n : {1, 33, 128}) {  // past syevjBatched's 32 x 32 limit: the per-head cores reach 2 d_head
     const int batch = 3;

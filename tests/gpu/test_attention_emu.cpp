@@ -3,7 +3,6 @@
 // every mask family, both bridge fusions, with and without ALiBi, at ragged T (not a multiple of
 // the tile or the block), under both intra-block schedules.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <random>
 #include <string>
@@ -27,12 +26,12 @@ using Masks = std::vector<std::vector<std::uint8_t>>;
 Masks make_masks(cf::graph::PatternKind kind, bool branch, int T, int b, int w, int e) {
   using K = cf::graph::PatternKind;
   cf::nn::LayerConfig lc;
-  lc.attn = kind == K::Full ? cf::nn::AttnKind::Full
-            : kind == K::Block ? cf::nn::AttnKind::Block
-            : kind == K::Swa ? cf::nn::AttnKind::Swa
+  lc.attn = kind == K::Full     ? cf::nn::AttnKind::Full
+            : kind == K::Block  ? cf::nn::AttnKind::Block
+            : kind == K::Swa    ? cf::nn::AttnKind::Swa
             : kind == K::Bridge ? cf::nn::AttnKind::Bridge
-            : kind == K::Pbb ? cf::nn::AttnKind::Pbb
-                             : cf::nn::AttnKind::SeBridge;
+            : kind == K::Pbb    ? cf::nn::AttnKind::Pbb
+                                : cf::nn::AttnKind::SeBridge;
   lc.b = b, lc.w = w, lc.e = e;
   lc.fusion = branch ? cf::graph::Fusion::Branch : cf::graph::Fusion::Union;
   Masks out;
@@ -113,9 +112,9 @@ TEST_CASE("gpu tiled attention = dense attention for every mask family, fusion, 
         if (branch && (kind == K::Full || kind == K::Block || kind == K::Swa)) continue;
         check_case(kind, branch, alibi, /*T=*/45, /*dh=*/8);
       }
-  check_case(K::Full, false, true, 77, 40);     // dh between the 32 and 64 capacities
-  check_case(K::SeBridge, true, false, 70, 72); // dh in the 128 capacity
-  check_case(K::Full, false, false, 1, 4);      // a single position
+  check_case(K::Full, false, true, 77, 40);      // dh between the 32 and 64 capacities
+  check_case(K::SeBridge, true, false, 70, 72);  // dh in the 128 capacity
+  check_case(K::Full, false, false, 1, 4);       // a single position
   // centered bridges with b < w <= 2b: overlapping write-back sets, two bridge branches (Eq. 35)
   check_case(K::Bridge, true, true, 45, 8, /*b=*/8, /*w=*/12);
   check_case(K::Pbb, true, false, 45, 8, /*b=*/8, /*w=*/12);
@@ -130,7 +129,7 @@ TEST_CASE("gpu tiled mask: visited tiles follow the mask's score count", "[gpu]"
   CHECK(tf.scores == std::int64_t(T) * (T + 1) / 2);
   const int nt = T / cf::gpu::kAttentionTile;
   CHECK(tf.tiles_visited == std::int64_t(nt) * (nt + 1) / 2);
-  CHECK(ts.tiles_visited <= 2 * nt);  // a window of 10 < tile touches at most two tiles per row tile
+  CHECK(ts.tiles_visited <= 2 * nt);    // a window of 10 < tile touches at most two tiles per row tile
   std::vector<std::uint8_t> bad(4, 1);  // 2 x 2 all ones: admits key 1 for query 0
   REQUIRE_THROWS_WITH(cf::gpu::tiled_mask_from_dense({bad.data()}, 2), Catch::Contains("not causal"));
 }

@@ -2,7 +2,6 @@
 // atomics across concurrent blocks, and the two failure modes it must catch (a divergent
 // barrier, a missing barrier) — so that "the kernel passed under emulation" means something.
 #include <catch2/catch.hpp>
-
 #include <numeric>
 #include <vector>
 

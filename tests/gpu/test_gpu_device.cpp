@@ -2,9 +2,9 @@
 // cf::gpu::emu on the same seeded input. Without a usable device the program prints the reason
 // and exits 77, which CTest reports as skipped (SKIP_RETURN_CODE). Built only with CUDA.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -84,8 +84,8 @@ TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels",
   const auto q = randn(n, 1), k = randn(n, 2), v = randn(n, 3), dyv = randn(n, 4);
   std::vector<float> slopes = {0.5f, 0.25f, 0.125f};
   const cf::gpu::AttentionShape s{B, H, T, dh, 1.0f / std::sqrt(float(dh))};
-  std::vector<float> y(n), lse(std::size_t(B) * H * T), obr(lse.size() * dh), dsum(lse.size()), dq(n, 0.0f), dk(n, 0.0f),
-      dv(n, 0.0f);
+  std::vector<float> y(n), lse(std::size_t(B) * H * T), obr(lse.size() * dh), dsum(lse.size()), dq(n, 0.0f),
+      dk(n, 0.0f), dv(n, 0.0f);
   cf::gpu::emu::attention_forward(s, tm, slopes.data(), q.data(), k.data(), v.data(), y.data(), lse.data(), obr.data());
   cf::gpu::emu::attention_backward(s, tm, slopes.data(), q.data(), k.data(), v.data(), dyv.data(), lse.data(),
                                    obr.data(), dsum.data(), dq.data(), dk.data(), dv.data());

@@ -2,7 +2,6 @@
 // OpenMP) against its CPU oracle in lib/nn, on seeded input with ragged sizes, under both
 // intra-block schedules (a missing barrier would show as a difference; test_emulation.cpp).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <random>
 #include <vector>
@@ -48,7 +47,8 @@ TEST_CASE("gpu layernorm forward/backward = cf::nn::layernorm (ragged N, C)", "[
       CHECK(max_rel(m1, m0) < 1e-5);
       CHECK(max_rel(r1, r0) < 1e-5);
       std::vector<float> dx0(x.size(), 0.5f), dw0(C, 0.25f), db0(C, -1.0f), dx1 = dx0, dw1 = dw0, db1 = db0;
-      cf::nn::layernorm_backward(dx0.data(), dw0.data(), db0.data(), dy.data(), x.data(), w.data(), m0.data(), r0.data(), N, C);
+      cf::nn::layernorm_backward(dx0.data(), dw0.data(), db0.data(), dy.data(), x.data(), w.data(), m0.data(),
+                                 r0.data(), N, C);
       cf::gpu::emu::layernorm_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), m0.data(),
                                        r0.data(), N, C);
       CHECK(max_rel(dx1, dx0) < 1e-5);
@@ -109,9 +109,13 @@ TEST_CASE("gpu AdamW update (Thrust on OpenMP) = cf::nn::adamw_step over a model
     const double lr = 1e-2 / step;
     cf::nn::adamw_step(p0, g, st, layout, lr, cfg);
     for (const auto& t : layout.tensors) {
-      cf::gpu::AdamWUpdate u{float(lr), float(cfg.beta1), float(cfg.beta2),
-                             float(1 - std::pow(cfg.beta1, step)), float(1 - std::pow(cfg.beta2, step)),
-                             float(cfg.eps), t.decay ? float(cfg.weight_decay) : 0.0f};
+      cf::gpu::AdamWUpdate u{float(lr),
+                             float(cfg.beta1),
+                             float(cfg.beta2),
+                             float(1 - std::pow(cfg.beta1, step)),
+                             float(1 - std::pow(cfg.beta2, step)),
+                             float(cfg.eps),
+                             t.decay ? float(cfg.weight_decay) : 0.0f};
       cf::gpu::emu::adamw_update(p1.data() + t.offset, g.data() + t.offset, m1.data() + t.offset, v1.data() + t.offset,
                                  t.size, u);
     }
@@ -121,8 +125,7 @@ TEST_CASE("gpu AdamW update (Thrust on OpenMP) = cf::nn::adamw_step over a model
   CHECK(max_rel(v1, st.v) == 0.0);
 }
 
-TEST_CASE("gpu affine scan by key = the sequential recurrence; blocked scans agree (associativity)",
-          "[gpu][thrust]") {
+TEST_CASE("gpu affine scan by key = the sequential recurrence; blocked scans agree (associativity)", "[gpu][thrust]") {
   // S_j = a_j S_{j-1} + c_j per segment: the structured rollout's suffix recurrences (lib/rollout)
   const std::int64_t n = 5000;
   std::mt19937 gen(11);
@@ -145,8 +148,7 @@ TEST_CASE("gpu affine scan by key = the sequential recurrence; blocked scans agr
   for (int chunk : {1, 3, 64, 1000}) {
     const cf::gpu::AffineCompose op;
     std::vector<cf::gpu::Affine> local(in.begin(), in.begin() + 977);
-    for (std::size_t i = 1; i < local.size(); ++i)
-      local[i] = (i % chunk == 0) ? in[i] : op(local[i - 1], in[i]);
+    for (std::size_t i = 1; i < local.size(); ++i) local[i] = (i % chunk == 0) ? in[i] : op(local[i - 1], in[i]);
     cf::gpu::Affine prefix{1, 0};
     for (std::size_t i = 0; i < local.size(); ++i) {
       if (i % chunk == 0 && i > 0) prefix = op(prefix, local[i - 1]);

@@ -11,8 +11,8 @@ namespace cf::graph::test {
 inline std::vector<Pattern> random_patterns(std::mt19937_64& rng, Index b) {
   std::uniform_int_distribution<Index> hw(1, b), ee(1, b), sw(1, 3 * b);
   std::vector<Pattern> out;
-  for (PatternKind k : {PatternKind::Full, PatternKind::Block, PatternKind::Swa, PatternKind::Bridge,
-                        PatternKind::Pbb, PatternKind::SeBridge}) {
+  for (PatternKind k : {PatternKind::Full, PatternKind::Block, PatternKind::Swa, PatternKind::Bridge, PatternKind::Pbb,
+                        PatternKind::SeBridge}) {
     Pattern p;
     p.kind = k;
     p.b = b;

@@ -58,8 +58,10 @@ TEST_CASE("Lemma 1 (structural dependency invariance): inputs outside R_L(t) nev
       for (Index t = 0; t < g.n; ++t) {
         const double diff = (h2.col(t) - h.col(t)).norm();
         INFO(describe(s) << " u=" << u << " t=" << t);
-        if (!c.contains(t, u)) REQUIRE(diff == 0.0);
-        else REQUIRE(diff > 1e-12);  // generic weights: every structural path carries signal
+        if (!c.contains(t, u))
+          REQUIRE(diff == 0.0);
+        else
+          REQUIRE(diff > 1e-12);  // generic weights: every structural path carries signal
       }
     }
   }
@@ -111,7 +113,7 @@ TEST_CASE("Proposition 1 (boundary-phase reachability): a fraction (b-d)/b of ph
     p.kind = PatternKind::Block;
     p.b = b;
     const auto R = closure_brute_force(uniform_schedule(p, 6), n);  // "all depths": 6 layers
-    for (Index J = 2; J < 5; ++J)  // J >= 2 keeps u = t - d >= 0 for d <= 2b
+    for (Index J = 2; J < 5; ++J)                                   // J >= 2 keeps u = t - d >= 0 for d <= 2b
       for (Index d = 0; d <= 2 * b; ++d) {
         Index reach = 0;
         for (Index r = 0; r < b; ++r) reach += R[J * b + r][J * b + r - d];

@@ -43,8 +43,8 @@ TEST_CASE("Runway counts in the complete causal graph: C(d-s-1, l-1) per length 
 }
 
 TEST_CASE("Runway counts in masked graphs equal brute-force path enumeration", "[graph][seed000]") {
-  for (PatternKind k : {PatternKind::Block, PatternKind::Swa, PatternKind::Pbb, PatternKind::SeBridge,
-                        PatternKind::Bridge}) {
+  for (PatternKind k :
+       {PatternKind::Block, PatternKind::Swa, PatternKind::Pbb, PatternKind::SeBridge, PatternKind::Bridge}) {
     Pattern p;
     p.kind = k;
     p.b = 5;

@@ -57,9 +57,12 @@ TEST_CASE("scores: union accounting equals counted dense edges, branch accountin
         for (Index s = 0; s <= t; ++s) edges += has_edge_brute_force(m, s, t);
       // Branch: base attention triangle per query + every bridge window's full causal triangle.
       for (Index t = 0; t < g.n; ++t) {
-        if (p.kind == PatternKind::Full) branch += t + 1;
-        else if (p.kind == PatternKind::Swa) branch += std::min<Index>(t + 1, p.w);
-        else branch += t - (t / g.b) * g.b + 1;
+        if (p.kind == PatternKind::Full)
+          branch += t + 1;
+        else if (p.kind == PatternKind::Swa)
+          branch += std::min<Index>(t + 1, p.w);
+        else
+          branch += t - (t / g.b) * g.b + 1;
       }
       std::vector<char> written(g.n, 0);
       if (p.kind == PatternKind::Bridge || p.kind == PatternKind::Pbb || p.kind == PatternKind::SeBridge)

@@ -1,13 +1,13 @@
 // Capture files: the residual mixing coefficient alpha (SPEC §2, seed 004 Eq. 1) from per-token
 // norms against direct matrix computations, and the streaming capture writer (layout, shapes,
 // h5py compatibility, incomplete captures never replace a file).
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <Eigen/Dense>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <unistd.h>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
@@ -110,10 +110,11 @@ TEST_CASE("capture writer streams layers and sequences into the documented layou
   }
 
   // An incomplete capture throws and leaves the previous file in place.
-  CHECK_THROWS_WITH(write_capture_atomic(path, h, [&](CaptureWriter& w) {
-                      std::vector<float> t(3, 1.0f);
-                      w.write(0, 0, LayerCapture{nullptr, nullptr, nullptr, t.data(), t.data()});
-                    }),
+  CHECK_THROWS_WITH(write_capture_atomic(path, h,
+                                         [&](CaptureWriter& w) {
+                                           std::vector<float> t(3, 1.0f);
+                                           w.write(0, 0, LayerCapture{nullptr, nullptr, nullptr, t.data(), t.data()});
+                                         }),
                     Catch::Contains("never written"));
   CHECK(File::open(path).dataset_shape("layer_0/attn_probs") == Shape{2, 2, 3, 3});
   CaptureHeader bad = h;

@@ -1,31 +1,28 @@
 // Tests for cf/io/hdf5.hpp: round trips of every element type and shape, Eigen layout
 // conversion, groups, attributes, h5py compatibility, error messages for missing / foreign /
 // truncated files, and the atomic writer.
-#include <catch2/catch.hpp>
+#include <hdf5.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <Eigen/Dense>
+#include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <csignal>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/io/hdf5.hpp"
 
-#include <hdf5.h>
-
 using cf::io::File;
 using cf::io::Shape;
 
 namespace {
-std::string tmp_path(const std::string& name) {
-  return "/tmp/cf_test_io_" + std::to_string(::getpid()) + "_" + name;
-}
+std::string tmp_path(const std::string& name) { return "/tmp/cf_test_io_" + std::to_string(::getpid()) + "_" + name; }
 
 bool file_exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 
@@ -218,10 +215,11 @@ TEST_CASE("hdf5 files written by h5py are read correctly", "[io][h5py]") {
     return;
   }
   const std::string path = tmp_path("from_h5py.h5");
-  const std::string cmd =
-      "/usr/bin/python3 -c \"import h5py, numpy as np; f = h5py.File('" + path + "', 'w'); "
-      "f['a'] = np.arange(6, dtype=np.float64).reshape(2, 3); f.attrs['s'] = 'fixed'; "
-      "f.attrs.create('fx', np.bytes_('abc')); f.create_group('g')['i'] = np.array([5, 6], dtype=np.int32); f.close()\"";
+  const std::string cmd = "/usr/bin/python3 -c \"import h5py, numpy as np; f = h5py.File('" + path +
+                          "', 'w'); "
+                          "f['a'] = np.arange(6, dtype=np.float64).reshape(2, 3); f.attrs['s'] = 'fixed'; "
+                          "f.attrs.create('fx', np.bytes_('abc')); f.create_group('g')['i'] = np.array([5, 6], "
+                          "dtype=np.int32); f.close()\"";
   REQUIRE(std::system(cmd.c_str()) == 0);
   File f = File::open(path);
   Eigen::MatrixXd a = f.read_matrix<double>("a");
@@ -271,11 +269,12 @@ TEST_CASE("hdf5 open of a missing, empty, foreign or truncated file throws a cle
 TEST_CASE("hdf5 atomic writer leaves the previous file intact when writing fails", "[io]") {
   const std::string path = tmp_path("atomic.h5");
   cf::io::write_hdf5_atomic(path, [](File& f) { f.set_attr("step", 1); });
-  CHECK_THROWS_WITH(cf::io::write_hdf5_atomic(path, [](File& f) {
-                      f.set_attr("step", 2);
-                      f.write("x", std::vector<float>(4, 0.0f), Shape{2, 2});
-                      throw cf::Error("simulated crash during the write");
-                    }),
+  CHECK_THROWS_WITH(cf::io::write_hdf5_atomic(path,
+                                              [](File& f) {
+                                                f.set_attr("step", 2);
+                                                f.write("x", std::vector<float>(4, 0.0f), Shape{2, 2});
+                                                throw cf::Error("simulated crash during the write");
+                                              }),
                     Catch::Contains("simulated crash"));
   CHECK(File::open(path).attr_int("step") == 1);
   CHECK_FALSE(file_exists(path + ".tmp." + std::to_string(::getpid())));
@@ -368,8 +367,8 @@ TEST_CASE("hdf5 atomic writer killed mid-write leaves the previous file intact",
 namespace {
 // Raw HDF5 helpers for files the project's writer never produces (mutated / foreign layouts).
 void raw_attr(hid_t loc, const char* name, hid_t type, const std::vector<hsize_t>& dims, const void* data) {
-  const hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
-                                   : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t space =
+      dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
   const hid_t a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(a >= 0);
   REQUIRE(H5Awrite(a, type, data) >= 0);
@@ -404,8 +403,8 @@ TEST_CASE("hdf5 attribute readers refuse array-valued and non-standard attribute
     H5Tclose(odd);
   }
   File f = File::open(path);
-  CHECK_THROWS_WITH(f.attr_int("step"), Catch::Contains("'step'") && Catch::Contains("single value") &&
-                                            Catch::Contains("[3]"));
+  CHECK_THROWS_WITH(f.attr_int("step"),
+                    Catch::Contains("'step'") && Catch::Contains("single value") && Catch::Contains("[3]"));
   CHECK_THROWS_WITH(f.attr_double("step"), Catch::Contains("single value"));
   CHECK_THROWS_WITH(f.attr_double("best_val_loss"), Catch::Contains("'best_val_loss'") && Catch::Contains("[2, 2]"));
   CHECK(f.attr_double("one") == 1.0);
@@ -453,7 +452,8 @@ TEST_CASE("hdf5 dataset readers check rank, shape, element count, type and stora
   CHECK_THROWS_WITH(f.read<double>("text"), Catch::Contains("non-numeric"));
   CHECK_THROWS_WITH(f.read_vector<float>("m"), Catch::Contains("rank 1"));
   std::vector<float> buf(6);
-  CHECK_THROWS_WITH(f.read_into<float>("m", buf.data(), Shape{3, 2}), Catch::Contains("[2, 3]") && Catch::Contains("[3, 2]"));
+  CHECK_THROWS_WITH(f.read_into<float>("m", buf.data(), Shape{3, 2}),
+                    Catch::Contains("[2, 3]") && Catch::Contains("[3, 2]"));
   CHECK(f.read_matrix<float>("m")(1, 2) == 6.f);
   std::remove(path.c_str());
 }
@@ -526,7 +526,9 @@ TEST_CASE("hdf5 writer hitting a full disk fails cleanly: no crash at exit, old 
     REQUIRE(pid >= 0);
     if (pid == 0) {
       std::signal(SIGXFSZ, SIG_IGN);
-      struct rlimit rl {static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+      struct rlimit rl {
+        static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)
+      };
       setrlimit(RLIMIT_FSIZE, &rl);
       int code = 0;
       try {

@@ -49,7 +49,8 @@ std::vector<double> random_vec(std::size_t n, std::uint64_t seed, double scale =
   return v;
 }
 
-ModelConfig tiny_config(const std::string& schedule, PosKind pos = PosKind::Learned, NormKind norm = NormKind::LayerNorm) {
+ModelConfig tiny_config(const std::string& schedule, PosKind pos = PosKind::Learned,
+                        NormKind norm = NormKind::LayerNorm) {
   ModelConfig c;
   c.vocab_size = 11;
   c.block_size = 12;
@@ -197,8 +198,8 @@ TEST_CASE("Op gradients: encoder_backward and rope inverse", "[nn][grad]") {
 }
 
 TEST_CASE("Model gradients: every attention variant matches finite differences", "[nn][grad]") {
-  const char* schedules[] = {"full",  "block",  "swa",  "bridge", "pbb", "se-bridge", "runway-dot", "runway-bilinear",
-                             "sd",    "linear", "swa,full", "linear,sd"};
+  const char* schedules[] = {"full",       "block",           "swa", "bridge", "pbb",      "se-bridge",
+                             "runway-dot", "runway-bilinear", "sd",  "linear", "swa,full", "linear,sd"};
   for (const char* s : schedules) {
     for (auto fusion : {cf::graph::Fusion::Branch, cf::graph::Fusion::Union}) {
       ModelConfig c = tiny_config(s);
@@ -211,8 +212,7 @@ TEST_CASE("Model gradients: every attention variant matches finite differences",
   }
 }
 
-TEST_CASE("Model gradients: positions learned rope alibi none, no LayerNorm, no bias, per-layer d_head",
-          "[nn][grad]") {
+TEST_CASE("Model gradients: positions learned rope alibi none, no LayerNorm, no bias, per-layer d_head", "[nn][grad]") {
   for (auto pos : {PosKind::Learned, PosKind::Rope, PosKind::Alibi, PosKind::None}) {
     INFO("pos " << pos_name(pos));
     CHECK(model_fd_error(tiny_config("full", pos)) < kRelTol);

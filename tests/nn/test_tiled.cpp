@@ -2,9 +2,9 @@
 // Eq. 35 (issue 9). The dense path computes and masks T x T scores per head; the tiled path visits
 // only admitted 64 x 64 key tiles with an online softmax and recomputes the probabilities in the
 // backward. Both run the same model on the same batch; every output is compared.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -18,8 +18,8 @@ using namespace cf::nn;
 
 namespace {
 
-ModelConfig cfg_of(const std::string& schedule, int n_layer, PosKind pos, cf::graph::Fusion fusion, int b, int w,
-                   int e, int block) {
+ModelConfig cfg_of(const std::string& schedule, int n_layer, PosKind pos, cf::graph::Fusion fusion, int b, int w, int e,
+                   int block) {
   ModelConfig c;
   c.vocab_size = 19;
   c.block_size = block;
@@ -99,9 +99,10 @@ void compare(const ModelConfig& c, int B, int Tn, double tol) {
 
 }  // namespace
 
-TEST_CASE("Tiled attention equals the dense oracle (outputs, row log-sum-exp, every gradient) for every variant at "
-          "ragged T",
-          "[nn][tiled]") {
+TEST_CASE(
+    "Tiled attention equals the dense oracle (outputs, row log-sum-exp, every gradient) for every variant at "
+    "ragged T",
+    "[nn][tiled]") {
   // T = 150: not a multiple of the 64-tile nor of b = 24; w = 40 > b: centered bridges overlap
   // (two bridge branches); SWA w = 40 and 100 cut tiles in the middle
   using cf::graph::Fusion;
@@ -112,15 +113,24 @@ TEST_CASE("Tiled attention equals the dense oracle (outputs, row log-sum-exp, ev
     int w;
   };
   const Case cases[] = {
-      {"full", PosKind::Learned, Fusion::Branch, 40},     {"block", PosKind::Learned, Fusion::Branch, 40},
-      {"swa", PosKind::Learned, Fusion::Branch, 40},      {"swa", PosKind::Rope, Fusion::Branch, 100},
-      {"bridge", PosKind::Learned, Fusion::Branch, 40},   {"bridge", PosKind::Learned, Fusion::Union, 40},
-      {"bridge", PosKind::Alibi, Fusion::Branch, 12},     {"pbb", PosKind::Learned, Fusion::Branch, 40},
-      {"pbb", PosKind::Rope, Fusion::Union, 40},          {"se-bridge", PosKind::Learned, Fusion::Branch, 40},
-      {"se-bridge", PosKind::Alibi, Fusion::Union, 40},   {"runway-dot", PosKind::Learned, Fusion::Branch, 40},
-      {"runway-bilinear", PosKind::Rope, Fusion::Branch, 40}, {"sd", PosKind::Learned, Fusion::Branch, 40},
-      {"sd", PosKind::Alibi, Fusion::Branch, 40},         {"full", PosKind::Alibi, Fusion::Branch, 40},
-      {"full", PosKind::Rope, Fusion::Branch, 40},        {"linear", PosKind::Learned, Fusion::Branch, 40},
+      {"full", PosKind::Learned, Fusion::Branch, 40},
+      {"block", PosKind::Learned, Fusion::Branch, 40},
+      {"swa", PosKind::Learned, Fusion::Branch, 40},
+      {"swa", PosKind::Rope, Fusion::Branch, 100},
+      {"bridge", PosKind::Learned, Fusion::Branch, 40},
+      {"bridge", PosKind::Learned, Fusion::Union, 40},
+      {"bridge", PosKind::Alibi, Fusion::Branch, 12},
+      {"pbb", PosKind::Learned, Fusion::Branch, 40},
+      {"pbb", PosKind::Rope, Fusion::Union, 40},
+      {"se-bridge", PosKind::Learned, Fusion::Branch, 40},
+      {"se-bridge", PosKind::Alibi, Fusion::Union, 40},
+      {"runway-dot", PosKind::Learned, Fusion::Branch, 40},
+      {"runway-bilinear", PosKind::Rope, Fusion::Branch, 40},
+      {"sd", PosKind::Learned, Fusion::Branch, 40},
+      {"sd", PosKind::Alibi, Fusion::Branch, 40},
+      {"full", PosKind::Alibi, Fusion::Branch, 40},
+      {"full", PosKind::Rope, Fusion::Branch, 40},
+      {"linear", PosKind::Learned, Fusion::Branch, 40},
   };
   for (const Case& k : cases) {
     const ModelConfig c = cfg_of(k.schedule, 1, k.pos, k.fusion, 24, k.w, 10, 160);
@@ -161,9 +171,10 @@ TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O
   CHECK(in_tiles == admitted);
 }
 
-TEST_CASE("Seed 002 Eq. 35: branch fusion sums one softmax per bridge (b = 8, w = 12: rows 10-13 sum to 3), "
-          "consistent with lib/graph's branch score count",
-          "[nn][tiled][seed002]") {
+TEST_CASE(
+    "Seed 002 Eq. 35: branch fusion sums one softmax per bridge (b = 8, w = 12: rows 10-13 sum to 3), "
+    "consistent with lib/graph's branch score count",
+    "[nn][tiled][seed002]") {
   using cf::graph::Fusion;
   for (AttentionPath path : {AttentionPath::Tiled, AttentionPath::Dense}) {
     INFO((path == AttentionPath::Tiled ? "tiled" : "dense"));
@@ -233,9 +244,10 @@ TEST_CASE("Seed 002 Eq. 35: branch fusion sums one softmax per bridge (b = 8, w 
     }
 }
 
-TEST_CASE("Seed 002 Eq. 35 gradients: branch-fused centered bridge with b < w <= 2b matches finite differences, "
-          "tiled and dense",
-          "[nn][grad][seed002]") {
+TEST_CASE(
+    "Seed 002 Eq. 35 gradients: branch-fused centered bridge with b < w <= 2b matches finite differences, "
+    "tiled and dense",
+    "[nn][grad][seed002]") {
   for (AttentionPath path : {AttentionPath::Tiled, AttentionPath::Dense}) {
     INFO((path == AttentionPath::Tiled ? "tiled" : "dense"));
     const ModelConfig c = cfg_of("bridge,bridge", 2, PosKind::Learned, cf::graph::Fusion::Branch, 8, 12, 4, 30);

@@ -1,13 +1,14 @@
 // Parameter counts (acceptance 2), optimizer and training behaviour (acceptance 3), checkpoints
 // and bad files (acceptance 5), inference hooks and strided perplexity, and the mask structure of
 // the trained attention checked against the seed 002 definitions.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 
 #include "cf/core/error.hpp"
 #include "cf/nn/checkpoint.hpp"
@@ -56,8 +57,9 @@ TrainData synthetic_data(std::size_t n, int V, std::uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("Parameter counts: runway-dot equals standard, runway-bilinear adds n_layer d_head^2, S-D and no-LN per SPEC 3",
-          "[nn][params]") {
+TEST_CASE(
+    "Parameter counts: runway-dot equals standard, runway-bilinear adds n_layer d_head^2, S-D and no-LN per SPEC 3",
+    "[nn][params]") {
   for (int L : {1, 3}) {
     for (int dh : {4, 8}) {
       ModelConfig base = small_config("full", L, 16, 16 / dh, 13, 16);

@@ -130,9 +130,12 @@ std::string mutate(std::vector<char>& b, std::mt19937_64& rng) {
   // B-trees, data), tail (last quarter: mostly raw data and late metadata)
   auto pick_offset = [&]() -> std::size_t {
     switch (uni(0, 2)) {
-      case 0: return uni(0, std::min<std::size_t>(n, 1024) - 1);
-      case 1: return uni(0, n - 1);
-      default: return uni(n - std::max<std::size_t>(1, n / 4), n - 1);
+      case 0:
+        return uni(0, std::min<std::size_t>(n, 1024) - 1);
+      case 1:
+        return uni(0, n - 1);
+      default:
+        return uni(n - std::max<std::size_t>(1, n / 4), n - 1);
     }
   };
   std::ostringstream d;
@@ -202,7 +205,9 @@ void read_with_library(Kind kind, const std::string& path) {
       (void)cf::rollout::read_capture_alpha(path, "/alpha_frobenius");
       break;
     }
-    case Kind::Tokens: (void)cf::data::read_token_files(path); break;
+    case Kind::Tokens:
+      (void)cf::data::read_token_files(path);
+      break;
   }
 }
 
@@ -292,13 +297,20 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--work") o.work = val();
-    else if (a == "--tools") o.tools = val();
-    else if (a == "--text") o.text = val();
-    else if (a == "--cases") o.cases = std::stol(val());
-    else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(val()));
-    else if (a == "--timeout-ms") o.timeout_ms = std::stoi(val());
-    else if (a == "--tool-every") o.tool_every = std::stol(val());
+    if (a == "--work")
+      o.work = val();
+    else if (a == "--tools")
+      o.tools = val();
+    else if (a == "--text")
+      o.text = val();
+    else if (a == "--cases")
+      o.cases = std::stol(val());
+    else if (a == "--seed")
+      o.seed = static_cast<unsigned>(std::stoul(val()));
+    else if (a == "--timeout-ms")
+      o.timeout_ms = std::stoi(val());
+    else if (a == "--tool-every")
+      o.tool_every = std::stol(val());
     else if (a == "--help" || a == "-h") {
       std::cout << "usage: mutation_test --work DIR --tools BINDIR --text FILE [--cases N] [--seed S] "
                    "[--timeout-ms T] [--tool-every K]\n(CF_MUTATION_CASES=N overrides --cases)\n";
@@ -400,7 +412,8 @@ int main(int argc, char** argv) {
         const std::string keep = failures + "/case" + std::to_string(c) + "_" + fs::path(path).filename().string();
         fs::copy_file(path, keep, fs::copy_options::overwrite_existing);
         std::cout << "FAIL case " << c << " " << kind_name(kind) << " [" << desc << "] " << who << ": " << verdict
-                  << " (file kept as " << keep << ")\n" << file_text(log);
+                  << " (file kept as " << keep << ")\n"
+                  << file_text(log);
       }
     };
     judge(run_forked([&] { child_library(kind, reader_path); }, log, o.timeout_ms), "library readers", false);
@@ -411,14 +424,33 @@ int main(int argc, char** argv) {
       if (kind == Kind::Checkpoint) {
         cmds.push_back({o.tools + "/spectral", "--checkpoint", path, "--summary-only", "--no-eigenvalues"});
         if (!o.text.empty())
-          cmds.push_back({o.tools + "/capture", "--checkpoint", path, "--text", o.text, "--seq-len", "8", "--n-seq", "2",
-                          "--out", out + ".h5"});
+          cmds.push_back({o.tools + "/capture", "--checkpoint", path, "--text", o.text, "--seq-len", "8", "--n-seq",
+                          "2", "--out", out + ".h5"});
       } else if (kind == Kind::Capture) {
         cmds.push_back({o.tools + "/rollout", "--model", path, "--alpha", "measured"});
       } else {
-        cmds.push_back({o.tools + "/train", "--data", reader_path, "--n-layer", "1", "--d-model", "8", "--n-head", "1",
-                        "--seq-len", "8", "--block-size", "8", "--batch", "1", "--steps", "1", "--threads", "1", "--quiet",
-                        "--out-dir", out + "_train"});
+        cmds.push_back({o.tools + "/train",
+                        "--data",
+                        reader_path,
+                        "--n-layer",
+                        "1",
+                        "--d-model",
+                        "8",
+                        "--n-head",
+                        "1",
+                        "--seq-len",
+                        "8",
+                        "--block-size",
+                        "8",
+                        "--batch",
+                        "1",
+                        "--steps",
+                        "1",
+                        "--threads",
+                        "1",
+                        "--quiet",
+                        "--out-dir",
+                        out + "_train"});
       }
       for (const auto& cmd : cmds) {
         ++tool_runs;

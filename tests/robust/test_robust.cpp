@@ -1,12 +1,12 @@
 // Robustness tests (issue 9): the NaN stop never persists non-finite parameters and says what
 // is on disk; exceptions never leave OpenMP regions; the project's HDF5 files hold no
 // variable-length strings.
-#include <catch2/catch.hpp>
 #include <hdf5.h>
 #include <omp.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -104,8 +104,10 @@ TEST_CASE("NaN stop: resumed run with a bad update leaves the previous checkpoin
   for (const char* what : {"lr", "weight_decay"}) {
     TrainConfig bad = tiny_train(dir);
     bad.max_steps = 6;
-    if (std::string(what) == "lr") bad.lr = 1e39;
-    else bad.adamw.weight_decay = std::nan("");  // train --weight-decay nan
+    if (std::string(what) == "lr")
+      bad.lr = 1e39;
+    else
+      bad.adamw.weight_decay = std::nan("");  // train --weight-decay nan
     const std::string msg =
         error_of([&] { train(tiny_config(), bad, tiny_data(), dir + "/last.h5", nullptr, nullptr); });
     INFO(what << ": " << msg);

@@ -20,7 +20,7 @@ std::string write_fixture(const std::string& name, int L, int H, int D, const st
   const int dh = D / H;
   nlohmann::json layers = nlohmann::json::array();
   for (int l = 0; l < L; ++l) layers.push_back({{"attn", attn}, {"d_head", dh}, {"sd_eps", 0.1}});
-  const nlohmann::json cfg = {{"vocab_size", 256}, {"block_size", 32}, {"n_layer", L}, {"n_head", H},
+  const nlohmann::json cfg = {{"vocab_size", 256}, {"block_size", 32}, {"n_layer", L},   {"n_head", H},
                               {"d_model", D},      {"pos", "learned"}, {"norm", "none"}, {"layers", layers}};
   cf::io::write_hdf5_atomic(path, [&](cf::io::File& f) {
     f.set_attr("format", "causalflow-checkpoint");

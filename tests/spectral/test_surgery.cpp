@@ -45,7 +45,8 @@ TEST_CASE("Eckart-Young optimality of the rank-1 truncation against a brute-forc
   CHECK(err >= best - 1e-4);  // the grid (step pi/1500) comes within ~1e-5 of the optimum
 }
 
-TEST_CASE("Eckart-Young optimality of rank-k truncation of F and R against alternating least squares, n = 12", "[seed003]") {
+TEST_CASE("Eckart-Young optimality of rank-k truncation of F and R against alternating least squares, n = 12",
+          "[seed003]") {
   const Parts p = split(randn(12, 12, 3));
   for (const Eigen::MatrixXd* X : {&p.F, &p.R}) {
     for (Index k : {1, 2, 4, 6}) {
@@ -79,15 +80,16 @@ TEST_CASE("Surgery at full rank is the identity bit for bit", "[seed003]") {
   CHECK((truncate_rank(L, 3).array() == L.array()).all());
 }
 
-TEST_CASE("Top rotation plane by Lanczos equals the SVD rank-2 truncation of a skew matrix, n = 3 to 160", "[seed003]") {
+TEST_CASE("Top rotation plane by Lanczos equals the SVD rank-2 truncation of a skew matrix, n = 3 to 160",
+          "[seed003]") {
   for (Index n : {Index(3), Index(20), Index(33), Index(64), Index(128), Index(160)}) {
     // Dense Gaussian skew (small gaps between planes) and a score-like skew part of Q K^T
     // (rank <= 2 d_k = 16, decaying planes).
     const Eigen::MatrixXd G = randn(n, n, unsigned(n));
     const Eigen::MatrixXd Q = randn(n, 8, unsigned(n) + 1), K = randn(n, 8, unsigned(n) + 2);
     const Eigen::MatrixXd QK = Q * K.transpose();
-    for (const Eigen::MatrixXd& S : {Eigen::MatrixXd(0.5 * (G - G.transpose())),
-                                     Eigen::MatrixXd(0.5 * (QK - QK.transpose()))}) {
+    for (const Eigen::MatrixXd& S :
+         {Eigen::MatrixXd(0.5 * (G - G.transpose())), Eigen::MatrixXd(0.5 * (QK - QK.transpose()))}) {
       const Eigen::MatrixXd fast = truncate_skew_top_pair(S), ref = truncate_rank(S, 2);
       // Lanczos stops at residual 1e-13 sigma_1^2; the plane error is that over the relative gap.
       CHECK((fast - ref).norm() <= 1e-8 * ref.norm());

@@ -40,15 +40,14 @@ void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot, const
                  "Write the report to FILE instead of stdout (atomically; '-' = stdout; .json/.csv/.h5 pick the "
                  "format)");
   if (with_plot)
-    app.add_option("--plot", opt.plot, "Also draw a picture to FILE.svg or FILE.png")
-        ->check([](const std::string& p) {
-          try {
-            plot::check_plot_path(p);
-          } catch (const std::exception& e) {
-            return std::string(e.what());
-          }
-          return std::string();
-        });
+    app.add_option("--plot", opt.plot, "Also draw a picture to FILE.svg or FILE.png")->check([](const std::string& p) {
+      try {
+        plot::check_plot_path(p);
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    });
   if (!app.get_option_no_throw("--threads"))
     app.add_option("--threads", opt.threads,
                    "OpenMP and OpenBLAS threads (0 = default: the cores not busy with other work, measured at "
@@ -103,7 +102,8 @@ int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body)
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
     // Every error line starts with the tool's name (docs/conventions.md), parse errors included.
-    std::cerr << name << ": error: " << e.what() << "\nhint: run '" << name << " --help' for the options and examples\n";
+    std::cerr << name << ": error: " << e.what() << "\nhint: run '" << name
+              << " --help' for the options and examples\n";
     return 2;
   }
   try {

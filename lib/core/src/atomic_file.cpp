@@ -326,8 +326,7 @@ void check_output_dir_writable(const std::string& dir) {
     struct stat st;
     if (::stat(d.c_str(), &st) == 0) {
       if (!S_ISDIR(st.st_mode)) throw Error(str("cannot write into '", dir, "': '", d, "' is not a folder"));
-      if (const int e = probe_dir(d))
-        throw Error(str("cannot write into '", dir, "': '", d, "': ", std::strerror(e)));
+      if (const int e = probe_dir(d)) throw Error(str("cannot write into '", dir, "': '", d, "': ", std::strerror(e)));
       return;
     }
     if (d == "." || d == "/") break;

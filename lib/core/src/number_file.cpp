@@ -26,8 +26,8 @@ std::vector<std::vector<double>> read_number_rows(const std::string& path, const
     while (ls >> tok) {
       char* end = nullptr;
       const double x = std::strtod(tok.c_str(), &end);
-      require(end && *end == '\0' && std::isfinite(x), what, " '", path, "' line ", lineno,
-              ": not a finite number: '", tok, "'");
+      require(end && *end == '\0' && std::isfinite(x), what, " '", path, "' line ", lineno, ": not a finite number: '",
+              tok, "'");
       row.push_back(x);
     }
     if (!row.empty()) rows.push_back(std::move(row));

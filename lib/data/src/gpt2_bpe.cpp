@@ -1,10 +1,9 @@
 #include "cf/data/gpt2_bpe.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cf/core/error.hpp"

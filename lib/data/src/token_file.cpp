@@ -1,11 +1,10 @@
 #include "cf/data/token_file.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cf/core/atomic_file.hpp"
@@ -30,8 +29,7 @@ namespace {
 std::string pack_le(const std::vector<Token>& t, int vocab_size, const std::string& what) {
   std::string bytes(2 * t.size(), '\0');
   for (std::size_t i = 0; i < t.size(); ++i) {
-    require(static_cast<int>(t[i]) < vocab_size, what, " token ", i, " has id ", t[i], " >= vocab_size ",
-            vocab_size);
+    require(static_cast<int>(t[i]) < vocab_size, what, " token ", i, " has id ", t[i], " >= vocab_size ", vocab_size);
     bytes[2 * i] = static_cast<char>(t[i] & 0xFF);
     bytes[2 * i + 1] = static_cast<char>(t[i] >> 8);
   }
@@ -49,14 +47,15 @@ void write_token_files(const std::string& prefix, const TokenSplit& split, const
     const auto s = p.rfind('/');
     return s == std::string::npos ? p : p.substr(s + 1);
   };
-  nlohmann::json j = {{"vocab_size", meta.vocab_size}, {"tokenizer", meta.tokenizer},
-                      {"n_train", split.train.size()}, {"n_val", split.val.size()},
-                      {"source", meta.source},
-                      {"files",
-                       {{"train", {{"name", base(prefix) + ".train.bin"}, {"bytes", train.size()},
-                                   {"fnv1a64", fnv1a64_hex(train)}}},
-                        {"val", {{"name", base(prefix) + ".val.bin"}, {"bytes", val.size()},
-                                 {"fnv1a64", fnv1a64_hex(val)}}}}}};
+  nlohmann::json j = {
+      {"vocab_size", meta.vocab_size},
+      {"tokenizer", meta.tokenizer},
+      {"n_train", split.train.size()},
+      {"n_val", split.val.size()},
+      {"source", meta.source},
+      {"files",
+       {{"train", {{"name", base(prefix) + ".train.bin"}, {"bytes", train.size()}, {"fnv1a64", fnv1a64_hex(train)}}},
+        {"val", {{"name", base(prefix) + ".val.bin"}, {"bytes", val.size()}, {"fnv1a64", fnv1a64_hex(val)}}}}}};
   write_files_atomic({{prefix + ".train.bin", train},
                       {prefix + ".val.bin", val},
                       {prefix + ".meta.json", j.dump(2) + "\n"}});  // the manifest last
@@ -139,11 +138,12 @@ void check_manifest(const std::string& prefix, const char* which, const std::vec
     bytes[2 * i] = static_cast<char>(t[i] & 0xFF);
     bytes[2 * i + 1] = static_cast<char>(t[i] >> 8);
   }
-  const bool size_ok = !f.contains("bytes") || (f["bytes"].is_number_unsigned() && f["bytes"].get<std::size_t>() == bytes.size());
-  const bool sum_ok = !f.contains("fnv1a64") || (f["fnv1a64"].is_string() && f["fnv1a64"].get<std::string>() == fnv1a64_hex(bytes));
+  const bool size_ok =
+      !f.contains("bytes") || (f["bytes"].is_number_unsigned() && f["bytes"].get<std::size_t>() == bytes.size());
+  const bool sum_ok =
+      !f.contains("fnv1a64") || (f["fnv1a64"].is_string() && f["fnv1a64"].get<std::string>() == fnv1a64_hex(bytes));
   require(size_ok && sum_ok, "mixed or partial token set: '", prefix, ".", which, ".bin' does not match the ",
-          (size_ok ? "checksum" : "size"), " recorded in '", path,
-          "' (an interrupted prepare-data? run it again)");
+          (size_ok ? "checksum" : "size"), " recorded in '", path, "' (an interrupted prepare-data? run it again)");
 }
 }  // namespace
 

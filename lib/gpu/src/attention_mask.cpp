@@ -35,8 +35,8 @@ TiledMask tiled_mask_from_dense(const std::vector<const std::uint8_t*>& masks, i
         if (j > 0 && r[j - 1]) {
           m.iv_hi.back() = j;
         } else {
-          require(++n <= kernels::kMaxIntervals, "tiled_mask_from_dense: row ", i, " of branch ", br, " needs more than ",
-                  kernels::kMaxIntervals, " key intervals");
+          require(++n <= kernels::kMaxIntervals, "tiled_mask_from_dense: row ", i, " of branch ", br,
+                  " needs more than ", kernels::kMaxIntervals, " key intervals");
           m.iv_lo.push_back(j);
           m.iv_hi.push_back(j);
         }

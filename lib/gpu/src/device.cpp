@@ -23,8 +23,8 @@ DeviceStatus device_status() {
   s.error = static_cast<int>(e);
   s.count = e == cudaSuccess ? n : 0;
   if (e != cudaSuccess)
-    s.message = str("no usable CUDA device: cudaGetDeviceCount failed with error ", s.error, " (",
-                    cudaGetErrorString(e), ")");
+    s.message =
+        str("no usable CUDA device: cudaGetDeviceCount failed with error ", s.error, " (", cudaGetErrorString(e), ")");
   else if (n == 0)
     s.message = "no CUDA device on this machine";
   else
@@ -38,7 +38,8 @@ DeviceStatus device_status() {
 void require_device(Device d, const std::string& tool, bool supported) {
   if (d == Device::Cpu) return;
   const DeviceStatus s = device_status();
-  if (!s.compiled || s.count == 0) throw InvalidArgument(str(tool, ": --device cuda: ", s.message, "; use --device cpu"));
+  if (!s.compiled || s.count == 0)
+    throw InvalidArgument(str(tool, ": --device cuda: ", s.message, "; use --device cpu"));
   require(supported, tool, ": --device cuda: this tool's CUDA path is not implemented yet (docs/gpu.md lists what ",
           "runs on a device); use --device cpu");
 }

@@ -3,11 +3,11 @@
 // build: this is what CI runs against the CPU oracles (tests/gpu).
 #include <cblas.h>
 #include <thrust/count.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 #include <thrust/execution_policy.h>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 #include <thrust/iterator/zip_iterator.h>
 #include <thrust/scan.h>
 #include <thrust/system/omp/execution_policy.h>
@@ -15,8 +15,8 @@
 
 #include <Eigen/Dense>
 
-#include "cf/core/omp_exception.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 #include "cf/gpu/emulation.hpp"
 #include "cf/gpu/kernels/crossentropy.cuh"
 #include "cf/gpu/kernels/layernorm.cuh"
@@ -52,11 +52,12 @@ void sym_eig_batched(const float* A, int n, int batch, float* w, float* V) {
   const std::int64_t nn = static_cast<std::int64_t>(n) * n;
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int b = 0; b < batch; ++b) omp_errors.run([&] {
-    Eigen::SelfAdjointEigenSolver<M> es(Eigen::Map<const M>(A + b * nn, n, n));
-    Eigen::Map<Eigen::VectorXf>(w + static_cast<std::int64_t>(b) * n, n) = es.eigenvalues();
-    Eigen::Map<M>(V + b * nn, n, n) = es.eigenvectors();
-  });
+  for (int b = 0; b < batch; ++b)
+    omp_errors.run([&] {
+      Eigen::SelfAdjointEigenSolver<M> es(Eigen::Map<const M>(A + b * nn, n, n));
+      Eigen::Map<Eigen::VectorXf>(w + static_cast<std::int64_t>(b) * n, n) = es.eigenvalues();
+      Eigen::Map<M>(V + b * nn, n, n) = es.eigenvectors();
+    });
   omp_errors.rethrow();
 }
 

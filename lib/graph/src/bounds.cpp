@@ -80,8 +80,10 @@ ProbeSet parse_probe_csv(const std::string& text, const std::string& source) {
     } catch (const std::exception&) {
       throw InvalidArgument(str(source, ":", lineno, ": not a number in '", line, "'"));
     }
-    if (phase) out.phase.push_back({a, b, w});
-    else out.pairs.push_back({a, b, w});
+    if (phase)
+      out.phase.push_back({a, b, w});
+    else
+      out.pairs.push_back({a, b, w});
   }
   require(!out.phase.empty() || !out.pairs.empty(), source, ": probe file has a header but no probes");
   return out;

@@ -13,12 +13,17 @@ bool coverage_se(Index d, Index r, Index b, Index e) { return d <= r || (r < e &
 
 bool coverage_closed_form(const Pattern& p, Index d, Index r) {
   switch (p.kind) {
-    case PatternKind::Full: return d >= 0;
-    case PatternKind::Block: return coverage_block(d, r);
-    case PatternKind::Swa: return coverage_swa(d, p.w);
+    case PatternKind::Full:
+      return d >= 0;
+    case PatternKind::Block:
+      return coverage_block(d, r);
+    case PatternKind::Swa:
+      return coverage_swa(d, p.w);
     case PatternKind::Bridge:
-    case PatternKind::Pbb: return coverage_pbb(d, r, p.h());
-    case PatternKind::SeBridge: return coverage_se(d, r, p.b, p.e);
+    case PatternKind::Pbb:
+      return coverage_pbb(d, r, p.h());
+    case PatternKind::SeBridge:
+      return coverage_se(d, r, p.b, p.e);
   }
   return false;
 }
@@ -32,8 +37,8 @@ static void check_dims(Index b, Index d_max) {
   require(b >= 1, "block size b must be >= 1 (got ", b, ")");
   require(d_max >= 0, "d_max must be >= 0 (got ", d_max, ")");
   // Division instead of (d_max + 1) * b: no signed overflow for any b, d_max >= 0.
-  require(d_max < Index(1) << 31 && b <= (Index(1) << 28) / (d_max + 1),
-          "coverage matrix of (d_max+1) x b = (", d_max, "+1) x ", b, " entries is too large (limit 2^28)");
+  require(d_max < Index(1) << 31 && b <= (Index(1) << 28) / (d_max + 1), "coverage matrix of (d_max+1) x b = (", d_max,
+          "+1) x ", b, " entries is too large (limit 2^28)");
 }
 
 CoverageMatrix coverage_matrix_closed_form(const Pattern& p, Index d_max) {

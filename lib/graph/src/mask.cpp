@@ -9,12 +9,18 @@ namespace cf::graph {
 
 std::string pattern_name(PatternKind k) {
   switch (k) {
-    case PatternKind::Full: return "full";
-    case PatternKind::Block: return "block";
-    case PatternKind::Swa: return "swa";
-    case PatternKind::Bridge: return "bridge";
-    case PatternKind::Pbb: return "pbb";
-    case PatternKind::SeBridge: return "se-bridge";
+    case PatternKind::Full:
+      return "full";
+    case PatternKind::Block:
+      return "block";
+    case PatternKind::Swa:
+      return "swa";
+    case PatternKind::Bridge:
+      return "bridge";
+    case PatternKind::Pbb:
+      return "pbb";
+    case PatternKind::SeBridge:
+      return "se-bridge";
   }
   return "?";
 }
@@ -28,17 +34,24 @@ PatternKind parse_pattern_kind(const std::string& name) {
   if (s == "bridge") return PatternKind::Bridge;
   if (s == "pbb") return PatternKind::Pbb;
   if (s == "se-bridge" || s == "se" || s == "sebridge" || s == "se_bridge") return PatternKind::SeBridge;
-  throw InvalidArgument(str("unknown pattern '", name, "': known patterns are full, block, swa, bridge, pbb, se-bridge"));
+  throw InvalidArgument(
+      str("unknown pattern '", name, "': known patterns are full, block, swa, bridge, pbb, se-bridge"));
 }
 
 std::string describe(const Pattern& p) {
   switch (p.kind) {
-    case PatternKind::Full: return "full";
-    case PatternKind::Block: return str("block(b=", p.b, ")");
-    case PatternKind::Swa: return str("swa(w=", p.w, ")");
-    case PatternKind::Bridge: return str("bridge(b=", p.b, ",w=", p.w, ")");
-    case PatternKind::Pbb: return str("pbb(b=", p.b, ",w=", p.w, ")");
-    case PatternKind::SeBridge: return str("se-bridge(b=", p.b, ",e=", p.e, ")");
+    case PatternKind::Full:
+      return "full";
+    case PatternKind::Block:
+      return str("block(b=", p.b, ")");
+    case PatternKind::Swa:
+      return str("swa(w=", p.w, ")");
+    case PatternKind::Bridge:
+      return str("bridge(b=", p.b, ",w=", p.w, ")");
+    case PatternKind::Pbb:
+      return str("pbb(b=", p.b, ",w=", p.w, ")");
+    case PatternKind::SeBridge:
+      return str("se-bridge(b=", p.b, ",e=", p.e, ")");
   }
   return "?";
 }
@@ -51,9 +64,14 @@ void validate(const Pattern& p, Index n) {
   require(p.b <= kMaxLength && p.w <= kMaxLength && p.e <= kMaxLength, "b, w and e must be <= 2^31 = ", kMaxLength,
           " (got b=", p.b, ", w=", p.w, ", e=", p.e, ")");
   switch (p.kind) {
-    case PatternKind::Full: break;
-    case PatternKind::Swa: require(p.w >= 1, "window width w must be >= 1 (got w=", p.w, ")"); break;
-    case PatternKind::Block: require(p.b >= 1, "block size b must be >= 1 (got b=", p.b, ")"); break;
+    case PatternKind::Full:
+      break;
+    case PatternKind::Swa:
+      require(p.w >= 1, "window width w must be >= 1 (got w=", p.w, ")");
+      break;
+    case PatternKind::Block:
+      require(p.b >= 1, "block size b must be >= 1 (got b=", p.b, ")");
+      break;
     case PatternKind::Bridge:
     case PatternKind::Pbb:
       require(p.b >= 1, "block size b must be >= 1 (got b=", p.b, ")");
@@ -126,8 +144,12 @@ IntervalSet sources(const Mask& m, Index t) {
   const Pattern& P = m.pattern;
   IntervalSet out;
   switch (P.kind) {
-    case PatternKind::Full: out.push_back({0, t}); break;
-    case PatternKind::Swa: out.push_back({std::max<Index>(0, t - P.w + 1), t}); break;
+    case PatternKind::Full:
+      out.push_back({0, t});
+      break;
+    case PatternKind::Swa:
+      out.push_back({std::max<Index>(0, t - P.w + 1), t});
+      break;
     default: {
       out.push_back({(t / P.b) * P.b, t});
       IntervalSet br = bridge_sources(m, t);
@@ -142,9 +164,12 @@ bool has_edge_brute_force(const Mask& m, Index s, Index t) {
   const Pattern& P = m.pattern;
   if (s < 0 || t >= m.n || s > t) return false;
   switch (P.kind) {
-    case PatternKind::Full: return true;
-    case PatternKind::Swa: return t - s < P.w;
-    default: break;
+    case PatternKind::Full:
+      return true;
+    case PatternKind::Swa:
+      return t - s < P.w;
+    default:
+      break;
   }
   if (s / P.b == t / P.b) return true;  // E_block: same block, s <= t
   if (!has_bridges(P.kind)) return false;

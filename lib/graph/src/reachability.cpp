@@ -71,7 +71,9 @@ Closure closure(const Schedule& schedule, Index n) {
   // Patterns applied since the state last changed: once every remaining layer's pattern is
   // among them, the closure has reached its fixed point (deep schedules end early, no hang).
   std::vector<Pattern> stable;
-  auto same = [](const Pattern& a, const Pattern& b) { return a.kind == b.kind && a.b == b.b && a.w == b.w && a.e == b.e; };
+  auto same = [](const Pattern& a, const Pattern& b) {
+    return a.kind == b.kind && a.b == b.b && a.w == b.w && a.e == b.e;
+  };
   auto all_stable_from = [&](int from) {
     for (int k = from; k < L; ++k)
       if (std::none_of(stable.begin(), stable.end(), [&](const Pattern& q) { return same(q, schedule.layers[k]); }))
@@ -90,21 +92,24 @@ Closure closure(const Schedule& schedule, Index n) {
     bool single = true;
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static) reduction(&& : single)
-    for (Index t = 0; t < n; ++t) omp_errors.run([&] {
-      if (!single) return;
-      const IntervalSet src = sources(m, t);
-      if (src.size() != 1 || src[0].hi != t) {
-        single = false;
-        return;
-      }
-      // ⋃_{s ∈ [a, t]} [lo(s), s] is contiguous (each piece contains s), so it equals
-      // [min lo(s), t]; R_l(t) ⊆ it because t is among the s.
-      next[t] = rmq.query(src[0].lo, t);
-    });
+    for (Index t = 0; t < n; ++t)
+      omp_errors.run([&] {
+        if (!single) return;
+        const IntervalSet src = sources(m, t);
+        if (src.size() != 1 || src[0].hi != t) {
+          single = false;
+          return;
+        }
+        // ⋃_{s ∈ [a, t]} [lo(s), s] is contiguous (each piece contains s), so it equals
+        // [min lo(s), t]; R_l(t) ⊆ it because t is among the s.
+        next[t] = rmq.query(src[0].lo, t);
+      });
     omp_errors.rethrow();
     if (!single) break;
-    if (next == lo) stable.push_back(schedule.layers[layer]);
-    else stable.clear();
+    if (next == lo)
+      stable.push_back(schedule.layers[layer]);
+    else
+      stable.clear();
     lo.swap(next);
   }
 
@@ -130,14 +135,15 @@ Closure closure(const Schedule& schedule, Index n) {
     std::vector<IntervalSet> next(n);
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic, 64)
-    for (Index t = 0; t < n; ++t) omp_errors.run([&] {
-      IntervalSet acc = R[t];
-      for (const auto& iv : sources(m, t)) {
-        for (Index s = iv.lo; s <= iv.hi; ++s) acc.insert(acc.end(), R[s].begin(), R[s].end());
-        normalize(acc);
-      }
-      next[t] = std::move(acc);
-    });
+    for (Index t = 0; t < n; ++t)
+      omp_errors.run([&] {
+        IntervalSet acc = R[t];
+        for (const auto& iv : sources(m, t)) {
+          for (Index s = iv.lo; s <= iv.hi; ++s) acc.insert(acc.end(), R[s].begin(), R[s].end());
+          normalize(acc);
+        }
+        next[t] = std::move(acc);
+      });
     omp_errors.rethrow();
     R.swap(next);
   }
@@ -165,11 +171,12 @@ std::vector<std::vector<std::uint8_t>> closure_brute_force(const Schedule& sched
     auto next = R;
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic, 16)
-    for (Index t = 0; t < n; ++t) omp_errors.run([&] {
-      for (Index s = 0; s <= t; ++s)
-        if (has_edge_brute_force(m, s, t))
-          for (Index u = 0; u <= s; ++u) next[t][u] |= R[s][u];
-    });
+    for (Index t = 0; t < n; ++t)
+      omp_errors.run([&] {
+        for (Index s = 0; s <= t; ++s)
+          if (has_edge_brute_force(m, s, t))
+            for (Index u = 0; u <= s; ++u) next[t][u] |= R[s][u];
+      });
     omp_errors.rethrow();
     R.swap(next);
   }

@@ -17,8 +17,8 @@ double log2_big(const BigInt& x) {
 }
 
 RunwayCount runway_count(const Mask& m, Index s, Index d, bool by_length, Index max_gap_by_length) {
-  require(s >= 0 && s < d && d < m.n, "runway endpoints must satisfy 0 <= s < d < n (got s=", s, ", d=", d,
-          ", n=", m.n, ")");
+  require(s >= 0 && s < d && d < m.n, "runway endpoints must satisfy 0 <= s < d < n (got s=", s, ", d=", d, ", n=", m.n,
+          ")");
   require(d - s <= 1'000'000, "runway gap d - s must be <= 1,000,000 (got ", d - s, ")");
   const Index g = d - s;
   RunwayCount out;

@@ -13,13 +13,15 @@ std::int64_t scores_branch(const Mask& m) {
   const Pattern& P = m.pattern;
   const std::int64_t n = m.n;
   switch (P.kind) {
-    case PatternKind::Full: return tri(n);
+    case PatternKind::Full:
+      return tri(n);
     case PatternKind::Swa: {
       // Σ_t min(t+1, w): the first w positions see t+1 keys, the rest w.
       const std::int64_t k = std::min(n, P.w);
       return tri(k) + (n - k) * P.w;
     }
-    default: break;
+    default:
+      break;
   }
   std::int64_t total = 0;
   for (std::int64_t start = 0; start < n; start += P.b) total += tri(std::min(P.b, n - start));

@@ -46,7 +46,8 @@ void CaptureWriter::write(int layer, int seq, const LayerCapture& c) {
   require(seq >= 0 && seq < header_.n_seq, "capture sequence must satisfy 0 <= seq < ", header_.n_seq, " (got ", seq,
           ")");
   require(!done_[sz(layer)][sz(seq)], "capture layer ", layer, " sequence ", seq, " written twice");
-  require(c.resid_in_norm && c.attn_out_norm, "capture layer ", layer, ": resid_in_norm and attn_out_norm are required");
+  require(c.resid_in_norm && c.attn_out_norm, "capture layer ", layer,
+          ": resid_in_norm and attn_out_norm are required");
   if (!started_) {
     started_ = true;
     probs_ = c.attn_probs != nullptr;
@@ -68,8 +69,8 @@ void CaptureWriter::write(int layer, int seq, const LayerCapture& c) {
   } else {
     require(probs_ == (c.attn_probs != nullptr) && qk_ == (c.q != nullptr && c.k != nullptr) &&
                 out_norm_ == (c.resid_out_norm != nullptr),
-            "capture layer ",
-            layer, " sequence ", seq, ": the same datasets must be given for every layer and sequence");
+            "capture layer ", layer, " sequence ", seq,
+            ": the same datasets must be given for every layer and sequence");
   }
   Group g = file_.open_group(layer_name(layer));
   const auto s = sz(seq);
@@ -122,8 +123,10 @@ void write_capture_atomic(const std::string& path, const CaptureHeader& h,
                           const std::function<void(CaptureWriter&)>& fill) {
   require(h.n_seq >= 1 && h.seq_len >= 1, "capture needs N >= 1 sequences of T >= 1 tokens (got N = ", h.n_seq,
           ", T = ", h.seq_len, ")");
-  require(!h.n_head.empty() && h.n_head.size() == h.d_head.size(), "capture needs L >= 1 layers with one head count "
-          "and one head dimension each (got ", h.n_head.size(), " and ", h.d_head.size(), ")");
+  require(!h.n_head.empty() && h.n_head.size() == h.d_head.size(),
+          "capture needs L >= 1 layers with one head count "
+          "and one head dimension each (got ",
+          h.n_head.size(), " and ", h.d_head.size(), ")");
   for (std::size_t l = 0; l < h.n_head.size(); ++l)
     require(h.n_head[l] >= 1 && h.d_head[l] >= 1, "capture layer ", l, ": n_head and d_head must be >= 1 (got ",
             h.n_head[l], ", ", h.d_head[l], ")");

@@ -53,12 +53,23 @@ class Handle {
   ~Handle() {
     if (id_ < 0) return;
     switch (H5Iget_type(id_)) {
-      case H5I_DATASET: H5Dclose(id_); break;
-      case H5I_DATASPACE: H5Sclose(id_); break;
-      case H5I_DATATYPE: H5Tclose(id_); break;
-      case H5I_ATTR: H5Aclose(id_); break;
-      case H5I_GENPROP_LST: H5Pclose(id_); break;
-      default: break;
+      case H5I_DATASET:
+        H5Dclose(id_);
+        break;
+      case H5I_DATASPACE:
+        H5Sclose(id_);
+        break;
+      case H5I_DATATYPE:
+        H5Tclose(id_);
+        break;
+      case H5I_ATTR:
+        H5Aclose(id_);
+        break;
+      case H5I_GENPROP_LST:
+        H5Pclose(id_);
+        break;
+      default:
+        break;
     }
   }
   Handle(const Handle&) = delete;
@@ -83,8 +94,10 @@ std::string join(const std::string& group, const std::string& name) {
 
 template <class T>
 hid_t mem_type() {
-  if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
+  if constexpr (std::is_same_v<T, float>)
+    return H5T_NATIVE_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return H5T_NATIVE_DOUBLE;
   else {
     static_assert(std::is_same_v<T, std::int64_t>, "float, double or int64 only");
     return H5T_NATIVE_INT64;
@@ -93,16 +106,22 @@ hid_t mem_type() {
 
 template <class T>
 hid_t file_type() {
-  if constexpr (std::is_same_v<T, float>) return H5T_IEEE_F32LE;
-  else if constexpr (std::is_same_v<T, double>) return H5T_IEEE_F64LE;
-  else return H5T_STD_I64LE;
+  if constexpr (std::is_same_v<T, float>)
+    return H5T_IEEE_F32LE;
+  else if constexpr (std::is_same_v<T, double>)
+    return H5T_IEEE_F64LE;
+  else
+    return H5T_STD_I64LE;
 }
 
 template <class T>
 const char* type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  else if constexpr (std::is_same_v<T, double>) return "float64";
-  else return "int64";
+  if constexpr (std::is_same_v<T, float>)
+    return "float32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float64";
+  else
+    return "int64";
 }
 
 hid_t make_space(const Shape& shape) {
@@ -123,7 +142,8 @@ Shape checked_shape(hid_t space, const std::string& what) {
   const H5S_class_t cls = H5Sget_simple_extent_type(space);
   if (cls == H5S_SCALAR) return Shape{};
   if (cls != H5S_SIMPLE)
-    throw InvalidArgument(str(what, ": dataspace is ", cls == H5S_NULL ? "null (no data)" : "invalid", " (file corrupt?)"));
+    throw InvalidArgument(
+        str(what, ": dataspace is ", cls == H5S_NULL ? "null (no data)" : "invalid", " (file corrupt?)"));
   const int rank = H5Sget_simple_extent_ndims(space);
   if (rank < 0 || rank > H5S_MAX_RANK)
     throw InvalidArgument(str(what, ": invalid dataspace rank ", rank, " (file corrupt?)"));
@@ -146,11 +166,10 @@ Shape space_shape(hid_t space) { return checked_shape(space, "HDF5 dataspace"); 
 // 8 byte integers, either byte order. Anything else (custom float layouts, bit fields) is
 // refused before HDF5 tries a conversion on it.
 bool is_standard_number_type(hid_t type) {
-  static const hid_t known[] = {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE,
-                                H5T_STD_I8LE,   H5T_STD_I8BE,   H5T_STD_I16LE,  H5T_STD_I16BE,
-                                H5T_STD_I32LE,  H5T_STD_I32BE,  H5T_STD_I64LE,  H5T_STD_I64BE,
-                                H5T_STD_U8LE,   H5T_STD_U8BE,   H5T_STD_U16LE,  H5T_STD_U16BE,
-                                H5T_STD_U32LE,  H5T_STD_U32BE,  H5T_STD_U64LE,  H5T_STD_U64BE};
+  static const hid_t known[] = {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE, H5T_STD_I8LE,
+                                H5T_STD_I8BE,   H5T_STD_I16LE,  H5T_STD_I16BE,  H5T_STD_I32LE,  H5T_STD_I32BE,
+                                H5T_STD_I64LE,  H5T_STD_I64BE,  H5T_STD_U8LE,   H5T_STD_U8BE,   H5T_STD_U16LE,
+                                H5T_STD_U16BE,  H5T_STD_U32LE,  H5T_STD_U32BE,  H5T_STD_U64LE,  H5T_STD_U64BE};
   if (type < 0) return false;
   for (hid_t k : known)
     if (H5Tequal(type, k) > 0) return true;
@@ -170,10 +189,12 @@ void check_storage(hid_t ds, hid_t type, const Shape& shape, const std::string& 
   const std::size_t esize = H5Tget_size(type);
   const std::size_t bytes = shape_numel(shape) * esize;
   Handle dcpl(H5Dget_create_plist(ds));
-  if (!dcpl.ok()) throw InvalidArgument(str("dataset '", what, "' in '", file, "': cannot read its layout (file corrupt?)"));
+  if (!dcpl.ok())
+    throw InvalidArgument(str("dataset '", what, "' in '", file, "': cannot read its layout (file corrupt?)"));
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT && layout != H5D_CHUNKED)
-    throw InvalidArgument(str("dataset '", what, "' in '", file, "' has an unsupported storage layout (file corrupt?)"));
+    throw InvalidArgument(
+        str("dataset '", what, "' in '", file, "' has an unsupported storage layout (file corrupt?)"));
   if (H5Pget_nfilters(dcpl.get()) != 0 || layout == H5D_CHUNKED) return;
   const hsize_t stored = H5Dget_storage_size(ds);
   if (stored == 0) return;  // never written: reads the fill value
@@ -183,7 +204,8 @@ void check_storage(hid_t ds, hid_t type, const Shape& shape, const std::string& 
                               shape_string(shape), " needs ", bytes, " (file truncated or corrupt?)"));
   if (layout == H5D_CONTIGUOUS) {
     const haddr_t off = H5Dget_offset(ds);
-    if (off != HADDR_UNDEF && fsize >= 0 && (off > static_cast<haddr_t>(fsize) || stored > static_cast<haddr_t>(fsize) - off))
+    if (off != HADDR_UNDEF && fsize >= 0 &&
+        (off > static_cast<haddr_t>(fsize) || stored > static_cast<haddr_t>(fsize) - off))
       throw InvalidArgument(str("dataset '", what, "' in '", file, "' lies beyond the end of the file (offset ", off,
                                 ", ", stored, " bytes, file size ", fsize, "; truncated or corrupt?)"));
   }
@@ -230,9 +252,7 @@ std::string shape_string(const Shape& shape) {
 Group::Group(std::int64_t id, std::string name, std::string file)
     : id_(id), name_(std::move(name)), file_(std::move(file)) {}
 
-Group::Group(Group&& o) noexcept : id_(o.id_), name_(std::move(o.name_)), file_(std::move(o.file_)) {
-  o.id_ = -1;
-}
+Group::Group(Group&& o) noexcept : id_(o.id_), name_(std::move(o.name_)), file_(std::move(o.file_)) { o.id_ = -1; }
 
 Group& Group::operator=(Group&& o) noexcept {
   if (this != &o) {
@@ -252,9 +272,14 @@ void Group::close_handle() {
   QuietErrors quiet;
   // A handle invalidated by a strong file close reports H5I_BADID; nothing to release then.
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    default:
+      break;
   }
   id_ = -1;
 }
@@ -316,8 +341,8 @@ std::vector<std::string> Group::list_groups() const {
 
 namespace {
 template <class T>
-void write_impl(hid_t loc, const std::string& gname, const std::string& file, const std::string& name,
-                const T* data, const Shape& shape) {
+void write_impl(hid_t loc, const std::string& gname, const std::string& file, const std::string& name, const T* data,
+                const Shape& shape) {
   QuietErrors quiet;
   require(loc >= 0, "HDF5: group is not open");
   require(!name.empty(), "dataset name must not be empty");
@@ -334,11 +359,10 @@ void write_impl(hid_t loc, const std::string& gname, const std::string& file, co
 }
 
 // Opens dataset `name` and checks that its type class fits T.
-hid_t open_dataset_checked(hid_t loc, const std::string& gname, const std::string& file,
-                           const std::string& name, bool want_float) {
+hid_t open_dataset_checked(hid_t loc, const std::string& gname, const std::string& file, const std::string& name,
+                           bool want_float) {
   H5O_info_t oi;
-  if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0 ||
-      H5Oget_info_by_name(loc, name.c_str(), &oi, H5P_DEFAULT) < 0)
+  if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0 || H5Oget_info_by_name(loc, name.c_str(), &oi, H5P_DEFAULT) < 0)
     throw InvalidArgument(str("'", file, "' has no dataset '", join(gname, name), "'"));
   if (oi.type != H5O_TYPE_DATASET)
     throw InvalidArgument(str("'", join(gname, name), "' in '", file, "' is not a dataset"));
@@ -350,7 +374,9 @@ hid_t open_dataset_checked(hid_t loc, const std::string& gname, const std::strin
   const bool ok = want_float ? cls == H5T_FLOAT : cls == H5T_INTEGER;
   if (!ok)
     throw InvalidArgument(str("dataset '", join(gname, name), "' in '", file, "' holds ",
-                              cls == H5T_FLOAT ? "floating-point" : cls == H5T_INTEGER ? "integer" : "non-numeric",
+                              cls == H5T_FLOAT     ? "floating-point"
+                              : cls == H5T_INTEGER ? "integer"
+                                                   : "non-numeric",
                               " data; expected ", want_float ? "floating-point" : "integer"));
   if (!is_standard_number_type(type.get()))
     throw InvalidArgument(str("dataset '", join(gname, name), "' in '", file, "' has a non-standard ",
@@ -373,18 +399,18 @@ void Group::write(const std::string& name, const std::int64_t* data, const Shape
   write_impl(id_, name_, file_, name, data, shape);
 }
 void Group::write(const std::string& name, const std::vector<float>& data, const Shape& shape) {
-  require(data.size() == shape_numel(shape), "dataset '", name, "': ", data.size(),
-          " values do not fill shape ", shape_string(shape), " (", shape_numel(shape), " elements)");
+  require(data.size() == shape_numel(shape), "dataset '", name, "': ", data.size(), " values do not fill shape ",
+          shape_string(shape), " (", shape_numel(shape), " elements)");
   write(name, data.data(), shape);
 }
 void Group::write(const std::string& name, const std::vector<double>& data, const Shape& shape) {
-  require(data.size() == shape_numel(shape), "dataset '", name, "': ", data.size(),
-          " values do not fill shape ", shape_string(shape), " (", shape_numel(shape), " elements)");
+  require(data.size() == shape_numel(shape), "dataset '", name, "': ", data.size(), " values do not fill shape ",
+          shape_string(shape), " (", shape_numel(shape), " elements)");
   write(name, data.data(), shape);
 }
 void Group::write(const std::string& name, const std::vector<std::int64_t>& data, const Shape& shape) {
-  require(data.size() == shape_numel(shape), "dataset '", name, "': ", data.size(),
-          " values do not fill shape ", shape_string(shape), " (", shape_numel(shape), " elements)");
+  require(data.size() == shape_numel(shape), "dataset '", name, "': ", data.size(), " values do not fill shape ",
+          shape_string(shape), " (", shape_numel(shape), " elements)");
   write(name, data.data(), shape);
 }
 
@@ -396,7 +422,8 @@ Shape Group::dataset_shape(const std::string& name) const {
   if (oi.type != H5O_TYPE_DATASET)
     throw InvalidArgument(str("'", join(name_, name), "' in '", file_, "' is not a dataset"));
   Handle ds(H5Dopen2(id_, name.c_str(), H5P_DEFAULT));
-  if (!ds.ok()) throw InvalidArgument(str("cannot open dataset '", join(name_, name), "' in '", file_, "' (file corrupt?)"));
+  if (!ds.ok())
+    throw InvalidArgument(str("cannot open dataset '", join(name_, name), "' in '", file_, "' (file corrupt?)"));
   Handle space(H5Dget_space(ds.get()));
   return checked_shape(space.get(), "dataset '" + join(name_, name) + "' in '" + file_ + "'");
 }
@@ -408,12 +435,12 @@ void Group::read_into(const std::string& name, T* out, const Shape& expected) co
   Handle ds(open_dataset_checked(id_, name_, file_, name, !std::is_same_v<T, std::int64_t>));
   Handle space(H5Dget_space(ds.get()));
   const Shape shape = space_shape(space.get());
-  require(shape == expected, "dataset '", join(name_, name), "' in '", file_, "' has shape ",
-          shape_string(shape), ", expected ", shape_string(expected));
+  require(shape == expected, "dataset '", join(name_, name), "' in '", file_, "' has shape ", shape_string(shape),
+          ", expected ", shape_string(expected));
   if (shape_numel(shape) == 0) return;
   if (H5Dread(ds.get(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-    throw InvalidArgument(str("cannot read dataset '", join(name_, name), "' from '", file_,
-                              "' as ", type_name<T>(), " (file truncated or corrupt?)"));
+    throw InvalidArgument(str("cannot read dataset '", join(name_, name), "' from '", file_, "' as ", type_name<T>(),
+                              " (file truncated or corrupt?)"));
 }
 
 template <class T>
@@ -428,8 +455,8 @@ Tensor<T> Group::read(const std::string& name) const {
 template <class T>
 RowMatrix<T> Group::read_matrix(const std::string& name) const {
   const Shape shape = dataset_shape(name);
-  require(shape.size() == 2, "dataset '", join(name_, name), "' in '", file_, "' has shape ",
-          shape_string(shape), ", expected a matrix (rank 2)");
+  require(shape.size() == 2, "dataset '", join(name_, name), "' in '", file_, "' has shape ", shape_string(shape),
+          ", expected a matrix (rank 2)");
   RowMatrix<T> m(static_cast<Eigen::Index>(shape[0]), static_cast<Eigen::Index>(shape[1]));
   read_into(name, m.data(), shape);
   return m;
@@ -438,8 +465,8 @@ RowMatrix<T> Group::read_matrix(const std::string& name) const {
 template <class T>
 Eigen::Matrix<T, Eigen::Dynamic, 1> Group::read_vector(const std::string& name) const {
   const Shape shape = dataset_shape(name);
-  require(shape.size() == 1, "dataset '", join(name_, name), "' in '", file_, "' has shape ",
-          shape_string(shape), ", expected a vector (rank 1)");
+  require(shape.size() == 1, "dataset '", join(name_, name), "' in '", file_, "' has shape ", shape_string(shape),
+          ", expected a vector (rank 1)");
   Eigen::Matrix<T, Eigen::Dynamic, 1> v(static_cast<Eigen::Index>(shape[0]));
   read_into(name, v.data(), shape);
   return v;
@@ -459,8 +486,7 @@ template Eigen::Matrix<double, Eigen::Dynamic, 1> Group::read_vector<double>(con
 // ---- slices along dimension 0 -----------------------------------------------------------------
 namespace {
 // Selects rows [first, first + count) of dimension 0 in `file_space`; returns the memory space.
-hid_t select_rows(hid_t file_space, const Shape& shape, std::size_t first, std::size_t count,
-                  const std::string& what) {
+hid_t select_rows(hid_t file_space, const Shape& shape, std::size_t first, std::size_t count, const std::string& what) {
   require(!shape.empty(), what, " is a scalar; row access needs rank >= 1");
   require(first <= shape[0] && count <= shape[0] - first, what, ": rows [", first, ", ", first + count,
           ") fall outside dimension 0 of shape ", shape_string(shape));
@@ -514,8 +540,8 @@ Tensor<T> Group::read_rows(const std::string& name, std::size_t first, std::size
   t.data.resize(shape_numel(t.shape));
   if (count == 0 || t.data.empty()) return t;
   if (H5Dread(ds.get(), mem_type<T>(), mspace.get(), fspace.get(), H5P_DEFAULT, t.data.data()) < 0)
-    throw InvalidArgument(str("cannot read rows of dataset '", join(name_, name), "' from '", file_,
-                              "' (file truncated or corrupt?)"));
+    throw InvalidArgument(
+        str("cannot read rows of dataset '", join(name_, name), "' from '", file_, "' (file truncated or corrupt?)"));
   return t;
 }
 
@@ -531,8 +557,8 @@ template Tensor<std::int64_t> Group::read_rows<std::int64_t>(const std::string&,
 
 // ---- attributes -----------------------------------------------------------------------------
 namespace {
-hid_t create_attr(hid_t loc, const std::string& gname, const std::string& file, const std::string& name,
-                  hid_t type, hid_t space) {
+hid_t create_attr(hid_t loc, const std::string& gname, const std::string& file, const std::string& name, hid_t type,
+                  hid_t space) {
   if (H5Aexists(loc, name.c_str()) > 0) H5Adelete(loc, name.c_str());
   hid_t a = H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
   if (a < 0) throw Error(str("cannot write attribute '", name, "' on '", gname, "' in '", file, "'"));
@@ -642,8 +668,8 @@ std::int64_t Group::attr_int(const std::string& name) const {
   QuietErrors quiet;
   Handle a(open_attr(id_, name_, file_, name));
   Handle type(H5Aget_type(a.get()));
-  require(type.ok() && H5Tget_class(type.get()) == H5T_INTEGER, "attribute '", name, "' on '", name_, "' in '",
-          file_, "' is not an integer");
+  require(type.ok() && H5Tget_class(type.get()) == H5T_INTEGER, "attribute '", name, "' on '", name_, "' in '", file_,
+          "' is not an integer");
   require(is_standard_number_type(type.get()), "attribute '", name, "' on '", name_, "' in '", file_,
           "' has a non-standard integer type (file corrupt?)");
   check_single_attr(a.get(), name_, file_, name);
@@ -706,12 +732,10 @@ File File::open(const std::string& path, bool writable) {
     if (probe.tellg() == 0) throw InvalidArgument(str("cannot open '", path, "': the file is empty"));
   }
   const htri_t is = H5Fis_hdf5(path.c_str());
-  if (is <= 0)
-    throw InvalidArgument(str("cannot open '", path, "': not an HDF5 file (no HDF5 signature)"));
+  if (is <= 0) throw InvalidArgument(str("cannot open '", path, "': not an HDF5 file (no HDF5 signature)"));
   Handle fapl(strong_fapl());
   hid_t f = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl.get());
-  if (f < 0)
-    throw InvalidArgument(str("cannot open '", path, "': HDF5 file is truncated or corrupt"));
+  if (f < 0) throw InvalidArgument(str("cannot open '", path, "': HDF5 file is truncated or corrupt"));
   return File(f, path);
 }
 

@@ -17,12 +17,23 @@ graph::Pattern pattern_of(const LayerConfig& lc) {
   p.w = lc.w;
   p.e = lc.e;
   switch (lc.attn) {
-    case AttnKind::Block: p.kind = graph::PatternKind::Block; break;
-    case AttnKind::Swa: p.kind = graph::PatternKind::Swa; break;
-    case AttnKind::Bridge: p.kind = graph::PatternKind::Bridge; break;
-    case AttnKind::Pbb: p.kind = graph::PatternKind::Pbb; break;
-    case AttnKind::SeBridge: p.kind = graph::PatternKind::SeBridge; break;
-    default: p.kind = graph::PatternKind::Full;
+    case AttnKind::Block:
+      p.kind = graph::PatternKind::Block;
+      break;
+    case AttnKind::Swa:
+      p.kind = graph::PatternKind::Swa;
+      break;
+    case AttnKind::Bridge:
+      p.kind = graph::PatternKind::Bridge;
+      break;
+    case AttnKind::Pbb:
+      p.kind = graph::PatternKind::Pbb;
+      break;
+    case AttnKind::SeBridge:
+      p.kind = graph::PatternKind::SeBridge;
+      break;
+    default:
+      p.kind = graph::PatternKind::Full;
   }
   return p;
 }

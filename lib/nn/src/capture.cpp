@@ -1,27 +1,29 @@
 // Capture driver (cf/nn/capture.hpp): forward passes with the on_layer hook, streamed into the
 // capture writer of lib/io one (layer, sequence) at a time.
-#include "cf/core/progress.hpp"
 #include "cf/nn/capture.hpp"
 
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/core/progress.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/tokenizer.hpp"
 #include "cf/io/capture.hpp"
 
 namespace cf::nn {
 
-std::vector<std::int32_t> tokenize_text_for(const ModelConfig& cfg, const std::string& text, const std::string& gpt2_dir,
-                                            std::string* tokenizer) {
+std::vector<std::int32_t> tokenize_text_for(const ModelConfig& cfg, const std::string& text,
+                                            const std::string& gpt2_dir, std::string* tokenizer) {
   std::string name;
   if (cfg.vocab_size == data::kByteVocabSize)
     name = "byte";
   else if (cfg.vocab_size == data::kGpt2VocabSize)
     name = "gpt2";
   else
-    throw InvalidArgument(str("a text needs a byte (256) or GPT-2 BPE (50,257) vocabulary, but the checkpoint has "
-                              "vocab_size = ", cfg.vocab_size, "; tokenise with prepare-data and pass --data PREFIX"));
+    throw InvalidArgument(
+        str("a text needs a byte (256) or GPT-2 BPE (50,257) vocabulary, but the checkpoint has "
+            "vocab_size = ",
+            cfg.vocab_size, "; tokenise with prepare-data and pass --data PREFIX"));
   const data::Tokenizer tok = data::Tokenizer::create(name, gpt2_dir);
   if (tokenizer) *tokenizer = tok.name();
   const std::vector<data::Token> t = tok.encode(data::load_corpus(text));
@@ -110,8 +112,8 @@ CaptureSummary capture_model(const Model<float>& model, const std::vector<std::v
     std::vector<float> probs, q, k;
     Progress progress("capture", N);  // stderr, terminals only (cf/core/progress.hpp)
     for (int n = 0; n < N; ++n, progress.advance()) {
-      const std::vector<std::int32_t> in(windows[n].begin(), windows[n].end() - 1), tg(windows[n].begin() + 1,
-                                                                                        windows[n].end());
+      const std::vector<std::int32_t> in(windows[n].begin(), windows[n].end() - 1),
+          tg(windows[n].begin() + 1, windows[n].end());
       w.write_tokens(n, in);
       ForwardHooks hooks;
       hooks.capture_heads = heads;  // probabilities materialised for the captured heads only

@@ -1,7 +1,6 @@
 #include "cf/nn/checkpoint.hpp"
 
 #include <cmath>
-
 #include <filesystem>
 
 #include "cf/core/error.hpp"
@@ -66,8 +65,7 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
     ck.has_best_val = true;
   }
   io::Group p = f.open_group("params");
-  for (const auto& t : ck.model.layout.tensors)
-    p.read_into(t.name, ck.model.params.data() + t.offset, shape_of(t));
+  for (const auto& t : ck.model.layout.tensors) p.read_into(t.name, ck.model.params.data() + t.offset, shape_of(t));
   if (with_optimizer && f.has("optim")) {
     io::Group o = f.open_group("optim");
     ck.optim.t = o.attr_int("t");

@@ -23,25 +23,39 @@ std::string trim(const std::string& s) {
 
 std::string attn_name(AttnKind k) {
   switch (k) {
-    case AttnKind::Full: return "full";
-    case AttnKind::Block: return "block";
-    case AttnKind::Swa: return "swa";
-    case AttnKind::Bridge: return "bridge";
-    case AttnKind::Pbb: return "pbb";
-    case AttnKind::SeBridge: return "se-bridge";
-    case AttnKind::RunwayDot: return "runway-dot";
-    case AttnKind::RunwayBilinear: return "runway-bilinear";
-    case AttnKind::Sd: return "sd";
-    case AttnKind::Linear: return "linear";
+    case AttnKind::Full:
+      return "full";
+    case AttnKind::Block:
+      return "block";
+    case AttnKind::Swa:
+      return "swa";
+    case AttnKind::Bridge:
+      return "bridge";
+    case AttnKind::Pbb:
+      return "pbb";
+    case AttnKind::SeBridge:
+      return "se-bridge";
+    case AttnKind::RunwayDot:
+      return "runway-dot";
+    case AttnKind::RunwayBilinear:
+      return "runway-bilinear";
+    case AttnKind::Sd:
+      return "sd";
+    case AttnKind::Linear:
+      return "linear";
   }
   return "?";
 }
 std::string pos_name(PosKind k) {
   switch (k) {
-    case PosKind::Learned: return "learned";
-    case PosKind::Rope: return "rope";
-    case PosKind::Alibi: return "alibi";
-    case PosKind::None: return "none";
+    case PosKind::Learned:
+      return "learned";
+    case PosKind::Rope:
+      return "rope";
+    case PosKind::Alibi:
+      return "alibi";
+    case PosKind::None:
+      return "none";
   }
   return "?";
 }
@@ -104,8 +118,8 @@ std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer
     }
     if (!num.empty()) {
       num = trim(num);
-      require(!num.empty() && std::all_of(num.begin(), num.end(), ::isdigit) && num.size() < 6,
-              "bad repeat count '", num, "' in schedule entry '", t, "' (use name*3 or 'name x3')");
+      require(!num.empty() && std::all_of(num.begin(), num.end(), ::isdigit) && num.size() < 6, "bad repeat count '",
+              num, "' in schedule entry '", t, "' (use name*3 or 'name x3')");
       count = std::stoi(num);
       require(count >= 1, "repeat count must be >= 1 in '", t, "'");
     }
@@ -160,12 +174,24 @@ void validate(const ModelConfig& c) {
     p.w = lc.w;
     p.e = lc.e;
     switch (lc.attn) {
-      case AttnKind::Block: p.kind = graph::PatternKind::Block; break;
-      case AttnKind::Swa: p.kind = graph::PatternKind::Swa; break;
-      case AttnKind::Bridge: p.kind = graph::PatternKind::Bridge; break;
-      case AttnKind::Pbb: p.kind = graph::PatternKind::Pbb; break;
-      case AttnKind::SeBridge: p.kind = graph::PatternKind::SeBridge; break;
-      default: p.kind = graph::PatternKind::Full; break;
+      case AttnKind::Block:
+        p.kind = graph::PatternKind::Block;
+        break;
+      case AttnKind::Swa:
+        p.kind = graph::PatternKind::Swa;
+        break;
+      case AttnKind::Bridge:
+        p.kind = graph::PatternKind::Bridge;
+        break;
+      case AttnKind::Pbb:
+        p.kind = graph::PatternKind::Pbb;
+        break;
+      case AttnKind::SeBridge:
+        p.kind = graph::PatternKind::SeBridge;
+        break;
+      default:
+        p.kind = graph::PatternKind::Full;
+        break;
     }
     try {
       graph::validate(p, c.block_size);
@@ -223,11 +249,10 @@ int int_field(const nlohmann::json& obj, const std::string& path, const char* ke
   const nlohmann::json* v = field(obj, path, key, required);
   if (!v) return fallback;
   require(v->is_number_integer(), "model config: field '", path, key, "' must be an integer (got ", v->dump(), ")");
-  const long long x = v->is_number_unsigned() && v->get<unsigned long long>() > (1ULL << 62)
-                          ? (1LL << 62)
-                          : v->get<long long>();
-  require(x >= lo && x <= hi, "model config: field '", path, key, "' must be in [", lo, ", ", hi, "] (got ",
-          v->dump(), ")");
+  const long long x =
+      v->is_number_unsigned() && v->get<unsigned long long>() > (1ULL << 62) ? (1LL << 62) : v->get<long long>();
+  require(x >= lo && x <= hi, "model config: field '", path, key, "' must be in [", lo, ", ", hi, "] (got ", v->dump(),
+          ")");
   return static_cast<int>(x);
 }
 
@@ -268,8 +293,9 @@ void no_unknown_keys(const nlohmann::json& obj, const std::string& where, std::i
 
 ModelConfig config_from_json(const nlohmann::json& j) {
   require(j.is_object(), "model config must be a JSON object (got ", j.type_name(), ")");
-  no_unknown_keys(j, "", {"vocab_size", "block_size", "n_layer", "n_head", "d_model", "pos", "norm", "bias",
-                          "proj_bias", "layers", "arch"});
+  no_unknown_keys(j, "",
+                  {"vocab_size", "block_size", "n_layer", "n_head", "d_model", "pos", "norm", "bias", "proj_bias",
+                   "layers", "arch"});
   ModelConfig c;
   c.vocab_size = int_field(j, "", "vocab_size", true, 0, 2, 1000000);
   c.block_size = int_field(j, "", "block_size", true, 0, 1, 65536);

@@ -63,8 +63,8 @@ Eigen::MatrixXf forward_logits(const Model<float>& model, const std::vector<std:
 
 PerplexityResult evaluate_perplexity(const Model<float>& model, const std::vector<std::int32_t>& tokens, int context,
                                      int stride, const ForwardHooks* hooks) {
-  require(context >= 1 && context <= model.config.block_size, "context must be in [1, block_size = ",
-          model.config.block_size, "] (got ", context, ")");
+  require(context >= 1 && context <= model.config.block_size,
+          "context must be in [1, block_size = ", model.config.block_size, "] (got ", context, ")");
   require(stride >= 1 && stride <= context, "stride must be in [1, context = ", context, "] (got ", stride, ")");
   require(tokens.size() >= 2, "evaluate_perplexity needs at least 2 tokens (got ", tokens.size(), ")");
   const std::int64_t n = static_cast<std::int64_t>(tokens.size());

@@ -14,12 +14,12 @@
 // Each function takes a Pass (the config, parameter and gradient pointers, saved activations and
 // batch shape of this call). The per-op kernels live in cf/nn/ops.hpp and
 // cf/nn/detail/attention.hpp; this file only orchestrates and saves activations.
-#include "cf/core/omp_exception.hpp"
 #include "cf/nn/model.hpp"
 
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/core/omp_exception.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
@@ -97,9 +97,9 @@ inline QkvLayout qkv_layout(const ModelConfig& c, int l) { return {c.n_head, kv_
 // branches) for the heads in `heads` (empty = all; the others stay zero); qkv: N x 3 H dh after
 // RoPE; x, att, y: N x C residual in, attention output (after c_proj), residual out.
 template <class T>
-void report_layer(const CaptureHook& hook, int l, int B, int Tn, const QkvLayout& ql, int C, const std::vector<int>& heads,
-                  const std::function<void(int, int, float*)>& probs_of, const T* qkv, const T* x, const T* att,
-                  const T* y) {
+void report_layer(const CaptureHook& hook, int l, int B, int Tn, const QkvLayout& ql, int C,
+                  const std::vector<int>& heads, const std::function<void(int, int, float*)>& probs_of, const T* qkv,
+                  const T* x, const T* att, const T* y) {
   const int H = ql.H, dh = ql.dh;
   const std::size_t TT = static_cast<std::size_t>(Tn) * Tn, HD = static_cast<std::size_t>(H) * dh;
   std::vector<float> probs(static_cast<std::size_t>(H) * TT), q(HD * Tn), k(HD * Tn);
@@ -163,8 +163,8 @@ void report_layer(const CaptureHook& hook, int l, int B, int Tn, const QkvLayout
 // Pre-norm of a sub-layer: LayerNorm into `out` (mean/rstd saved) and return it, or the input
 // itself when the model has no normalisation.
 template <class T>
-const T* norm_forward(Pass<T>& p, MatR<T>& out, std::vector<T>& mean, std::vector<T>& rstd, const T* x,
-                      std::int64_t w, std::int64_t b) {
+const T* norm_forward(Pass<T>& p, MatR<T>& out, std::vector<T>& mean, std::vector<T>& rstd, const T* x, std::int64_t w,
+                      std::int64_t b) {
   if (!p.ln()) return x;
   if (p.cfg.norm == NormKind::RMSNorm)
     rmsnorm_forward(out.data(), rstd.data(), x, p.W + w, p.N, p.C, p.cfg.arch.norm_eps);
@@ -221,8 +221,8 @@ template <class T>
 AttnMode attn_mode(const Pass<T>& p, int l) {
   const AttnKind k = p.cfg.layers[l].attn;
   AttnMode m;
-  m.lin = k == AttnKind::Linear ||
-          (p.hooks && l < static_cast<int>(p.hooks->linearize.size()) && p.hooks->linearize[l]);
+  m.lin =
+      k == AttnKind::Linear || (p.hooks && l < static_cast<int>(p.hooks->linearize.size()) && p.hooks->linearize[l]);
   m.sd = !m.lin && k == AttnKind::Sd;
   m.runway = !m.lin && (k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear);
   m.dense = p.a.path == AttentionPath::Dense || m.lin || (p.hooks && p.hooks->on_scores);
@@ -293,22 +293,23 @@ void runway_forward(Pass<T>& p, int l, const T* qkv) {
   p.a.rbias.resize(p.a.tau[l].size());
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-  for (int b = 0; b < p.B; ++b) omp_errors.run([&] {
-    detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1), Tn, dh,
-                        Eigen::OuterStride<>(ql.ld()));
-    MatR<T> Vs = MatR<T>::Zero(Tn, dh);
-    for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
-    MapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
-    if (dot)
-      tau.noalias() = c * Vs * Vl.transpose();
-    else
-      tau.noalias() = Vs * CMapR<T>(Bw, dh, dh) * Vl.transpose();
-    MapR<T> rb(p.a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
-    rb.setZero();
-    // beta = 1 - sigmoid(tau) on eligible edges 1 <= m <= i-2: log beta = -softplus(tau)
-    for (int i = 3; i < Tn; ++i)
-      for (int m = 1; m <= i - 2; ++m) rb(i, m) = -softplus(tau(i, m));
-  });
+  for (int b = 0; b < p.B; ++b)
+    omp_errors.run([&] {
+      detail::CSMap<T> Vl(qkv + static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1), Tn, dh,
+                          Eigen::OuterStride<>(ql.ld()));
+      MatR<T> Vs = MatR<T>::Zero(Tn, dh);
+      for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
+      MapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
+      if (dot)
+        tau.noalias() = c * Vs * Vl.transpose();
+      else
+        tau.noalias() = Vs * CMapR<T>(Bw, dh, dh) * Vl.transpose();
+      MapR<T> rb(p.a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
+      rb.setZero();
+      // beta = 1 - sigmoid(tau) on eligible edges 1 <= m <= i-2: log beta = -softplus(tau)
+      for (int i = 3; i < Tn; ++i)
+        for (int m = 1; m <= i - 2; ++m) rb(i, m) = -softplus(tau(i, m));
+    });
   omp_errors.rethrow();
 }
 // Backward of runway_forward from the per-head logit gradients a.dS [B, H, T, T]: d V (last head)
@@ -323,33 +324,34 @@ void runway_backward(Pass<T>& p, int l, const T* qkv, T* dqkv) {
   std::vector<MatR<T>> dBpart(static_cast<std::size_t>(p.B));
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-  for (int b = 0; b < p.B; ++b) omp_errors.run([&] {
-    const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1);
-    detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
-    detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
-    CMapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
-    MatR<T> Gt = MatR<T>::Zero(Tn, Tn);  // d loss / d tau
-    for (int h = 0; h < H; ++h) {
-      CMapR<T> dSh(p.a.dS.data() + (static_cast<std::size_t>(b) * H + h) * Tn * Tn, Tn, Tn);
+  for (int b = 0; b < p.B; ++b)
+    omp_errors.run([&] {
+      const std::int64_t voff = static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1);
+      detail::CSMap<T> Vl(qkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
+      detail::SMap<T> dVl(dqkv + voff, Tn, dh, Eigen::OuterStride<>(ql.ld()));
+      CMapR<T> tau(p.a.tau[l].data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
+      MatR<T> Gt = MatR<T>::Zero(Tn, Tn);  // d loss / d tau
+      for (int h = 0; h < H; ++h) {
+        CMapR<T> dSh(p.a.dS.data() + (static_cast<std::size_t>(b) * H + h) * Tn * Tn, Tn, Tn);
+        for (int i = 3; i < Tn; ++i)
+          for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) += dSh(i, mm);
+      }
       for (int i = 3; i < Tn; ++i)
-        for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) += dSh(i, mm);
-    }
-    for (int i = 3; i < Tn; ++i)
-      for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) *= -sigmoid(tau(i, mm));
-    MatR<T> Vs = MatR<T>::Zero(Tn, dh);
-    for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
-    MatR<T> dVs;
-    if (dot) {
-      dVs = c * Gt * Vl;
-      dVl.noalias() += c * Gt.transpose() * Vs;
-    } else {
-      CMapR<T> Bm(p.W + Boff, dh, dh);
-      dVs = Gt * Vl * Bm.transpose();
-      dVl.noalias() += Gt.transpose() * Vs * Bm;
-      dBpart[b] = Vs.transpose() * Gt * Vl;
-    }
-    for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dVs.row(i);
-  });
+        for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) *= -sigmoid(tau(i, mm));
+      MatR<T> Vs = MatR<T>::Zero(Tn, dh);
+      for (int i = 1; i < Tn; ++i) Vs.row(i) = Vl.row(i - 1);
+      MatR<T> dVs;
+      if (dot) {
+        dVs = c * Gt * Vl;
+        dVl.noalias() += c * Gt.transpose() * Vs;
+      } else {
+        CMapR<T> Bm(p.W + Boff, dh, dh);
+        dVs = Gt * Vl * Bm.transpose();
+        dVl.noalias() += Gt.transpose() * Vs * Bm;
+        dBpart[b] = Vs.transpose() * Gt * Vl;
+      }
+      for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dVs.row(i);
+    });
   omp_errors.rethrow();
   if (!dot) {
     MapR<T> dB(p.G + Boff, dh, dh);
@@ -374,26 +376,27 @@ void heads_forward_dense(Pass<T>& p, int l, const AttnMode& m) {
   const bool serial = hooks && hooks->on_scores;
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic) if (!serial)
-  for (int bh = 0; bh < p.B * H; ++bh) omp_errors.run([&] {
-    const int b = bh / H, h = bh % H;
-    detail::HeadSpec hs = spec;
-    if (p.cfg.pos == PosKind::Alibi && !m.lin) hs.alibi_slope = alibi_slope(h, H);
-    const T* base = qkv + static_cast<std::int64_t>(b) * Tn * ql.ld();
-    std::vector<T> dvec;
-    if (m.sd) {
-      dvec.resize(Tn);
-      for (int t = 0; t < Tn; ++t) dvec[t] = a.damp_d[l](static_cast<std::int64_t>(b * Tn + t) * H + h);
-    }
-    std::function<void(Eigen::Ref<Eigen::MatrixXf>)> hk;
-    if (serial && !m.lin) hk = [&](Eigen::Ref<Eigen::MatrixXf> s) { hooks->on_scores(l, h, s); };
-    detail::attention_head_forward<T>(hs, Tn, dh, base + ql.q(h), base + ql.k(h), base + ql.v(h), ql.ld(),
-                                      a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                      m.sd ? dvec.data() : nullptr,
-                                      m.runway ? a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn : nullptr,
-                                      a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
-                                      a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr,
-                                      m.lin ? nullptr : a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
-  });
+  for (int bh = 0; bh < p.B * H; ++bh)
+    omp_errors.run([&] {
+      const int b = bh / H, h = bh % H;
+      detail::HeadSpec hs = spec;
+      if (p.cfg.pos == PosKind::Alibi && !m.lin) hs.alibi_slope = alibi_slope(h, H);
+      const T* base = qkv + static_cast<std::int64_t>(b) * Tn * ql.ld();
+      std::vector<T> dvec;
+      if (m.sd) {
+        dvec.resize(Tn);
+        for (int t = 0; t < Tn; ++t) dvec[t] = a.damp_d[l](static_cast<std::int64_t>(b * Tn + t) * H + h);
+      }
+      std::function<void(Eigen::Ref<Eigen::MatrixXf>)> hk;
+      if (serial && !m.lin) hk = [&](Eigen::Ref<Eigen::MatrixXf> s) { hooks->on_scores(l, h, s); };
+      detail::attention_head_forward<T>(hs, Tn, dh, base + ql.q(h), base + ql.k(h), base + ql.v(h), ql.ld(),
+                                        a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                        m.sd ? dvec.data() : nullptr,
+                                        m.runway ? a.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn : nullptr,
+                                        a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
+                                        a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, hk ? &hk : nullptr,
+                                        m.lin ? nullptr : a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
+    });
   omp_errors.rethrow();
 }
 // Backward of heads_forward_dense: datty [N, H dh] -> dqkv [N, 3 H dh] (+=), a.ddamp (S-D), a.dS
@@ -415,23 +418,24 @@ void heads_backward_dense(Pass<T>& p, int l, const AttnMode& m) {
   // into the same dK, dV columns, so they run in order inside the task (no race).
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int bg = 0; bg < p.B * ql.KV; ++bg) omp_errors.run([&] {
-  for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
-    const int b = bg / ql.KV, bh = b * H + h;
-    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld();
-    std::vector<T> dd;
-    if (m.sd) dd.resize(Tn);
-    detail::attention_head_backward<T>(spec, Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h),
-                                       ql.ld(), dqkv + off + ql.q(h), dqkv + off + ql.k(h), dqkv + off + ql.v(h),
-                                       a.datty.data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                       a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
-                                       a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn,
-                                       m.runway ? a.dS.data() + static_cast<std::size_t>(bh) * Tn * Tn : nullptr,
-                                       m.sd ? dd.data() : nullptr);
-    if (m.sd)
-      for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
-  }
-  });
+  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+    omp_errors.run([&] {
+      for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
+        const int b = bg / ql.KV, bh = b * H + h;
+        const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld();
+        std::vector<T> dd;
+        if (m.sd) dd.resize(Tn);
+        detail::attention_head_backward<T>(spec, Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h),
+                                           ql.ld(), dqkv + off + ql.q(h), dqkv + off + ql.k(h), dqkv + off + ql.v(h),
+                                           a.datty.data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                           a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
+                                           a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn,
+                                           m.runway ? a.dS.data() + static_cast<std::size_t>(bh) * Tn * Tn : nullptr,
+                                           m.sd ? dd.data() : nullptr);
+        if (m.sd)
+          for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
+      }
+    });
   omp_errors.rethrow();
 }
 
@@ -468,7 +472,8 @@ std::vector<T> damping_by_head(const Pass<T>& p, int l, const AttnMode& m) {
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < p.H; ++h)
       for (int t = 0; t < p.Tn; ++t)
-        d[(static_cast<std::size_t>(b) * p.H + h) * p.Tn + t] = p.a.damp_d[l](static_cast<std::int64_t>(b * p.Tn + t) * p.H + h);
+        d[(static_cast<std::size_t>(b) * p.H + h) * p.Tn + t] =
+            p.a.damp_d[l](static_cast<std::int64_t>(b * p.Tn + t) * p.H + h);
   return d;
 }
 
@@ -487,13 +492,14 @@ void heads_forward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   const std::int64_t nt = plan.n_tiles, tasks = static_cast<std::int64_t>(p.B) * H * nt;
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (std::int64_t task = 0; task < tasks; ++task) omp_errors.run([&] {
-    const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
-    const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
-    detail::tiled_forward_qtile(th, plan, qt, a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
-  });
+  for (std::int64_t task = 0; task < tasks; ++task)
+    omp_errors.run([&] {
+      const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
+      const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
+      detail::tiled_forward_qtile(th, plan, qt, a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                  nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                  a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
+    });
   omp_errors.rethrow();
 }
 
@@ -519,27 +525,29 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   // attention) accumulate into the same dK, dV columns, so they run in order inside the task.
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int bg = 0; bg < p.B * ql.KV; ++bg) omp_errors.run([&] {
-  for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
-    const int b = bg / ql.KV, bh = b * H + h;
-    const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
-    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(), yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
-    detail::TiledGrads<T> g;
-    g.dq = dqkv + off + ql.q(h);
-    g.dk = dqkv + off + ql.k(h);
-    g.dv = dqkv + off + ql.v(h);
-    g.ld = ql.ld();
-    if (m.sd) g.ddamp = a.dd_t.data() + static_cast<std::size_t>(bh) * Tn;
-    if (m.runway) {
-      g.dvs = a.rw_dvs.data() + static_cast<std::size_t>(bh) * Tn * dh;
-      g.dvl = a.rw_dvl.data() + static_cast<std::size_t>(bh) * Tn * dh;
-      if (bil) g.dB = a.rw_dB.data() + static_cast<std::size_t>(bh) * dh * dh;
-    }
-    detail::tiled_backward_head(th, plan, a.datty.data() + yo, HD, a.atty[l].data() + yo,
-                                nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
-  }
-  });
+  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+    omp_errors.run([&] {
+      for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
+        const int b = bg / ql.KV, bh = b * H + h;
+        const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
+        const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
+                           yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
+        detail::TiledGrads<T> g;
+        g.dq = dqkv + off + ql.q(h);
+        g.dk = dqkv + off + ql.k(h);
+        g.dv = dqkv + off + ql.v(h);
+        g.ld = ql.ld();
+        if (m.sd) g.ddamp = a.dd_t.data() + static_cast<std::size_t>(bh) * Tn;
+        if (m.runway) {
+          g.dvs = a.rw_dvs.data() + static_cast<std::size_t>(bh) * Tn * dh;
+          g.dvl = a.rw_dvl.data() + static_cast<std::size_t>(bh) * Tn * dh;
+          if (bil) g.dB = a.rw_dB.data() + static_cast<std::size_t>(bh) * dh * dh;
+        }
+        detail::tiled_backward_head(th, plan, a.datty.data() + yo, HD, a.atty[l].data() + yo,
+                                    nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                    a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
+      }
+    });
   omp_errors.rethrow();
   if (m.sd) {
     a.ddamp.setZero(p.N, H);
@@ -556,7 +564,9 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
           dvl(a.rw_dvl.data() + static_cast<std::size_t>(bh) * Tn * dh, Tn, dh);
       dVl += dvl;
       for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dvs.row(i);  // row i used v_{i-1}
-      if (bil) MapR<T>(p.G + p.lay.layer[l].runway_B, dh, dh) += CMapR<T>(a.rw_dB.data() + static_cast<std::size_t>(bh) * dh * dh, dh, dh);
+      if (bil)
+        MapR<T>(p.G + p.lay.layer[l].runway_B, dh, dh) +=
+            CMapR<T>(a.rw_dB.data() + static_cast<std::size_t>(bh) * dh * dh, dh, dh);
     }
   }
 }
@@ -670,11 +680,14 @@ void mlp_sublayer_forward(Pass<T>& p, int l) {
   const T* m = norm_forward(p, a.ln2[l], a.ln2_mean[l], a.ln2_rstd[l], mlp_source(p, l), o.ln2_w, o.ln2_b);
   linear_forward(a.fch[l].data(), m, p.W + o.fc_w, o.fc_b >= 0 ? p.W + o.fc_b : nullptr, N, C, FW);
   const std::int64_t NF = static_cast<std::int64_t>(N) * F;
-  if (act == MlpKind::SwiGLU) swiglu_forward(a.fcg[l].data(), a.fch[l].data(), N, F);
-  else if (act == MlpKind::Gelu) gelu_erf_forward(a.fcg[l].data(), a.fch[l].data(), NF);
-  else gelu_forward(a.fcg[l].data(), a.fch[l].data(), NF);
-  linear_forward(p.tmp.data(), a.fcg[l].data(), p.W + o.fcproj_w, o.fcproj_b >= 0 ? p.W + o.fcproj_b : nullptr, N,
-                 F, C);
+  if (act == MlpKind::SwiGLU)
+    swiglu_forward(a.fcg[l].data(), a.fch[l].data(), N, F);
+  else if (act == MlpKind::Gelu)
+    gelu_erf_forward(a.fcg[l].data(), a.fch[l].data(), NF);
+  else
+    gelu_forward(a.fcg[l].data(), a.fch[l].data(), NF);
+  linear_forward(p.tmp.data(), a.fcg[l].data(), p.W + o.fcproj_w, o.fcproj_b >= 0 ? p.W + o.fcproj_b : nullptr, N, F,
+                 C);
   a.resid[l + 1] = a.resid_mid[l] + p.tmp;
 }
 // Backward of mlp_sublayer_forward: a.dres holds d resid[l+1] on entry, d resid_mid[l] on exit
@@ -692,14 +705,17 @@ void mlp_sublayer_backward(Pass<T>& p, int l) {
                   a.fcg[l].data(), p.W + o.fcproj_w, N, F, C);
   a.dfch.setZero(N, FW);
   const std::int64_t NF = static_cast<std::int64_t>(N) * F;
-  if (act == MlpKind::SwiGLU) swiglu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), N, F);
-  else if (act == MlpKind::Gelu) gelu_erf_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
-  else gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
+  if (act == MlpKind::SwiGLU)
+    swiglu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), N, F);
+  else if (act == MlpKind::Gelu)
+    gelu_erf_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
+  else
+    gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
   const T* src = mlp_source(p, l);
   const T* m = p.ln() ? a.ln2[l].data() : src;
   a.dn.setZero(N, C);
-  linear_backward(a.dn.data(), p.G + o.fc_w, o.fc_b >= 0 ? p.G + o.fc_b : nullptr, a.dfch.data(), m, p.W + o.fc_w, N,
-                  C, FW);
+  linear_backward(a.dn.data(), p.G + o.fc_w, o.fc_b >= 0 ? p.G + o.fc_b : nullptr, a.dfch.data(), m, p.W + o.fc_w, N, C,
+                  FW);
   if (p.cfg.arch.parallel_residual) {
     a.dpar.setZero(N, C);
     norm_backward(p, a.dpar, a.dn, src, a.ln2_mean[l], a.ln2_rstd[l], o.ln2_w, o.ln2_b);
@@ -763,11 +779,12 @@ template <class T>
 void check_seed(const GradientSeed<T>& s, int L, bool has_grad) {
   require(has_grad, "a gradient seed needs a parameter gradient buffer (scratch)");
   const bool resid = s.resid_layer >= 0;
-  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid), "gradient seed: resid_layer = ",
-          s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
+  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid),
+          "gradient seed: resid_layer = ", s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
   require(resid || s.on_probs, "gradient seed: neither on_probs nor a residual seed");
   const int top = resid ? s.resid_layer - 1 : L;
-  require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top, "]");
+  require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top,
+          "]");
 }
 // Back through blocks top-1 .. out_layer (a.dres = d resid[top] on entry), then hand d resid[out_layer] out.
 template <class T>
@@ -784,16 +801,17 @@ void check_inputs(const Model<T>& model, const std::int32_t* tokens, const std::
   const ModelConfig& cfg = model.config;
   const ParamLayout& lay = model.layout;
   require(B >= 1, "batch size B must be >= 1 (got ", B, ")");
-  require(Tn >= 1 && Tn <= cfg.block_size, "sequence length T must be in [1, block_size = ", cfg.block_size,
-          "] (got ", Tn, ")");
+  require(Tn >= 1 && Tn <= cfg.block_size, "sequence length T must be in [1, block_size = ", cfg.block_size, "] (got ",
+          Tn, ")");
   require(static_cast<std::int64_t>(model.params.size()) == lay.total, "model has ", model.params.size(),
           " parameters but its layout needs ", lay.total);
-  require(!grad || static_cast<std::int64_t>(grad->size()) == lay.total, "gradient buffer has ", grad ? grad->size() : 0,
-          " entries but the layout needs ", lay.total);
+  require(!grad || static_cast<std::int64_t>(grad->size()) == lay.total, "gradient buffer has ",
+          grad ? grad->size() : 0, " entries but the layout needs ", lay.total);
   require(!(grad && hooks), "forward hooks are inference-only: no backward pass with hooks");
   const int V = cfg.vocab_size;
   for (int n = 0; n < B * Tn; ++n) {
-    require(tokens[n] >= 0 && tokens[n] < V, "token ", tokens[n], " at index ", n, " outside [0, vocab_size = ", V, ")");
+    require(tokens[n] >= 0 && tokens[n] < V, "token ", tokens[n], " at index ", n, " outside [0, vocab_size = ", V,
+            ")");
     require(targets[n] < V, "target ", targets[n], " at index ", n, " >= vocab_size = ", V);
   }
 }
@@ -812,8 +830,8 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
   a.ensure(cfg, B, Tn);
   for (int l = 0; l < L; ++l)
     if (a.plans[l].Tn != Tn) a.plans[l] = detail::make_tile_plan(detail::layer_branches(cfg.layers[l], Tn), Tn);
-  Pass<T> p{cfg, model.layout, model.params.data(), grad ? grad->data() : nullptr, a, B, Tn, N, cfg.d_model,
-            cfg.n_head, hooks, MatR<T>(N, cfg.d_model)};
+  Pass<T> p{cfg,        model.layout, model.params.data(),    grad ? grad->data() : nullptr, a, B, Tn, N, cfg.d_model,
+            cfg.n_head, hooks,        MatR<T>(N, cfg.d_model)};
 
   embed_forward(p, tokens);
   if (seed && seed->resid_layer >= 0) {  // residual seed: the objective is <seed, resid[top]>
@@ -846,8 +864,8 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
 template class Workspace<float>;
 template class Workspace<double>;
 template float forward_backward<float>(const Model<float>&, const std::int32_t*, const std::int32_t*, int, int,
-                                       std::vector<float>*, Workspace<float>&, const ForwardHooks*,
-                                       std::vector<float>*, const GradientSeed<float>*);
+                                       std::vector<float>*, Workspace<float>&, const ForwardHooks*, std::vector<float>*,
+                                       const GradientSeed<float>*);
 template double forward_backward<double>(const Model<double>&, const std::int32_t*, const std::int32_t*, int, int,
                                          std::vector<double>*, Workspace<double>&, const ForwardHooks*,
                                          std::vector<double>*, const GradientSeed<double>*);

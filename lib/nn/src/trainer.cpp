@@ -1,10 +1,9 @@
-#include "cf/core/output.hpp"
 #include "cf/nn/trainer.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -12,6 +11,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/output.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/data/token_file.hpp"
@@ -35,7 +35,8 @@ double unigram_entropy(const std::vector<std::int32_t>& t, int V) {
 void sample_batch(const std::vector<std::int32_t>& src, int B, int Tn, std::uint64_t seed, std::int64_t step, int k,
                   std::vector<std::int32_t>& x, std::vector<std::int32_t>& y) {
   std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
-                    static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(step >> 32), static_cast<std::uint32_t>(k)};
+                    static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(step >> 32),
+                    static_cast<std::uint32_t>(k)};
   std::mt19937_64 rng(seq);
   const std::uint64_t span = src.size() - static_cast<std::size_t>(Tn);  // start in [0, span)
   x.resize(static_cast<std::size_t>(B) * Tn);
@@ -55,7 +56,8 @@ void sample_rows(const std::vector<std::int32_t>& src, const std::vector<std::ui
                  int Tn, std::uint64_t seed, std::int64_t step, int k, std::vector<std::int32_t>& x,
                  std::vector<std::int32_t>& y) {
   std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
-                    static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(step >> 32), static_cast<std::uint32_t>(k)};
+                    static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(step >> 32),
+                    static_cast<std::uint32_t>(k)};
   std::mt19937_64 rng(seq);
   const std::uint64_t rows = src.size() / static_cast<std::size_t>(row_len);
   x.resize(static_cast<std::size_t>(B) * Tn);
@@ -154,10 +156,21 @@ TrainData load_token_files(const std::string& prefix) {
 }
 
 nlohmann::json TrainConfig::to_json() const {
-  return {{"max_steps", max_steps}, {"batch", batch}, {"seq_len", seq_len}, {"grad_accum", grad_accum},
-          {"lr", lr}, {"min_lr", min_lr}, {"warmup", warmup}, {"grad_clip", grad_clip},
-          {"beta1", adamw.beta1}, {"beta2", adamw.beta2}, {"eps", adamw.eps}, {"weight_decay", adamw.weight_decay},
-          {"eval_interval", eval_interval}, {"eval_batches", eval_batches}, {"ckpt_interval", ckpt_interval},
+  return {{"max_steps", max_steps},
+          {"batch", batch},
+          {"seq_len", seq_len},
+          {"grad_accum", grad_accum},
+          {"lr", lr},
+          {"min_lr", min_lr},
+          {"warmup", warmup},
+          {"grad_clip", grad_clip},
+          {"beta1", adamw.beta1},
+          {"beta2", adamw.beta2},
+          {"eps", adamw.eps},
+          {"weight_decay", adamw.weight_decay},
+          {"eval_interval", eval_interval},
+          {"eval_batches", eval_batches},
+          {"ckpt_interval", ckpt_interval},
           {"seed", seed}};
 }
 
@@ -227,13 +240,14 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     ck.model = init_model<float>(model_config, cfg.seed);
   }
   Model<float>& model = ck.model;
-  require(cfg.seq_len >= 1 && cfg.seq_len <= model.config.block_size, "seq_len must be in [1, block_size = ",
-          model.config.block_size, "] (got ", cfg.seq_len, ")");
+  require(cfg.seq_len >= 1 && cfg.seq_len <= model.config.block_size,
+          "seq_len must be in [1, block_size = ", model.config.block_size, "] (got ", cfg.seq_len, ")");
   require(data.vocab_size <= model.config.vocab_size, "data vocabulary ", data.vocab_size,
           " exceeds the model's vocab_size ", model.config.vocab_size);
   if (data.row_len > 0)
-    require(cfg.seq_len <= data.row_len - 1, "seq_len ", cfg.seq_len, " exceeds the task rows' length - 1 = ",
-            data.row_len - 1, " (aligned task data: use --seq-len ", data.row_len - 1, ")");
+    require(cfg.seq_len <= data.row_len - 1, "seq_len ", cfg.seq_len,
+            " exceeds the task rows' length - 1 = ", data.row_len - 1, " (aligned task data: use --seq-len ",
+            data.row_len - 1, ")");
   require(data.train.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "training split has ", data.train.size(),
           " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
   require(data.val.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "validation split has ", data.val.size(),
@@ -268,8 +282,7 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     if (bad_params || bad(ck.optim.m) || bad(ck.optim.v))
       throw Error(str("non-finite ", bad_params ? "parameters" : "optimizer state", " after the update of step ",
                       ck.step, " (learning rate ", applied_lr, ", weight decay ", cfg.adamw.weight_decay, ")", when,
-                      ": training stopped; ", on_disk(),
-                      " (lower --lr or raise --warmup)"));
+                      ": training stopped; ", on_disk(), " (lower --lr or raise --warmup)"));
   };
   auto save_last = [&]() {
     require_finite(" before writing a checkpoint");

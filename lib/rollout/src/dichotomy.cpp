@@ -1,4 +1,3 @@
-#include "cf/core/progress.hpp"
 #include "cf/rollout/dichotomy.hpp"
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
@@ -7,6 +6,7 @@
 #include <vector>
 
 #include "cf/core/error.hpp"
+#include "cf/core/progress.hpp"
 
 namespace cf::rollout {
 

@@ -1,7 +1,7 @@
 #include <cmath>
 
-#include "cf/core/progress.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/progress.hpp"
 #include "cf/rollout/detail/flush_denormals.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
@@ -55,7 +55,7 @@ RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& al
   check_dense(alpha, n);
   const detail::FlushDenormals ftz;
   RowMatrix P = RowMatrix::Identity(n, n);
-  Progress progress("rollout matrix: layers", alpha.size());  // stderr, terminals only
+  Progress progress("rollout matrix: layers", alpha.size());     // stderr, terminals only
   for (long l = 0; l < alpha.size(); ++l, progress.advance()) {  // P <- R(l) P, newest layer on the left
     const RowMatrix A = kernel(static_cast<int>(l));
     require(A.rows() == n && A.cols() == n, "rollout: kernel of layer ", l + 1, " is ", A.rows(), " x ", A.cols(),

@@ -159,8 +159,8 @@ std::vector<int> parse_layer_spec(const std::string& spec, int n_layer) {
       pos = 0;
     }
     require(pos == t.size() && !t.empty(), "layer spec '", spec, "': '", t, "' is not a layer index");
-    require(v >= 0 && v < n_layer, "layer spec '", spec, "': layer ", v, " is out of range (0 <= layer < n_layer = ",
-            n_layer, ")");
+    require(v >= 0 && v < n_layer, "layer spec '", spec, "': layer ", v,
+            " is out of range (0 <= layer < n_layer = ", n_layer, ")");
     return v;
   };
   while (std::getline(ss, item, ',')) {

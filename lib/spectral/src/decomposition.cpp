@@ -17,8 +17,8 @@ Eigen::VectorXd sorted_desc(Eigen::VectorXd v) {
 
 void check_sigma(const Eigen::VectorXd& sigma) {
   for (Index i = 0; i < sigma.size(); ++i)
-    require(std::isfinite(sigma[i]) && sigma[i] >= 0, "singular values must be finite and >= 0 (entry ", i,
-            " is ", sigma[i], ")");
+    require(std::isfinite(sigma[i]) && sigma[i] >= 0, "singular values must be finite and >= 0 (entry ", i, " is ",
+            sigma[i], ")");
 }
 
 }  // namespace
@@ -74,7 +74,8 @@ double effective_rank_participation(const Eigen::VectorXd& sigma) {
 
 double routing_filtering_ratio(double norm_R, double norm_F) {
   require(norm_R >= 0 && norm_F >= 0, "norms must be >= 0 (got ||R|| = ", norm_R, ", ||F|| = ", norm_F, ")");
-  if (norm_F == 0) return norm_R == 0 ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  if (norm_F == 0)
+    return norm_R == 0 ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
   return norm_R / norm_F;
 }
 
@@ -115,8 +116,8 @@ Eigen::VectorXd singular_values_skew(const Eigen::MatrixXd& S) {
 }
 
 double max_real_eigenvalue_dense(const Eigen::MatrixXd& M) {
-  require(M.rows() == M.cols() && M.rows() >= 1, "eigenvalues need a square non-empty matrix (got ", M.rows(),
-          " x ", M.cols(), ")");
+  require(M.rows() == M.cols() && M.rows() >= 1, "eigenvalues need a square non-empty matrix (got ", M.rows(), " x ",
+          M.cols(), ")");
   Eigen::EigenSolver<Eigen::MatrixXd> es(M, /*computeEigenvectors=*/false);
   if (es.info() != Eigen::Success) throw Error("general eigensolver did not converge");
   return es.eigenvalues().real().maxCoeff();

@@ -45,8 +45,8 @@ ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>&
   if (ls.empty())
     for (int l = 0; l < int(w.layers.size()); ++l) ls.push_back(l);
   for (int l : ls)
-    require(l >= 0 && l < int(w.layers.size()), "layer ", l, " is out of range (0 <= layer < n_layer = ",
-            w.layers.size(), ")");
+    require(l >= 0 && l < int(w.layers.size()), "layer ", l,
+            " is out of range (0 <= layer < n_layer = ", w.layers.size(), ")");
   std::vector<std::pair<int, int>> jobs;
   for (int l : ls)
     for (int h = 0; h < w.layers[l].n_head; ++h) jobs.emplace_back(l, h);
@@ -63,19 +63,20 @@ ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>&
     // in every time, which cost about a quarter of the analysis time.
     Eigen::MatrixXd U;
 #pragma omp for schedule(dynamic)
-  for (long j = 0; j < long(jobs.size()); ++j) omp_errors.run([&] {
-    const int l = jobs[j].first, h = jobs[j].second;
-    try {
-      const LayerWeights& lw = w.layers[l];
-      // The stacked factor U = [W_Q, W_K] in double, built straight from the float32 weights.
-      U.resize(lw.d_model, 2 * lw.d_head);
-      U.leftCols(lw.d_head) = lw.W_Q(h).cast<double>();
-      U.rightCols(lw.d_head) = lw.W_K(h).cast<double>();
-      m.heads[j] = head_result(l, h, lw.attn, analyse_factored_stacked(U, 1.0, opt));
-    } catch (const std::exception& e) {
-      throw InvalidArgument(str("layer ", l, " head ", h, ": ", e.what()));
-    }
-  });
+    for (long j = 0; j < long(jobs.size()); ++j)
+      omp_errors.run([&] {
+        const int l = jobs[j].first, h = jobs[j].second;
+        try {
+          const LayerWeights& lw = w.layers[l];
+          // The stacked factor U = [W_Q, W_K] in double, built straight from the float32 weights.
+          U.resize(lw.d_model, 2 * lw.d_head);
+          U.leftCols(lw.d_head) = lw.W_Q(h).cast<double>();
+          U.rightCols(lw.d_head) = lw.W_K(h).cast<double>();
+          m.heads[j] = head_result(l, h, lw.attn, analyse_factored_stacked(U, 1.0, opt));
+        } catch (const std::exception& e) {
+          throw InvalidArgument(str("layer ", l, " head ", h, ": ", e.what()));
+        }
+      });
   }
   omp_errors.rethrow();
   aggregate(m);

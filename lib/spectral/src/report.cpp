@@ -29,8 +29,7 @@ output::Table head_table(const ModelSpectrum& m) {
   t.header = {"layer", "head", "attn", "rho", "erank_R", "erank_F", "pr_R", "rank_R", "norm_M", "max_re_lambda"};
   for (const auto& h : m.heads)
     t.add_row({std::to_string(h.layer), std::to_string(h.head), h.attn, fmt(h.rho, 4), fmt(h.erank_R, 4),
-               fmt(h.erank_F, 4), fmt(h.pr_R, 4), std::to_string(h.rank_R), fmt(h.norm_M, 4),
-               fmt(h.max_re_lambda, 4)});
+               fmt(h.erank_F, 4), fmt(h.pr_R, 4), std::to_string(h.rank_R), fmt(h.norm_M, 4), fmt(h.max_re_lambda, 4)});
   return t;
 }
 
@@ -38,8 +37,8 @@ output::Table layer_table(const ModelSpectrum& m, ErankForm form) {
   output::Table t;
   t.title = "Per-layer profile (" + m.level + " level): spectral cascade = effective routing rank by layer (" +
             (form == ErankForm::Entropy ? "entropy" : "participation-ratio") + " form)";
-  t.header = {"layer", "attn", "erank_R", "erank_F", "rho_mean", "rho_median", "routing_heads", "max_re_mean",
-              "max_re_max"};
+  t.header = {"layer",      "attn",          "erank_R",     "erank_F",   "rho_mean",
+              "rho_median", "routing_heads", "max_re_mean", "max_re_max"};
   for (const auto& p : m.layers)
     t.add_row({std::to_string(p.layer), p.attn, fmt(form == ErankForm::Entropy ? p.erank_R : p.pr_R, 4),
                fmt(p.erank_F, 4), fmt(p.rho, 4), fmt(p.rho_median, 4), std::to_string(p.routing_heads),
@@ -50,11 +49,21 @@ output::Table layer_table(const ModelSpectrum& m, ErankForm form) {
 nlohmann::json to_json(const ModelSpectrum& m, bool with_sigma) {
   nlohmann::json heads = nlohmann::json::array(), layers = nlohmann::json::array();
   for (const auto& h : m.heads) {
-    nlohmann::json j = {{"layer", h.layer},          {"head", h.head},         {"attn", h.attn},
-                        {"rho", num(h.rho)},         {"erank_R", h.erank_R},   {"erank_F", h.erank_F},
-                        {"pr_R", h.pr_R},            {"pr_F", h.pr_F},         {"erank_M", h.erank_M},
-                        {"rank_R", h.rank_R},        {"rank_F", h.rank_F},     {"norm_M", h.norm_M},
-                        {"norm_F", h.norm_F},        {"norm_R", h.norm_R},     {"max_re_lambda", num(h.max_re_lambda)},
+    nlohmann::json j = {{"layer", h.layer},
+                        {"head", h.head},
+                        {"attn", h.attn},
+                        {"rho", num(h.rho)},
+                        {"erank_R", h.erank_R},
+                        {"erank_F", h.erank_F},
+                        {"pr_R", h.pr_R},
+                        {"pr_F", h.pr_F},
+                        {"erank_M", h.erank_M},
+                        {"rank_R", h.rank_R},
+                        {"rank_F", h.rank_F},
+                        {"norm_M", h.norm_M},
+                        {"norm_F", h.norm_F},
+                        {"norm_R", h.norm_R},
+                        {"max_re_lambda", num(h.max_re_lambda)},
                         {"max_re_lambda_tol", h.lambda_tol}};
     if (with_sigma) {
       j["sigma_R"] = vec(h.sigma_R);

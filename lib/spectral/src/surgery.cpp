@@ -18,9 +18,12 @@ Component parse_component(const std::string& name) {
 
 std::string component_name(Component c) {
   switch (c) {
-    case Component::Routing: return "routing";
-    case Component::Filtering: return "filtering";
-    case Component::Both: return "both";
+    case Component::Routing:
+      return "routing";
+    case Component::Filtering:
+      return "filtering";
+    case Component::Both:
+      return "both";
   }
   return "?";
 }
@@ -51,7 +54,8 @@ bool skew_top_right_vector(const Eigen::MatrixXd& S, Eigen::VectorXd& v_out) {
   Eigen::MatrixXd V(n, n);
   Eigen::VectorXd alpha(n), beta(n), w(n), t(n), h(n);
   // Deterministic start vector with no structure shared with any particular S.
-  for (Index i = 0; i < n; ++i) V(i, 0) = double((std::uint64_t(i + 1) * 2654435761ULL) % 4294967296ULL) / 4294967296.0 - 0.5;
+  for (Index i = 0; i < n; ++i)
+    V(i, 0) = double((std::uint64_t(i + 1) * 2654435761ULL) % 4294967296ULL) / 4294967296.0 - 0.5;
   V.col(0).normalize();
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es;
   for (Index k = 0; k < n; ++k) {
@@ -138,7 +142,8 @@ Eigen::MatrixXd sd_interaction(const Eigen::MatrixXd& S, const Eigen::VectorXd& 
 
 Eigen::MatrixXd linearize_sd(const Eigen::MatrixXd& S, const Eigen::VectorXd& d) {
   require(S.rows() == S.cols() && S.rows() == d.size() && S.rows() >= 1,
-          "S must be n x n and d must have n >= 1 entries (S is ", S.rows(), " x ", S.cols(), ", d has ", d.size(), ")");
+          "S must be n x n and d must have n >= 1 entries (S is ", S.rows(), " x ", S.cols(), ", d has ", d.size(),
+          ")");
   Eigen::MatrixXd out = truncate_skew_top_pair(S);
   out.diagonal().array() -= d.mean();
   return out;

@@ -18,11 +18,11 @@ namespace cf::app {
 
 /// Options every tool shares.
 struct CommonOptions {
-  std::string format;  ///< "" = infer: from --out's extension (.json/.csv/.h5), else table
-  std::string out;     ///< "" or "-" = stdout; otherwise written through cf::write_file_atomic
-  std::string plot;    ///< "" = no plot; .svg or .png
-  int threads = 0;     ///< 0 = the measured default (cf::default_threads)
-  bool quiet = false;  ///< no progress lines
+  std::string format;                 ///< "" = infer: from --out's extension (.json/.csv/.h5), else table
+  std::string out;                    ///< "" or "-" = stdout; otherwise written through cf::write_file_atomic
+  std::string plot;                   ///< "" = no plot; .svg or .png
+  int threads = 0;                    ///< 0 = the measured default (cf::default_threads)
+  bool quiet = false;                 ///< no progress lines
   std::string report_flag = "--out";  ///< name of the report option (messages)
 };
 

@@ -21,9 +21,9 @@ namespace cf {
 
 /// What an output path names, as the writer sees it.
 enum class OutputKind {
-  Stdout,   ///< "-"
-  File,     ///< a regular file or a name not yet taken (symbolic links are resolved first)
-  Stream,   ///< an existing character/block device, FIFO or socket: written straight through
+  Stdout,  ///< "-"
+  File,    ///< a regular file or a name not yet taken (symbolic links are resolved first)
+  Stream,  ///< an existing character/block device, FIFO or socket: written straight through
 };
 
 /// How `path` will be written: its kind and the path actually written (a symbolic link's final

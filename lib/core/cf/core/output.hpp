@@ -36,8 +36,8 @@ struct Table {
 
 /// What a tool produces: a JSON body (keys documented per tool) plus tables for humans.
 struct Report {
-  nlohmann::json meta;   ///< from metadata()
-  nlohmann::json body;   ///< tool-specific results
+  nlohmann::json meta;  ///< from metadata()
+  nlohmann::json body;  ///< tool-specific results
   std::vector<Table> tables;
   std::vector<std::string> notes;  ///< free-text lines printed under the tables
 

@@ -11,10 +11,10 @@ namespace cf {
 
 /// Resolved thread count and how it was chosen.
 struct ThreadChoice {
-  int threads = 1;          ///< OpenMP and OpenBLAS threads in use
-  int cores = 1;            ///< online processors (omp_get_num_procs)
-  double busy_others = 0;   ///< mean runnable tasks of other processes seen when measuring (default only)
-  bool measured = false;    ///< true for the default (requested == 0)
+  int threads = 1;               ///< OpenMP and OpenBLAS threads in use
+  int cores = 1;                 ///< online processors (omp_get_num_procs)
+  double busy_others = 0;        ///< mean runnable tasks of other processes seen when measuring (default only)
+  bool measured = false;         ///< true for the default (requested == 0)
   std::string describe() const;  ///< e.g. "1 (default: 2 cores, 2.0 busy)"
 };
 

@@ -48,10 +48,10 @@ class Gpt2Bpe {
  private:
   Gpt2Bpe() = default;
   std::string dir_;
-  std::unordered_map<std::string, int> encoder_;   // symbol string -> id
-  std::vector<std::string> decoder_;                // id -> symbol string (UTF-8)
-  std::unordered_map<std::string, int> ranks_;      // "first,second" -> merge rank (JS key form)
-  std::vector<std::string> byte_symbol_;            // byte -> its symbol (UTF-8)
+  std::unordered_map<std::string, int> encoder_;  // symbol string -> id
+  std::vector<std::string> decoder_;              // id -> symbol string (UTF-8)
+  std::unordered_map<std::string, int> ranks_;    // "first,second" -> merge rank (JS key form)
+  std::vector<std::string> byte_symbol_;          // byte -> its symbol (UTF-8)
   std::unordered_map<char32_t, unsigned char> symbol_byte_;
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<Token>> cache_;

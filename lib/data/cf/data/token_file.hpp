@@ -12,11 +12,11 @@ namespace cf::data {
 
 /// Contents of <prefix>.meta.json.
 struct TokenMeta {
-  int vocab_size = 0;          ///< every token id is < vocab_size (1..65536)
-  std::string tokenizer;       ///< "byte" | "gpt2"
-  std::size_t n_train = 0;     ///< tokens in <prefix>.train.bin
-  std::size_t n_val = 0;       ///< tokens in <prefix>.val.bin
-  std::string source;          ///< corpus name or text file path
+  int vocab_size = 0;       ///< every token id is < vocab_size (1..65536)
+  std::string tokenizer;    ///< "byte" | "gpt2"
+  std::size_t n_train = 0;  ///< tokens in <prefix>.train.bin
+  std::size_t n_val = 0;    ///< tokens in <prefix>.val.bin
+  std::string source;       ///< corpus name or text file path
 };
 
 /// A train/validation split of one token stream.

@@ -218,8 +218,8 @@ inline void run_block(const dim3& grid, const dim3& block, const dim3& bid, cons
 /// Throws LaunchError for more than 1024 threads per block (the CUDA limit).
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& body, std::size_t stack_bytes = 64 * 1024) {
   const unsigned long long nthreads = 1ull * block.x * block.y * block.z;
-  if (nthreads == 0 || nthreads > 1024) throw LaunchError("emulated launch: " + std::to_string(nthreads) +
-                                                          " threads per block (CUDA allows 1..1024)");
+  if (nthreads == 0 || nthreads > 1024)
+    throw LaunchError("emulated launch: " + std::to_string(nthreads) + " threads per block (CUDA allows 1..1024)");
   const long long nblocks = 1ll * grid.x * grid.y * grid.z;
   std::exception_ptr first;
   // omp-exceptions: each block runs in try/catch; the first exception is kept in `first` and rethrown after the region
@@ -268,7 +268,6 @@ inline int atomicAdd(int* addr, int v) { return __atomic_fetch_add(addr, v, __AT
 inline float __expf(float x) { return std::exp(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
-#define CF_LAUNCH(kernel, grid, block, ...) \
-  ::cf::gpu::emu::launch((grid), (block), [&] { kernel(__VA_ARGS__); })
+#define CF_LAUNCH(kernel, grid, block, ...) ::cf::gpu::emu::launch((grid), (block), [&] { kernel(__VA_ARGS__); })
 
 #endif  // __CUDACC__

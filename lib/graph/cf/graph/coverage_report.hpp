@@ -37,8 +37,8 @@ struct CoverageRequest {
 /// A finished report plus what the tool draws and whether verification failed.
 struct CoverageOutcome {
   output::Report report;
-  CoverageMatrix map;        ///< C(d, r), rows d = 0..d_max, columns r = 0..b-1
-  std::string map_title;     ///< plot title of the map
+  CoverageMatrix map;                         ///< C(d, r), rows d = 0..d_max, columns r = 0..b-1
+  std::string map_title;                      ///< plot title of the map
   std::optional<CoverageMatrix> compare_map;  ///< C(d, r) of the --compare pattern (closed form), if any
   bool verify_failed = false;
 };

@@ -15,11 +15,11 @@ using BigInt = boost::multiprecision::cpp_int;
 /// excluded: distinct vertices means strictly increasing positions).
 struct RunwayCount {
   Index s = 0, d = 0;
-  bool direct_edge = false;        ///< whether (s, d) itself is an edge (the length-1 path)
-  BigInt paths = 0;                ///< all paths s -> d, any length >= 1
-  BigInt runway = 0;               ///< paths of length >= 2 (Def. 3.1)
-  double log2_runway = 0;          ///< log2(runway), -inf if zero
-  std::vector<BigInt> by_length;   ///< by_length[l] = paths of length l (l = 0..d-s), if requested
+  bool direct_edge = false;       ///< whether (s, d) itself is an edge (the length-1 path)
+  BigInt paths = 0;               ///< all paths s -> d, any length >= 1
+  BigInt runway = 0;              ///< paths of length >= 2 (Def. 3.1)
+  double log2_runway = 0;         ///< log2(runway), -inf if zero
+  std::vector<BigInt> by_length;  ///< by_length[l] = paths of length l (l = 0..d-s), if requested
 };
 
 /// Count paths by dynamic programming over positions s..d with prefix sums over the mask's

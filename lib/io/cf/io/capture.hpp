@@ -31,23 +31,23 @@ ResidualAlpha residual_alpha(const Eigen::Ref<const Eigen::MatrixXd>& resid_norm
 /// What a capture holds: N sequences of T tokens through L layers with per-layer head counts and
 /// head dimensions (d_head may differ per layer).
 struct CaptureHeader {
-  std::string config_json;       ///< the model config (checkpoint `config` attribute)
-  std::string source;            ///< text or data path the sequences came from
-  int n_seq = 0, seq_len = 0;    ///< N >= 1, T >= 1
-  std::vector<int> n_head;       ///< per layer, >= 1 (size L >= 1)
-  std::vector<int> d_head;       ///< per layer, >= 1 (size L)
-  std::vector<int> heads;        ///< model head indices stored in attn_probs/q/k (empty = all
-                                 ///< heads, /heads omitted); else size n_head[l] for every layer
+  std::string config_json;     ///< the model config (checkpoint `config` attribute)
+  std::string source;          ///< text or data path the sequences came from
+  int n_seq = 0, seq_len = 0;  ///< N >= 1, T >= 1
+  std::vector<int> n_head;     ///< per layer, >= 1 (size L >= 1)
+  std::vector<int> d_head;     ///< per layer, >= 1 (size L)
+  std::vector<int> heads;      ///< model head indices stored in attn_probs/q/k (empty = all
+                               ///< heads, /heads omitted); else size n_head[l] for every layer
 };
 
 /// One layer's capture of one sequence (row-major float32 buffers).
 struct LayerCapture {
-  const float* attn_probs = nullptr;  ///< [H, T, T], row = query (may be null: not stored)
-  const float* q = nullptr;           ///< [H, T, d_head] (may be null)
-  const float* k = nullptr;           ///< [H, T, d_head] (may be null)
-  const float* resid_in_norm = nullptr;  ///< [T], required
-  const float* attn_out_norm = nullptr;  ///< [T], required
-  const float* resid_out_norm = nullptr; ///< [T], ||x_t + a_t||_2 leaving the attention block (may be null)
+  const float* attn_probs = nullptr;      ///< [H, T, T], row = query (may be null: not stored)
+  const float* q = nullptr;               ///< [H, T, d_head] (may be null)
+  const float* k = nullptr;               ///< [H, T, d_head] (may be null)
+  const float* resid_in_norm = nullptr;   ///< [T], required
+  const float* attn_out_norm = nullptr;   ///< [T], required
+  const float* resid_out_norm = nullptr;  ///< [T], ||x_t + a_t||_2 leaving the attention block (may be null)
 };
 
 /// Streaming writer handed to the fill function of write_capture_atomic.

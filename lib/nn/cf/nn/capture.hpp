@@ -17,8 +17,7 @@ namespace cf::nn {
 /// n_seq = 1): evenly spread over the stream, overlapping only when len < n_seq (seq_len + 1).
 /// Requires seq_len >= 1, n_seq >= 1 and tokens.size() >= seq_len + 1; throws
 /// cf::InvalidArgument naming the counts otherwise.
-std::vector<std::vector<std::int32_t>> capture_windows(const std::vector<std::int32_t>& tokens, int seq_len,
-                                                       int n_seq);
+std::vector<std::vector<std::int32_t>> capture_windows(const std::vector<std::int32_t>& tokens, int seq_len, int n_seq);
 
 /// Token ids of a text in the vocabulary of `cfg`: a file path, or the packaged corpora "brown" /
 /// "kjv" (cf/data/corpus.hpp); bytes when vocab_size = 256, GPT-2 BPE when 50,257 (vocabulary files
@@ -37,10 +36,10 @@ double attention_row_entropy(const float* probs, int seq_len);
 /// What to store. heads: model head indices to keep in attn_probs / q / k (distinct, each in
 /// [0, n_head); empty = all); the residual norms and alpha_l never depend on it.
 struct CaptureOptions {
-  bool store_probs = true;   ///< /layer_{l}/attn_probs [N, H, T, T]
-  bool store_qk = true;      ///< /layer_{l}/q, /layer_{l}/k [N, H, T, d_head]
-  std::vector<int> heads;    ///< empty = all heads
-  std::string source;        ///< the text or data path, root attribute `source`
+  bool store_probs = true;  ///< /layer_{l}/attn_probs [N, H, T, T]
+  bool store_qk = true;     ///< /layer_{l}/q, /layer_{l}/k [N, H, T, d_head]
+  std::vector<int> heads;   ///< empty = all heads
+  std::string source;       ///< the text or data path, root attribute `source`
 };
 
 /// Per-layer results of a capture.

@@ -4,9 +4,8 @@
 // format, format_version, config (JSON), step, train_config (JSON), best_val_loss. Written
 // atomically (temporary sibling + fsync + rename), so a killed write never replaces a good file.
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cf/nn/model.hpp"
 #include "cf/nn/optim.hpp"

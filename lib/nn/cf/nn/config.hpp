@@ -3,10 +3,9 @@
 // norm-free) GPT with tied embeddings and one attention variant per layer. The JSON form is the
 // `config` attribute of checkpoints (docs/checkpoint_format.md).
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cf/graph/mask.hpp"
 

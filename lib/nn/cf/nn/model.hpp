@@ -39,8 +39,8 @@ using ScoreHook = std::function<void(int layer, int head, Eigen::Ref<Eigen::Matr
 ///  - resid_in_norm, attn_out_norm, resid_out_norm [T]: per-token Euclidean norms of those three
 ///    (accumulated in double), the inputs of alpha_l (SPEC §2, seed 004 Eq. 1).
 struct LayerActivations {
-  int layer = 0;    ///< 0..L-1
-  int seq = 0;      ///< sequence index b in the batch, 0..B-1
+  int layer = 0;  ///< 0..L-1
+  int seq = 0;    ///< sequence index b in the batch, 0..B-1
   int n_head = 0, seq_len = 0, d_head = 0, d_model = 0;
   const float* attn_probs = nullptr;
   const float* q = nullptr;

@@ -5,12 +5,13 @@
 // so the finite-difference tests run the same code in double. Rows are parallelised with OpenMP
 // (static schedules: the result does not depend on timing, only on the thread count through
 // Eigen's GEMM blocking).
+#include <cblas.h>
+#include <omp.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <omp.h>
-#include <cblas.h>
 #include <type_traits>
 
 #include "cf/core/omp_exception.hpp"
@@ -77,8 +78,8 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
 }
 /// Backward of layernorm_forward: dinp [N, C] +=, dw, db [C] +=.
 template <class T>
-void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                        const T* rstd, int N, int C) {
+void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean, const T* rstd,
+                        int N, int C) {
   // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -209,13 +210,14 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, std::int64_t n) {
   constexpr std::int64_t kChunk = 4096;
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < n; c0 += kChunk) omp_errors.run([&] {
-    const std::int64_t m = std::min(kChunk, n - c0);
-    Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> x(inp + c0, m), d(dout + c0, m);
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dx(dinp + c0, m);
-    const Eigen::Array<T, Eigen::Dynamic, 1> th = (s * (x + T(0.044715) * x * x * x)).tanh();
-    dx += (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * s * (T(1) + T(3 * 0.044715) * x * x)) * d;
-  });
+  for (std::int64_t c0 = 0; c0 < n; c0 += kChunk)
+    omp_errors.run([&] {
+      const std::int64_t m = std::min(kChunk, n - c0);
+      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> x(inp + c0, m), d(dout + c0, m);
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dx(dinp + c0, m);
+      const Eigen::Array<T, Eigen::Dynamic, 1> th = (s * (x + T(0.044715) * x * x * x)).tanh();
+      dx += (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * s * (T(1) + T(3 * 0.044715) * x * x)) * d;
+    });
   omp_errors.rethrow();
 }
 

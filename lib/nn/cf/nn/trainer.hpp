@@ -7,10 +7,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/config.hpp"
@@ -49,14 +48,14 @@ TrainData load_token_files(const std::string& prefix);
 /// Training-run settings. Paths: out_dir receives last.h5, best.h5, log.csv (and the plot).
 struct TrainConfig {
   std::string out_dir = "run";
-  std::int64_t max_steps = 1000;   ///< total optimizer updates of the run (defines the schedule)
-  std::int64_t stop_after = 0;     ///< > 0: stop (and checkpoint) after this many updates in total
-  int batch = 8;                   ///< sequences per micro-batch
-  int seq_len = 256;               ///< T <= block_size
-  int grad_accum = 1;              ///< micro-batches per update
+  std::int64_t max_steps = 1000;  ///< total optimizer updates of the run (defines the schedule)
+  std::int64_t stop_after = 0;    ///< > 0: stop (and checkpoint) after this many updates in total
+  int batch = 8;                  ///< sequences per micro-batch
+  int seq_len = 256;              ///< T <= block_size
+  int grad_accum = 1;             ///< micro-batches per update
   double lr = 1e-3, min_lr = 1e-4;
   std::int64_t warmup = 100;
-  double grad_clip = 1.0;          ///< <= 0: off
+  double grad_clip = 1.0;  ///< <= 0: off
   AdamWConfig adamw;
   std::int64_t eval_interval = 100;  ///< validate every this many updates (and at the end)
   int eval_batches = 4;              ///< micro-batches of validation

@@ -29,16 +29,16 @@ struct LayerWeights {
   Eigen::Map<const Eigen::MatrixXf> W_K(int h) const {
     return {qk.data() + std::size_t(n_head + h) * std::size_t(d_head) * std::size_t(d_model), d_model, d_head};
   }
-  Eigen::MatrixXd damp_w;          ///< S–D only: H x d_model (d_i = softplus(w_h . x_i + b_h) + eps)
-  Eigen::VectorXd damp_b;          ///< S–D only: H
-  double sd_eps = 0;               ///< S–D damping offset from the config
+  Eigen::MatrixXd damp_w;  ///< S–D only: H x d_model (d_i = softplus(w_h . x_i + b_h) + eps)
+  Eigen::VectorXd damp_b;  ///< S–D only: H
+  double sd_eps = 0;       ///< S–D damping offset from the config
 };
 
 /// The attention part of a checkpoint.
 struct AttentionWeights {
   int n_layer = 0, n_head = 0, d_model = 0;
-  std::string pos, norm;        ///< config "pos" and "norm"
-  nlohmann::json config;        ///< the full `config` attribute
+  std::string pos, norm;  ///< config "pos" and "norm"
+  nlohmann::json config;  ///< the full `config` attribute
   std::vector<LayerWeights> layers;
 };
 

@@ -69,14 +69,14 @@ struct AnalysisOptions {
 
 /// All per-head metrics of seed 003 §2-3 for one interaction matrix.
 struct HeadSpectrum {
-  Index n = 0;          ///< dimension of M (d at weight level, n tokens at sequence level)
-  Spectrum M, F, R;     ///< M.sigma is empty when options.spectrum_M is false
-  double rho = 0;       ///< ||R||_F / ||F||_F
+  Index n = 0;       ///< dimension of M (d at weight level, n tokens at sequence level)
+  Spectrum M, F, R;  ///< M.sigma is empty when options.spectrum_M is false
+  double rho = 0;    ///< ||R||_F / ||F||_F
   /// max_i Re lambda_i(M) (> lambda_tol: dynamically unstable head, seed 003 §3); NaN when not computed.
   double max_re_lambda = 0;
   /// Rounding level of max_re_lambda: n u ||M||_F (AnalysisOptions); values up to it are noise.
   double lambda_tol = 0;
-  std::string method;   ///< "dense" or "factored"
+  std::string method;  ///< "dense" or "factored"
 };
 
 /// Build a Spectrum from singular values (any order, >= 0); rank_tol is relative to sigma_max.

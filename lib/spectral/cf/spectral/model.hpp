@@ -18,8 +18,8 @@ struct HeadResult {
   /// across sequences per head"); at weight level the values of the one kernel.
   double rho = 0, erank_R = 0, erank_F = 0, pr_R = 0, pr_F = 0, erank_M = 0;
   double norm_M = 0, norm_F = 0, norm_R = 0, max_re_lambda = 0;
-  double lambda_tol = 0;  ///< rounding level of max_re_lambda (HeadSpectrum::lambda_tol; averaged)
-  Index rank_R = 0, rank_F = 0;  ///< numerical ranks (sequence level: of the last text)
+  double lambda_tol = 0;             ///< rounding level of max_re_lambda (HeadSpectrum::lambda_tol; averaged)
+  Index rank_R = 0, rank_F = 0;      ///< numerical ranks (sequence level: of the last text)
   Eigen::VectorXd sigma_R, sigma_F;  ///< leading singular values (weight level; sequence: last text)
 };
 
@@ -40,7 +40,7 @@ struct ModelSummary {
 
 /// All results of one analysis.
 struct ModelSpectrum {
-  std::string level;  ///< "weight" or "sequence"
+  std::string level;                 ///< "weight" or "sequence"
   std::vector<HeadResult> heads;     ///< ordered by (layer, head)
   std::vector<LayerProfile> layers;  ///< one per analysed layer, ascending
   ModelSummary summary;

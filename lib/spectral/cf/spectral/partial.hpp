@@ -11,9 +11,10 @@
 // SymmetricPart, SkewPart, DiagonalShift below). Spectra 1.0 requires nev < ncv <= n (symmetric)
 // and nev + 2 < ncv <= n (general): outside those limits, or for n <= dense_max_n, the operator
 // is materialised column by column and solved densely.
-#include <Eigen/Dense>
 #include <Spectra/GenEigsSolver.h>
 #include <Spectra/SymEigsSolver.h>
+
+#include <Eigen/Dense>
 #include <algorithm>
 #include <string>
 
@@ -91,10 +92,10 @@ struct DiagonalShift {
 
 /// Settings of the partial solvers.
 struct PartialOptions {
-  Index ncv = 0;            ///< Krylov subspace size; 0 = min(n, max(2 nev + 1, 20))
+  Index ncv = 0;  ///< Krylov subspace size; 0 = min(n, max(2 nev + 1, 20))
   Index max_iter = 1000;
-  double tol = 1e-10;       ///< Spectra's relative convergence tolerance
-  Index dense_max_n = 64;   ///< n <= this: always dense (Krylov gains nothing)
+  double tol = 1e-10;      ///< Spectra's relative convergence tolerance
+  Index dense_max_n = 64;  ///< n <= this: always dense (Krylov gains nothing)
   /// If Spectra does not converge and n <= this, fall back to the dense solver.
   Index dense_fallback_max_n = 4096;
 };
@@ -102,9 +103,9 @@ struct PartialOptions {
 /// Outcome of a partial solve: the values plus a status (STYLE habit 5: numerical outcomes are
 /// status fields, not exceptions).
 struct PartialResult {
-  Eigen::VectorXd values;     ///< descending
-  bool converged = false;     ///< true for dense results and converged Spectra runs
-  std::string method;         ///< "spectra", "dense", "dense (spectra did not converge)", "spectra (not converged)"
+  Eigen::VectorXd values;  ///< descending
+  bool converged = false;  ///< true for dense results and converged Spectra runs
+  std::string method;      ///< "spectra", "dense", "dense (spectra did not converge)", "spectra (not converged)"
   Index n_converged = 0;
 };
 

@@ -71,8 +71,7 @@ ModelSpectrum analyse_sequences(const nn::Model<float>& model, const std::vector
   hooks.on_scores = [&](int l, int h, Eigen::Ref<Eigen::MatrixXf> M) {
     if (!want.count(l)) return;
     const HeadSpectrum s = analyse_scores(M.cast<double>(), ao, opt.dense_eigen_max_n);
-    per_head[std::size_t(l) * H + h].push_back(
-        head_result(l, h, nn::attn_name(model.config.layers[l].attn), s));
+    per_head[std::size_t(l) * H + h].push_back(head_result(l, h, nn::attn_name(model.config.layers[l].attn), s));
   };
   for (const auto& t : texts) {
     const std::size_t n = std::min<std::size_t>(t.size(), std::size_t(model.config.block_size));

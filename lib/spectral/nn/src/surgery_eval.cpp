@@ -1,4 +1,3 @@
-#include "cf/core/progress.hpp"
 #include "cf/spectral/surgery_eval.hpp"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 #include <limits>
 
 #include "cf/core/error.hpp"
+#include "cf/core/progress.hpp"
 
 namespace cf::spectral {
 
@@ -73,7 +73,8 @@ void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, Com
   // Singular values of the skew routing part come in equal pairs: an odd k keeps half a plane.
   require(component == Component::Filtering || rank % 2 == 0 || rank >= context, "--rank ", rank,
           " is odd: routing ranks must be even (the singular values of R come in pairs, one per rotation plane); "
-          "use --rank ", rank - 1, " or ", rank + 1);
+          "use --rank ",
+          rank - 1, " or ", rank + 1);
 }
 
 std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>& model,
@@ -143,14 +144,16 @@ std::vector<SweepRow> sweep_rows(const std::vector<int>& layers, const std::vect
 std::vector<SweepRow> sweep_per_layer(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                                       const std::vector<int>& layers, bool linear_attention, double baseline_ppl,
                                       const PerplexitySettings& ps) {
-  return sweep_rows(layers, evaluate_interventions(model, tokens, sweep_interventions(layers, linear_attention, false), ps),
+  return sweep_rows(layers,
+                    evaluate_interventions(model, tokens, sweep_interventions(layers, linear_attention, false), ps),
                     baseline_ppl);
 }
 
 std::vector<SweepRow> sweep_cumulative(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                                        const std::vector<int>& layers, bool linear_attention, double baseline_ppl,
                                        const PerplexitySettings& ps) {
-  return sweep_rows(layers, evaluate_interventions(model, tokens, sweep_interventions(layers, linear_attention, true), ps),
+  return sweep_rows(layers,
+                    evaluate_interventions(model, tokens, sweep_interventions(layers, linear_attention, true), ps),
                     baseline_ppl);
 }
 

@@ -17,7 +17,7 @@ struct Activations {
   std::vector<MatR<T>> resid, ln1, ln2, qkv, atty, resid_mid, fch, fcg, damp_z, damp_d;
   std::vector<std::vector<T>> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, P, lin_s, tau;
   std::vector<std::vector<std::vector<std::uint8_t>>> masks;  ///< dense path only, built on first use
-  std::vector<detail::TilePlan> plans;                       ///< per layer: branches and key tiles
+  std::vector<detail::TilePlan> plans;                        ///< per layer: branches and key tiles
   std::vector<int> nbranch;
   /// lse[l]: [B, H, nbranch, T] log-sum-exp per row and branch (both paths); obr[l]: tiled path with
   /// more than one branch, [B, H, nbranch, T, dh] branch outputs (the backward's D = dO . O_branch).
@@ -92,13 +92,30 @@ struct Activations {
     auto add = [&](const auto& v) {
       for (const auto& m : v) n += static_cast<std::size_t>(m.size()) * sizeof(T);
     };
-    add(resid); add(ln1); add(ln2); add(qkv); add(atty); add(resid_mid); add(fch); add(fcg); add(damp_z);
-    add(damp_d); add(ln1_mean); add(ln1_rstd); add(ln2_mean); add(ln2_rstd); add(P); add(lin_s); add(tau);
-    add(lse); add(obr);
+    add(resid);
+    add(ln1);
+    add(ln2);
+    add(qkv);
+    add(atty);
+    add(resid_mid);
+    add(fch);
+    add(fcg);
+    add(damp_z);
+    add(damp_d);
+    add(ln1_mean);
+    add(ln1_rstd);
+    add(ln2_mean);
+    add(ln2_rstd);
+    add(P);
+    add(lin_s);
+    add(tau);
+    add(lse);
+    add(obr);
     n += (rw_dvs.size() + rw_dvl.size() + rw_dB.size() + dd_t.size()) * sizeof(T);
     n += (rbias.size() + dS.size() + lnf_mean.size() + lnf_rstd.size() + losses.size()) * sizeof(T);
     n += static_cast<std::size_t>(lnf.size() + logits.size() + dres.size() + dn.size() + dfc.size() + dfch.size() +
-                                  datty.size() + dqkv.size() + ddamp.size()) * sizeof(T);
+                                  datty.size() + dqkv.size() + ddamp.size()) *
+         sizeof(T);
     return n;
   }
 };

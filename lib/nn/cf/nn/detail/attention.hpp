@@ -3,9 +3,9 @@
 // model.cpp for every variant and by the op-level gradient tests. Internal: the public entry is
 // cf::nn::forward_backward.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <functional>
 #include <limits>
 #include <vector>

@@ -96,8 +96,7 @@ void tile_mask(const BranchRows& br, int i0, int ni, int j0, int nj, MatR<T>& M)
 /// outputs, nb blocks of T x dh (stride dh); lse: nb x T log-sum-exp per row (-inf where the
 /// branch admits no key of the row).
 template <class T>
-void tiled_forward_qtile(const TiledHead<T>& h, const TilePlan& plan, int qt, T* y, std::int64_t ldy, T* obr,
-                         T* lse) {
+void tiled_forward_qtile(const TiledHead<T>& h, const TilePlan& plan, int qt, T* y, std::int64_t ldy, T* obr, T* lse) {
   const int i0 = qt * kTile, ni = std::min(h.Tn, i0 + kTile) - i0, dh = h.dh;
   const T ninf = -std::numeric_limits<T>::infinity();
   CSMap<T> V(h.v, h.Tn, dh, Eigen::OuterStride<>(h.ld));

@@ -14,9 +14,9 @@ namespace cf::spectral {
 
 /// One intervention on a model.
 struct Intervention {
-  SurgerySpec spec;                   ///< truncation of the selected layers (rank < 0: none)
-  std::vector<int> layers;            ///< layers the truncation / linearisation applies to
-  bool linearize = false;             ///< linearize those layers instead (top routing pair + scalar filtering)
+  SurgerySpec spec;         ///< truncation of the selected layers (rank < 0: none)
+  std::vector<int> layers;  ///< layers the truncation / linearisation applies to
+  bool linearize = false;   ///< linearize those layers instead (top routing pair + scalar filtering)
   ScalarFiltering scalar = ScalarFiltering::TraceOverN;
   std::vector<int> linear_attention;  ///< layers replaced by ELU+1 linear attention
 };
@@ -40,10 +40,10 @@ nn::PerplexityResult evaluate_intervention(const nn::Model<float>& model, const 
                                            const Intervention& iv, const PerplexitySettings& ps);
 
 /// Perplexities of several interventions on the same tokens: result[i] belongs to ivs[i]. The
-/// evaluations run concurrently, OpenMP over the interventions (dynamic schedule); each is one serial nn::evaluate_perplexity, whose own parallel regions are
-/// nested and run on one thread. Fine-grained OpenMP regions per (layer, head) and window are what
-/// made sweeps slow on a loaded 2-core machine (threads spin-waiting for cores); coarse tasks do
-/// not suffer from it. Every entry runs the same code path, so an identity intervention equals the
+/// evaluations run concurrently, OpenMP over the interventions (dynamic schedule); each is one serial
+/// nn::evaluate_perplexity, whose own parallel regions are nested and run on one thread. Fine-grained OpenMP regions
+/// per (layer, head) and window are what made sweeps slow on a loaded 2-core machine (threads spin-waiting for cores);
+/// coarse tasks do not suffer from it. Every entry runs the same code path, so an identity intervention equals the
 /// baseline entry bit for bit. An exception inside a task is rethrown (the first by index) afterwards.
 std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>& model,
                                                          const std::vector<std::int32_t>& tokens,
