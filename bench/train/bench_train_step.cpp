@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "cf/nn/gemm_backend.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/optim.hpp"
 
@@ -74,7 +75,8 @@ int main(int argc, char** argv) {
   const double act_mb = static_cast<double>(ws.bytes()) / 1048576.0;
   std::printf(
       "causalflow params=%.0f tokens_per_s=%.1f step_s=%.4f loss=%.4f peak_rss_mb=%.1f theory_state_mb=%.1f "
-      "theory_act_mb=%.1f theory_total_mb=%.1f\n",
-      P, double(B) * Tn * steps / secs, secs / steps, loss, ru.ru_maxrss / 1024.0, state_mb, act_mb, state_mb + act_mb);
+      "theory_act_mb=%.1f theory_total_mb=%.1f gemm=\"%s\"\n",
+      P, double(B) * Tn * steps / secs, secs / steps, loss, ru.ru_maxrss / 1024.0, state_mb, act_mb, state_mb + act_mb,
+      cf::nn::gemm_backend_description().c_str());
   return 0;
 }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Side-by-side tokens/s of one training step (forward + backward + clip + AdamW): causalflow vs
 # Debian python3-torch, the same model on the same machine, alternating runs, at 1 and 2 threads.
-# Usage: bench/train/run_bench.sh BUILD_DIR [a|b] [REPS]
+# Usage: bench/train/run_bench.sh BUILD_DIR [a|b] [REPS] [CORETYPE]
+#   CORETYPE: empty (default) = OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for both sides (OpenBLAS
+#   picks its kernels from the CPU model; on CPUs it does not know it falls back to Prescott/SSE3);
+#   a name (e.g. Cooperlake, SkylakeX, Haswell) = OPENBLAS_CORETYPE set to it for BOTH sides alike.
 #   a: 4 layers, d_model 256, 4 heads, T 256, B 8, byte vocabulary (issue 4 config a)
 #   b: GPT-2 124M shape (12 x 768, 12 heads, vocab 50257) at T 1024, B 1
 set -eu
-build="$1"; which="${2:-a}"; reps="${3:-3}"
+build="$1"; which="${2:-a}"; reps="${3:-3}"; core="${4:-}"
+coreenv=(-u OPENBLAS_CORETYPE)
+[ -n "$core" ] && coreenv=(OPENBLAS_CORETYPE="$core")
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ "$which" = a ]; then args=(4 256 4 256 8 256 4 1); else args=(12 768 12 1024 1 50257 2 1); fi
 tc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
@@ -20,12 +25,13 @@ if [ ! -x "$build/bench/bin/bench_train_step" ]; then
   echo "run_bench.sh: $build/bench/bin/bench_train_step not found (build first: cmake --build $build --target bench_train_step)" >&2
   exit 2
 fi
+echo "# $(date -u '+%F %T UTC') load:$(cut -d' ' -f1-3 /proc/loadavg) OPENBLAS_CORETYPE=${core:-<unset>}"
 for th in 1 2; do
   for rep in $(seq "$reps"); do
     echo -n "threads=$th rep=$rep "
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}"
+    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}"
     echo -n "threads=$th rep=$rep "
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
+    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
       /usr/bin/python3 "$here/torch_train_step.py" "${args[@]}"
   done
 done

@@ -18,6 +18,7 @@
 #include "cf/influence/jacobian_analysis.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
+#include "cf/notebook/cli.hpp"
 
 using namespace cf;
 
@@ -35,24 +36,9 @@ void heatmap(const Eigen::MatrixXd& m, const std::string& title, const std::stri
   plot::save(h, path);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  bool full = false;
-  std::string out_dir = "seed000_jacobian_out";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--full")
-      full = true;
-    else if (a == "--out-dir" && i + 1 < argc)
-      out_dir = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--full] [--out-dir DIR]\n", argv[0]);
-      return 2;
-    }
-  }
-  std::filesystem::create_directories(out_dir);
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+int report(const notebook::Options& opt) {
+  const std::string& out_dir = opt.out;
+  const bool full = opt.full();
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TrainData data = nn::load_corpus_bytes("brown", 0.05);
   const int n = full ? 32 : 24;
@@ -107,4 +93,12 @@ int main(int argc, char** argv) {
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("\nfigures: %s/seed000_*_{measured,bound}.svg\nrun time: %.1f s\n", out_dir.c_str(), sec);
   return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return notebook::run(argc, argv, "nb_seed000_01_jacobian_vs_bound",
+                       "Notebook: seed 000 Theorem 3.3, exact Jacobian blocks vs the bound on trained models",
+                       "seed000_jacobian_out", report);
 }

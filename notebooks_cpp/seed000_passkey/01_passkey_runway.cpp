@@ -7,12 +7,11 @@
 // Usage: nb_seed000_passkey_01 [--mode quick|full] [--out DIR] [--threads N]
 //   quick (CTest): tiny data, 20 steps: the pipeline and the statistics' consistency only.
 //   full: the documented run of docs/probe.md.
-#include <omp.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "cf/core/atomic_file.hpp"
@@ -20,43 +19,22 @@
 #include "cf/data/corpus.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/nn/trainer.hpp"
+#include "cf/notebook/cli.hpp"
 #include "cf/probe/passkey.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen
-  std::string mode = "quick", out = "results/seed000_passkey";
-  int threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc)
-      mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
-      out = argv[++i];
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: %s [--mode quick|full] [--out DIR] [--threads N]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (mode != "quick" && mode != "full") {
-    std::fprintf(stderr, "--mode must be quick or full (got '%s')\n", mode.c_str());
-    return 2;
-  }
-  if (threads > 0) omp_set_num_threads(threads);
-  const bool full = mode == "full";
+namespace {
+
+int report(const notebook::Options& opt) {
+  const std::string& mode = opt.mode;
+  const std::string& out = opt.out;
+  const bool full = opt.full();
   const auto t0 = std::chrono::steady_clock::now();
-  std::filesystem::create_directories(out);
-  std::string text;
-  try {
-    text = full ? data::load_corpus("brown") : data::brown_text("", 20);  // quick: the first 20 files
-  } catch (const std::exception& e) {
-    std::printf("SKIP: Brown corpus not available (%s)\n", e.what());
-    return 77;
-  }
-  text.resize(std::min<std::size_t>(text.size(), 1000000));
+  const std::optional<std::string> brown = notebook::brown_text(full);
+  if (!brown) return 77;
+  const std::string& text = *brown;
   const auto tok = data::Tokenizer::create("byte");
   probe::PasskeySpec s;
   s.lengths = full ? std::vector<int>{64, 96, 128} : std::vector<int>{64, 96};
@@ -125,4 +103,12 @@ int main(int argc, char** argv) {
   }
   std::printf("OK\n");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return notebook::run(argc, argv, "nb_seed000_passkey_01",
+                       "Notebook: seed 000 passkey retrieval, standard vs runway-rewired models",
+                       "results/seed000_passkey", report);
 }

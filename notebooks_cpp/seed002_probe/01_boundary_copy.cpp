@@ -11,11 +11,9 @@
 //   full: the documented run of docs/probe.md (about 4 x 1500 steps; minutes on 2 busy cores).
 // Exit 1 if a phase is significantly above its bound (a contradiction of Theorem 2 to report),
 // or, in full mode, if SE-Bridge does not beat Block on phase 0 (McNemar p >= 0.01).
-#include <omp.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -23,35 +21,19 @@
 #include "cf/core/plot.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/nn/trainer.hpp"
+#include "cf/notebook/cli.hpp"
 #include "cf/probe/boundary_copy.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen
-  std::string mode = "quick", out = "results/seed002_boundary_copy";
-  int threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc)
-      mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
-      out = argv[++i];
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: %s [--mode quick|full] [--out DIR] [--threads N]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (mode != "quick" && mode != "full") {
-    std::fprintf(stderr, "--mode must be quick or full (got '%s')\n", mode.c_str());
-    return 2;
-  }
-  if (threads > 0) omp_set_num_threads(threads);
-  const bool full = mode == "full";
+namespace {
+
+int report(const notebook::Options& opt) {
+  const std::string& mode = opt.mode;
+  const std::string& out = opt.out;
+  const bool full = opt.full();
   const auto t0 = std::chrono::steady_clock::now();
-  std::filesystem::create_directories(out);
 
   // ---- task: K = 4, d = 1, b = 4, 32 positions, random alphabet filler
   probe::BoundaryCopySpec s;
@@ -204,4 +186,12 @@ int main(int argc, char** argv) {
   }
   std::printf("OK\n");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return notebook::run(argc, argv, "nb_seed002_probe_01_boundary_copy",
+                       "Notebook: seed 002 K-way boundary copy on trained models vs the coverage bound",
+                       "results/seed002_boundary_copy", report);
 }

@@ -5,55 +5,33 @@
 // paired McNemar / bootstrap per family. Reports what it finds.
 //
 // Usage: nb_seed002_probe_02_hybrid [--mode quick|full] [--out DIR] [--threads N]
-#include <omp.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/nn/trainer.hpp"
+#include "cf/notebook/cli.hpp"
 #include "cf/probe/ranking.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen
-  std::string mode = "quick", out = "results/seed002_hybrid_ranking";
-  int threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mode") && i + 1 < argc)
-      mode = argv[++i];
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
-      out = argv[++i];
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: %s [--mode quick|full] [--out DIR] [--threads N]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (mode != "quick" && mode != "full") {
-    std::fprintf(stderr, "--mode must be quick or full (got '%s')\n", mode.c_str());
-    return 2;
-  }
-  if (threads > 0) omp_set_num_threads(threads);
-  const bool full = mode == "full";
+namespace {
+
+int report(const notebook::Options& opt) {
+  const std::string& mode = opt.mode;
+  const std::string& out = opt.out;
+  const bool full = opt.full();
   const auto t0 = std::chrono::steady_clock::now();
-  std::filesystem::create_directories(out);
-  std::string text;
-  try {
-    text = full ? data::load_corpus("brown") : data::brown_text("", 20);  // quick: the first 20 files
-  } catch (const std::exception& e) {
-    std::printf("SKIP: Brown corpus not available (%s)\n", e.what());
-    return 77;
-  }
-  text.resize(std::min<std::size_t>(text.size(), 1000000));
+  const std::optional<std::string> brown = notebook::brown_text(full);
+  if (!brown) return 77;
+  const std::string& text = *brown;
   const auto tok = data::Tokenizer::create("byte");
   probe::RankingSpec s;
   s.families = probe::ranking_families();
@@ -123,4 +101,12 @@ int main(int argc, char** argv) {
   }
   std::printf("OK\n");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return notebook::run(argc, argv, "nb_seed002_probe_02_hybrid",
+                       "Notebook: seed 002 hybrid 3:1 local/full schedule vs all-local on candidate ranking",
+                       "results/seed002_hybrid_ranking", report);
 }

@@ -19,25 +19,15 @@
 #include "cf/influence/influence.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
+#include "cf/notebook/cli.hpp"
 
 using namespace cf;
 
-int main(int argc, char** argv) {
-  bool full = false;
-  std::string out_dir = "seed004_influence_out";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--full")
-      full = true;
-    else if (a == "--out-dir" && i + 1 < argc)
-      out_dir = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--full] [--out-dir DIR]\n", argv[0]);
-      return 2;
-    }
-  }
-  std::filesystem::create_directories(out_dir);
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+namespace {
+
+int report(const notebook::Options& opt) {
+  const std::string& out_dir = opt.out;
+  const bool full = opt.full();
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TrainData data = nn::load_corpus_bytes("brown", 0.05);
   const int n = full ? 64 : 48, W = full ? 64 : 16;
@@ -104,4 +94,12 @@ int main(int argc, char** argv) {
               out_dir.c_str());
   std::printf("run time: %.1f s\n", sec);
   return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return notebook::run(argc, argv, "nb_seed004_01_rollout_vs_influence",
+                       "Notebook: seed 004 rollout kernels vs measured influence on trained models",
+                       "seed004_influence_out", report);
 }

@@ -227,7 +227,9 @@ TEST_CASE("Model gradients: positions learned rope alibi none, no LayerNorm, no 
   CHECK(model_fd_error(nb) < kRelTol);
 }
 
-TEST_CASE("Linear layer: float path (OpenBLAS) agrees with the double path (Eigen)", "[nn][blas]") {
+// Runs with the GEMM back end of the environment (cf/nn/gemm_backend.hpp); tests/nn/CMakeLists.txt
+// also runs it with CF_GEMM=openblas and CF_GEMM=eigen so both float paths are checked on any CPU.
+TEST_CASE("Linear layer: float path (selected GEMM back end) agrees with the double path", "[nn][blas]") {
   const int N = 37, C = 19, OC = 23;
   auto x = random_vec(N * C, 1), W = random_vec(OC * C, 2), b = random_vec(OC, 3), R = random_vec(N * OC, 4);
   std::vector<double> yd(N * OC), dxd(N * C, 0), dWd(OC * C, 0), dbd(OC, 0);

@@ -15,6 +15,7 @@
 #include "cf/data/corpus.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/data/token_file.hpp"
+#include "cf/nn/gemm_backend.hpp"
 #include "cf/nn/model.hpp"
 
 namespace cf::nn {
@@ -233,6 +234,7 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
           "batch, grad_accum, max_steps and eval_batches must be >= 1");
   require(cfg.ckpt_interval >= 1 && cfg.eval_interval >= 1, "ckpt_interval and eval_interval must be >= 1");
   require(cfg.keep_every >= 0, "keep_every must be >= 0 (got ", cfg.keep_every, ")");
+  (void)gemm_backend();  // a bad CF_GEMM is refused before any work (exit 2), not at the first step
   Checkpoint ck;
   if (!resume_from.empty()) {
     ck = load_checkpoint(resume_from, true);

@@ -4,7 +4,7 @@
 // backward functions ACCUMULATE (+=) into parameter and input gradients. Templated on the scalar
 // so the finite-difference tests run the same code in double. Rows are parallelised with OpenMP
 // (static schedules: the result does not depend on timing, only on the thread count through
-// Eigen's GEMM blocking).
+// Eigen's GEMM blocking and on the GEMM back end, cf/nn/gemm_backend.hpp).
 #include <cblas.h>
 #include <omp.h>
 
@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "cf/core/omp_exception.hpp"
+#include "cf/nn/gemm_backend.hpp"
 
 namespace cf::nn {
 
@@ -118,18 +119,23 @@ inline void split_range(std::int64_t n, int id, int parts, std::int64_t& lo, std
 }
 
 /// Linear layer y = x W^T + b (PyTorch nn.Linear). out [N, OC]; inp [N, C]; W [OC, C]; b [OC] or null.
-/// float: OpenBLAS sgemm (its own threads; about 2x Eigen's GEMM on this machine, see
-/// docs/benchmarks/train.md). double (gradient tests): Eigen, rows split across OpenMP threads.
+/// float: OpenBLAS sgemm (its own threads) where OpenBLAS has AVX2/AVX-512 kernels for this CPU,
+/// else Eigen (cf/nn/gemm_backend.hpp, docs/benchmarks/train.md). double (gradient tests) and the
+/// Eigen back end: rows split across OpenMP threads.
 template <class T>
 void linear_forward(T* out, const T* inp, const T* W, const T* b, int N, int C, int OC) {
   if constexpr (std::is_same_v<T, float>) {
-    if (b) {
-      // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
+    if (gemm_backend() == GemmBackend::openblas) {
+      if (b) {
+        // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; ++n) std::copy(b, b + OC, out + static_cast<std::int64_t>(n) * OC);
+        for (int n = 0; n < N; ++n) std::copy(b, b + OC, out + static_cast<std::int64_t>(n) * OC);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.f, inp, C, W, C, b ? 1.f : 0.f, out, OC);
+      return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.f, inp, C, W, C, b ? 1.f : 0.f, out, OC);
-  } else {
+  }
+  {
     MapR<T> Y(out, N, OC);
     CMapR<T> X(inp, N, C), Wm(W, OC, C);
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
@@ -167,9 +173,13 @@ void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T
     }
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.f, dout, OC, W, C, 1.f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dW, C);
-  } else {
+    if (gemm_backend() == GemmBackend::openblas) {
+      if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.f, dout, OC, W, C, 1.f, dinp, C);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dW, C);
+      return;
+    }
+  }
+  {
     CMapR<T> dY(dout, N, OC), X(inp, N, C), Wm(W, OC, C);
     MapR<T> dWm(dW, OC, C);
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
