@@ -1,11 +1,13 @@
 # cf_exit2_cases(NAME <test name prefix> COMMAND <program and leading args...> [APPEND <args...>]
-#                [FIXTURES <fixture>] CASES <case>...)
+#                [FIXTURES <fixture>...] CASES <case>...)
 # One test per case that runs tests/tools/expect_exit.sh: the program must exit 2 and print the
 # regex on stderr (docs/conventions.md: bad input -> clear message, exit 2). A case is
 # "name|stderr regex|arg|arg|...": '|' separates both the fields and the arguments, so a case
 # passes through function arguments intact (';' would split it). The test is "<NAME> (<name>)".
 function(cf_exit2_cases)
-  cmake_parse_arguments(X "" "NAME;FIXTURES" "COMMAND;APPEND;CASES" ${ARGN})
+  # FIXTURES is multi-valued: a quoted "a;b" argument is split by ${ARGN}, and a single-valued
+  # keyword would keep only its first fixture (the hf export cases then raced their hf_trained setup).
+  cmake_parse_arguments(X "" "NAME" "FIXTURES;COMMAND;APPEND;CASES" ${ARGN})
   foreach(case IN LISTS X_CASES)
     string(REPLACE "|" ";" parts "${case}")
     list(GET parts 0 name)
