@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -97,10 +98,14 @@ double rel_diff(const float* a, const float* b, std::int64_t n) {
 void check_tensors(const ParamLayout& lay, const std::vector<float>& got, const std::vector<float>& want, double tol,
                    const std::string& what) {
   REQUIRE(got.size() == want.size());
+  double worst = 0;
   for (const auto& t : lay.tensors) {
     INFO(what << " " << t.name);
-    CHECK(rel_diff(got.data() + t.offset, want.data() + t.offset, t.size) < tol);
+    const double r = rel_diff(got.data() + t.offset, want.data() + t.offset, t.size);
+    worst = std::max(worst, r);
+    CHECK(r < tol);
   }
+  if (std::getenv("CF_TEST_VERBOSE")) WARN(what << ": worst relative difference " << worst);
 }
 
 std::string tmpdir(const std::string& name) {
@@ -115,8 +120,10 @@ std::string tmpdir(const std::string& name) {
 TEST_CASE("gpu device trainer (emulated) = cf::nn forward_backward: loss and every gradient, every mask family",
           "[gpu][emu][train]") {
   const int B = 2, T = 45;
-  for (const Case& cs : cases()) {
+  const std::vector<Case> cases_ = cases();
+  for (const Case& cs : cases_) {
     INFO(cs.label);
+    if (std::getenv("CF_TEST_VERBOSE")) WARN(cs.label);
     const Model<float> model = init_model<float>(cs.cfg, 7);
     std::vector<std::int32_t> x, y;
     batch(cs.cfg, B, T, 11, x, y);
@@ -131,16 +138,16 @@ TEST_CASE("gpu device trainer (emulated) = cf::nn forward_backward: loss and eve
     std::vector<float> g1(model.params.size());
     tr.gradient(g1.data());
     // float32 throughout on both sides, summed in different orders (tiled online softmax, GEMM
-    // blocking, LayerNorm block reductions): agreement to ~1e-5 of each tensor's scale
+    // blocking, LayerNorm block reductions): measured <= 7e-7 of each tensor's largest entry
     CHECK(std::abs(loss1 - loss0) < 1e-5 * std::abs(loss0));
-    check_tensors(model.layout, g1, g0, 2e-4, "gradient");
-    CHECK(std::abs(tr.loss(x.data(), y.data()) - loss0) < 1e-5 * std::abs(loss0));  // forward only
+    check_tensors(model.layout, g1, g0, 1e-5, "gradient");
+    if (&cs == &cases_.front()) CHECK(std::abs(tr.loss(x.data(), y.data()) - loss0) < 1e-5 * std::abs(loss0));
   }
 }
 
 TEST_CASE("gpu device trainer (emulated) = cf::nn clip_grad_norm + adamw_step (accumulation, clipping, 2 steps)",
           "[gpu][emu][train]") {
-  const int B = 2, T = 45;
+  const int B = 1, T = 37;
   const Case cs = cases()[1];
   Model<float> model = init_model<float>(cs.cfg, 3);
   cf::gpu::emu::Trainer tr(cf::gpu::make_train_plan(cs.cfg, B, T));
@@ -191,43 +198,47 @@ TEST_CASE("gpu device trainer (emulated): the training loop tracks the CPU loop'
     (i < 2700 ? d.train : d.val).push_back(tok);
   }
   TrainConfig tc;
-  tc.max_steps = 8;
+  tc.max_steps = 6;
   tc.batch = 2;
-  tc.seq_len = 45;
-  tc.grad_accum = 2;
+  tc.seq_len = 37;
+  tc.grad_accum = 1;
   tc.lr = 1e-2;
   tc.min_lr = 1e-3;
   tc.warmup = 2;
-  tc.eval_interval = 4;
-  tc.eval_batches = 2;
-  tc.ckpt_interval = 4;
+  tc.eval_interval = 3;
+  tc.eval_batches = 1;
+  tc.ckpt_interval = 3;
   tc.out_dir = tmpdir("cpu");
   const TrainResult cpu = train(c, tc, d, "", nullptr, nullptr);
   tc.out_dir = tmpdir("emu");
   auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
   const TrainResult dev = train(c, tc, d, "", nullptr, nullptr, backend.get());
-  REQUIRE(cpu.history.size() == 8);
-  REQUIRE(dev.history.size() == 8);
-  for (std::size_t i = 0; i < 8; ++i) {
+  REQUIRE(cpu.history.size() == 6);
+  REQUIRE(dev.history.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
     INFO("step " << i + 1 << ": cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss);
-    CHECK(std::abs(dev.history[i].loss - cpu.history[i].loss) < 1e-3 * cpu.history[i].loss);
-    CHECK(std::abs(dev.history[i].grad_norm - cpu.history[i].grad_norm) < 1e-2 * cpu.history[i].grad_norm);
+    if (std::getenv("CF_TEST_VERBOSE"))
+      WARN("step " << i + 1 << ": loss cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss
+                   << "; grad norm cpu " << cpu.history[i].grad_norm << ", device " << dev.history[i].grad_norm);
+    // float round-off grows through the updates (measured agreement: 6 digits)
+    CHECK(std::abs(dev.history[i].loss - cpu.history[i].loss) < 1e-4 * cpu.history[i].loss);
+    CHECK(std::abs(dev.history[i].grad_norm - cpu.history[i].grad_norm) < 1e-3 * cpu.history[i].grad_norm);
   }
   CHECK(dev.history.back().loss < dev.history.front().loss);  // it learns
-  CHECK(std::abs(dev.final_val_loss - cpu.final_val_loss) < 1e-3 * cpu.final_val_loss);
+  CHECK(std::abs(dev.final_val_loss - cpu.final_val_loss) < 1e-4 * cpu.final_val_loss);
   // the device run's checkpoint: same format, the CPU run's parameters to float tolerance
   const Checkpoint ck_dev = load_checkpoint(tc.out_dir + "/last.h5", true);
   const Checkpoint ck_cpu = load_checkpoint(
       fs::path(tc.out_dir).parent_path().string() + "/cf_gpu_train_test_cpu_" + std::to_string(::getpid()) + "/last.h5",
       true);
-  CHECK(ck_dev.step == 8);
-  CHECK(ck_dev.optim.t == 8);
-  check_tensors(ck_dev.model.layout, ck_dev.model.params, ck_cpu.model.params, 2e-2, "params after 8 steps");
+  CHECK(ck_dev.step == 6);
+  CHECK(ck_dev.optim.t == 6);
+  check_tensors(ck_dev.model.layout, ck_dev.model.params, ck_cpu.model.params, 5e-3, "params after 6 steps");
   // resumable on the CPU: two more updates from the device's last.h5
   TrainConfig more = tc;
-  more.max_steps = 10;
+  more.max_steps = 8;
   const TrainResult res = train(c, more, d, tc.out_dir + "/last.h5", nullptr, nullptr);
-  CHECK(res.steps_done == 10);
+  CHECK(res.steps_done == 8);
   CHECK(std::isfinite(res.last_loss));
   // and on the device build from a CPU checkpoint (the moments travel too)
   TrainConfig more_dev = more;
@@ -240,7 +251,7 @@ TEST_CASE("gpu device trainer (emulated): the training loop tracks the CPU loop'
   const TrainResult r_dev = train(c, more_dev, d, cpu_last, nullptr, nullptr, backend2.get());
   const TrainResult r_cpu = train(c, more_cpu, d, cpu_last, nullptr, nullptr);
   REQUIRE(r_dev.history.size() == r_cpu.history.size());
-  CHECK(std::abs(r_dev.last_loss - r_cpu.last_loss) < 1e-3 * r_cpu.last_loss);
+  CHECK(std::abs(r_dev.last_loss - r_cpu.last_loss) < 1e-4 * r_cpu.last_loss);
   for (const char* n : {"cpu", "emu", "emu_resume", "cpu_resume"})
     fs::remove_all(fs::temp_directory_path() /
                    (std::string("cf_gpu_train_test_") + n + "_" + std::to_string(::getpid())));
