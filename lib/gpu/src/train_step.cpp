@@ -86,6 +86,7 @@ class DeviceBackend final : public nn::UpdateBackend {
   }
   void zero_grad() override { get().zero_grad(); }
   double micro_batch(const std::int32_t* x, const std::int32_t* y) override { return get().micro_batch(x, y); }
+  double loss(const std::int32_t* x, const std::int32_t* y) override { return get().loss(x, y); }
   double clip(int grad_accum, double max_norm) override { return get().clip(grad_accum, max_norm); }
   void apply(double lr, const nn::AdamWConfig& cfg, std::int64_t t) override {
     // the scalars of cf::nn::adamw_step, rounded to float the same way

@@ -174,11 +174,15 @@ nlohmann::json TrainConfig::to_json() const {
           {"seed", seed}};
 }
 
-double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data) {
+namespace {
+
+// validation_loss with the loss of one B x T micro-batch given by `eval` (the CPU forward pass, or
+// a backend's forward pass on the device).
+using BatchLoss = std::function<double(const std::int32_t*, const std::int32_t*)>;
+double validation_loss_with(const TrainConfig& cfg, const TrainData& data, const BatchLoss& eval) {
   const int Tn = cfg.seq_len, B = cfg.batch;
   if (data.row_len > 0) {  // aligned rows: the first B * eval_batches rows (cycled), masked targets
     require(Tn <= data.row_len - 1, "seq_len ", Tn, " exceeds the task rows' length - 1 = ", data.row_len - 1);
-    Workspace<float> ws;
     std::vector<std::int32_t> x(static_cast<std::size_t>(B) * Tn), y(x.size());
     const std::size_t rows = data.val.size() / static_cast<std::size_t>(data.row_len);
     double sum = 0;
@@ -194,7 +198,7 @@ double validation_loss(const Model<float>& model, const TrainConfig& cfg, const 
         }
       }
       if (!any) continue;
-      sum += forward_backward<float>(model, x.data(), y.data(), B, Tn, nullptr, ws);
+      sum += eval(x.data(), y.data());
       ++counted;
     }
     require(counted > 0, "validation rows score no target (all loss-mask bytes are 0 within seq_len)");
@@ -202,7 +206,6 @@ double validation_loss(const Model<float>& model, const TrainConfig& cfg, const 
   }
   require(data.val.size() > static_cast<std::size_t>(Tn) + 1, "validation split has ", data.val.size(),
           " tokens: needs more than seq_len + 1 = ", Tn + 1);
-  Workspace<float> ws;
   std::vector<std::int32_t> x(static_cast<std::size_t>(B) * Tn), y(x.size());
   const std::size_t span = data.val.size() - Tn - 1;
   const int nwin = B * cfg.eval_batches;
@@ -215,9 +218,18 @@ double validation_loss(const Model<float>& model, const TrainConfig& cfg, const 
         y[b * Tn + t] = data.val[s + t + 1];
       }
     }
-    sum += forward_backward<float>(model, x.data(), y.data(), B, Tn, nullptr, ws);
+    sum += eval(x.data(), y.data());
   }
   return sum / cfg.eval_batches;
+}
+
+}  // namespace
+
+double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data) {
+  Workspace<float> ws;
+  return validation_loss_with(cfg, data, [&](const std::int32_t* x, const std::int32_t* y) {
+    return double(forward_backward<float>(model, x, y, cfg.batch, cfg.seq_len, nullptr, ws));
+  });
 }
 
 std::string kept_path(const std::string& out_dir, std::int64_t step) {
@@ -340,8 +352,10 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     const double el = std::chrono::duration<double>(t1 - t_start).count();
     si.eta_s = el / double(ck.step - first) * double(end - ck.step);
     if (ck.step % cfg.eval_interval == 0 || ck.step == end) {
-      sync();
-      si.val_loss = validation_loss(model, cfg, data);
+      si.val_loss = backend ? validation_loss_with(
+                                  cfg, data,
+                                  [&](const std::int32_t* vx, const std::int32_t* vy) { return backend->loss(vx, vy); })
+                            : validation_loss(model, cfg, data);
       res.final_val_loss = si.val_loss;
       if (!std::isfinite(si.val_loss))
         throw Error(str("non-finite validation loss at step ", ck.step, ": training stopped; ", on_disk()));
@@ -349,6 +363,7 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
         ck.best_val_loss = si.val_loss;
         ck.has_best_val = true;
         res.best_val_loss = si.val_loss;
+        sync();
         require_finite(" before writing a checkpoint");
         save_checkpoint(best, ck);
       }

@@ -82,8 +82,8 @@ struct TrainResult {
 
 /// Where the updates of a run are computed when not by the CPU code of this library: the device
 /// trainer of lib/gpu behind `train --device cuda` (cf/gpu/train_step.hpp, docs/gpu.md "Device
-/// trainer"). The loop keeps batch sampling, the schedule, the NaN/Inf checks, validation (on the
-/// CPU, after store), checkpoints and logs; between load() and store() the backend owns the
+/// trainer"). The loop keeps batch sampling, the schedule, the NaN/Inf checks, the validation
+/// windows (their losses from the backend), checkpoints and logs; between load() and store() it owns the
 /// parameters and the AdamW moments (the model does not change: same layout, same checkpoints).
 class UpdateBackend {
  public:
@@ -96,6 +96,8 @@ class UpdateBackend {
   /// Forward and backward of one micro-batch (x, y [B T], as forward_backward): the gradient of
   /// its mean loss is added to the gradient; returns that loss.
   virtual double micro_batch(const std::int32_t* x, const std::int32_t* y) = 0;
+  /// Mean loss of one micro-batch, forward only (validation; same inputs as micro_batch).
+  virtual double loss(const std::int32_t* x, const std::int32_t* y) = 0;
   /// Divide the gradient by grad_accum (when > 1), clip it as clip_grad_norm; returns the norm
   /// before clipping.
   virtual double clip(int grad_accum, double max_norm) = 0;
