@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "cf/core/app.hpp"
@@ -22,6 +23,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/train_step.hpp"
 #include "cf/nn/trainer.hpp"
 
 using namespace cf;
@@ -295,8 +297,12 @@ plot::LinePlot loss_plot(const nn::TrainResult& r, double unigram_entropy) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::require_device(gpu::parse_device(o.device), "train", /*supported=*/false);  // docs/gpu.md
-  app::check_output_dir(o.out_dir, "--out-dir");                                   // before the run, not after it
+  // --device cuda: the device trainer (docs/gpu.md "Device trainer"); CF_GPU_EMULATE=1 runs its
+  // emulated build on the CPU instead (a test device: no GPU needed)
+  const gpu::Device device = gpu::parse_device(o.device);
+  const bool emulate = device == gpu::Device::Cuda && gpu::emulation_requested();
+  if (!emulate) gpu::require_device(device, "train", /*supported=*/true);
+  app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
@@ -317,13 +323,24 @@ void run(const CLI::App& app, const Options& o) {
     take_from_checkpoint(app, ck.train_config, tc);
   }
   require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
+  std::unique_ptr<nn::UpdateBackend> backend;
+  if (device == gpu::Device::Cuda) {
+    const std::string why = gpu::device_train_unsupported(used);
+    require(why.empty(), "--device cuda: the device trainer does not support ", why,
+            " (docs/gpu.md \"Device trainer\"); use --device cpu");
+    backend = gpu::make_update_backend(emulate ? gpu::TrainerBuild::Emulated : gpu::TrainerBuild::Cuda);
+  }
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   const std::int64_t nparams = nn::param_count(used);
   if (!o.common.quiet)
     std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer << " layers, data " << data.source
               << " (" << fmt_int(static_cast<long long>(data.train.size())) << " train / "
               << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
-              << fmt(data.unigram_entropy, 4) << " nats)\n";
+              << fmt(data.unigram_entropy, 4) << " nats)"
+              << (backend
+                      ? emulate ? ", device trainer emulated on the CPU (CF_GPU_EMULATE=1)" : ", device trainer on CUDA"
+                      : "")
+              << "\n";
 
   std::signal(SIGINT, on_sigint);
   auto progress = [&](const nn::StepInfo& s) {
@@ -333,7 +350,7 @@ void run(const CLI::App& app, const Options& o) {
     std::cerr << " | lr " << fmt(s.lr, 3) << " | |g| " << fmt(s.grad_norm, 3) << " | "
               << fmt_int(static_cast<long long>(s.tokens_per_s)) << " tok/s | ETA " << hms(s.eta_s) << "\n";
   };
-  const nn::TrainResult r = nn::train(used, tc, data, o.resume, progress, &g_stop);
+  const nn::TrainResult r = nn::train(used, tc, data, o.resume, progress, &g_stop, backend.get());
   install_temp_cleanup_handlers();  // back to: remove temporaries, then die of the signal
 
   const plot::LinePlot lp = loss_plot(r, data.unigram_entropy);

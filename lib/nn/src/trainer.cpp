@@ -175,11 +175,15 @@ nlohmann::json TrainConfig::to_json() const {
           {"seed", seed}};
 }
 
-double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data) {
+namespace {
+
+// validation_loss with the loss of one B x T micro-batch given by `eval` (the CPU forward pass, or
+// a backend's forward pass on the device).
+using BatchLoss = std::function<double(const std::int32_t*, const std::int32_t*)>;
+double validation_loss_with(const TrainConfig& cfg, const TrainData& data, const BatchLoss& eval) {
   const int Tn = cfg.seq_len, B = cfg.batch;
   if (data.row_len > 0) {  // aligned rows: the first B * eval_batches rows (cycled), masked targets
     require(Tn <= data.row_len - 1, "seq_len ", Tn, " exceeds the task rows' length - 1 = ", data.row_len - 1);
-    Workspace<float> ws;
     std::vector<std::int32_t> x(static_cast<std::size_t>(B) * Tn), y(x.size());
     const std::size_t rows = data.val.size() / static_cast<std::size_t>(data.row_len);
     double sum = 0;
@@ -195,7 +199,7 @@ double validation_loss(const Model<float>& model, const TrainConfig& cfg, const 
         }
       }
       if (!any) continue;
-      sum += forward_backward<float>(model, x.data(), y.data(), B, Tn, nullptr, ws);
+      sum += eval(x.data(), y.data());
       ++counted;
     }
     require(counted > 0, "validation rows score no target (all loss-mask bytes are 0 within seq_len)");
@@ -203,7 +207,6 @@ double validation_loss(const Model<float>& model, const TrainConfig& cfg, const 
   }
   require(data.val.size() > static_cast<std::size_t>(Tn) + 1, "validation split has ", data.val.size(),
           " tokens: needs more than seq_len + 1 = ", Tn + 1);
-  Workspace<float> ws;
   std::vector<std::int32_t> x(static_cast<std::size_t>(B) * Tn), y(x.size());
   const std::size_t span = data.val.size() - Tn - 1;
   const int nwin = B * cfg.eval_batches;
@@ -216,9 +219,18 @@ double validation_loss(const Model<float>& model, const TrainConfig& cfg, const 
         y[b * Tn + t] = data.val[s + t + 1];
       }
     }
-    sum += forward_backward<float>(model, x.data(), y.data(), B, Tn, nullptr, ws);
+    sum += eval(x.data(), y.data());
   }
   return sum / cfg.eval_batches;
+}
+
+}  // namespace
+
+double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data) {
+  Workspace<float> ws;
+  return validation_loss_with(cfg, data, [&](const std::int32_t* x, const std::int32_t* y) {
+    return double(forward_backward<float>(model, x, y, cfg.batch, cfg.seq_len, nullptr, ws));
+  });
 }
 
 std::string kept_path(const std::string& out_dir, std::int64_t step) {
@@ -229,7 +241,7 @@ std::string kept_path(const std::string& out_dir, std::int64_t step) {
 
 TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
                   const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
-                  const std::atomic<bool>* stop) {
+                  const std::atomic<bool>* stop, UpdateBackend* backend) {
   require(cfg.batch >= 1 && cfg.grad_accum >= 1 && cfg.max_steps >= 1 && cfg.eval_batches >= 1,
           "batch, grad_accum, max_steps and eval_batches must be >= 1");
   require(cfg.ckpt_interval >= 1 && cfg.eval_interval >= 1, "ckpt_interval and eval_interval must be >= 1");
@@ -261,8 +273,16 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
   if (!resume_from.empty()) res.history = read_log(log, ck.step);
   if (ck.has_best_val) res.best_val_loss = ck.best_val_loss;
 
+  // A backend (the device trainer) owns parameters and moments between updates; `sync` brings
+  // them back before anything on the host reads them (validation, checkpoints, finiteness).
+  if (backend) backend->load(model, ck.optim, cfg.batch, cfg.seq_len);
+  bool backend_ahead = false;
+  auto sync = [&]() {
+    if (backend && backend_ahead) backend->store(model.params, ck.optim);
+    backend_ahead = false;
+  };
   Workspace<float> ws;
-  std::vector<float> grad(model.params.size());
+  std::vector<float> grad(backend ? 0 : model.params.size());
   std::vector<std::int32_t> x, y;
   const std::int64_t end = cfg.stop_after > 0 ? std::min(cfg.stop_after, cfg.max_steps) : cfg.max_steps;
   const double tokens_per_step = double(cfg.batch) * cfg.seq_len * cfg.grad_accum;
@@ -287,6 +307,7 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
                       ": training stopped; ", on_disk(), " (lower --lr or raise --warmup)"));
   };
   auto save_last = [&]() {
+    sync();
     require_finite(" before writing a checkpoint");
     save_checkpoint(last, ck);
     saved_step = ck.step;
@@ -294,28 +315,37 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
   while (ck.step < end) {
     const auto t0 = std::chrono::steady_clock::now();
     std::fill(grad.begin(), grad.end(), 0.f);
+    if (backend) backend->zero_grad();
     double loss = 0;
     for (int k = 0; k < cfg.grad_accum; ++k) {
       if (data.row_len > 0)
         sample_rows(data.train, data.train_mask, data.row_len, cfg.batch, cfg.seq_len, cfg.seed, ck.step, k, x, y);
       else
         sample_batch(data.train, cfg.batch, cfg.seq_len, cfg.seed, ck.step, k, x, y);
-      loss += forward_backward<float>(model, x.data(), y.data(), cfg.batch, cfg.seq_len, &grad, ws);
+      loss += backend ? backend->micro_batch(x.data(), y.data())
+                      : forward_backward<float>(model, x.data(), y.data(), cfg.batch, cfg.seq_len, &grad, ws);
     }
     loss /= cfg.grad_accum;
-    if (cfg.grad_accum > 1)
+    if (cfg.grad_accum > 1 && !backend)
       for (auto& g : grad) g /= static_cast<float>(cfg.grad_accum);
-    const double gn = clip_grad_norm(grad, cfg.grad_clip);
+    const double gn = backend ? backend->clip(cfg.grad_accum, cfg.grad_clip) : clip_grad_norm(grad, cfg.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(gn))
       throw Error(str("non-finite ", std::isfinite(loss) ? "gradient norm" : "loss", " at step ", ck.step + 1,
                       " (loss ", loss, ", grad norm ", gn, "): training stopped; ", on_disk(),
                       " (lower --lr or raise --warmup)"));
     StepInfo si;
     si.lr = lr_schedule(ck.step, cfg.warmup, cfg.max_steps, cfg.lr, cfg.min_lr);
-    adamw_step(model.params, grad, ck.optim, model.layout, si.lr, cfg.adamw);
+    if (backend) {
+      ck.optim.t += 1;
+      backend->apply(si.lr, cfg.adamw, ck.optim.t);
+      backend_ahead = true;
+    } else {
+      adamw_step(model.params, grad, ck.optim, model.layout, si.lr, cfg.adamw);
+    }
     applied_lr = si.lr;
     ck.step += 1;
-    require_finite("");
+    if (backend && !backend->finite()) sync();  // the host check below then names what failed
+    if (!backend || !backend_ahead) require_finite("");
     const auto t1 = std::chrono::steady_clock::now();
     si.step = ck.step;
     si.loss = loss;
@@ -324,7 +354,10 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     const double el = std::chrono::duration<double>(t1 - t_start).count();
     si.eta_s = el / double(ck.step - first) * double(end - ck.step);
     if (ck.step % cfg.eval_interval == 0 || ck.step == end) {
-      si.val_loss = validation_loss(model, cfg, data);
+      si.val_loss = backend ? validation_loss_with(
+                                  cfg, data,
+                                  [&](const std::int32_t* vx, const std::int32_t* vy) { return backend->loss(vx, vy); })
+                            : validation_loss(model, cfg, data);
       res.final_val_loss = si.val_loss;
       if (!std::isfinite(si.val_loss))
         throw Error(str("non-finite validation loss at step ", ck.step, ": training stopped; ", on_disk()));
@@ -332,6 +365,7 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
         ck.best_val_loss = si.val_loss;
         ck.has_best_val = true;
         res.best_val_loss = si.val_loss;
+        sync();
         require_finite(" before writing a checkpoint");
         save_checkpoint(best, ck);
       }
@@ -340,7 +374,8 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     res.last_loss = loss;
     if (on_step) on_step(si);
     const bool stopping = stop && stop->load();
-    if (cfg.keep_every > 0 && ck.step % cfg.keep_every == 0) save_checkpoint(kept_path(cfg.out_dir, ck.step), ck);
+    if (cfg.keep_every > 0 && ck.step % cfg.keep_every == 0)
+      sync(), save_checkpoint(kept_path(cfg.out_dir, ck.step), ck);
     if (ck.step % cfg.ckpt_interval == 0 || ck.step == end || stopping) {
       save_last();
       write_log(log, res.history);

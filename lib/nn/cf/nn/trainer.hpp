@@ -80,14 +80,44 @@ struct TrainResult {
   std::vector<StepInfo> history;
 };
 
+/// Where the updates of a run are computed when not by the CPU code of this library: the device
+/// trainer of lib/gpu behind `train --device cuda` (cf/gpu/train_step.hpp, docs/gpu.md "Device
+/// trainer"). The loop keeps batch sampling, the schedule, the NaN/Inf checks, the validation
+/// windows (their losses from the backend), checkpoints and logs; between load() and store() it owns the
+/// parameters and the AdamW moments (the model does not change: same layout, same checkpoints).
+class UpdateBackend {
+ public:
+  virtual ~UpdateBackend() = default;
+  /// Take the parameters and optimizer state (m, v empty = zeros) for micro-batches of B x T
+  /// sequences; throws cf::InvalidArgument naming a config feature the backend cannot train.
+  virtual void load(const Model<float>& model, const AdamWState& st, int B, int T) = 0;
+  /// Zero the gradient.
+  virtual void zero_grad() = 0;
+  /// Forward and backward of one micro-batch (x, y [B T], as forward_backward): the gradient of
+  /// its mean loss is added to the gradient; returns that loss.
+  virtual double micro_batch(const std::int32_t* x, const std::int32_t* y) = 0;
+  /// Mean loss of one micro-batch, forward only (validation; same inputs as micro_batch).
+  virtual double loss(const std::int32_t* x, const std::int32_t* y) = 0;
+  /// Divide the gradient by grad_accum (when > 1), clip it as clip_grad_norm; returns the norm
+  /// before clipping.
+  virtual double clip(int grad_accum, double max_norm) = 0;
+  /// One AdamW update as adamw_step, as its update number t (1-based; bias corrections).
+  virtual void apply(double lr, const AdamWConfig& cfg, std::int64_t t) = 0;
+  /// Whether parameters and moments are all finite.
+  virtual bool finite() = 0;
+  /// Copy parameters and moments back into host arrays (resized to the layout; st.t untouched).
+  virtual void store(std::vector<float>& params, AdamWState& st) = 0;
+};
+
 /// Run (or, with resume_from non-empty, continue) training. A fresh run initialises the model
 /// from `model_config` with cfg.seed; a resumed run takes model, optimizer and step from the
 /// checkpoint (model_config ignored). Non-finite loss or gradient norm throws cf::Error naming
 /// the step, leaving the last good checkpoint in place. `stop` (may be null) is polled after each
-/// update: when set, last.h5 is written and the run returns with interrupted = true.
+/// update: when set, last.h5 is written and the run returns with interrupted = true. `backend`
+/// (may be null: the CPU) computes the updates (UpdateBackend).
 TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
                   const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
-                  const std::atomic<bool>* stop);
+                  const std::atomic<bool>* stop, UpdateBackend* backend = nullptr);
 
 /// Path of the checkpoint kept at `step` by TrainConfig::keep_every: out_dir/step_XXXXXX.h5 (six
 /// digits, zero-padded; more digits past 999,999).

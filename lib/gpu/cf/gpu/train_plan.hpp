@@ -1,0 +1,42 @@
+#pragma once
+// What the device trainer (cf/gpu/train_step.hpp, issue 14) needs to know about a model, in plain
+// types only (no Eigen, no JSON), so that the CUDA translation unit sees nothing but this and the
+// kernels: shapes, the offset of every tensor in the flat parameter array of lib/nn
+// (cf::nn::make_layout, docs/checkpoint_format.md) and each layer's mask in tiled form. Built on
+// the host from a cf::nn::ModelConfig by cf::gpu::make_train_plan.
+#include <cstdint>
+#include <vector>
+
+#include "cf/gpu/attention.hpp"
+
+namespace cf::gpu {
+
+/// One transformer block: head dimension dh (<= 128), parameter offsets (-1 = absent: no bias,
+/// no norm), the layer's mask at the plan's T, and its ALiBi slopes (empty = no ALiBi).
+struct TrainLayer {
+  int dh = 0;
+  std::int64_t ln1_w = -1, ln1_b = -1, attn_w = -1, attn_b = -1, proj_w = -1, proj_b = -1;
+  std::int64_t ln2_w = -1, ln2_b = -1, fc_w = -1, fc_b = -1, fcproj_w = -1, fcproj_b = -1;
+  TiledMask mask;
+  std::vector<float> slopes;
+};
+
+/// A contiguous run of parameters with one weight-decay setting (AdamW).
+struct ParamRun {
+  std::int64_t offset = 0, size = 0;
+  bool decay = false;
+};
+
+/// The whole model for one batch shape B x T (N = B T rows). layernorm false = no normalisation
+/// at all (norm = none); wpe < 0 = no learned positions; head = the LM head matrix [V, C] (wte when
+/// tied).
+struct TrainPlan {
+  int V = 0, C = 0, H = 0, F = 0, B = 0, T = 0, N = 0;
+  bool layernorm = true;
+  std::int64_t total = 0;  ///< parameters
+  std::int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, head = -1;
+  std::vector<TrainLayer> layers;
+  std::vector<ParamRun> runs;  ///< AdamW runs covering [0, total) in order
+};
+
+}  // namespace cf::gpu

@@ -1,0 +1,45 @@
+#pragma once
+// Host side of the device trainer (issue 14; docs/gpu.md "Device trainer"): which cf::nn models
+// it can train, their plans (cf/gpu/train_plan.hpp), and the cf::nn::UpdateBackend that `train
+// --device cuda` hands to the training loop, so the CUDA backend slots in below the model code
+// (same parameter layout, same checkpoints, resumable on the CPU).
+#include <memory>
+#include <string>
+
+#include "cf/gpu/train_plan.hpp"
+#include "cf/nn/config.hpp"
+#include "cf/nn/trainer.hpp"
+
+namespace cf::gpu {
+
+/// The first feature of `c` the device trainer cannot train, as a phrase naming it and the config
+/// key ("" when every feature is supported). Supported: GPT-2 style blocks (LayerNorm with eps
+/// 1e-5 or no norm, GELU-tanh MLP of any width with or without biases, qkv / projection biases on
+/// or off, tied or untied head), learned, ALiBi or no positions, every mask family of the
+/// attention kernels (full, block, swa, bridge, pbb, se-bridge; both fusions), head dimension
+/// <= 128. Not supported: RoPE, RMSNorm, other MLPs (erf GELU, SwiGLU), grouped-query attention,
+/// parallel residual, embedding norm, LayerNorm eps != 1e-5, runway and S-D attention, linear
+/// attention.
+std::string device_train_unsupported(const nn::ModelConfig& c);
+
+/// The device plan of `c` for micro-batches of B sequences of T tokens (1 <= T <= block_size):
+/// offsets from cf::nn::make_layout, each layer's branch masks (cf::nn::detail::layer_branches)
+/// in tiled form, ALiBi slopes. Throws cf::InvalidArgument naming an unsupported feature.
+TrainPlan make_train_plan(const nn::ModelConfig& c, int B, int T);
+
+/// Which build of the device trainer a backend runs.
+enum class TrainerBuild {
+  Cuda,      ///< cf::gpu::cuda::Trainer (needs a CUDA build and a device)
+  Emulated,  ///< cf::gpu::emu::Trainer on the CPU (tests; CF_GPU_EMULATE=1 for `train --device cuda`)
+};
+
+/// The cf::nn::UpdateBackend of the device trainer. Throws cf::InvalidArgument for
+/// TrainerBuild::Cuda in a build without CUDA.
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build);
+
+/// Whether the environment asks `--device cuda` to run the emulated twin on the CPU instead of a
+/// device (CF_GPU_EMULATE=1; a test device for CI, docs/gpu.md). Any other value than "1" or "0"
+/// or unset throws cf::InvalidArgument naming the variable.
+bool emulation_requested();
+
+}  // namespace cf::gpu

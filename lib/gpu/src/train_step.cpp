@@ -1,0 +1,137 @@
+#include "cf/gpu/train_step.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "cf/core/error.hpp"
+#include "cf/gpu/trainer.hpp"
+#include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/nn/ops.hpp"
+#include "cf/nn/params.hpp"
+
+namespace cf::gpu {
+
+std::string device_train_unsupported(const nn::ModelConfig& c) {
+  using nn::AttnKind;
+  if (c.pos == nn::PosKind::Rope) return "RoPE positions (pos = rope)";
+  if (c.norm == nn::NormKind::RMSNorm) return "RMSNorm (norm = rmsnorm)";
+  if (c.norm == nn::NormKind::LayerNorm && c.arch.norm_eps != 1e-5)
+    return str("LayerNorm eps ", c.arch.norm_eps, " (arch.norm_eps; the kernel's is 1e-5)");
+  if (c.arch.mlp != nn::MlpKind::GeluTanh) return str("the ", nn::mlp_name(c.arch.mlp), " MLP (arch.mlp)");
+  if (nn::kv_heads(c) != c.n_head) return str("grouped-query attention (arch.n_kv_head = ", nn::kv_heads(c), ")");
+  if (c.arch.parallel_residual) return "the parallel residual (arch.parallel_residual)";
+  if (c.arch.emb_norm) return "the embedding norm (arch.emb_norm)";
+  for (int l = 0; l < c.n_layer && l < static_cast<int>(c.layers.size()); ++l) {
+    const AttnKind k = c.layers[static_cast<std::size_t>(l)].attn;
+    if (k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear || k == AttnKind::Sd || k == AttnKind::Linear)
+      return str(nn::attn_name(k), " attention (layer ", l, ")");
+    if (nn::head_dim(c, l) > 128) return str("head dimension ", nn::head_dim(c, l), " > 128 (layer ", l, ")");
+  }
+  return "";
+}
+
+TrainPlan make_train_plan(const nn::ModelConfig& c, int B, int T) {
+  const std::string why = device_train_unsupported(c);
+  require(why.empty(), "the device trainer does not support ", why,
+          " (docs/gpu.md \"Device trainer\"); use --device cpu");
+  require(B >= 1 && T >= 1 && T <= c.block_size, "device trainer: batch ", B, " x ", T,
+          " (need B >= 1 and 1 <= T <= block_size = ", c.block_size, ")");
+  const nn::ParamLayout lay = nn::make_layout(c);
+  TrainPlan p;
+  p.V = c.vocab_size, p.C = c.d_model, p.H = c.n_head, p.F = nn::ffn_dim(c);
+  p.B = B, p.T = T, p.N = B * T;
+  p.layernorm = c.norm == nn::NormKind::LayerNorm;
+  p.total = lay.total;
+  p.wte = lay.wte, p.wpe = lay.wpe, p.lnf_w = lay.lnf_w, p.lnf_b = lay.lnf_b;
+  p.head = lay.lm_head >= 0 ? lay.lm_head : lay.wte;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const nn::LayerOffsets& o = lay.layer[static_cast<std::size_t>(l)];
+    TrainLayer tl;
+    tl.dh = nn::head_dim(c, l);
+    tl.ln1_w = o.ln1_w, tl.ln1_b = o.ln1_b, tl.attn_w = o.attn_w, tl.attn_b = o.attn_b;
+    tl.proj_w = o.proj_w, tl.proj_b = o.proj_b, tl.ln2_w = o.ln2_w, tl.ln2_b = o.ln2_b;
+    tl.fc_w = o.fc_w, tl.fc_b = o.fc_b, tl.fcproj_w = o.fcproj_w, tl.fcproj_b = o.fcproj_b;
+    std::vector<std::vector<std::uint8_t>> dense;
+    for (const auto& br : nn::detail::layer_branches(c.layers[static_cast<std::size_t>(l)], T))
+      dense.push_back(nn::detail::dense_mask(br, T));
+    std::vector<const std::uint8_t*> ptrs;
+    for (const auto& d : dense) ptrs.push_back(d.data());
+    tl.mask = tiled_mask_from_dense(ptrs, T);
+    if (c.pos == nn::PosKind::Alibi)
+      for (int h = 0; h < c.n_head; ++h) tl.slopes.push_back(static_cast<float>(nn::alibi_slope(h, c.n_head)));
+    p.layers.push_back(std::move(tl));
+  }
+  for (const nn::ParamInfo& t : lay.tensors) {  // AdamW runs: consecutive tensors of one decay setting
+    if (!p.runs.empty() && p.runs.back().decay == t.decay && p.runs.back().offset + p.runs.back().size == t.offset)
+      p.runs.back().size += t.size;
+    else
+      p.runs.push_back(ParamRun{t.offset, t.size, t.decay});
+  }
+  return p;
+}
+
+namespace {
+
+/// cf::nn::UpdateBackend over one build of the device trainer.
+template <class Tr>
+class DeviceBackend final : public nn::UpdateBackend {
+ public:
+  void load(const nn::Model<float>& model, const nn::AdamWState& st, int B, int T) override {
+    t_ = std::make_unique<Tr>(make_train_plan(model.config, B, T));
+    const std::size_t n = model.params.size();
+    require(st.m.empty() || (st.m.size() == n && st.v.size() == n), "device trainer: optimizer state has ", st.m.size(),
+            " entries for ", n, " parameters");
+    t_->upload(model.params.data(), st.m.empty() ? nullptr : st.m.data(), st.v.empty() ? nullptr : st.v.data());
+  }
+  void zero_grad() override { get().zero_grad(); }
+  double micro_batch(const std::int32_t* x, const std::int32_t* y) override { return get().micro_batch(x, y); }
+  double loss(const std::int32_t* x, const std::int32_t* y) override { return get().loss(x, y); }
+  double clip(int grad_accum, double max_norm) override { return get().clip(grad_accum, max_norm); }
+  void apply(double lr, const nn::AdamWConfig& cfg, std::int64_t t) override {
+    // the scalars of cf::nn::adamw_step, rounded to float the same way
+    const double bc1 = 1.0 - std::pow(cfg.beta1, static_cast<double>(t));
+    const double bc2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(t));
+    const AdamWUpdate u{static_cast<float>(lr),
+                        static_cast<float>(cfg.beta1),
+                        static_cast<float>(cfg.beta2),
+                        static_cast<float>(bc1),
+                        static_cast<float>(bc2),
+                        static_cast<float>(cfg.eps),
+                        0.0f};
+    get().apply(u, static_cast<float>(cfg.weight_decay));
+  }
+  bool finite() override { return get().finite(); }
+  void store(std::vector<float>& params, nn::AdamWState& st) override {
+    const std::size_t n = static_cast<std::size_t>(get().plan().total);
+    params.resize(n), st.m.resize(n), st.v.resize(n);
+    get().download(params.data(), st.m.data(), st.v.data());
+  }
+
+ private:
+  Tr& get() {
+    require(t_ != nullptr, "device trainer: no model loaded");
+    return *t_;
+  }
+  std::unique_ptr<Tr> t_;
+};
+
+}  // namespace
+
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build) {
+  if (build == TrainerBuild::Emulated) return std::make_unique<DeviceBackend<emu::Trainer>>();
+#if CF_GPU_HAVE_CUDA
+  return std::make_unique<DeviceBackend<cuda::Trainer>>();
+#else
+  throw InvalidArgument("the device trainer's CUDA build is not in this binary (configured without CUDA)");
+#endif
+}
+
+bool emulation_requested() {
+  const char* e = std::getenv("CF_GPU_EMULATE");
+  if (!e || std::string(e).empty() || std::string(e) == "0") return false;
+  require(std::string(e) == "1", "CF_GPU_EMULATE = '", e, "': use 1 (run --device cuda on the emulated twin) or 0");
+  return true;
+}
+
+}  // namespace cf::gpu

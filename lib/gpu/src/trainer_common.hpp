@@ -1,0 +1,104 @@
+#pragma once
+// Index functors of the device trainer (trainer_impl.inc): gathers between the [B, T, ...] row
+// layout of the linear layers and the [B, H, T, dh] layout of the attention kernels, embeddings,
+// bias broadcasts and reductions. Each writes one output element from inputs it only reads, so
+// the Thrust calls are race-free and deterministic on both backends (no atomics).
+#include <cstdint>
+
+#include "cf/gpu/functors.hpp"
+
+namespace cf::gpu::detail {
+
+/// out[i] += b[i % n] (bias broadcast over rows).
+struct AddBias {
+  float* out;
+  const float* b;
+  long long n;
+  CF_HD void operator()(long long i) const { out[i] += b[i % n]; }
+};
+
+/// Token (+ learned position) embedding, twin of cf::nn::encoder_forward: out [N, C].
+struct Embed {
+  const std::int32_t* tok;
+  const float *wte, *wpe;
+  int T, C;
+  CF_HD float operator()(long long i) const {
+    const long long n = i / C, c = i % C;
+    return wte[static_cast<long long>(tok[n]) * C + c] + (wpe ? wpe[(n % T) * C + c] : 0.0f);
+  }
+};
+
+/// Backward of Embed into wte: unique token u (id uniq[u]) gathers the rows pos[ptr[u] .. ptr[u+1])
+/// of dout [N, C], in increasing row order. One element (u, c) per call.
+struct EmbedBackwardTokens {
+  float* dwte;
+  const float* dout;
+  const std::int32_t *uniq, *ptr, *pos;
+  int C;
+  CF_HD void operator()(long long i) const {
+    const long long u = i / C, c = i % C;
+    float s = 0;
+    for (int p = ptr[u]; p < ptr[u + 1]; ++p) s += dout[static_cast<long long>(pos[p]) * C + c];
+    dwte[static_cast<long long>(uniq[u]) * C + c] += s;
+  }
+};
+
+/// Backward of Embed into wpe [T, C]: sum over the B sequences.
+struct EmbedBackwardPositions {
+  float* dwpe;
+  const float* dout;
+  int B, T, C;
+  CF_HD void operator()(long long i) const {
+    const long long t = i / C, c = i % C;
+    float s = 0;
+    for (int b = 0; b < B; ++b) s += dout[(static_cast<long long>(b) * T + t) * C + c];
+    dwpe[i] += s;
+  }
+};
+
+/// Head-major element i of [B, H, T, dh] read from a row-major [B T, ld] array at column
+/// off + h dh + d (split of qkv into q, k, v; of datty into dy).
+struct ToHeads {
+  const float* src;
+  int H, T, dh;
+  long long ld, off;
+  CF_HD float operator()(long long i) const {
+    const long long d = i % dh, t = (i / dh) % T, h = (i / (static_cast<long long>(dh) * T)) % H,
+                    b = i / (static_cast<long long>(dh) * T * H);
+    return src[(b * T + t) * ld + off + h * dh + d];
+  }
+};
+
+/// Row-major element i of [B T, nsrc H dh] gathered from nsrc head-major arrays [B, H, T, dh]
+/// (atty from y; dqkv from dq, dk, dv).
+struct FromHeads {
+  const float *s0, *s1, *s2;
+  int H, T, dh, nsrc;
+  CF_HD float operator()(long long i) const {
+    const long long HD = static_cast<long long>(H) * dh, ld = nsrc * HD;
+    const long long n = i / ld, r = i % ld, which = r / HD, h = (r % HD) / dh, d = r % dh;
+    const long long b = n / T, t = n % T;
+    const float* s = which == 0 ? s0 : which == 1 ? s1 : s2;
+    return s[((b * H + h) * T + t) * dh + d];
+  }
+};
+
+struct Square {
+  CF_HD double operator()(float x) const { return static_cast<double>(x) * x; }
+};
+struct Scale {
+  float s;
+  CF_HD float operator()(float x) const { return x * s; }
+};
+struct Divide {
+  float s;
+  CF_HD float operator()(float x) const { return x / s; }
+};
+struct NotFinite {
+  CF_HD bool operator()(float x) const { return !(x - x == 0.0f); }  // NaN and +-inf
+};
+struct ToDouble {
+  CF_HD double operator()(float x) const { return x; }
+};
+
+}  // namespace cf::gpu::detail

@@ -1,0 +1,337 @@
+// The device trainer (cf/gpu/trainer.hpp, issue 14) executed on the CPU through its emulated build
+// (kernels under the emulation header, Thrust on OpenMP, OpenBLAS) against the CPU trainer of
+// lib/nn, the oracle: loss and every parameter gradient = cf::nn::forward_backward, the update =
+// cf::nn::clip_grad_norm + adamw_step, a few steps of the training loop = the CPU loop's loss
+// curve, and a device-written checkpoint resumes on the CPU. Small models at ragged T (45: not a
+// multiple of the 32-row tile), every mask family of the attention kernels, both bridge fusions,
+// learned / ALiBi / no positions, LayerNorm or none, biases on and off, tied and untied heads.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cf/core/error.hpp"
+#include "cf/gpu/train_step.hpp"
+#include "cf/gpu/trainer.hpp"
+#include "cf/nn/checkpoint.hpp"
+#include "cf/nn/model.hpp"
+#include "cf/nn/optim.hpp"
+#include "cf/nn/trainer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace cf::nn;
+
+ModelConfig small(const std::string& schedule, PosKind pos, NormKind norm, int C = 16, int H = 2, int L = 2) {
+  ModelConfig c;
+  c.vocab_size = 29;
+  c.block_size = 64;
+  c.n_layer = L;
+  c.n_head = H;
+  c.d_model = C;
+  c.pos = pos;
+  c.norm = norm;
+  LayerConfig p;
+  p.b = 12, p.w = 10, p.e = 4;  // several blocks and bridges inside T = 45
+  c.layers = parse_schedule(schedule, L, p);
+  return c;
+}
+
+// A case: a config and a label; the batch is B = 2 sequences of T = 45 with a few targets masked.
+struct Case {
+  std::string label;
+  ModelConfig cfg;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  v.push_back({"full+swa, learned positions, LayerNorm", small("full,swa", PosKind::Learned, NormKind::LayerNorm)});
+  ModelConfig a = small("block,bridge", PosKind::Alibi, NormKind::LayerNorm);  // bridge: fusion branch (default)
+  v.push_back({"block+bridge(branch), ALiBi", a});
+  ModelConfig u = small("pbb,se-bridge", PosKind::None, NormKind::None, 24, 3);
+  for (auto& l : u.layers) l.fusion = cf::graph::Fusion::Union;
+  u.bias = false;
+  u.proj_bias = false;
+  u.arch.tied_head = false;
+  u.arch.d_ff = 40;
+  v.push_back({"pbb+se-bridge(union), no positions, no norm, no qkv/proj bias, untied head, d_ff 40", u});
+  ModelConfig s = small("se-bridge,pbb,bridge", PosKind::Learned, NormKind::LayerNorm, 16, 2, 3);
+  s.layers[2].fusion = cf::graph::Fusion::Union;
+  s.layers[0].d_head = 12;  // H d_head = 24 != d_model
+  s.arch.mlp_bias = false;
+  v.push_back({"se-bridge(branch)+pbb(branch)+bridge(union), d_head 12, no MLP bias", s});
+  // centered bridges with b < w <= 2b: two bridge branches (seed 002 Eq. 35)
+  ModelConfig o = small("bridge,pbb", PosKind::Alibi, NormKind::LayerNorm);
+  for (auto& l : o.layers) l.b = 8, l.w = 12;
+  v.push_back({"bridge+pbb with overlapping write-back sets (b 8, w 12), ALiBi", o});
+  return v;
+}
+
+void batch(const ModelConfig& c, int B, int T, std::uint32_t seed, std::vector<std::int32_t>& x,
+           std::vector<std::int32_t>& y) {
+  std::mt19937 g(seed);
+  x.resize(static_cast<std::size_t>(B) * T);
+  y.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<std::int32_t>(g() % c.vocab_size);
+    y[i] = i % 7 == 3 ? -1 : static_cast<std::int32_t>(g() % c.vocab_size);  // some targets not counted
+  }
+}
+
+// max |a - b| over a tensor, relative to the largest |b| in it (plus a floor for tiny tensors).
+double rel_diff(const float* a, const float* b, std::int64_t n) {
+  double d = 0, m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    d = std::max(d, std::abs(double(a[i]) - double(b[i])));
+    m = std::max(m, std::abs(double(b[i])));
+  }
+  return d / std::max(m, 1e-3);
+}
+
+// Every tensor of two flat arrays in the model's layout agrees to `tol` (rel_diff).
+void check_tensors(const ParamLayout& lay, const std::vector<float>& got, const std::vector<float>& want, double tol,
+                   const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (const auto& t : lay.tensors) {
+    INFO(what << " " << t.name);
+    const double r = rel_diff(got.data() + t.offset, want.data() + t.offset, t.size);
+    worst = std::max(worst, r);
+    CHECK(r < tol);
+  }
+  if (std::getenv("CF_TEST_VERBOSE")) WARN(what << ": worst relative difference " << worst);
+}
+
+std::string tmpdir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("cf_gpu_train_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("gpu device trainer (emulated) = cf::nn forward_backward: loss and every gradient, every mask family",
+          "[gpu][emu][train]") {
+  const int B = 2, T = 45;
+  const std::vector<Case> cases_ = cases();
+  for (const Case& cs : cases_) {
+    INFO(cs.label);
+    if (std::getenv("CF_TEST_VERBOSE")) WARN(cs.label);
+    const Model<float> model = init_model<float>(cs.cfg, 7);
+    std::vector<std::int32_t> x, y;
+    batch(cs.cfg, B, T, 11, x, y);
+    Workspace<float> ws;
+    std::vector<float> g0(model.params.size(), 0.f);
+    const float loss0 = forward_backward<float>(model, x.data(), y.data(), B, T, &g0, ws);
+
+    cf::gpu::emu::Trainer tr(cf::gpu::make_train_plan(cs.cfg, B, T));
+    tr.upload(model.params.data(), nullptr, nullptr);
+    tr.zero_grad();
+    const double loss1 = tr.micro_batch(x.data(), y.data());
+    std::vector<float> g1(model.params.size());
+    tr.gradient(g1.data());
+    // float32 throughout on both sides, summed in different orders (tiled online softmax, GEMM
+    // blocking, LayerNorm block reductions): measured <= 7e-7 of each tensor's largest entry
+    CHECK(std::abs(loss1 - loss0) < 1e-5 * std::abs(loss0));
+    check_tensors(model.layout, g1, g0, 1e-5, "gradient");
+    if (&cs == &cases_.front()) CHECK(std::abs(tr.loss(x.data(), y.data()) - loss0) < 1e-5 * std::abs(loss0));
+  }
+}
+
+TEST_CASE("gpu device trainer (emulated): gradient = central finite difference of its own loss", "[gpu][emu][train]") {
+  // An oracle independent of lib/nn: along d = g/|g| + r/|r| (r random), the directional derivative
+  // g.d equals (loss(W + eps d) - loss(W - eps d)) / (2 eps) of the trainer's forward pass. Float
+  // losses of ~3.3 resolve ~4e-7; with eps = 1e-3 that is ~2e-4 of a derivative of order |g| ~ 1.
+  const int B = 2, T = 37;
+  const ModelConfig c = cases()[3].cfg;  // three layers, d_head 12, bridges of both fusions
+  const Model<float> model = init_model<float>(c, 21);
+  std::vector<std::int32_t> x, y;
+  batch(c, B, T, 5, x, y);
+  cf::gpu::emu::Trainer tr(cf::gpu::make_train_plan(c, B, T));
+  tr.upload(model.params.data(), nullptr, nullptr);
+  tr.zero_grad();
+  tr.micro_batch(x.data(), y.data());
+  std::vector<float> g(model.params.size());
+  tr.gradient(g.data());
+  std::mt19937 rng(9);
+  std::normal_distribution<double> nd;
+  std::vector<double> r(g.size());
+  double gn = 0, rn = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) r[i] = nd(rng), gn += double(g[i]) * g[i], rn += r[i] * r[i];
+  gn = std::sqrt(gn), rn = std::sqrt(rn);
+  std::vector<double> d(g.size());
+  double gd = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) d[i] = g[i] / gn + r[i] / rn, gd += double(g[i]) * d[i];
+  const double eps = 1e-3;
+  auto loss_at = [&](double s) {
+    std::vector<float> w(model.params);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(w[i] + s * d[i]);
+    tr.upload(w.data(), nullptr, nullptr);
+    return tr.loss(x.data(), y.data());
+  };
+  const double fd = (loss_at(eps) - loss_at(-eps)) / (2 * eps);
+  INFO("g.d " << gd << ", finite difference " << fd);
+  CHECK(gd > 0.1);
+  CHECK(std::abs(fd - gd) < 1e-2 * gd);
+}
+
+TEST_CASE("gpu device trainer (emulated) = cf::nn clip_grad_norm + adamw_step (accumulation, clipping, 2 steps)",
+          "[gpu][emu][train]") {
+  const int B = 1, T = 37;
+  const Case cs = cases()[1];
+  Model<float> model = init_model<float>(cs.cfg, 3);
+  cf::gpu::emu::Trainer tr(cf::gpu::make_train_plan(cs.cfg, B, T));
+  tr.upload(model.params.data(), nullptr, nullptr);
+  AdamWState st;
+  AdamWConfig ac;
+  auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
+  for (int step = 1; step <= 2; ++step) {
+    // two micro-batches, clipped hard (max norm 0.05 < the norm: clipping active)
+    tr.zero_grad();
+    std::vector<std::int32_t> x, y;
+    for (int k = 0; k < 2; ++k) {
+      batch(cs.cfg, B, T, 100 * step + k, x, y);
+      tr.micro_batch(x.data(), y.data());
+    }
+    std::vector<float> g(model.params.size());
+    tr.gradient(g.data());
+    for (auto& v : g) v /= 2.f;  // the oracle: the loop's accumulation rule, then clip, then AdamW
+    const double norm_cpu = clip_grad_norm(g, 0.05);
+    const double norm_dev = tr.clip(2, 0.05);
+    INFO("step " << step << " norm " << norm_cpu);
+    CHECK(norm_cpu > 0.05);
+    CHECK(std::abs(norm_dev - norm_cpu) < 1e-6 * norm_cpu);
+    const double lr = 3e-3;
+    adamw_step(model.params, g, st, model.layout, lr, ac);
+    const double bc1 = 1.0 - std::pow(ac.beta1, double(step)), bc2 = 1.0 - std::pow(ac.beta2, double(step));
+    tr.apply(
+        cf::gpu::AdamWUpdate{float(lr), float(ac.beta1), float(ac.beta2), float(bc1), float(bc2), float(ac.eps), 0.f},
+        float(ac.weight_decay));
+    std::vector<float> p(model.params.size()), m(p.size()), v(p.size());
+    tr.download(p.data(), m.data(), v.data());
+    // same gradient in, same float arithmetic per element: equal to round-off
+    check_tensors(model.layout, p, model.params, 1e-6, "params");
+    check_tensors(model.layout, m, st.m, 1e-5, "m");
+    check_tensors(model.layout, v, st.v, 1e-5, "v");
+    CHECK(tr.finite());
+  }
+}
+
+TEST_CASE("gpu device trainer (emulated): the training loop tracks the CPU loop's loss curve and resumes on the CPU",
+          "[gpu][emu][train]") {
+  ModelConfig c = small("swa,bridge", PosKind::Learned, NormKind::LayerNorm);
+  TrainData d;
+  d.vocab_size = c.vocab_size;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 3000; ++i) {
+    const int tok = (rng() % 8 == 0) ? int(rng() % c.vocab_size) : (i * 3 + i / 7) % c.vocab_size;
+    (i < 2700 ? d.train : d.val).push_back(tok);
+  }
+  TrainConfig tc;
+  tc.max_steps = 6;
+  tc.batch = 2;
+  tc.seq_len = 37;
+  tc.grad_accum = 1;
+  tc.lr = 1e-2;
+  tc.min_lr = 1e-3;
+  tc.warmup = 2;
+  tc.eval_interval = 3;
+  tc.eval_batches = 1;
+  tc.ckpt_interval = 3;
+  tc.out_dir = tmpdir("cpu");
+  const TrainResult cpu = train(c, tc, d, "", nullptr, nullptr);
+  tc.out_dir = tmpdir("emu");
+  auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
+  const TrainResult dev = train(c, tc, d, "", nullptr, nullptr, backend.get());
+  REQUIRE(cpu.history.size() == 6);
+  REQUIRE(dev.history.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    INFO("step " << i + 1 << ": cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss);
+    if (std::getenv("CF_TEST_VERBOSE"))
+      WARN("step " << i + 1 << ": loss cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss
+                   << "; grad norm cpu " << cpu.history[i].grad_norm << ", device " << dev.history[i].grad_norm);
+    // float round-off grows through the updates (measured agreement: 6 digits)
+    CHECK(std::abs(dev.history[i].loss - cpu.history[i].loss) < 1e-4 * cpu.history[i].loss);
+    CHECK(std::abs(dev.history[i].grad_norm - cpu.history[i].grad_norm) < 1e-3 * cpu.history[i].grad_norm);
+  }
+  CHECK(dev.history.back().loss < dev.history.front().loss);  // it learns
+  CHECK(std::abs(dev.final_val_loss - cpu.final_val_loss) < 1e-4 * cpu.final_val_loss);
+  // the device run's checkpoint: same format, the CPU run's parameters to float tolerance
+  const Checkpoint ck_dev = load_checkpoint(tc.out_dir + "/last.h5", true);
+  const Checkpoint ck_cpu = load_checkpoint(
+      fs::path(tc.out_dir).parent_path().string() + "/cf_gpu_train_test_cpu_" + std::to_string(::getpid()) + "/last.h5",
+      true);
+  CHECK(ck_dev.step == 6);
+  CHECK(ck_dev.optim.t == 6);
+  check_tensors(ck_dev.model.layout, ck_dev.model.params, ck_cpu.model.params, 5e-3, "params after 6 steps");
+  // resumable on the CPU: two more updates from the device's last.h5
+  TrainConfig more = tc;
+  more.max_steps = 8;
+  const TrainResult res = train(c, more, d, tc.out_dir + "/last.h5", nullptr, nullptr);
+  CHECK(res.steps_done == 8);
+  CHECK(std::isfinite(res.last_loss));
+  // and on the device build from a CPU checkpoint (the moments travel too)
+  TrainConfig more_dev = more;
+  more_dev.out_dir = tmpdir("emu_resume");
+  const std::string cpu_last =
+      fs::path(tc.out_dir).parent_path().string() + "/cf_gpu_train_test_cpu_" + std::to_string(::getpid()) + "/last.h5";
+  auto backend2 = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
+  TrainConfig more_cpu = more;
+  more_cpu.out_dir = tmpdir("cpu_resume");
+  const TrainResult r_dev = train(c, more_dev, d, cpu_last, nullptr, nullptr, backend2.get());
+  const TrainResult r_cpu = train(c, more_cpu, d, cpu_last, nullptr, nullptr);
+  REQUIRE(r_dev.history.size() == r_cpu.history.size());
+  CHECK(std::abs(r_dev.last_loss - r_cpu.last_loss) < 1e-4 * r_cpu.last_loss);
+  for (const char* n : {"cpu", "emu", "emu_resume", "cpu_resume"})
+    fs::remove_all(fs::temp_directory_path() /
+                   (std::string("cf_gpu_train_test_") + n + "_" + std::to_string(::getpid())));
+}
+
+TEST_CASE("gpu device trainer refuses every config feature its kernels lack, naming it", "[gpu][train]") {
+  using cf::gpu::make_train_plan;
+  auto refused = [](ModelConfig c, const std::string& word) {
+    INFO(word);
+    CHECK_FALSE(cf::gpu::device_train_unsupported(c).empty());
+    REQUIRE_THROWS_AS(make_train_plan(c, 1, 8), cf::InvalidArgument);
+    REQUIRE_THROWS_WITH(make_train_plan(c, 1, 8), Catch::Contains(word));
+  };
+  const ModelConfig ok = small("full,swa", PosKind::Learned, NormKind::LayerNorm);
+  CHECK(cf::gpu::device_train_unsupported(ok).empty());
+  refused(small("full,full", PosKind::Rope, NormKind::LayerNorm), "RoPE");
+  refused(small("full,full", PosKind::Learned, NormKind::RMSNorm), "RMSNorm");
+  refused(small("full,sd", PosKind::Learned, NormKind::LayerNorm), "sd attention");
+  refused(small("runway-dot,full", PosKind::Learned, NormKind::LayerNorm), "runway-dot");
+  refused(small("full,runway-bilinear", PosKind::Learned, NormKind::LayerNorm), "runway-bilinear");
+  refused(small("linear,full", PosKind::Learned, NormKind::LayerNorm), "linear attention");
+  ModelConfig c = ok;
+  c.arch.mlp = MlpKind::SwiGLU;
+  refused(c, "swiglu");
+  c = ok;
+  c.arch.mlp = MlpKind::Gelu;
+  refused(c, "gelu MLP");
+  c = ok;
+  c.n_head = 4;
+  c.arch.n_kv_head = 2;
+  refused(c, "grouped-query");
+  c = ok;
+  c.arch.parallel_residual = true;
+  refused(c, "parallel residual");
+  c = ok;
+  c.arch.emb_norm = true;
+  refused(c, "embedding norm");
+  c = ok;
+  c.arch.norm_eps = 1e-6;
+  refused(c, "eps");
+  c = ok;
+  c.n_head = 1;
+  c.d_model = 160;
+  refused(c, "head dimension 160");
+  REQUIRE_THROWS_WITH(make_train_plan(ok, 1, 65), Catch::Contains("block_size"));
+}
