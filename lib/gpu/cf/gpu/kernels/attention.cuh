@@ -152,9 +152,10 @@ __device__ __forceinline__ float logit(const HeadPtrs& p, float scale, int i, in
 }
 
 /// Runway u_i = c vl_{i-1} (dot) or B^T vl_{i-1} (bilinear) for every (b, i); row 0 zero.
-/// Grid (ceil(T / blockDim.x), B).
+/// Grid (ceil(T / BLOCK), B), BLOCK threads (a template: header-defined kernels, one per TU).
+template <int BLOCK>
 __global__ void runway_u_kernel(HeadExtras x, int T, int dh, float* u) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+  const int i = blockIdx.x * BLOCK + threadIdx.x, b = blockIdx.y;
   if (i >= T) return;
   float* ui = u + (static_cast<long long>(b) * T + i) * dh;
   if (i == 0) {
@@ -173,9 +174,11 @@ __global__ void runway_u_kernel(HeadExtras x, int T, int dh, float* u) {
   }
 }
 
-/// Bilinear runway: dB[b, h] += sum_{i >= 1} vl_{i-1} g_i^T. Grid (ceil(dh dh / blockDim.x), H, B).
+/// Bilinear runway: dB[b, h] += sum_{i >= 1} vl_{i-1} g_i^T. Grid (ceil(dh dh / BLOCK), H, B), BLOCK
+/// threads.
+template <int BLOCK>
 __global__ void runway_dB_kernel(HeadExtras x, int T, int H, int dh, const float* g, float* dB) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int t = blockIdx.x * BLOCK + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
   if (t >= dh * dh) return;
   const int d = t / dh, e = t % dh;
   const long long bh = static_cast<long long>(b) * H + h;
