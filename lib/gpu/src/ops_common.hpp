@@ -156,4 +156,24 @@ struct WindowGather {
   }
 };
 
+/// Rotary position embedding of one (sequence, position, pair) at idx (twin of cf::nn::rope_apply:
+/// angle t base^(-2i/r) in double, rotation in float).
+struct RopeRotate {
+  float* x;
+  int Tn, pairs, r;
+  long long ld, seq_stride;
+  bool inverse;
+  double base;
+  CF_HD void operator()(long long idx) const {
+    const long long s = idx / (static_cast<long long>(Tn) * pairs), t = (idx / pairs) % Tn;
+    const int i = static_cast<int>(idx % pairs);
+    const double theta = static_cast<double>(t) * pow(base, -2.0 * i / r);
+    const float c = static_cast<float>(cos(theta)), sn = static_cast<float>(inverse ? -sin(theta) : sin(theta));
+    float* row = x + s * seq_stride + t * ld;
+    const float a = row[2 * i], b = row[2 * i + 1];
+    row[2 * i] = a * c - b * sn;
+    row[2 * i + 1] = a * sn + b * c;
+  }
+};
+
 }  // namespace cf::gpu::detail
