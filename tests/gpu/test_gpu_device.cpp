@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -97,6 +98,73 @@ TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels",
   CHECK(max_abs_diff(DQ.get(), dq) < 1e-4);
   CHECK(max_abs_diff(DK.get(), dk) < 1e-4);
   CHECK(max_abs_diff(DV.get(), dv) < 1e-4);
+}
+
+TEST_CASE("device: tiled attention with S-D and bilinear runway = the CPU-executed kernels", "[gpu][device]") {
+  const int B = 2, H = 3, T = 70, dh = 40;
+  std::vector<std::uint8_t> causal(T * T, 0);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j <= i; ++j) causal[i * T + j] = 1;
+  const auto tm = cf::gpu::tiled_mask_from_dense({causal.data()}, T);
+  const std::size_t n = std::size_t(B) * H * T * dh, nt = std::size_t(B) * H * T;
+  const auto q = randn(n, 1), k = randn(n, 2), v = randn(n, 3), dyv = randn(n, 4), damp = randn(nt, 5),
+             Bm = randn(std::size_t(dh) * dh, 6);
+  const std::vector<float> slopes = {0.5f, 0.25f, 0.125f}, zeros(n, 0.0f), zt(nt, 0.0f),
+                           zb(std::size_t(B) * H * dh * dh, 0.0f);
+  const cf::gpu::AttentionShape s{B, H, T, dh, 0.5f / std::sqrt(float(dh))};
+  std::vector<float> y(n), lse(nt), obr(n), dsum(nt), dq(n, 0.0f), dk(n, 0.0f), dv(n, 0.0f), dd(zt), dvs(zeros),
+      dvl(zeros), dB(zb);
+  cf::gpu::AttentionExtras x;
+  x.damp = damp.data(), x.runway_v = v.data() + std::size_t(H - 1) * T * dh, x.runway_stride = std::int64_t(H) * T * dh;
+  x.runway_B = Bm.data();
+  cf::gpu::AttentionExtraGrads g{dd.data(), dvs.data(), dvl.data(), dB.data()};
+  cf::gpu::emu::attention_forward_ex(s, tm, slopes.data(), x, q.data(), k.data(), v.data(), y.data(), lse.data(),
+                                     obr.data());
+  cf::gpu::emu::attention_backward_ex(s, tm, slopes.data(), x, q.data(), k.data(), v.data(), dyv.data(), lse.data(),
+                                      obr.data(), dsum.data(), dq.data(), dk.data(), dv.data(), g);
+  Dev<float> Q(q), K(k), Vv(v), DY(dyv), S(slopes), Y(zeros), L(lse), O(obr), DS(dsum), DQ(zeros), DK(zeros), DV(zeros),
+      DM(damp), BM(Bm), DD(zt), DVS(zeros), DVL(zeros), DB(zb);
+  cf::gpu::AttentionExtras xd;
+  xd.damp = DM.p, xd.runway_v = Vv.p + std::size_t(H - 1) * T * dh, xd.runway_stride = x.runway_stride,
+  xd.runway_B = BM.p;
+  cf::gpu::cuda::attention_forward_ex(s, tm, S.p, xd, Q.p, K.p, Vv.p, Y.p, L.p, O.p);
+  cf::gpu::cuda::attention_backward_ex(s, tm, S.p, xd, Q.p, K.p, Vv.p, DY.p, L.p, O.p, DS.p, DQ.p, DK.p, DV.p,
+                                       cf::gpu::AttentionExtraGrads{DD.p, DVS.p, DVL.p, DB.p});
+  CHECK(max_abs_diff(Y.get(), y) < 1e-5);
+  CHECK(max_abs_diff(DQ.get(), dq) < 1e-4);
+  CHECK(max_abs_diff(DK.get(), dk) < 1e-4);
+  CHECK(max_abs_diff(DV.get(), dv) < 1e-4);
+  CHECK(max_abs_diff(DD.get(), dd) < 1e-4);
+  CHECK(max_abs_diff(DVS.get(), dvs) < 1e-4);
+  CHECK(max_abs_diff(DVL.get(), dvl) < 1e-4);
+  CHECK(max_abs_diff(DB.get(), dB) < 1e-3);
+}
+
+TEST_CASE("device: windowed rollout step and RoPE = the CPU-executed twins", "[gpu][device]") {
+  const int H = 4;
+  const long n = 5000, window = 33;
+  const std::vector<double> slopes = {0.0, 0.01, 0.3, 2.0}, deltas = {0.5, -1.0, 0.0, 1.5},
+                            weights = {0.1, 0.2, 0.3, 0.4};
+  std::vector<double> v(n), out(n);
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (auto& x : v) x = u(gen);
+  std::vector<cf::gpu::Affine> scratch(2 * std::size_t(H) * n);
+  cf::gpu::emu::alibi_rollout_apply_left_window(slopes.data(), deltas.data(), weights.data(), H, window, v.data(),
+                                                out.data(), n, scratch.data());
+  Dev<double> dS(slopes), dD(deltas), dW(weights), dV(v), dO(std::vector<double>(n, 0.0));
+  Dev<cf::gpu::Affine> dScr(scratch);
+  cf::gpu::cuda::alibi_rollout_apply_left_window(dS.p, dD.p, dW.p, H, window, dV.p, dO.p, n, dScr.p);
+  const auto got = dO.get();
+  double worst = 0;
+  for (long j = 0; j < n; ++j) worst = std::max(worst, std::abs(got[j] - out[j]) / out[j]);
+  CHECK(worst < 1e-12);
+  const int S = 6, T = 45, dh = 8;
+  auto r = randn(std::size_t(S) * T * dh, 8);
+  Dev<float> dR(r);
+  cf::gpu::emu::rope_apply(r.data(), S, T, dh, dh, std::int64_t(T) * dh, false);
+  cf::gpu::cuda::rope_apply(dR.p, S, T, dh, dh, std::int64_t(T) * dh, false);
+  CHECK(max_abs_diff(dR.get(), r) < 1e-6);
 }
 
 int main(int argc, char** argv) {

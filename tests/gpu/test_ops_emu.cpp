@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "cf/gpu/emulation.hpp"
@@ -157,4 +158,21 @@ TEST_CASE("gpu affine scan by key = the sequential recurrence; blocked scans agr
       REQUIRE(std::abs(full.a - out[i].a) <= 1e-12 * (1 + std::abs(out[i].a)));
     }
   }
+}
+
+TEST_CASE("gpu RoPE (Thrust on OpenMP) = cf::nn::rope_apply, forward and inverse, partial rotary", "[gpu][thrust]") {
+  for (auto [S, T, dh, rot] : {std::tuple{1, 1, 2, 0}, {6, 45, 8, 0}, {3, 77, 40, 16}, {2, 5, 72, 0}}) {
+    const int ld = dh + 3;  // rows padded: the row stride is honoured
+    const auto x = randn(size_t(S) * T * ld, 21);
+    for (bool inverse : {false, true}) {
+      std::vector<float> want = x, got = x;
+      for (int s = 0; s < S; ++s) cf::nn::rope_apply(want.data() + size_t(s) * T * ld, T, dh, ld, inverse, rot);
+      cf::gpu::emu::rope_apply(got.data(), S, T, dh, ld, std::int64_t(T) * ld, inverse, rot);
+      INFO("S = " << S << ", T = " << T << ", dh = " << dh << ", rot = " << rot << ", inverse = " << inverse);
+      // same double angles, same float rotation: equal up to 1e-6 (libm differences only)
+      CHECK(max_rel(got, want) < 1e-6);
+    }
+  }
+  std::vector<float> x(8);
+  REQUIRE_THROWS_WITH(cf::gpu::emu::rope_apply(x.data(), 1, 1, 8, 8, 8, false, 3), Catch::Contains("even"));
 }

@@ -87,4 +87,93 @@ struct AlibiGather {
   }
 };
 
+// ---- sliding window of w >= 2 keys (twin of lib/rollout's sweep_window_blocked, SPEC §2): row i
+// admits k_i = min(i+1, w) keys, so its coefficients are alibi_row(m, delta, min(i, w-1)).
+// Positions are cut into blocks of B = w-1; the window (j, j+B] covers the tail of j's block
+// (a within-block suffix sum Suf_{j+1}) and a head of the next block starting at s (a within-block
+// prefix sum Pre, times r^(s-j)): T_j = r Suf_{j+1} + r^(s-j) Pre_{min(j+B, n-1)}. Both are
+// segmented affine scans (keys = (head, block)) of non-negative terms: no cancellation.
+struct WindowRows {
+  long long n, B;
+  CF_HD long long nblocks() const { return (n + B - 1) / B; }
+};
+/// Suffix scan input at reversed index idx (head h = idx / n, position j = n-1 - idx % n): x -> r x + v_j a_j.
+struct WindowSufInput {
+  const double *slopes, *deltas, *v;
+  WindowRows w;
+  CF_HD Affine operator()(long long idx) const {
+    const long long h = idx / w.n, j = w.n - 1 - idx % w.n;
+    const double m = slopes[h];
+    return Affine{exp(-m), v[j] * alibi_row(m, deltas[h], j < w.B ? j : w.B).a};
+  }
+};
+struct WindowSufKey {
+  WindowRows w;
+  CF_HD long long operator()(long long idx) const { return (idx / w.n) * w.nblocks() + (w.n - 1 - idx % w.n) / w.B; }
+};
+/// Prefix scan input at idx (head h = idx / n, position i = idx % n in the block starting at s):
+/// x -> x + r^(i-s) v_i a_i.
+struct WindowPreInput {
+  const double *slopes, *deltas, *v;
+  WindowRows w;
+  CF_HD Affine operator()(long long idx) const {
+    const long long h = idx / w.n, i = idx % w.n, s = i / w.B * w.B;
+    const double m = slopes[h];
+    return Affine{1.0, exp(-m * static_cast<double>(i - s)) * (v[i] * alibi_row(m, deltas[h], i < w.B ? i : w.B).a)};
+  }
+};
+struct WindowPreKey {
+  WindowRows w;
+  CF_HD long long operator()(long long idx) const { return (idx / w.n) * w.nblocks() + (idx % w.n) / w.B; }
+};
+/// out_j = sum_h w_h (T_{h,j} + v_j d_{h,j}) from the scanned Suf (reversed order) and Pre.
+struct WindowGather {
+  const double *slopes, *deltas, *weights, *v;
+  const Affine *Suf, *Pre;
+  int H;
+  WindowRows w;
+  CF_HD double operator()(long long j) const {
+    double acc = 0;
+    if (w.B == 0) {  // window of one key: every row reads only itself (d = 1)
+      for (int h = 0; h < H; ++h) {
+        const AlibiRow c = alibi_row(slopes[h], deltas[h], 0);
+        acc += weights[h] * v[j] * (c.a + c.b);
+      }
+      return acc;
+    }
+    const long long n = w.n, s = (j / w.B + 1) * w.B, end = s < n ? s : n;
+    for (int h = 0; h < H; ++h) {
+      const double m = slopes[h], r = exp(-m);
+      const AlibiRow c = alibi_row(m, deltas[h], j < w.B ? j : w.B);
+      double t = j + 1 < end ? r * Suf[h * n + (n - 1 - (j + 1))].c : 0.0;
+      if (s < n) {
+        const long long last = j + w.B < n - 1 ? j + w.B : n - 1;
+        t += exp(-m * static_cast<double>(s - j)) * Pre[h * n + last].c;
+      }
+      acc += weights[h] * (t + v[j] * (c.a + c.b));
+    }
+    return acc;
+  }
+};
+
+/// Rotary position embedding of one (sequence, position, pair) at idx (twin of cf::nn::rope_apply:
+/// angle t base^(-2i/r) in double, rotation in float).
+struct RopeRotate {
+  float* x;
+  int Tn, pairs, r;
+  long long ld, seq_stride;
+  bool inverse;
+  double base;
+  CF_HD void operator()(long long idx) const {
+    const long long s = idx / (static_cast<long long>(Tn) * pairs), t = (idx / pairs) % Tn;
+    const int i = static_cast<int>(idx % pairs);
+    const double theta = static_cast<double>(t) * pow(base, -2.0 * i / r);
+    const float c = static_cast<float>(cos(theta)), sn = static_cast<float>(inverse ? -sin(theta) : sin(theta));
+    float* row = x + s * seq_stride + t * ld;
+    const float a = row[2 * i], b = row[2 * i + 1];
+    row[2 * i] = a * c - b * sn;
+    row[2 * i + 1] = a * sn + b * c;
+  }
+};
+
 }  // namespace cf::gpu::detail

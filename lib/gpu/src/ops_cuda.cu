@@ -1,20 +1,19 @@
 // cf::gpu::cuda: the kernels of cf/gpu/kernels compiled by nvcc for sm_90, Thrust on the CUDA
 // backend (device pointers). The bodies are ops_impl.inc, the same source the emulated CPU build
 // runs in CI (ops_emu.cpp); device tests compare both on a machine with a GPU.
-#include <cuda_runtime_api.h>
 #include <cublas_v2.h>
+#include <cuda_runtime_api.h>
 #include <cusolverDn.h>
 #include <thrust/count.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
+#include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 #include <thrust/iterator/zip_iterator.h>
 #include <thrust/scan.h>
 #include <thrust/transform.h>
-
-#include <thrust/device_vector.h>
 
 #include <algorithm>
 #include <vector>
@@ -32,13 +31,12 @@ using namespace cf::gpu::detail;
 inline auto policy() { return thrust::device; }
 
 void check(cudaError_t e, const char* what, const char* file, int line) {
-  if (e != cudaSuccess) throw Error(str(what, ": CUDA error ", static_cast<int>(e), " (", cudaGetErrorString(e), ") at ", file, ":", line));
+  if (e != cudaSuccess)
+    throw Error(str(what, ": CUDA error ", static_cast<int>(e), " (", cudaGetErrorString(e), ") at ", file, ":", line));
 }
 #define CF_CUDA_CHECK(call) check((call), #call, __FILE__, __LINE__)
 
-inline void check_launch(const char* what) {
-  check(cudaGetLastError(), what, __FILE__, __LINE__);
-}
+inline void check_launch(const char* what) { check(cudaGetLastError(), what, __FILE__, __LINE__); }
 
 /// Device copies of a TiledMask's arrays (RAII).
 class DeviceMask {
@@ -71,6 +69,25 @@ class DeviceMask {
   kernels::MaskView v_;
   std::vector<int*> owned_;
 };
+
+/// Zero-filled device scratch (RAII).
+class Scratch {
+ public:
+  Scratch() = default;
+  ~Scratch() { cudaFree(p_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void resize(std::size_t n) {
+    cudaFree(p_);
+    p_ = nullptr;
+    CF_CUDA_CHECK(cudaMalloc(&p_, std::max<std::size_t>(1, n) * sizeof(float)));
+    CF_CUDA_CHECK(cudaMemset(p_, 0, std::max<std::size_t>(1, n) * sizeof(float)));
+  }
+  float* data() { return p_; }
+
+ private:
+  float* p_ = nullptr;
+};
 }  // namespace
 
 #include "ops_impl.inc"
@@ -87,8 +104,8 @@ void gemm_strided_batched(int m, int n, int k, float alpha, const float* A, std:
   cublasHandle_t h = nullptr;
   check_status(cublasCreate(&h), "cublasCreate");
   // row-major C = A B is column-major C^T = B^T A^T: swap the operands
-  const cublasStatus_t st = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, B, n, sb, A, k,
-                                                      sa, &beta, C, n, sc, batch);
+  const cublasStatus_t st = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, B, n, sb, A, k, sa,
+                                                      &beta, C, n, sc, batch);
   cublasDestroy(h);
   check_status(st, "cublasSgemmStridedBatched");
 }

@@ -14,6 +14,7 @@
 #include <thrust/transform.h>
 
 #include <Eigen/Dense>
+#include <vector>
 
 #include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
@@ -33,6 +34,11 @@ struct DeviceMask {
   const TiledMask& m;
   explicit DeviceMask(const TiledMask& mm) : m(mm) {}
   kernels::MaskView view() const { return m.view(); }
+};
+struct Scratch {
+  std::vector<float> buf;
+  void resize(std::size_t n) { buf.assign(n, 0.0f); }
+  float* data() { return buf.data(); }
 };
 }  // namespace
 

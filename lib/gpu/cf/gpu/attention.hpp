@@ -37,4 +37,29 @@ struct AttentionShape {
   float scale = 1;
 };
 
+/// S-D and runway inputs of a tiled attention call (the twin of cf::nn::detail::TiledHead's
+/// damp / runway fields; pointers where the kernels run, null = feature off).
+struct AttentionExtras {
+  /// S-D (skew logits scale (q_i.k_j - k_i.q_j) with diagonal damping): damping [B, H, T].
+  const float* damp = nullptr;
+  /// Runway rewiring (seed 000 Eqs. 8-14): the last head's values of sequence b at
+  /// runway_v + b * runway_stride, T rows of dh floats; null = no runway.
+  const float* runway_v = nullptr;
+  std::int64_t runway_stride = 0;
+  /// Bilinear runway form B [dh, dh] row-major (tau = v_{i-1}^T B v_m); null = dot form
+  /// (tau = v_{i-1}.v_m / sqrt(dh)).
+  const float* runway_B = nullptr;
+};
+
+/// Gradients of the AttentionExtras inputs (accumulated, +=; null where the feature is off),
+/// laid out as cf::nn::detail::TiledGrads per (sequence, head): ddamp [B, H, T]; runway dvs
+/// [B, H, T, dh] (row i holds d/d v_{i-1}), dvl [B, H, T, dh] (d/d v_m), dB [B, H, dh, dh]
+/// (bilinear). The caller reduces dvs / dvl / dB over heads into the last head's values.
+struct AttentionExtraGrads {
+  float* ddamp = nullptr;
+  float* dvs = nullptr;
+  float* dvl = nullptr;
+  float* dB = nullptr;
+};
+
 }  // namespace cf::gpu
