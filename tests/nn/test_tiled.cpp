@@ -130,7 +130,9 @@ TEST_CASE(
       {"sd", PosKind::Alibi, Fusion::Branch, 40},
       {"full", PosKind::Alibi, Fusion::Branch, 40},
       {"full", PosKind::Rope, Fusion::Branch, 40},
-      {"linear", PosKind::Learned, Fusion::Branch, 40},
+      {"linear", PosKind::Learned, Fusion::Branch, 40},  // prefix-sum form (64-row chunks) vs dense T x T
+      {"linear", PosKind::Rope, Fusion::Branch, 40},
+      {"linear", PosKind::Alibi, Fusion::Branch, 40},  // ALiBi does not apply to linear layers (both paths)
   };
   for (const Case& k : cases) {
     const ModelConfig c = cfg_of(k.schedule, 1, k.pos, k.fusion, 24, k.w, 10, 160);
@@ -141,6 +143,8 @@ TEST_CASE(
   }
   // a mixed 3-layer model, so gradients flow through tiled layers into earlier ones
   compare<double>(cfg_of("swa,se-bridge,full", 3, PosKind::Rope, Fusion::Branch, 24, 40, 10, 160), 2, 131, 1e-11);
+  compare<double>(cfg_of("linear,swa,linear", 3, PosKind::Rope, Fusion::Branch, 24, 40, 10, 160), 2, 131, 1e-11);
+  compare<float>(cfg_of("linear,swa,linear", 3, PosKind::Rope, Fusion::Branch, 24, 40, 10, 160), 1, 131, 2e-4);
 }
 
 TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O(T w) of them", "[nn][tiled]") {

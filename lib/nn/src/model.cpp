@@ -22,6 +22,7 @@
 #include "cf/core/omp_exception.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_linear.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/detail/attention_tiled.hpp"
 #include "cf/nn/ops.hpp"
@@ -215,7 +216,7 @@ void embed_backward(Pass<T>& p, const std::int32_t* tokens) {
 // ELU+1 linear attention).
 struct AttnMode {
   bool lin = false, sd = false, runway = false;
-  bool dense = false;  ///< T x T path (AttentionPath::Dense, a score hook, or ELU+1 linear)
+  bool dense = false;  ///< T x T path (AttentionPath::Dense or a score hook); else tiled / prefix-sum
 };
 template <class T>
 AttnMode attn_mode(const Pass<T>& p, int l) {
@@ -225,7 +226,7 @@ AttnMode attn_mode(const Pass<T>& p, int l) {
       k == AttnKind::Linear || (p.hooks && l < static_cast<int>(p.hooks->linearize.size()) && p.hooks->linearize[l]);
   m.sd = !m.lin && k == AttnKind::Sd;
   m.runway = !m.lin && (k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear);
-  m.dense = p.a.path == AttentionPath::Dense || m.lin || (p.hooks && p.hooks->on_scores);
+  m.dense = p.a.path == AttentionPath::Dense || (p.hooks && p.hooks->on_scores);
   return m;
 }
 
@@ -571,9 +572,63 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   }
 }
 
+// The heads of layer l, ELU+1 linear attention in prefix-sum form (cf/nn/detail/attention_linear.hpp):
+// qkv -> atty, denominators saved in a.lin_s[l] [B, H, T]; no T x T buffer. Parallel over (b, h).
+template <class T>
+void heads_forward_linear(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  a.nbranch[l] = 1;
+  a.lse[l].clear();  // no softmax row statistics
+  a.obr[l].clear();
+  const T* qkv = a.qkv[l].data();
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+#pragma omp parallel for schedule(dynamic)
+  for (int bh = 0; bh < p.B * H; ++bh)
+    omp_errors.run([&] {
+      const int b = bh / H, h = bh % H;
+      const T* base = qkv + static_cast<std::int64_t>(b) * Tn * ql.ld();
+      detail::linear_head_forward<T>(Tn, dh, base + ql.q(h), base + ql.k(h), base + ql.v(h), ql.ld(),
+                                     a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                     a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn);
+    });
+  omp_errors.rethrow();
+}
+// Backward of heads_forward_linear: datty -> dqkv (+=). One task per (sequence, key/value head),
+// as in the other backward passes (heads sharing a key/value head accumulate into the same columns).
+template <class T>
+void heads_backward_linear(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  const int group = H / ql.KV;
+  const T* qkv = a.qkv[l].data();
+  T* dqkv = a.dqkv.data();
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+#pragma omp parallel for schedule(dynamic)
+  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+    omp_errors.run([&] {
+      for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
+        const int b = bg / ql.KV, bh = b * H + h;
+        const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
+                           yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
+        detail::linear_head_backward<T>(Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h), ql.ld(),
+                                        a.atty[l].data() + yo, a.datty.data() + yo, HD,
+                                        a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, dqkv + off + ql.q(h),
+                                        dqkv + off + ql.k(h), dqkv + off + ql.v(h));
+      }
+    });
+  omp_errors.rethrow();
+}
+
+// Layer l's heads: the dense oracle (AttentionPath::Dense or a score hook), the prefix-sum kernel
+// (ELU+1 linear layers) or the tiled softmax kernel (every other variant).
 template <class T>
 void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
-  if (m.dense) {
+  if (!m.dense && m.lin) {
+    heads_forward_linear(p, l);
+  } else if (m.dense) {
     if (m.runway) runway_forward(p, l, p.a.qkv[l].data());
     heads_forward_dense(p, l, m);
   } else {
@@ -582,7 +637,9 @@ void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
 }
 template <class T>
 void heads_backward(Pass<T>& p, int l, const AttnMode& m) {
-  if (m.dense) {
+  if (!m.dense && m.lin) {
+    heads_backward_linear(p, l);
+  } else if (m.dense) {
     heads_backward_dense(p, l, m);
     if (m.runway) runway_backward(p, l, p.a.qkv[l].data(), p.a.dqkv.data());
   } else {
@@ -605,6 +662,12 @@ void head_probs(const Pass<T>& p, int l, const AttnMode& m, int b, int h, float*
       for (std::size_t br = 0; br < nb; ++br) sum += Pb[br * TT + i];
       dst[i] = static_cast<float>(sum);
     }
+    return;
+  }
+  if (m.lin) {  // prefix-sum path: P_ij = phi(q_i).phi(k_j) / den_i
+    const QkvLayout ql = qkv_layout(p.cfg, l);
+    const T* seq = a.qkv[l].data() + static_cast<std::int64_t>(b) * Tn * ql.ld();
+    detail::linear_probs_head(Tn, ql.dh, seq + ql.q(h), seq + ql.k(h), ql.ld(), a.lin_s[l].data() + bh * Tn, dst);
     return;
   }
   std::vector<T> damp;
