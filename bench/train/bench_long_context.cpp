@@ -88,10 +88,12 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
     for (int task = 0; task < B * H * nt; ++task)
       omp_errors.run([&] {
         const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
-        detail::TiledHead<float> th;
+        detail::HeadQKV<float> th;
         th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
-        detail::tiled_forward_qtile(th, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
+        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
+        detail::DotScores<float> sc;
+        sc.scale = 1.f / 8.f;
+        detail::tiled_forward_qtile(th, sc, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
                                     nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                     lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
       });
@@ -101,14 +103,16 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
     for (int bh = 0; bh < B * H; ++bh)
       omp_errors_bwd.run([&] {
         const int b = bh / H, h = bh % H;
-        detail::TiledHead<float> th;
+        detail::HeadQKV<float> th;
         th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
-        detail::TiledGrads<float> g;
+        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
+        detail::DotScores<float> sc;
+        sc.scale = 1.f / 8.f;
+        detail::HeadQKVGrads<float> g;
         g.dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh, g.dk = g.dq + HD, g.dv = g.dq + 2 * HD;
         g.ld = 3 * HD;
         const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
-        detail::tiled_backward_head(th, plan, dy.data() + yo, HD, y.data() + yo,
+        detail::tiled_backward_head(th, sc, plan, dy.data() + yo, HD, y.data() + yo,
                                     nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                     lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
       });
