@@ -66,7 +66,10 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 // seconds per forward + backward of H heads of one sequence
 double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std::int64_t& admitted) {
   const int H = 4, dh = 64, HD = H * dh;
-  const detail::TilePlan plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn);
+  // env CF_SUB_ROWS: rows per group of a partial tile (detail::make_tile_plan; default kSubRows)
+  const char* sub = std::getenv("CF_SUB_ROWS");
+  const detail::TilePlan plan =
+      detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, sub ? std::atoi(sub) : detail::kSubRows);
   (void)tile;  // the tile size is detail::kTile
   admitted = 0;
   for (const auto& br : plan.branches) admitted += detail::admitted(br);
@@ -129,10 +132,11 @@ int attn_mode(const LayerConfig& lc, int Tn, int B, int reps, int tile) {
   const double t_kind = time_heads(lc, Tn, B, reps, tile, a_kind), t_full = time_heads(full, Tn, B, reps, tile, a_full);
   const double ratio = static_cast<double>(a_kind) / a_full;
   std::printf(
-      "attn T=%d B=%d H=4 dh=64 tile=%d kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld score_ratio=%.4f "
+      "attn T=%d B=%d H=4 dh=64 tile=%d sub_rows=%s kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld "
+      "score_ratio=%.4f "
       "time_ratio=%.4f time_over_score_ratio=%.3f\n",
-      Tn, B, tile, t_kind, t_full, static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio,
-      t_kind / t_full, t_kind / t_full / ratio);
+      Tn, B, tile, std::getenv("CF_SUB_ROWS") ? std::getenv("CF_SUB_ROWS") : "default", t_kind, t_full,
+      static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio, t_kind / t_full, t_kind / t_full / ratio);
   return 0;
 }
 

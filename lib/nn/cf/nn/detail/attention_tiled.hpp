@@ -54,27 +54,27 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
     mx.setConstant(ni, ninf);
     sum.setZero(ni);
     for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) {
-      const int j0 = kt.kt * kTile, nj = std::min(h.Tn, j0 + kTile) - j0;
-      sc.logits(h, i0, ni, j0, nj, S, scratch);
+      const int r0 = kt.r0, nr = kt.nr, ia = i0 + r0, j0 = kt.j0, nj = kt.nj;  // rows ia.., keys j0..
+      sc.logits(h, ia, nr, j0, nj, S, scratch);
       if (!kt.full) {
-        tile_mask(plan.branches[br], i0, ni, j0, nj, M);
+        tile_mask(plan.branches[br], ia, nr, j0, nj, M);
         S = (M.array() > T(0)).select(S.array(), ninf).matrix();
       }
-      mnew = mx.cwiseMax(S.rowwise().maxCoeff());
-      P.resize(ni, nj);
-      for (int r = 0; r < ni; ++r) {
+      mnew = mx.segment(r0, nr).cwiseMax(S.rowwise().maxCoeff());
+      P.resize(nr, nj);
+      for (int r = 0; r < nr; ++r) {
         if (mnew(r) == ninf) {  // nothing admitted in this row so far
           P.row(r).setZero();
           continue;
         }
         P.row(r) = (S.row(r).array() - mnew(r)).exp();
-        const T corr = std::exp(mx(r) - mnew(r));
-        sum(r) = sum(r) * corr + P.row(r).sum();
-        O.row(r) *= corr;
+        const T corr = std::exp(mx(r0 + r) - mnew(r));
+        sum(r0 + r) = sum(r0 + r) * corr + P.row(r).sum();
+        O.row(r0 + r) *= corr;
       }
       if (!kt.full) P.array() *= M.array();  // masked entries exactly 0 (exp(-inf) may be clamped)
-      O.noalias() += P * V.middleRows(j0, nj);
-      mx = mnew;
+      O.middleRows(r0, nr).noalias() += P * V.middleRows(j0, nj);
+      mx.segment(r0, nr) = mnew;
     }
     for (int r = 0; r < ni; ++r) {
       const bool any = sum(r) > T(0);
@@ -89,12 +89,13 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   }
 }
 
-/// Probabilities of tile (qt, key tile) of branch br from the saved log-sum-exp (0 outside the mask).
+/// Probabilities of rectangle kt of query tile (rows from i0) of branch br from the saved
+/// log-sum-exp (0 outside the mask): kt.nr x kt.nj, rows i0 + kt.r0.., keys kt.j0...
 template <class T, class Scores>
-void tile_probs(const HeadQKV<T>& h, const Scores& sc, const TilePlan& plan, std::size_t br, int i0, int ni,
+void tile_probs(const HeadQKV<T>& h, const Scores& sc, const TilePlan& plan, std::size_t br, int i0_tile,
                 const KeyTile& kt, const T* lse, MatR<T>& S, MatR<T>& P, MatR<T>& M,
                 typename Scores::Scratch& scratch) {
-  const int j0 = kt.kt * kTile, nj = std::min(h.Tn, j0 + kTile) - j0;
+  const int i0 = i0_tile + kt.r0, ni = kt.nr, j0 = kt.j0, nj = kt.nj;
   sc.logits(h, i0, ni, j0, nj, S, scratch);
   if (!kt.full) {
     tile_mask(plan.branches[br], i0, ni, j0, nj, M);
@@ -135,14 +136,14 @@ void tiled_backward_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
       D(i) = d;
     }
     for (int qt = 0; qt < plan.n_tiles; ++qt) {
-      const int i0 = qt * kTile, ni = std::min(Tn, i0 + kTile) - i0;
+      const int i0 = qt * kTile;
       for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) {
-        const int j0 = kt.kt * kTile, nj = std::min(Tn, j0 + kTile) - j0;
-        tile_probs(h, sc, plan, br, i0, ni, kt, lse, S, P, M, scratch);
-        dV.middleRows(j0, nj).noalias() += P.transpose() * dY.middleRows(i0, ni);
-        dP.noalias() = dY.middleRows(i0, ni) * V.middleRows(j0, nj).transpose();
-        dS = P.array() * (dP.array().colwise() - D.segment(i0, ni).array());
-        sc.backward(h, g, i0, ni, j0, nj, dS, scratch);
+        const int ia = i0 + kt.r0, nr = kt.nr, j0 = kt.j0, nj = kt.nj;
+        tile_probs(h, sc, plan, br, i0, kt, lse, S, P, M, scratch);
+        dV.middleRows(j0, nj).noalias() += P.transpose() * dY.middleRows(ia, nr);
+        dP.noalias() = dY.middleRows(ia, nr) * V.middleRows(j0, nj).transpose();
+        dS = P.array() * (dP.array().colwise() - D.segment(ia, nr).array());
+        sc.backward(h, g, ia, nr, j0, nj, dS, scratch);
       }
     }
   }
@@ -158,13 +159,12 @@ void tiled_probs_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& pla
   typename Scores::Scratch scratch;
   for (std::size_t br = 0; br < plan.branches.size(); ++br)
     for (int qt = 0; qt < plan.n_tiles; ++qt) {
-      const int i0 = qt * kTile, ni = std::min(Tn, i0 + kTile) - i0;
+      const int i0 = qt * kTile;
       for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) {
-        tile_probs(h, sc, plan, br, i0, ni, kt, lse, S, P, M, scratch);
-        const int j0 = kt.kt * kTile;
-        for (int r = 0; r < ni; ++r)
-          for (int cc = 0; cc < P.cols(); ++cc)
-            out[static_cast<std::size_t>(i0 + r) * Tn + j0 + cc] += static_cast<float>(P(r, cc));
+        tile_probs(h, sc, plan, br, i0, kt, lse, S, P, M, scratch);
+        for (int r = 0; r < kt.nr; ++r)
+          for (int cc = 0; cc < kt.nj; ++cc)
+            out[static_cast<std::size_t>(i0 + kt.r0 + r) * Tn + kt.j0 + cc] += static_cast<float>(P(r, cc));
       }
     }
 }
