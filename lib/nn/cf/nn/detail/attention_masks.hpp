@@ -41,12 +41,11 @@ std::int64_t admitted(const BranchRows& br);
 /// groups of `sub_rows` rows (make_tile_plan), each restricted to the key columns its rows admit
 /// inside the tile. Smaller groups visit fewer masked scores (SWA(128) at T = 4,096: 1.12x the
 /// admitted scores with 16-row groups, 1.24x with 32, 1.49x with whole 64-row tiles) but run
-/// smaller GEMMs; under load 10-12 on this machine the timings were inconclusive (16-row groups
-/// faster for SWA(128) in the longest run, mixed for SE-Bridge; docs/benchmarks.md), so the
-/// default stays kSubRows = kTile (whole rows, keys trimmed to the admitted columns), the tested
-/// behaviour; rerun `bench_long_context` with CF_SUB_ROWS on a quiet machine before changing it.
+/// smaller GEMMs. Measured at load 5-6 (docs/benchmarks.md), 16-row groups made SWA(128) faster
+/// in every round and SE-Bridge faster in most, so kSubRows = 16 (CF_SUB_ROWS in
+/// bench_long_context compares other values).
 constexpr int kTile = 64;
-constexpr int kSubRows = kTile;
+constexpr int kSubRows = 16;
 /// One visited rectangle: rows [qt kTile + r0, + nr) of the query tile, keys [j0, j0 + nj) inside
 /// key tile kt.
 struct KeyTile {
