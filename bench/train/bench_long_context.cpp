@@ -3,8 +3,11 @@
 // beside the ratio of admitted scores (lib/graph accounting) — cost should follow the score count;
 // (2) a training step of a 4-layer, 256-wide byte model at long T with its peak resident memory
 // against the O(T) theory of what the step must hold.
+// (3) ELU+1 linear attention heads, forward + backward, in the prefix-sum form or the dense T x T
+// oracle form, with the process's peak resident memory (run each form in its own process).
 // Usage: bench_long_context attn  KIND T [B=1] [REPS=3]   e.g. attn swa:128 4096
 //        bench_long_context train KIND T [B=1] [STEPS=2]  e.g. train swa:128 32768
+//        bench_long_context linear prefix|dense T [B=1] [REPS=3]  e.g. linear prefix 16384
 //        bench_long_context --help
 // KIND: full | swa:W | se-bridge:B[:E] | block:B | bridge:B:W | pbb:B:W
 #include <sys/resource.h>
@@ -17,6 +20,8 @@
 #include <string>
 
 #include "cf/core/omp_exception.hpp"
+#include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_linear.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/detail/attention_tiled.hpp"
 #include "cf/nn/model.hpp"
@@ -32,6 +37,8 @@ const char* kUsage =
     "         attention at length T, and the admitted-score ratio\n"
     "  train: training steps of a 4-layer, 256-wide byte model with KIND at every layer; peak RSS\n"
     "         against the O(T) theory\n"
+    "  linear prefix|dense: forward+backward time of H 4 ELU+1 linear heads (d_head 64) at length T,\n"
+    "         prefix-sum form or dense T x T form, and peak RSS of the process\n"
     "  KIND: full | swa:W | block:B | bridge:B:W | pbb:B:W | se-bridge:B:E\n";
 
 LayerConfig parse_kind(const std::string& s) {
@@ -59,7 +66,10 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 // seconds per forward + backward of H heads of one sequence
 double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std::int64_t& admitted) {
   const int H = 4, dh = 64, HD = H * dh;
-  const detail::TilePlan plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn);
+  // env CF_SUB_ROWS: rows per group of a partial tile (detail::make_tile_plan; default kSubRows)
+  const char* sub = std::getenv("CF_SUB_ROWS");
+  const detail::TilePlan plan =
+      detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, sub ? std::atoi(sub) : detail::kSubRows);
   (void)tile;  // the tile size is detail::kTile
   admitted = 0;
   for (const auto& br : plan.branches) admitted += detail::admitted(br);
@@ -81,10 +91,12 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
     for (int task = 0; task < B * H * nt; ++task)
       omp_errors.run([&] {
         const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
-        detail::TiledHead<float> th;
+        detail::HeadQKV<float> th;
         th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
-        detail::tiled_forward_qtile(th, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
+        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
+        detail::DotScores<float> sc;
+        sc.scale = 1.f / 8.f;
+        detail::tiled_forward_qtile(th, sc, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
                                     nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                     lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
       });
@@ -94,14 +106,16 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
     for (int bh = 0; bh < B * H; ++bh)
       omp_errors_bwd.run([&] {
         const int b = bh / H, h = bh % H;
-        detail::TiledHead<float> th;
+        detail::HeadQKV<float> th;
         th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD, th.scale = 1.f / 8.f;
-        detail::TiledGrads<float> g;
+        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
+        detail::DotScores<float> sc;
+        sc.scale = 1.f / 8.f;
+        detail::HeadQKVGrads<float> g;
         g.dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh, g.dk = g.dq + HD, g.dv = g.dq + 2 * HD;
         g.ld = 3 * HD;
         const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
-        detail::tiled_backward_head(th, plan, dy.data() + yo, HD, y.data() + yo,
+        detail::tiled_backward_head(th, sc, plan, dy.data() + yo, HD, y.data() + yo,
                                     nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                     lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
       });
@@ -118,10 +132,57 @@ int attn_mode(const LayerConfig& lc, int Tn, int B, int reps, int tile) {
   const double t_kind = time_heads(lc, Tn, B, reps, tile, a_kind), t_full = time_heads(full, Tn, B, reps, tile, a_full);
   const double ratio = static_cast<double>(a_kind) / a_full;
   std::printf(
-      "attn T=%d B=%d H=4 dh=64 tile=%d kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld score_ratio=%.4f "
+      "attn T=%d B=%d H=4 dh=64 tile=%d sub_rows=%s kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld "
+      "score_ratio=%.4f "
       "time_ratio=%.4f time_over_score_ratio=%.3f\n",
-      Tn, B, tile, t_kind, t_full, static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio,
-      t_kind / t_full, t_kind / t_full / ratio);
+      Tn, B, tile, std::getenv("CF_SUB_ROWS") ? std::getenv("CF_SUB_ROWS") : "default", t_kind, t_full,
+      static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio, t_kind / t_full, t_kind / t_full / ratio);
+  return 0;
+}
+
+// ELU+1 linear heads (H 4, d_head 64), forward + backward per rep, prefix-sum or dense form; the
+// heads run one after another (one thread: the dense form's T x T scratch is per thread).
+int linear_mode(bool prefix, int Tn, int B, int reps) {
+  const int H = 4, dh = 64, HD = H * dh;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> qkv(static_cast<std::size_t>(B) * Tn * 3 * HD), dqkv(qkv.size()),
+      y(static_cast<std::size_t>(B) * Tn * HD), dy(y.size()), den(static_cast<std::size_t>(B) * H * Tn);
+  for (auto& x : qkv) x = nd(rng);
+  for (auto& x : dy) x = nd(rng);
+  std::vector<float> P(prefix ? 0 : static_cast<std::size_t>(Tn) * Tn);  // dense: one head's probabilities
+  detail::HeadSpec spec;
+  spec.linear = true;
+  double best = 1e30, checksum = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::fill(dqkv.begin(), dqkv.end(), 0.f);
+    const double t0 = now();
+    for (int bh = 0; bh < B * H; ++bh) {
+      const int b = bh / H, h = bh % H;
+      const float* q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+      float* dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+      const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
+      float* dn = den.data() + static_cast<std::size_t>(bh) * Tn;
+      if (prefix) {
+        detail::linear_head_forward<float>(Tn, dh, q, q + HD, q + 2 * HD, 3 * HD, y.data() + yo, HD, dn);
+        detail::linear_head_backward<float>(Tn, dh, q, q + HD, q + 2 * HD, 3 * HD, y.data() + yo, dy.data() + yo, HD,
+                                            dn, dq, dq + HD, dq + 2 * HD);
+      } else {
+        detail::attention_head_forward<float>(spec, Tn, dh, q, q + HD, q + 2 * HD, 3 * HD, y.data() + yo, HD, nullptr,
+                                              nullptr, P.data(), dn, nullptr);
+        detail::attention_head_backward<float>(spec, Tn, dh, q, q + HD, q + 2 * HD, 3 * HD, dq, dq + HD, dq + 2 * HD,
+                                               dy.data() + yo, HD, P.data(), dn, nullptr, nullptr);
+      }
+    }
+    best = std::min(best, now() - t0);
+  }
+  for (float x : dqkv) checksum += x;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double buffers_mb = (qkv.size() + dqkv.size() + y.size() + dy.size() + den.size()) * 4 / 1048576.0;
+  std::printf(
+      "linear form=%s T=%d B=%d H=4 dh=64 fwd_bwd_s=%.4f peak_rss_mb=%.1f io_buffers_mb=%.1f grad_checksum=%.6g\n",
+      prefix ? "prefix" : "dense", Tn, B, best, ru.ru_maxrss / 1024.0, buffers_mb, checksum);
   return 0;
 }
 
@@ -184,6 +245,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string mode = argv[1];
+  if (mode == "linear") {
+    const std::string form = argv[2];
+    const int Tn = std::atoi(argv[3]), B = argc > 4 ? std::atoi(argv[4]) : 1, n = argc > 5 ? std::atoi(argv[5]) : 3;
+    if ((form != "prefix" && form != "dense") || Tn < 1 || B < 1 || n < 1) {
+      std::fprintf(stderr, "bench_long_context: linear needs prefix|dense, T >= 1, B >= 1, REPS >= 1\n");
+      return 2;
+    }
+    return linear_mode(form == "prefix", Tn, B, n);
+  }
   const LayerConfig lc = parse_kind(argv[2]);
   const int Tn = std::atoi(argv[3]), B = argc > 4 ? std::atoi(argv[4]) : 1, n = argc > 5 ? std::atoi(argv[5]) : 0;
   if (Tn < 1 || B < 1) {

@@ -130,7 +130,9 @@ TEST_CASE(
       {"sd", PosKind::Alibi, Fusion::Branch, 40},
       {"full", PosKind::Alibi, Fusion::Branch, 40},
       {"full", PosKind::Rope, Fusion::Branch, 40},
-      {"linear", PosKind::Learned, Fusion::Branch, 40},
+      {"linear", PosKind::Learned, Fusion::Branch, 40},  // prefix-sum form (64-row chunks) vs dense T x T
+      {"linear", PosKind::Rope, Fusion::Branch, 40},
+      {"linear", PosKind::Alibi, Fusion::Branch, 40},  // ALiBi does not apply to linear layers (both paths)
   };
   for (const Case& k : cases) {
     const ModelConfig c = cfg_of(k.schedule, 1, k.pos, k.fusion, 24, k.w, 10, 160);
@@ -141,6 +143,8 @@ TEST_CASE(
   }
   // a mixed 3-layer model, so gradients flow through tiled layers into earlier ones
   compare<double>(cfg_of("swa,se-bridge,full", 3, PosKind::Rope, Fusion::Branch, 24, 40, 10, 160), 2, 131, 1e-11);
+  compare<double>(cfg_of("linear,swa,linear", 3, PosKind::Rope, Fusion::Branch, 24, 40, 10, 160), 2, 131, 1e-11);
+  compare<float>(cfg_of("linear,swa,linear", 3, PosKind::Rope, Fusion::Branch, 24, 40, 10, 160), 1, 131, 2e-4);
 }
 
 TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O(T w) of them", "[nn][tiled]") {
@@ -156,19 +160,34 @@ TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O
   p.kind = cf::graph::PatternKind::Swa;
   p.w = 128;
   CHECK(admitted == cf::graph::scores_branch(cf::graph::make_mask(p, Tn)));
-  // each 64-row query tile reaches back w - 1 = 127 keys: 3 key tiles (2 for the first)
-  CHECK(plan.visited_scores == 64 * 64 * (1 + 2 + 3 * (Tn / 64 - 2)));
-  // partial tiles are masked exactly: the union of visited tiles holds every admitted score
-  std::int64_t in_tiles = 0;
-  for (int qt = 0; qt < plan.n_tiles; ++qt)
-    for (int t = qt * 64; t < std::min(Tn, qt * 64 + 64); ++t)
-      for (const auto& kt : plan.tiles[0][static_cast<std::size_t>(qt)]) {
-        std::vector<int> row(64);
-        detail::admitted_row(plan.branches[0], t, kt.kt * 64, 64, row.data());
-        for (int v : row) in_tiles += v;
-        if (kt.full) CHECK(std::count(row.begin(), row.end(), 1) == 64);
+  // each 64-row query tile reaches back w - 1 = 127 keys: 3 key tiles (2 for the first). The middle
+  // one is admitted whole (64 x 64); the two partial ones are visited as 16-row groups restricted
+  // to their admitted keys: the window edge 16 (63 + 47 + 31 + 15), the causal diagonal
+  // 16 (16 + 32 + 48 + 64)
+  const std::int64_t edge = 16 * (63 + 47 + 31 + 15), diag = 16 * (16 + 32 + 48 + 64);
+  const detail::TilePlan p16 = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, 16);
+  CHECK(p16.visited_scores == diag + (64 * 64 + diag) + (Tn / 64 - 2) * (edge + 64 * 64 + diag));
+  CHECK(double(p16.visited_scores) / double(admitted) < 1.12);  // whole 64 x 64 tiles: 1.5
+  // whole 64-row groups: the edge tile loses its one never-admitted key column
+  const detail::TilePlan p64 = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, 64);
+  CHECK(plan.visited_scores == p16.visited_scores);  // the default is 16-row groups
+  CHECK(p64.visited_scores == 64 * 64 + 2 * 64 * 64 + (Tn / 64 - 2) * (64 * 63 + 2 * 64 * 64));
+  // partial tiles are masked exactly: the visited rectangles hold every admitted score once
+  for (const detail::TilePlan* pl : {&p64, &p16}) {
+    std::int64_t in_tiles = 0;
+    for (int qt = 0; qt < pl->n_tiles; ++qt)
+      for (const auto& kt : pl->tiles[0][static_cast<std::size_t>(qt)]) {
+        CHECK(kt.j0 >= kt.kt * 64);
+        CHECK(kt.j0 + kt.nj <= kt.kt * 64 + 64);
+        for (int t = qt * 64 + kt.r0; t < qt * 64 + kt.r0 + kt.nr; ++t) {
+          std::vector<int> row(static_cast<std::size_t>(kt.nj));
+          detail::admitted_row(pl->branches[0], t, kt.j0, kt.nj, row.data());
+          for (int v : row) in_tiles += v;
+          if (kt.full) CHECK(std::count(row.begin(), row.end(), 1) == kt.nj);
+        }
       }
-  CHECK(in_tiles == admitted);
+    CHECK(in_tiles == admitted);
+  }
 }
 
 TEST_CASE(

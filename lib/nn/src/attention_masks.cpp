@@ -96,7 +96,8 @@ std::int64_t admitted(const BranchRows& br) {
   return n;
 }
 
-TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn) {
+TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows) {
+  sub_rows = std::max(1, std::min(sub_rows, kTile));
   TilePlan plan;
   plan.Tn = Tn;
   plan.n_tiles = (Tn + kTile - 1) / kTile;
@@ -119,11 +120,35 @@ TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn) {
             if (iv.lo <= j0 && iv.hi >= j1) ++hits[static_cast<std::size_t>(kt)];
           }
         }
-      for (int kt = 0; kt < plan.n_tiles; ++kt)
-        if (touched[static_cast<std::size_t>(kt)]) {
-          per_q[static_cast<std::size_t>(qt)].push_back({kt, hits[static_cast<std::size_t>(kt)] == i1 - i0});
-          plan.visited_scores += static_cast<std::int64_t>(i1 - i0) * (std::min(Tn, (kt + 1) * kTile) - kt * kTile);
+      for (int kt = 0; kt < plan.n_tiles; ++kt) {
+        if (!touched[static_cast<std::size_t>(kt)]) continue;
+        const int J0 = kt * kTile, J1 = std::min(Tn, J0 + kTile) - 1;
+        auto& rects = per_q[static_cast<std::size_t>(qt)];
+        if (hits[static_cast<std::size_t>(kt)] == i1 - i0) {  // whole tile admitted by every row
+          rects.push_back({kt, true, 0, i1 - i0, J0, J1 - J0 + 1});
+          plan.visited_scores += static_cast<std::int64_t>(i1 - i0) * (J1 - J0 + 1);
+          continue;
         }
+        // partial tile: row groups, each restricted to the keys its rows admit inside the tile
+        for (int g0 = i0; g0 < i1; g0 += sub_rows) {
+          const int g1 = std::min(i1, g0 + sub_rows);
+          graph::Index lo = J1 + 1, hi = J0 - 1;
+          std::int64_t n_adm = 0;
+          for (int t = g0; t < g1; ++t)
+            for (const auto& iv : br.rows[static_cast<std::size_t>(t)]) {
+              const graph::Index a = std::max<graph::Index>(iv.lo, J0), b = std::min<graph::Index>(iv.hi, J1);
+              if (a > b) continue;
+              lo = std::min(lo, a);
+              hi = std::max(hi, b);
+              n_adm += b - a + 1;
+            }
+          if (lo > hi) continue;
+          const int nj = static_cast<int>(hi - lo + 1);
+          rects.push_back(
+              {kt, n_adm == static_cast<std::int64_t>(g1 - g0) * nj, g0 - i0, g1 - g0, static_cast<int>(lo), nj});
+          plan.visited_scores += static_cast<std::int64_t>(g1 - g0) * nj;
+        }
+      }
     }
     plan.tiles.push_back(std::move(per_q));
   }

@@ -22,6 +22,7 @@
 #include "cf/core/omp_exception.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_linear.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/detail/attention_tiled.hpp"
 #include "cf/nn/ops.hpp"
@@ -215,7 +216,7 @@ void embed_backward(Pass<T>& p, const std::int32_t* tokens) {
 // ELU+1 linear attention).
 struct AttnMode {
   bool lin = false, sd = false, runway = false;
-  bool dense = false;  ///< T x T path (AttentionPath::Dense, a score hook, or ELU+1 linear)
+  bool dense = false;  ///< T x T path (AttentionPath::Dense or a score hook); else tiled / prefix-sum
 };
 template <class T>
 AttnMode attn_mode(const Pass<T>& p, int l) {
@@ -225,7 +226,7 @@ AttnMode attn_mode(const Pass<T>& p, int l) {
       k == AttnKind::Linear || (p.hooks && l < static_cast<int>(p.hooks->linearize.size()) && p.hooks->linearize[l]);
   m.sd = !m.lin && k == AttnKind::Sd;
   m.runway = !m.lin && (k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear);
-  m.dense = p.a.path == AttentionPath::Dense || m.lin || (p.hooks && p.hooks->on_scores);
+  m.dense = p.a.path == AttentionPath::Dense || (p.hooks && p.hooks->on_scores);
   return m;
 }
 
@@ -439,28 +440,78 @@ void heads_backward_dense(Pass<T>& p, int l, const AttnMode& m) {
   omp_errors.rethrow();
 }
 
-// One head of sequence b for the tiled kernels. damp_t: [B, H, T] S-D damping (null otherwise).
+// Q, K, V of head h of sequence b (grouped-query attention: head h reads kv head h / (H / KV)).
 template <class T>
-detail::TiledHead<T> tiled_head(const Pass<T>& p, int l, const AttnMode& m, int b, int h, const T* damp_t) {
-  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l);
-  const QkvLayout ql = qkv_layout(p.cfg, l);  // grouped-query attention: head h reads kv head h / (H / KV)
-  const T* seq = p.a.qkv[l].data() + static_cast<std::int64_t>(b) * Tn * ql.ld();
-  detail::TiledHead<T> th;
-  th.Tn = Tn;
-  th.dh = dh;
-  th.q = seq + ql.q(h);
-  th.k = seq + ql.k(h);
-  th.v = seq + ql.v(h);
-  th.ld = ql.ld();
-  th.scale = T(m.sd ? 0.5 / std::sqrt(double(dh)) : 1.0 / std::sqrt(double(dh)));
-  if (m.sd) th.damp = damp_t + (static_cast<std::size_t>(b) * H + h) * Tn;
-  if (p.cfg.pos == PosKind::Alibi) th.alibi = T(alibi_slope(h, H));
-  if (m.runway) {
-    th.runway.vl = seq + ql.v(H - 1);
-    th.runway.ld = ql.ld();
-    if (p.cfg.layers[l].attn == AttnKind::RunwayBilinear) th.runway.B = p.W + p.lay.layer[l].runway_B;
+detail::HeadQKV<T> head_qkv(const Pass<T>& p, int l, int b, int h) {
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  const T* seq = p.a.qkv[l].data() + static_cast<std::int64_t>(b) * p.Tn * ql.ld();
+  detail::HeadQKV<T> hq;
+  hq.Tn = p.Tn;
+  hq.dh = ql.dh;
+  hq.q = seq + ql.q(h);
+  hq.k = seq + ql.k(h);
+  hq.v = seq + ql.v(h);
+  hq.ld = ql.ld();
+  return hq;
+}
+
+// The variant dispatch of the tiled path: calls body(make) once, with make(b, h) returning the
+// score policy (one unit each, cf/nn/detail/variants/) of head h of sequence b, so the tile loop is
+// compiled per variant (no per-score branch or virtual call). With `grads` the policy's own
+// gradient outputs point into the per-(b, h) scratch a.dd_t (S-D) and a.rw_* (runway). damp_t:
+// [B, H, T] S-D damping (S-D only). ALiBi wraps whichever policy the layer uses.
+template <class T, class Body>
+void with_tiled_scores(const Pass<T>& p, int l, const AttnMode& m, const T* damp_t, bool grads, Body&& body) {
+  const int H = p.H, Tn = p.Tn, dh = head_dim(p.cfg, l);
+  Activations<T>& a = p.a;
+  const auto pos = [&](auto inner_of, auto&& next) {  // ALiBi over the inner policy, or the inner policy
+    if (p.cfg.pos == PosKind::Alibi)
+      next([=](int b, int h) {
+        detail::Alibi<decltype(inner_of(b, h))> al;
+        al.inner = inner_of(b, h);
+        al.slope = alibi_slope(h, H);
+        return al;
+      });
+    else
+      next(inner_of);
+  };
+  const auto dot = [dh](int, int) {
+    detail::DotScores<T> d;
+    d.scale = T(1.0 / std::sqrt(double(dh)));
+    return d;
+  };
+  if (m.sd) {
+    pos(
+        [=, &a](int b, int h) {
+          detail::SdScores<T> s;
+          s.scale = T(0.5 / std::sqrt(double(dh)));
+          s.damp = damp_t + (static_cast<std::size_t>(b) * H + h) * Tn;
+          if (grads) s.ddamp = a.dd_t.data() + (static_cast<std::size_t>(b) * H + h) * Tn;
+          return s;
+        },
+        body);
+  } else if (m.runway) {
+    const QkvLayout ql = qkv_layout(p.cfg, l);
+    const T* B = p.cfg.layers[l].attn == AttnKind::RunwayBilinear ? p.W + p.lay.layer[l].runway_B : nullptr;
+    pos(dot, [&](auto inner_of) {
+      body([=, &a](int b, int h) {
+        detail::RunwayScores<T, decltype(inner_of(b, h))> r;
+        r.inner = inner_of(b, h);
+        r.vl = a.qkv[l].data() + static_cast<std::int64_t>(b) * Tn * ql.ld() + ql.v(H - 1);
+        r.ld_vl = ql.ld();
+        r.B = B;
+        if (grads) {
+          const std::size_t bh = static_cast<std::size_t>(b) * H + h;
+          r.dvs = a.rw_dvs.data() + bh * Tn * dh;
+          r.dvl = a.rw_dvl.data() + bh * Tn * dh;
+          if (B) r.dB = a.rw_dB.data() + bh * dh * dh;
+        }
+        return r;
+      });
+    });
+  } else {
+    pos(dot, body);
   }
-  return th;
 }
 
 // S-D damping d [N, H] transposed to [B, H, T] (contiguous rows for the tiled kernels).
@@ -490,17 +541,19 @@ void heads_forward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   a.obr[l].resize(nb > 1 ? static_cast<std::size_t>(p.B) * H * nb * Tn * dh : 0);
   const std::vector<T> damp = damping_by_head(p, l, m);
   const std::int64_t nt = plan.n_tiles, tasks = static_cast<std::int64_t>(p.B) * H * nt;
-  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+  with_tiled_scores(p, l, m, damp.data(), false, [&](auto make) {
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (std::int64_t task = 0; task < tasks; ++task)
-    omp_errors.run([&] {
-      const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
-      const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
-      detail::tiled_forward_qtile(th, plan, qt, a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                  nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                  a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
-    });
-  omp_errors.rethrow();
+    for (std::int64_t task = 0; task < tasks; ++task)
+      omp_errors.run([&] {
+        const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
+        detail::tiled_forward_qtile(head_qkv(p, l, b, h), make(b, h), plan, qt,
+                                    a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                    nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                    a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
+      });
+    omp_errors.rethrow();
+  });
 }
 
 // Backward of heads_forward_tiled: datty -> dqkv (+=), a.ddamp (S-D); runway: d V of the last head
@@ -523,32 +576,28 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   const int group = H / ql.KV;
   // One task per (sequence, key/value head): the query heads sharing a key/value head (grouped-query
   // attention) accumulate into the same dK, dV columns, so they run in order inside the task.
-  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+  with_tiled_scores(p, l, m, damp.data(), true, [&](auto make) {
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int bg = 0; bg < p.B * ql.KV; ++bg)
-    omp_errors.run([&] {
-      for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
-        const int b = bg / ql.KV, bh = b * H + h;
-        const detail::TiledHead<T> th = tiled_head(p, l, m, b, h, damp.data());
-        const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
-                           yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
-        detail::TiledGrads<T> g;
-        g.dq = dqkv + off + ql.q(h);
-        g.dk = dqkv + off + ql.k(h);
-        g.dv = dqkv + off + ql.v(h);
-        g.ld = ql.ld();
-        if (m.sd) g.ddamp = a.dd_t.data() + static_cast<std::size_t>(bh) * Tn;
-        if (m.runway) {
-          g.dvs = a.rw_dvs.data() + static_cast<std::size_t>(bh) * Tn * dh;
-          g.dvl = a.rw_dvl.data() + static_cast<std::size_t>(bh) * Tn * dh;
-          if (bil) g.dB = a.rw_dB.data() + static_cast<std::size_t>(bh) * dh * dh;
+    for (int bg = 0; bg < p.B * ql.KV; ++bg)
+      omp_errors.run([&] {
+        for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
+          const int b = bg / ql.KV, bh = b * H + h;
+          const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
+                             yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
+          detail::HeadQKVGrads<T> g;
+          g.dq = dqkv + off + ql.q(h);
+          g.dk = dqkv + off + ql.k(h);
+          g.dv = dqkv + off + ql.v(h);
+          g.ld = ql.ld();
+          detail::tiled_backward_head(head_qkv(p, l, b, h), make(b, h), plan, a.datty.data() + yo, HD,
+                                      a.atty[l].data() + yo,
+                                      nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                      a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
         }
-        detail::tiled_backward_head(th, plan, a.datty.data() + yo, HD, a.atty[l].data() + yo,
-                                    nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                    a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
-      }
-    });
-  omp_errors.rethrow();
+      });
+    omp_errors.rethrow();
+  });
   if (m.sd) {
     a.ddamp.setZero(p.N, H);
     for (int bh = 0; bh < BH; ++bh)
@@ -571,9 +620,63 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   }
 }
 
+// The heads of layer l, ELU+1 linear attention in prefix-sum form (cf/nn/detail/attention_linear.hpp):
+// qkv -> atty, denominators saved in a.lin_s[l] [B, H, T]; no T x T buffer. Parallel over (b, h).
+template <class T>
+void heads_forward_linear(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  a.nbranch[l] = 1;
+  a.lse[l].clear();  // no softmax row statistics
+  a.obr[l].clear();
+  const T* qkv = a.qkv[l].data();
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+#pragma omp parallel for schedule(dynamic)
+  for (int bh = 0; bh < p.B * H; ++bh)
+    omp_errors.run([&] {
+      const int b = bh / H, h = bh % H;
+      const T* base = qkv + static_cast<std::int64_t>(b) * Tn * ql.ld();
+      detail::linear_head_forward<T>(Tn, dh, base + ql.q(h), base + ql.k(h), base + ql.v(h), ql.ld(),
+                                     a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+                                     a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn);
+    });
+  omp_errors.rethrow();
+}
+// Backward of heads_forward_linear: datty -> dqkv (+=). One task per (sequence, key/value head),
+// as in the other backward passes (heads sharing a key/value head accumulate into the same columns).
+template <class T>
+void heads_backward_linear(Pass<T>& p, int l) {
+  Activations<T>& a = p.a;
+  const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
+  const QkvLayout ql = qkv_layout(p.cfg, l);
+  const int group = H / ql.KV;
+  const T* qkv = a.qkv[l].data();
+  T* dqkv = a.dqkv.data();
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+#pragma omp parallel for schedule(dynamic)
+  for (int bg = 0; bg < p.B * ql.KV; ++bg)
+    omp_errors.run([&] {
+      for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
+        const int b = bg / ql.KV, bh = b * H + h;
+        const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
+                           yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
+        detail::linear_head_backward<T>(Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h), ql.ld(),
+                                        a.atty[l].data() + yo, a.datty.data() + yo, HD,
+                                        a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, dqkv + off + ql.q(h),
+                                        dqkv + off + ql.k(h), dqkv + off + ql.v(h));
+      }
+    });
+  omp_errors.rethrow();
+}
+
+// Layer l's heads: the dense oracle (AttentionPath::Dense or a score hook), the prefix-sum kernel
+// (ELU+1 linear layers) or the tiled softmax kernel (every other variant).
 template <class T>
 void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
-  if (m.dense) {
+  if (!m.dense && m.lin) {
+    heads_forward_linear(p, l);
+  } else if (m.dense) {
     if (m.runway) runway_forward(p, l, p.a.qkv[l].data());
     heads_forward_dense(p, l, m);
   } else {
@@ -582,7 +685,9 @@ void heads_forward(Pass<T>& p, int l, const AttnMode& m) {
 }
 template <class T>
 void heads_backward(Pass<T>& p, int l, const AttnMode& m) {
-  if (m.dense) {
+  if (!m.dense && m.lin) {
+    heads_backward_linear(p, l);
+  } else if (m.dense) {
     heads_backward_dense(p, l, m);
     if (m.runway) runway_backward(p, l, p.a.qkv[l].data(), p.a.dqkv.data());
   } else {
@@ -607,12 +712,20 @@ void head_probs(const Pass<T>& p, int l, const AttnMode& m, int b, int h, float*
     }
     return;
   }
+  if (m.lin) {  // prefix-sum path: P_ij = phi(q_i).phi(k_j) / den_i
+    const QkvLayout ql = qkv_layout(p.cfg, l);
+    const T* seq = a.qkv[l].data() + static_cast<std::int64_t>(b) * Tn * ql.ld();
+    detail::linear_probs_head(Tn, ql.dh, seq + ql.q(h), seq + ql.k(h), ql.ld(), a.lin_s[l].data() + bh * Tn, dst);
+    return;
+  }
   std::vector<T> damp;
   if (m.sd) {  // this head's damping only
     damp.assign(static_cast<std::size_t>(p.N) * H, T(0));
     for (int t = 0; t < Tn; ++t) damp[bh * Tn + t] = a.damp_d[l](static_cast<std::int64_t>(b * Tn + t) * H + h);
   }
-  detail::tiled_probs_head(tiled_head(p, l, m, b, h, damp.data()), a.plans[l], a.lse[l].data() + bh * nb * Tn, dst);
+  with_tiled_scores(p, l, m, damp.data(), false, [&](auto make) {
+    detail::tiled_probs_head(head_qkv(p, l, b, h), make(b, h), a.plans[l], a.lse[l].data() + bh * nb * Tn, dst);
+  });
 }
 
 // Attention sub-layer: resid_mid[l] = resid[l] + c_proj(heads(qkv(norm_1(resid[l])))).

@@ -36,21 +36,32 @@ std::vector<std::uint8_t> dense_mask(const BranchRows& br, int Tn);
 std::int64_t admitted(const BranchRows& br);
 
 /// Key tiles visited by the tiled kernels. Tiles are kTile x kTile; query tile qt covers rows
-/// [qt kTile, min(T, (qt+1) kTile)).
+/// [qt kTile, min(T, (qt+1) kTile)). A key tile that every row of the query tile admits in full is
+/// visited whole; a partial one (the causal diagonal, the edge of a window) is visited as row
+/// groups of `sub_rows` rows (make_tile_plan), each restricted to the key columns its rows admit
+/// inside the tile. Smaller groups visit fewer masked scores (SWA(128) at T = 4,096: 1.12x the
+/// admitted scores with 16-row groups, 1.24x with 32, 1.49x with whole 64-row tiles) but run
+/// smaller GEMMs. Measured at load 5-6 (docs/benchmarks.md), 16-row groups made SWA(128) faster
+/// in every round and SE-Bridge faster in most, so kSubRows = 16 (CF_SUB_ROWS in
+/// bench_long_context compares other values).
 constexpr int kTile = 64;
+constexpr int kSubRows = 16;
+/// One visited rectangle: rows [qt kTile + r0, + nr) of the query tile, keys [j0, j0 + nj) inside
+/// key tile kt.
 struct KeyTile {
   int kt;     ///< key tile index
-  bool full;  ///< every row of the query tile admits every key of the tile (no masking needed)
+  bool full;  ///< every row of the rectangle admits every key of it (no masking needed)
+  int r0 = 0, nr = 0, j0 = 0, nj = 0;
 };
-/// tiles[br][qt]: the key tiles holding at least one admitted key of some row of query tile qt,
-/// in increasing order.
+/// tiles[br][qt]: the rectangles holding the admitted keys of the rows of query tile qt, in
+/// increasing key-tile order.
 struct TilePlan {
   int Tn = 0, n_tiles = 0;
   std::vector<BranchRows> branches;
   std::vector<std::vector<std::vector<KeyTile>>> tiles;
-  std::int64_t visited_scores = 0;  ///< sum over visited tiles of their area (the work done)
+  std::int64_t visited_scores = 0;  ///< sum over visited rectangles of their area (the work done)
 };
-TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn);
+TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows = kSubRows);
 
 /// Admission row of query `t` of a branch restricted to keys [j0, j0 + nj): out[c] = 1 where
 /// key j0 + c is admitted, 0 elsewhere.
