@@ -3,20 +3,19 @@
 // Prints, best of REPEATS (default 3): (a) safetensors: map + validate + every tensor converted to
 // float (cf::hf::TensorStore), (b) load_model: the whole import into a cf::nn model (transposes
 // included). Run by bench/hf/run_bench.sh beside numpy reading the same bytes.
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "cf/core/app.hpp"
+#include "cf/core/error.hpp"
 #include "cf/hf/safetensors.hpp"
 #include "cf/nn/model.hpp"
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_hf_load DIR [REPEATS]\n");
-    return 2;
-  }
-  const std::string dir = argv[1];
-  const int reps = argc > 2 ? std::stoi(argv[2]) : 3;
+namespace {
+
+int bench(const std::string& dir, int reps) {
   using clk = std::chrono::steady_clock;
   double best_st = 1e30, best_model = 1e30;
   std::size_t values = 0;
@@ -36,4 +35,22 @@ int main(int argc, char** argv) {
   }
   std::printf("safetensors_read_s %.4f values %zu\nload_model_s %.4f\n", best_st, values, best_model);
   return 0;
+}
+
+}  // namespace
+
+// Command line through CLI11 and cf::app::run like the tools: --help exits 0, unknown options and
+// bad numbers exit 2.
+int main(int argc, char** argv) {
+  CLI::App app{"Load time of a Hugging Face safetensors checkpoint (issue 13); not a test", "bench_hf_load"};
+  std::string dir;
+  int reps = 3;
+  app.add_option("DIR", dir, "checkpoint folder (config.json + *.safetensors)");
+  app.add_option("REPEATS", reps, "best of this many runs")->check(CLI::Range(1, 1000))->capture_default_str();
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] {
+    if (dir.empty()) throw cf::InvalidArgument("DIR is required (a checkpoint folder)");
+    rc = bench(dir, reps);
+  });
+  return code != 0 ? code : rc;
 }

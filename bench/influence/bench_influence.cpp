@@ -9,12 +9,15 @@
 //     sample of targets are timed and the total is extrapolated from their token counts (the
 //     cost of a pass is linear in B * T up to the attention's T^2 term; stated in the output).
 // Usage: bench_influence [reps=3] [jacobian_targets=4] [timed_targets=all]  (timed: the first, smallest ones)
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <random>
 
+#include "cf/core/app.hpp"
 #include "cf/influence/influence.hpp"
 #include "cf/influence/jacobian.hpp"
 #include "cf/nn/model.hpp"
@@ -42,10 +45,7 @@ void time_into(Timing& t, F&& f) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 3;
-  const int jt = argc > 2 ? std::atoi(argv[2]) : 4;
-  const int timed = argc > 3 ? std::atoi(argv[3]) : jt;
+int bench(int reps, int jt, int timed) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   nn::ModelConfig c;
   c.vocab_size = 256;
@@ -135,4 +135,18 @@ int main(int argc, char** argv) {
   time_into(tl, [&] { influence::jacobian_blocks(m, std::vector<std::int32_t>(jw.begin(), jw.begin() + 16), 0, 4); });
   std::printf("jacobian_blocks end to end, n = 16 (16 passes, norms included): %.3f s\n", tl.wall);
   return 0;
+}
+
+// Command line through CLI11 and cf::app::run like the tools: --help exits 0, unknown options and
+// bad numbers exit 2.
+int main(int argc, char** argv) {
+  CLI::App app{"Benchmark of lib/influence (issue 10); not a test", "bench_influence"};
+  int reps = 3, jt = 4, timed = -1;
+  app.add_option("reps", reps, "best of this many interleaved runs")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("jacobian_targets", jt, "Jacobian targets")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("timed_targets", timed, "targets timed (the first, smallest ones; default all)")
+      ->check(CLI::Range(1, 256));
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] { rc = bench(reps, jt, timed < 0 ? jt : std::min(timed, jt)); });
+  return code != 0 ? code : rc;
 }

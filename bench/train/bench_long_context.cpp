@@ -12,6 +12,7 @@
 // KIND: full | swa:W | se-bridge:B[:E] | block:B | bridge:B:W | pbb:B:W
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,8 @@
 #include <random>
 #include <string>
 
+#include "cf/core/app.hpp"
+#include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/attention_linear.hpp"
@@ -234,34 +237,31 @@ int train_mode(const LayerConfig& lc, int Tn, int B, int steps) {
 
 }  // namespace
 
+// Command line through CLI11 and cf::app::run like the tools: --help exits 0, unknown options and
+// bad numbers exit 2 with a message naming them.
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("%s", kUsage);
-      return 0;
+  CLI::App app{kUsage, "bench_long_context"};
+  std::string mode, kind;
+  int Tn = 0, B = 1, n = 0;
+  app.add_option("mode", mode, "attn | train | linear")->check(CLI::IsMember({"attn", "train", "linear"}));
+  app.add_option("kind", kind, "attention kind (attn, train) or prefix|dense (linear)");
+  app.add_option("T", Tn, "sequence length")->check(CLI::Range(1, 1 << 24));
+  app.add_option("B", B, "batch")->check(CLI::Range(1, 1 << 16));
+  app.add_option("n", n, "REPS (attn, linear; default 3) or STEPS (train; default 2)")->check(CLI::Range(1, 1 << 20));
+  int rc = 0;
+  // MODE KIND T are checked here, not with CLI11's required(): CLI11 reports a missing positional
+  // before an unknown option, and the unknown option is the more useful message.
+  const int code = cf::app::run(app, argc, argv, [&] {
+    if (mode.empty() || kind.empty() || Tn < 1)
+      throw cf::InvalidArgument(std::string("MODE KIND T are required\n") + kUsage);
+    if (mode == "linear") {
+      if (kind != "prefix" && kind != "dense")
+        throw cf::InvalidArgument("linear needs prefix|dense, got '" + kind + "'");
+      rc = linear_mode(kind == "prefix", Tn, B, n > 0 ? n : 3);
+      return;
     }
-  if (argc < 4) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  const std::string mode = argv[1];
-  if (mode == "linear") {
-    const std::string form = argv[2];
-    const int Tn = std::atoi(argv[3]), B = argc > 4 ? std::atoi(argv[4]) : 1, n = argc > 5 ? std::atoi(argv[5]) : 3;
-    if ((form != "prefix" && form != "dense") || Tn < 1 || B < 1 || n < 1) {
-      std::fprintf(stderr, "bench_long_context: linear needs prefix|dense, T >= 1, B >= 1, REPS >= 1\n");
-      return 2;
-    }
-    return linear_mode(form == "prefix", Tn, B, n);
-  }
-  const LayerConfig lc = parse_kind(argv[2]);
-  const int Tn = std::atoi(argv[3]), B = argc > 4 ? std::atoi(argv[4]) : 1, n = argc > 5 ? std::atoi(argv[5]) : 0;
-  if (Tn < 1 || B < 1) {
-    std::fprintf(stderr, "bench_long_context: T and B must be >= 1\n");
-    return 2;
-  }
-  if (mode == "attn") return attn_mode(lc, Tn, B, n > 0 ? n : 3, detail::kTile);
-  if (mode == "train") return train_mode(lc, Tn, B, n > 0 ? n : 2);
-  std::fprintf(stderr, "%s", kUsage);
-  return 2;
+    const LayerConfig lc = parse_kind(kind);
+    rc = mode == "attn" ? attn_mode(lc, Tn, B, n > 0 ? n : 3, detail::kTile) : train_mode(lc, Tn, B, n > 0 ? n : 2);
+  });
+  return code != 0 ? code : rc;
 }

@@ -9,45 +9,12 @@
 
 #include "cf/nn/model.hpp"
 #include "cf/nn/ops.hpp"
+#include "cf_test/finite_difference.hpp"
 
 using namespace cf::nn;
+using namespace cf::test;
 
 namespace {
-
-// Central differences with h = 1e-5 in double: truncation O(h^2) ~ 1e-10 and round-off
-// ~ 1e-16 / h ~ 1e-11, so 1e-6 relative to the largest gradient leaves a wide margin.
-constexpr double kStep = 1e-5;
-constexpr double kRelTol = 1e-6;
-
-double fd_max_rel_error(std::vector<double>& x, const std::vector<double>& analytic,
-                        const std::function<double()>& loss, const std::vector<std::size_t>& idx) {
-  double gmax = 1e-12, err = 0;
-  for (double g : analytic) gmax = std::max(gmax, std::abs(g));
-  for (std::size_t i : idx) {
-    const double x0 = x[i];
-    x[i] = x0 + kStep;
-    const double lp = loss();
-    x[i] = x0 - kStep;
-    const double lm = loss();
-    x[i] = x0;
-    err = std::max(err, std::abs((lp - lm) / (2 * kStep) - analytic[i]));
-  }
-  return err / gmax;
-}
-
-std::vector<std::size_t> all_indices(std::size_t n) {
-  std::vector<std::size_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
-
-std::vector<double> random_vec(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-scale, scale);
-  std::vector<double> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
 
 ModelConfig tiny_config(const std::string& schedule, PosKind pos = PosKind::Learned,
                         NormKind norm = NormKind::LayerNorm) {
