@@ -3,6 +3,7 @@
 // the dichotomy report's rows agree with cf::rollout::dichotomy called directly.
 #include <catch2/catch.hpp>
 
+#include "cf/core/error.hpp"
 #include "cf/rollout/dichotomy.hpp"
 #include "cf/rollout/theory_report.hpp"
 
