@@ -1,8 +1,8 @@
 // capture — record what the analysers read from a trained model (issue 4): per layer and head the
 // attention probabilities, Q and K, and the residual-stream norms entering and leaving attention
 // with alpha_l in both SPEC §2 forms, into an HDF5 capture file (docs/checkpoint_format.md).
-// Thin app over cf/nn/capture.hpp; `rollout --model CAPTURE.h5` consumes the file.
-#include <cmath>
+// Thin app: an options struct, setup and run over cf/nn/capture.hpp and cf/nn/capture_report.hpp;
+// `rollout --model CAPTURE.h5` consumes the file.
 #include <sstream>
 
 #include "cf/core/app.hpp"
@@ -14,11 +14,10 @@
 #include "cf/hf/token_ids.hpp"
 #include "cf/hf/tokenizer.hpp"
 #include "cf/nn/capture.hpp"
+#include "cf/nn/capture_report.hpp"
 #include "cf/nn/checkpoint.hpp"
 
 using namespace cf;
-using output::fmt;
-using output::fmt_int;
 
 namespace {
 
@@ -85,67 +84,27 @@ void run(const CLI::App& app, const Options& o) {
   const nn::CaptureSummary s = nn::capture_model(model, windows, o.out, co);
 
   const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());
-  output::Report rep;
-  rep.meta = output::metadata("capture", {{"checkpoint", o.checkpoint},
-                                          {"text", o.text},
-                                          {"data", o.data},
-                                          {"split", o.split},
-                                          {"seq_len", T},
-                                          {"n_seq", o.n_seq},
-                                          {"heads", o.heads},
-                                          {"qk", !o.no_qk},
-                                          {"probs", !o.no_probs},
-                                          {"out", o.out},
-                                          {"tokenizer", tokenizer}});
-  output::Table t;
-  t.title = "capture: " + o.out + " (N = " + std::to_string(s.n_seq) + " sequences of T = " + std::to_string(T) +
-            " tokens, " + std::to_string(cfg.n_layer) + " layers, " + std::to_string(H) + " heads stored)";
-  t.header = {"layer", "attention", "alpha token-mean", "alpha Frobenius", "mean entropy (nats)"};
-  nlohmann::json layers = nlohmann::json::array();
-  plot::LinePlot lp;
-  lp.title = "Residual mixing alpha_l by layer (attention share of the residual update)";
-  lp.xlabel = "layer l";
-  lp.ylabel = "alpha_l";
-  plot::Series ptm{"token-mean", {}, {}}, pfr{"Frobenius", {}, {}};
-  for (int l = 0; l < cfg.n_layer; ++l) {
-    const auto& L = s.layers[static_cast<std::size_t>(l)];
-    const std::string kind = nn::attn_name(cfg.layers[static_cast<std::size_t>(l)].attn);
-    t.add_row({std::to_string(l), kind, fmt(L.alpha_token_mean, 5), fmt(L.alpha_frobenius, 5), fmt(L.entropy, 4)});
-    layers.push_back({{"layer", l},
-                      {"attn", kind},
-                      {"alpha_token_mean", L.alpha_token_mean},
-                      {"alpha_frobenius", L.alpha_frobenius},
-                      {"entropy", L.entropy}});
-    ptm.x.push_back(l), ptm.y.push_back(L.alpha_token_mean);
-    pfr.x.push_back(l), pfr.y.push_back(L.alpha_frobenius);
-  }
-  rep.tables.push_back(t);
-  rep.body = {{"file", o.out},
-              {"n_seq", s.n_seq},
-              {"seq_len", T},
-              {"n_layer", cfg.n_layer},
-              {"heads_stored", H},
-              {"tokenizer", tokenizer},
-              {"input_tokens", tokens.size()},
-              {"mean_nll", s.nll},
-              {"layers", layers}};
-  rep.notes.push_back("mean next-token loss on the captured windows: " + fmt(s.nll, 5) + " nats/token");
-  rep.notes.push_back(
-      "entropy: mean over stored heads, sequences and query rows of -sum_j p_ij log p_ij (rows "
-      "normalised; a uniform causal head gives mean_t log(t+1) = " +
-      fmt(
-          [&] {
-            double e = 0;
-            for (int i = 0; i < T; ++i) e += std::log(i + 1.0);
-            return e / T;
-          }(),
-          4) +
-      ")");
-  rep.notes.push_back("next: rollout --model " + o.out + " --alpha measured");
-  if (!o.common.plot.empty()) {
-    lp.series = {ptm, pfr};
-    plot::save(lp, o.common.plot);
-  }
+  const nlohmann::json meta = output::metadata("capture", {{"checkpoint", o.checkpoint},
+                                                           {"text", o.text},
+                                                           {"data", o.data},
+                                                           {"split", o.split},
+                                                           {"seq_len", T},
+                                                           {"n_seq", o.n_seq},
+                                                           {"heads", o.heads},
+                                                           {"qk", !o.no_qk},
+                                                           {"probs", !o.no_probs},
+                                                           {"out", o.out},
+                                                           {"tokenizer", tokenizer}});
+  nn::CaptureReportInput ri;
+  ri.out = o.out;
+  ri.seq_len = T;
+  ri.heads_stored = H;
+  ri.tokenizer = tokenizer;
+  ri.input_tokens = tokens.size();
+  nn::CaptureReport cr = nn::capture_report(cfg, s, ri);
+  output::Report& rep = cr.report;
+  rep.meta = meta;
+  if (!o.common.plot.empty()) plot::save(cr.alpha_plot, o.common.plot);
   app::emit(rep, o.common);
 }
 

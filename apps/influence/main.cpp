@@ -3,7 +3,8 @@
 // the model's own backward pass. One checkpoint: the profile (table / CSV / JSON, HDF5 with the
 // per-window matrix on request) and its plot; several (a list or a glob, e.g. the step_*.h5 of
 // `train --keep-every`): summary metrics against the training step and their plot.
-// Thin app over cf/influence/influence.hpp (docs/influence.md).
+// Thin app: an options struct, setup and run over cf/influence/influence.hpp and
+// cf/influence/influence_report.hpp (docs/influence.md).
 #include <cmath>
 
 #include "cf/core/app.hpp"
@@ -12,6 +13,7 @@
 #include "cf/data/token_file.hpp"
 #include "cf/influence/capture_input.hpp"
 #include "cf/influence/influence.hpp"
+#include "cf/influence/influence_report.hpp"
 #include "cf/influence/profile_io.hpp"
 #include "cf/influence/series.hpp"
 #include "cf/nn/capture.hpp"
@@ -70,85 +72,38 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
   return m;
 }
 
-nlohmann::json summary_json(const Eigen::VectorXd& p) {
-  const auto s = rollout::summarize(p);
-  return {{"first", s.first},          {"last", s.last},           {"argmin", s.argmin}, {"min", s.min},
-          {"primacy_mass", s.primacy}, {"recency_mass", s.recency}};
-}
-
 void run_single(const Options& o, const std::string& path) {
   const nn::Model<float> model = nn::load_model(path);
   const Measured m = measure(o, model, path);
   const auto& r = m.r;
-  const int W = static_cast<int>(m.w.tokens.size());
   if (!o.h5.empty())
     influence::write_profile_h5(o.h5, r, m.w.starts, path,
                                 !o.capture.empty() ? o.capture
                                 : o.data.empty()   ? o.text
                                                    : o.data);
-  output::Report rep;
-  rep.meta = output::metadata("influence", {{"checkpoint", path},
-                                            {"text", o.text},
-                                            {"data", o.data},
-                                            {"capture", o.capture},
-                                            {"split", o.split},
-                                            {"n", m.n},
-                                            {"windows", o.windows},
-                                            {"target", o.target},
-                                            {"batch", o.batch},
-                                            {"h5", o.h5}});
-  output::Table t;
-  t.title = "Measured influence I_j (seed 004 Eq. 6, target " + o.target + "), " + path +
-            ": n = " + std::to_string(m.n) + ", " + std::to_string(W) + " windows, " +
-            std::to_string(r.backward_passes) + " batched backward pass(es)";
-  t.header = {"position", "influence", "mean_g"};
-  for (int j = 0; j < m.n; ++j) t.add_row({std::to_string(j), fmt(r.profile(j), 10), fmt(r.mean_g(j), 10)});
-  rep.tables.push_back(t);
-  const auto s = rollout::summarize(r.profile);
-  rep.notes.push_back("I_0 = " + fmt(s.first, 4) + ", I_n-1 = " + fmt(s.last, 4) + ", argmin " +
-                      std::to_string(s.argmin) + " (" + fmt(s.min, 4) + "), primacy / recency mass (first / last " +
-                      "ceil(n/10) positions) " + fmt(s.primacy, 4) + " / " + fmt(s.recency, 4));
-  rep.notes.push_back("mean p(yhat) over windows " + fmt(r.per_window.p_yhat.mean(), 4) +
-                      "; windows start at capture's evenly spread offsets (JSON: starts)");
-  if (!o.h5.empty()) rep.notes.push_back("per-window matrix written to " + o.h5 + " (/per_window [W, n])");
-  rep.body = {{"checkpoint", path},
-              {"target", o.target},
-              {"n", m.n},
-              {"windows", W},
-              {"backward_passes", r.backward_passes},
-              {"starts", m.w.starts},
-              {"yhat", r.per_window.yhat},
-              {"p_yhat", std::vector<double>(r.per_window.p_yhat.data(),
-                                             r.per_window.p_yhat.data() + r.per_window.p_yhat.size())},
-              {"profile", std::vector<double>(r.profile.data(), r.profile.data() + r.profile.size())},
-              {"mean_g", std::vector<double>(r.mean_g.data(), r.mean_g.data() + r.mean_g.size())},
-              {"summary", summary_json(r.profile)}};
-  app::emit(rep, o.common);
-  if (!o.common.plot.empty()) {
-    plot::LinePlot lp;
-    lp.title = "Measured influence (seed 004 Eq. 6), " + o.target + " target, n = " + std::to_string(m.n);
-    lp.xlabel = "input position j";
-    lp.ylabel = "I_j (normalised mean gradient norm)";
-    plot::Series se{"measured influence", {}, {}};
-    for (int j = 0; j < m.n; ++j) se.x.push_back(j), se.y.push_back(r.profile(j));
-    lp.series = {se};
-    plot::save(lp, o.common.plot);
-  }
+  influence::InfluenceReport ir = influence::influence_report(r, m.w.starts, path, o.target, o.h5);
+  ir.report.meta = output::metadata("influence", {{"checkpoint", path},
+                                                  {"text", o.text},
+                                                  {"data", o.data},
+                                                  {"capture", o.capture},
+                                                  {"split", o.split},
+                                                  {"n", m.n},
+                                                  {"windows", o.windows},
+                                                  {"target", o.target},
+                                                  {"batch", o.batch},
+                                                  {"h5", o.h5}});
+  app::emit(ir.report, o.common);
+  if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
 }
 
 void run_series(const Options& o, const std::vector<influence::CheckpointEntry>& cks) {
-  output::Report rep;
-  rep.meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
-                                            {"text", o.text},
-                                            {"data", o.data},
-                                            {"n", o.n},
-                                            {"windows", o.windows},
-                                            {"target", o.target}});
-  output::Table t;
-  t.title = "Measured influence over training (seed 004 Eq. 6, target " + o.target + ")";
-  t.header = {"step", "checkpoint", "I_0", "I_n-1", "argmin", "primacy", "recency", "spearman vs last"};
+  const nlohmann::json meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
+                                                             {"text", o.text},
+                                                             {"data", o.data},
+                                                             {"n", o.n},
+                                                             {"windows", o.windows},
+                                                             {"target", o.target}});
   std::vector<Eigen::VectorXd> profiles;
-  nlohmann::json rows = nlohmann::json::array();
   for (const auto& ck : cks) {
     const nn::Model<float> model = nn::load_model(ck.path);
     profiles.push_back(measure(o, model, ck.path).r.profile);
@@ -156,36 +111,10 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
             "' gives n = ", profiles.back().size(), " but '", cks.front().path, "' gives n = ", profiles.front().size(),
             " (set --n)");
   }
-  plot::Series s0{"I_0", {}, {}}, sl{"I_n-1", {}, {}}, sp{"primacy mass", {}, {}}, sr{"recency mass", {}, {}};
-  for (std::size_t i = 0; i < cks.size(); ++i) {
-    const auto s = rollout::summarize(profiles[i]);
-    const double rho = rollout::spearman(profiles[i], profiles.back());
-    t.add_row({std::to_string(cks[i].step), cks[i].path, fmt(s.first, 4), fmt(s.last, 4), std::to_string(s.argmin),
-               fmt(s.primacy, 4), fmt(s.recency, 4), fmt(rho, 4)});
-    nlohmann::json js = summary_json(profiles[i]);
-    js["step"] = cks[i].step;
-    js["checkpoint"] = cks[i].path;
-    js["spearman_vs_last"] = rho;
-    js["profile"] = std::vector<double>(profiles[i].data(), profiles[i].data() + profiles[i].size());
-    rows.push_back(js);
-    const double x = static_cast<double>(cks[i].step);
-    s0.x.push_back(x), s0.y.push_back(s.first);
-    sl.x.push_back(x), sl.y.push_back(s.last);
-    sp.x.push_back(x), sp.y.push_back(s.primacy);
-    sr.x.push_back(x), sr.y.push_back(s.recency);
-  }
-  rep.tables.push_back(t);
-  rep.body = {{"target", o.target}, {"checkpoints", rows}};
-  rep.notes.push_back("primacy / recency = influence mass of the first / last ceil(n/10) positions");
-  app::emit(rep, o.common);
-  if (!o.common.plot.empty()) {
-    plot::LinePlot lp;
-    lp.title = "Measured influence over training (seed 004 Eq. 6)";
-    lp.xlabel = "training step";
-    lp.ylabel = "influence mass";
-    lp.series = {s0, sl, sp, sr};
-    plot::save(lp, o.common.plot);
-  }
+  influence::InfluenceReport ir = influence::influence_series_report(cks, profiles, o.target);
+  ir.report.meta = meta;
+  app::emit(ir.report, o.common);
+  if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
 }
 
 void run(const Options& o) {
@@ -197,15 +126,7 @@ void run(const Options& o) {
   run_series(o, cks);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{
-      "influence: measured influence of each input position on the next-token prediction (seed 004 Eq. 6): "
-      "I_j = mean over windows of ||d p(yhat|x) / d e_j||_2, normalised to sum 1, from the model's own "
-      "backward pass. Several checkpoints: metrics against the training step.",
-      "influence"};
+void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoints,
                  "Checkpoint(s) written by train: a path, a comma list, a glob (quoted, e.g. 'run/step_*.h5'), or "
                  "the option repeated; several = a series over training")
@@ -244,5 +165,17 @@ int main(int argc, char** argv) {
       "  rollout --model run/best.h5 --alpha measured --influence infl.csv   # Spearman / W1 per variant\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (n > block size, n < 2, unknown target, input\n"
       "  shorter than n + 1 tokens, vocabulary mismatch, missing/foreign checkpoint).");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "influence: measured influence of each input position on the next-token prediction (seed 004 Eq. 6): "
+      "I_j = mean over windows of ||d p(yhat|x) / d e_j||_2, normalised to sum 1, from the model's own "
+      "backward pass. Several checkpoints: metrics against the training step.",
+      "influence"};
+  setup(app, o);
   return app::run(app, argc, argv, [&] { run(o); });
 }

@@ -1,20 +1,14 @@
 // prepare-data — tokenise a corpus (Brown, KJV or a text file) into binary token files with a
 // train/validation split for `train` (lib/data; format in cf/data/token_file.hpp and docs/data.md).
-// Thin app: options, set-up, and a report of lib/data results (docs/conventions.md).
-#include <chrono>
-#include <cmath>
-
+// Thin app: an options struct, setup and run (parse the options into a cf::data::PrepareRequest,
+// write the report of cf/data/prepare.hpp; docs/conventions.md).
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/validators.hpp"
-#include "cf/data/corpus.hpp"
-#include "cf/data/token_file.hpp"
-#include "cf/data/tokenizer.hpp"
+#include "cf/data/prepare.hpp"
 #include "cf/probe/prepare.hpp"
 
 using namespace cf;
-using output::fmt;
-using output::fmt_int;
 
 namespace {
 
@@ -25,15 +19,6 @@ struct Options {
   app::CommonOptions common;  // --format and --report (the report's file; --out is the data prefix)
   probe::TaskOptions task;    // --task mode (lib/probe, docs/probe.md)
 };
-
-// Cut `text` to at most `n` bytes without splitting a UTF-8 sequence.
-std::string truncate_utf8(std::string text, long long n) {
-  if (n <= 0 || static_cast<long long>(text.size()) <= n) return text;
-  std::size_t cut = static_cast<std::size_t>(n);
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  text.resize(cut);
-  return text;
-}
 
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--gpt2-dir", o.tokenizer == "gpt2", "--tokenizer gpt2");
@@ -55,60 +40,20 @@ void run(const CLI::App& app, const Options& o) {
           ")");
   require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
   app::check_output(o.out + ".meta.json", "--out");  // the token set's folder, before the work
-  const auto tokenizer = data::Tokenizer::create(o.tokenizer, o.gpt2_dir);
-
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string text = truncate_utf8(data::load_corpus(o.corpus), o.max_chars);
-  const auto t1 = std::chrono::steady_clock::now();
-  const std::vector<data::Token> tokens = tokenizer.encode(text);
-  const auto t2 = std::chrono::steady_clock::now();
-  const data::TokenSplit split = data::split_tokens(tokens, o.val_fraction);
-  data::TokenMeta meta;
-  meta.vocab_size = tokenizer.vocab_size();
-  meta.tokenizer = tokenizer.name();
-  meta.source = o.corpus;
-  data::write_token_files(o.out, split, meta);
-
-  const double load_s = std::chrono::duration<double>(t1 - t0).count();
-  const double enc_s = std::chrono::duration<double>(t2 - t1).count();
-  const double h = data::unigram_entropy_nats(split.train);
-  const double chars_per_token = tokens.empty() ? 0.0 : static_cast<double>(text.size()) / tokens.size();
-
-  output::Report r;
+  data::PrepareRequest q;
+  q.corpus = o.corpus;
+  q.tokenizer = o.tokenizer;
+  q.gpt2_dir = o.gpt2_dir;
+  q.out = o.out;
+  q.val_fraction = o.val_fraction;
+  q.max_chars = o.max_chars;
+  output::Report r = data::prepare_token_set(q);
   r.meta = output::metadata("prepare-data", {{"corpus", o.corpus},
                                              {"tokenizer", o.tokenizer},
                                              {"val_fraction", o.val_fraction},
                                              {"out", o.out},
                                              {"max_chars", o.max_chars},
                                              {"gpt2_dir", o.gpt2_dir}});
-  r.body = {{"source", o.corpus},
-            {"tokenizer", tokenizer.name()},
-            {"vocab_size", meta.vocab_size},
-            {"bytes", text.size()},
-            {"tokens", tokens.size()},
-            {"n_train", split.train.size()},
-            {"n_val", split.val.size()},
-            {"bytes_per_token", chars_per_token},
-            {"unigram_entropy_nats", h},
-            {"unigram_entropy_bits", h / std::log(2.0)},
-            {"encode_seconds", enc_s},
-            {"load_seconds", load_s},
-            {"files", {o.out + ".train.bin", o.out + ".val.bin", o.out + ".meta.json"}}};
-  output::Table t;
-  t.title =
-      "prepare-data: " + o.corpus + " -> " + o.out + ".{train,val}.bin + .meta.json, tokenizer " + tokenizer.name();
-  t.header = {"quantity", "value"};
-  t.add_row({"vocab size", fmt_int(meta.vocab_size)});  // numbers only: the CSV loads as numbers
-  t.add_row({"text bytes", fmt_int(static_cast<long long>(text.size()))});
-  t.add_row({"tokens", fmt_int(static_cast<long long>(tokens.size()))});
-  t.add_row({"n_train", fmt_int(static_cast<long long>(split.train.size()))});
-  t.add_row({"n_val", fmt_int(static_cast<long long>(split.val.size()))});
-  t.add_row({"bytes per token", fmt(chars_per_token, 4)});
-  t.add_row({"unigram entropy (nats)", fmt(h, 5)});
-  t.add_row({"unigram entropy (bits)", fmt(h / std::log(2.0), 5)});
-  t.add_row({"encode time (s)", fmt(enc_s, 3)});
-  r.tables.push_back(t);
-  r.notes.push_back("A trained model's validation loss (nats/token) should go well below the unigram entropy.");
   app::emit(r, o.common);
 }
 

@@ -1,23 +1,22 @@
 // spectral-surgery — validation perplexity with each head's interaction truncated, linearised or
 // replaced at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3);
 // per-layer and cumulative linearisation sweeps as tables and plots.
-// Thin app: options, set-up, and a report of lib/spectral results (docs/conventions.md).
+// Thin app: an options struct, setup (CLI11 declarations with validators) and run (parse the options
+// into a cf::spectral::SurgeryRequest, write the report of lib/spectral; docs/conventions.md).
 #include <iostream>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
-#include "cf/data/token_file.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/spectral/checkpoint.hpp"
-#include "cf/spectral/sequence.hpp"
 #include "cf/spectral/surgery_eval.hpp"
+#include "cf/spectral/surgery_report.hpp"
 
 using namespace cf;
 using namespace cf::spectral;
-using output::fmt;
 
 namespace {
 
@@ -30,25 +29,6 @@ struct Options {
   std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   app::CommonOptions common;
 };
-
-std::vector<std::int32_t> load_tokens(const Options& o, const nn::Model<float>& m, std::string* source) {
-  std::vector<std::int32_t> t;
-  if (!o.data.empty()) {
-    const data::TokenMeta meta = data::read_token_meta(o.data);
-    require(meta.vocab_size <= m.config.vocab_size, "token data vocab_size ", meta.vocab_size,
-            " exceeds the checkpoint's vocab_size ", m.config.vocab_size);
-    const auto val = data::read_token_bin(o.data + ".val.bin", meta.vocab_size);
-    t.assign(val.begin(), val.end());
-    *source = o.data + ".val.bin";
-  } else {
-    const auto texts = tokenize_texts(o.text, o.tokenizer, "", m.config.vocab_size, 1 << 30, nullptr);
-    for (const auto& x : texts) t.insert(t.end(), x.begin(), x.end());
-    *source = o.text;
-  }
-  if (long(t.size()) > o.max_tokens) t.resize(std::size_t(o.max_tokens));
-  require(t.size() >= 2, "need at least 2 validation tokens (got ", t.size(), ")");
-  return t;
-}
 
 // Options the requested run ignores are refused (exit 2) instead of silently dropped.
 void refuse_ignored(const CLI::App& app, const Options& o) {
@@ -85,84 +65,26 @@ void run(const CLI::App& app, const Options& o) {
           "--linearize fixes the ranks itself (top routing pair, scalar filtering): "
           "drop --rank");
   std::string source;
-  const std::vector<std::int32_t> tokens = load_tokens(o, model, &source);
+  const std::vector<std::int32_t> tokens =
+      load_validation_tokens(o.data, o.text, o.tokenizer, cfg.vocab_size, o.max_tokens, &source);
 
-  Intervention iv;
-  iv.spec = SurgerySpec{parse_component(o.component), o.rank};
-  iv.layers = layers;
-  iv.linearize = o.linearize;
-  iv.scalar = o.scalar == "trace" ? ScalarFiltering::TraceOverN : ScalarFiltering::MeanDiag;
-  iv.linear_attention = lin_layers;
-
-  // Every perplexity of the run (baseline, the surgery, the sweep rows) in one concurrent batch.
-  const bool has_surgery = o.linearize || o.rank >= 0 || !lin_layers.empty();
-  const bool lin_attn = o.sweep_mode == "linear-attention";
-  const bool want_per_layer = o.sweep == "per-layer" || o.sweep == "both";
-  const bool want_cumulative = o.sweep == "cumulative" || o.sweep == "both";
-  std::vector<Intervention> ivs = {Intervention{}};
-  if (has_surgery) ivs.push_back(iv);
-  const std::size_t per_at = ivs.size();
-  if (want_per_layer)
-    for (const Intervention& x : sweep_interventions(layers, lin_attn, false)) ivs.push_back(x);
-  const std::size_t cum_at = ivs.size();
-  if (want_cumulative)
-    for (const Intervention& x : sweep_interventions(layers, lin_attn, true)) ivs.push_back(x);
-  const std::vector<nn::PerplexityResult> res = evaluate_interventions(model, tokens, ivs, ps);
-  auto slice = [&](std::size_t at) {
-    return std::vector<nn::PerplexityResult>(res.begin() + long(at), res.begin() + long(at + layers.size()));
-  };
-
-  const nn::PerplexityResult& base = res[0];
-  output::Report rep;
-  output::Table main;
-  main.title = "Validation perplexity (overlapping stride: context " + std::to_string(ps.context) + ", stride " +
-               std::to_string(ps.stride) + ", " + std::to_string(base.n_tokens) + " tokens)";
-  main.header = {"run", "nll", "ppl", "delta_pct"};
-  main.add_row({"baseline", fmt(base.nll, 6), fmt(base.ppl, 6), "0"});
-  nlohmann::json body = {{"baseline", {{"nll", base.nll}, {"ppl", base.ppl}, {"n_tokens", base.n_tokens}}}};
-  if (has_surgery) {
-    const nn::PerplexityResult& r = res[1];
-    std::string what = o.linearize
-                           ? "linearize"
-                           : (o.rank >= 0 ? component_name(iv.spec.component) + " rank " + std::to_string(o.rank) : "");
-    if (!lin_layers.empty()) what += std::string(what.empty() ? "" : " + ") + "ELU+1 linear attention";
-    const double d = (r.ppl - base.ppl) / base.ppl * 100;
-    std::string where = o.linearize || o.rank >= 0 ? "layers " + o.layers : "";
-    if (!lin_layers.empty()) where += std::string(where.empty() ? "" : "; ") + "linear attention " + o.linear_attention;
-    main.add_row({what + " (" + where + ")", fmt(r.nll, 6), fmt(r.ppl, 6), fmt(d, 4)});
-    body["surgery"] = {
-        {"description", what}, {"nll", r.nll}, {"ppl", r.ppl}, {"delta_pct", d}, {"exact_baseline", r.nll == base.nll}};
-  }
-  rep.tables.push_back(main);
-
-  plot::LinePlot lp;
-  lp.title = "Linearisation cost by layer";
-  lp.xlabel = "layer";
-  lp.ylabel = "perplexity increase over baseline (%)";
-  auto add_sweep = [&](const std::vector<SweepRow>& rows, const std::string& key, const std::string& title) {
-    output::Table t;
-    t.title = title;
-    t.header = {"layer", "ppl", "cost_pct"};
-    nlohmann::json arr = nlohmann::json::array();
-    plot::Series s;
-    s.label = key;
-    for (const auto& r : rows) {
-      t.add_row({std::to_string(r.layer), fmt(r.ppl, 6), fmt(r.cost_pct, 4)});
-      arr.push_back({{"layer", r.layer}, {"ppl", r.ppl}, {"cost_pct", r.cost_pct}});
-      s.x.push_back(r.layer);
-      s.y.push_back(r.cost_pct);
-    }
-    rep.tables.push_back(t);
-    body[key] = arr;
-    lp.series.push_back(s);
-  };
-  const std::string how = lin_attn ? "ELU+1 linear attention" : "linearize (top routing pair + scalar filtering)";
-  if (want_per_layer)
-    add_sweep(sweep_rows(layers, slice(per_at), base.ppl), "per_layer", "Per-layer cost: one layer at a time, " + how);
-  if (want_cumulative)
-    add_sweep(sweep_rows(layers, slice(cum_at), base.ppl), "cumulative",
-              "Cumulative front-to-back cost: layers up to L together, " + how);
-  rep.body = body;
+  SurgeryRequest q;
+  q.surgery.spec = SurgerySpec{parse_component(o.component), o.rank};
+  q.surgery.layers = layers;
+  q.surgery.linearize = o.linearize;
+  q.surgery.scalar = o.scalar == "trace" ? ScalarFiltering::TraceOverN : ScalarFiltering::MeanDiag;
+  q.surgery.linear_attention = lin_layers;
+  q.has_surgery = o.linearize || o.rank >= 0 || !lin_layers.empty();
+  q.layers = layers;
+  q.per_layer = o.sweep == "per-layer" || o.sweep == "both";
+  q.cumulative = o.sweep == "cumulative" || o.sweep == "both";
+  q.sweep_linear_attention = o.sweep_mode == "linear-attention";
+  q.ps = ps;
+  q.layers_label = o.layers;
+  q.linear_attention_label = o.linear_attention;
+  SurgeryOutcome out = surgery_report(model, tokens, q);
+  output::Report& rep = out.report;
+  const plot::LinePlot& lp = out.sweep_plot;
   rep.meta = output::metadata("spectral-surgery", {{"checkpoint", o.checkpoint},
                                                    {"tokens", source},
                                                    {"component", o.component},

@@ -1,6 +1,7 @@
 // spectral — routing/filtering decomposition of every attention head of a checkpoint (seed 003,
 // SPEC §3): per-head table, per-layer profile (the spectral cascade), CSV/JSON, cascade plot.
-// Thin app: options, set-up, and a report of lib/spectral results (docs/conventions.md).
+// Thin app: an options struct, setup (CLI11 declarations with validators) and run (analyse with
+// lib/spectral, write the report that cf/spectral/report.hpp assembles; docs/conventions.md).
 #include <fstream>
 #include <iostream>
 
@@ -42,19 +43,8 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
   AnalysisOptions aopt;
   aopt.eigenvalues = !o.no_eigen;
   const auto s = spectral_series(list, o.layers, aopt, form);
-  output::Report rep;
+  output::Report rep = series_report(s);
   rep.meta = output::metadata("spectral", {{"checkpoints", o.checkpoint}, {"level", "weight"}, {"layers", o.layers}});
-  rep.tables.push_back(series_table(s));
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& p : s)
-    rows.push_back({{"step", p.step},
-                    {"checkpoint", p.path},
-                    {"erank_R_mean", p.summary.erank_R_mean},
-                    {"rho_median", p.summary.rho_median},
-                    {"routing_heads", p.summary.routing_heads},
-                    {"layers", p.layers},
-                    {"layer_erank_R", p.layer_erank_R}});
-  rep.body = {{"series", rows}};
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(series_plot(s, form), o.common.plot);
 }
@@ -81,7 +71,7 @@ void run(const CLI::App& app, const Options& o) {
   AnalysisOptions aopt;
   aopt.eigenvalues = !o.no_eigen;
 
-  output::Report rep;
+  CascadeReport cr = begin_cascade_report(form, o.summary_only);
   nlohmann::json params = {{"checkpoint", o.checkpoint},
                            {"level", o.level},
                            {"layers", o.layers},
@@ -92,23 +82,7 @@ void run(const CLI::App& app, const Options& o) {
                            {"d_model", w.d_model},
                            {"pos", w.pos},
                            {"norm", w.norm}};
-  plot::LinePlot lp;
-  lp.title = "Spectral cascade: effective routing rank by layer";
-  lp.xlabel = "layer";
-  lp.ylabel =
-      std::string("mean effective rank of R (") + (form == ErankForm::Entropy ? "entropy" : "participation") + ")";
-
-  if (want_weight) {
-    const ModelSpectrum m = analyse_weights(w, layers, aopt);
-    if (!o.summary_only) rep.tables.push_back(head_table(m));
-    rep.tables.push_back(layer_table(m, form));
-    rep.body["weight"] = to_json(m);
-    lp.series.push_back(cascade_series(m, form, "weight level (W_Q W_K^T)"));
-    rep.notes.push_back(str("weight level: ", m.summary.heads, " heads, ", m.summary.routing_heads, " with rho > 1, ",
-                            m.summary.unstable_heads, " with max Re lambda > 0; median rho ",
-                            output::fmt(m.summary.rho_median, 4), ", mean erank(R) ",
-                            output::fmt(m.summary.erank_R_mean, 4)));
-  }
+  if (want_weight) add_weight_level(cr, analyse_weights(w, layers, aopt));
   bool seq_done = false;
 #ifdef CF_SPECTRAL_HAVE_NN
   if (want_seq) {
@@ -119,26 +93,17 @@ void run(const CLI::App& app, const Options& o) {
     so.max_tokens = o.max_tokens;
     so.analysis = aopt;
     const SequenceAnalysis sa = analyse_sequences(o.checkpoint, layers, so);
-    const ModelSpectrum& m = sa.spectrum;
-    if (!o.summary_only) rep.tables.push_back(head_table(m));
-    rep.tables.push_back(layer_table(m, form));
-    rep.body["sequence"] = to_json(m);
-    rep.body["sequence"]["texts"] = sa.token_counts;
-    lp.series.push_back(cascade_series(m, form, "sequence level (Q K^T / sqrt(d_k), texts)"));
+    add_sequence_level(cr, sa.spectrum, sa.token_counts, sa.tokenizer);
     params["texts"] = texts_path;
     params["tokenizer"] = sa.tokenizer;
-    rep.notes.push_back(str("sequence level: ", sa.token_counts.size(), " texts (", sa.tokenizer,
-                            " tokens), unmasked scores from the forward pass; median rho ",
-                            output::fmt(m.summary.rho_median, 4), ", mean erank(R) ",
-                            output::fmt(m.summary.erank_R_mean, 4)));
     seq_done = true;
   }
 #endif
   if (want_seq && !seq_done)
-    rep.notes.push_back("sequence level skipped: this build has no trainer forward pass (lib/nn)");
-  rep.meta = output::metadata("spectral", params);
-  app::emit(rep, o.common);
-  if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
+    cr.report.notes.push_back("sequence level skipped: this build has no trainer forward pass (lib/nn)");
+  cr.report.meta = output::metadata("spectral", params);
+  app::emit(cr.report, o.common);
+  if (!o.common.plot.empty()) plot::save(cr.plot, o.common.plot);
 }
 
 void setup(CLI::App& app, Options& o) {

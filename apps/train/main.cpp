@@ -24,6 +24,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/gpu/train_step.hpp"
+#include "cf/nn/train_report.hpp"
 #include "cf/nn/trainer.hpp"
 
 using namespace cf;
@@ -238,64 +239,6 @@ nn::TrainConfig train_config_from_options(const Options& o) {
   return tc;
 }
 
-output::Report make_report(const Options& o, const nn::ModelConfig& used, const nn::TrainConfig& tc,
-                           const nn::TrainData& data, const nn::TrainResult& r, std::int64_t nparams) {
-  double mean_tps = 0;
-  for (const auto& s : r.history) mean_tps += s.tokens_per_s;
-  if (!r.history.empty()) mean_tps /= double(r.history.size());
-  output::Report rep;
-  rep.body = {{"steps_done", r.steps_done},
-              {"interrupted", r.interrupted},
-              {"parameters", nparams},
-              {"last_train_loss", r.last_loss},
-              {"best_val_loss", r.best_val_loss},
-              {"unigram_entropy", data.unigram_entropy},
-              {"mean_tokens_per_s", mean_tps},
-              {"out_dir", o.out_dir},
-              {"config", nn::to_json(used)},
-              {"train_config", tc.to_json()}};
-  output::Table t;
-  t.title = "train";
-  t.header = {"quantity", "value"};
-  t.add_row({"steps done", fmt_int(r.steps_done)});
-  t.add_row({"parameters", fmt_int(nparams)});
-  t.add_row({"last train loss", fmt(r.last_loss, 5)});
-  t.add_row({"best val loss", fmt(r.best_val_loss, 5)});
-  t.add_row({"unigram entropy (nats)", fmt(data.unigram_entropy, 5)});
-  t.add_row({"mean tokens/s", fmt_int(static_cast<long long>(mean_tps))});
-  rep.tables.push_back(t);
-  rep.notes.push_back("checkpoints: " + o.out_dir + "/last.h5, " + o.out_dir + "/best.h5");
-  if (r.interrupted) rep.notes.push_back("interrupted: last.h5 saved at step " + std::to_string(r.steps_done));
-  nlohmann::json params = tc.to_json();
-  params["model"] = nn::to_json(used);
-  params["data"] = data.source;
-  params["resume"] = o.resume;
-  rep.meta = output::metadata("train", params);
-  return rep;
-}
-
-plot::LinePlot loss_plot(const nn::TrainResult& r, double unigram_entropy) {
-  plot::LinePlot lp;
-  lp.title = "train: loss";
-  lp.xlabel = "step";
-  lp.ylabel = "cross-entropy (nats/token)";
-  plot::Series tr{"train", {}, {}}, va{"validation", {}, {}}, un{"unigram entropy", {}, {}};
-  for (const auto& s : r.history) {
-    tr.x.push_back(double(s.step));
-    tr.y.push_back(s.loss);
-    if (std::isfinite(s.val_loss)) {
-      va.x.push_back(double(s.step));
-      va.y.push_back(s.val_loss);
-    }
-  }
-  if (!tr.x.empty()) {
-    un.x = {tr.x.front(), tr.x.back()};
-    un.y = {unigram_entropy, unigram_entropy};
-  }
-  lp.series = {tr, va, un};
-  return lp;
-}
-
 void run(const CLI::App& app, const Options& o) {
   // --device cuda: the device trainer (docs/gpu.md "Device trainer"); CF_GPU_EMULATE=1 runs its
   // emulated build on the CPU instead (a test device: no GPU needed)
@@ -353,10 +296,10 @@ void run(const CLI::App& app, const Options& o) {
   const nn::TrainResult r = nn::train(used, tc, data, o.resume, progress, &g_stop, backend.get());
   install_temp_cleanup_handlers();  // back to: remove temporaries, then die of the signal
 
-  const plot::LinePlot lp = loss_plot(r, data.unigram_entropy);
+  const plot::LinePlot lp = nn::loss_plot(r, data.unigram_entropy);
   plot::save(lp, o.out_dir + "/loss.svg");
   if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
-  app::emit(make_report(o, used, tc, data, r, nparams), o.common);
+  app::emit(nn::train_report(used, tc, data, r, nparams, o.resume), o.common);
 }
 
 void setup(CLI::App& app, Options& o) {

@@ -107,4 +107,37 @@ plot::Series cascade_series(const ModelSpectrum& m, ErankForm form, const std::s
   return s;
 }
 
+CascadeReport begin_cascade_report(ErankForm form, bool summary_only) {
+  CascadeReport r;
+  r.form = form;
+  r.summary_only = summary_only;
+  r.plot.title = "Spectral cascade: effective routing rank by layer";
+  r.plot.xlabel = "layer";
+  r.plot.ylabel =
+      std::string("mean effective rank of R (") + (form == ErankForm::Entropy ? "entropy" : "participation") + ")";
+  return r;
+}
+
+void add_weight_level(CascadeReport& r, const ModelSpectrum& m) {
+  if (!r.summary_only) r.report.tables.push_back(head_table(m));
+  r.report.tables.push_back(layer_table(m, r.form));
+  r.report.body["weight"] = to_json(m);
+  r.plot.series.push_back(cascade_series(m, r.form, "weight level (W_Q W_K^T)"));
+  r.report.notes.push_back(str("weight level: ", m.summary.heads, " heads, ", m.summary.routing_heads,
+                               " with rho > 1, ", m.summary.unstable_heads, " with max Re lambda > 0; median rho ",
+                               fmt(m.summary.rho_median, 4), ", mean erank(R) ", fmt(m.summary.erank_R_mean, 4)));
+}
+
+void add_sequence_level(CascadeReport& r, const ModelSpectrum& m, const std::vector<int>& token_counts,
+                        const std::string& tokenizer) {
+  if (!r.summary_only) r.report.tables.push_back(head_table(m));
+  r.report.tables.push_back(layer_table(m, r.form));
+  r.report.body["sequence"] = to_json(m);
+  r.report.body["sequence"]["texts"] = token_counts;
+  r.plot.series.push_back(cascade_series(m, r.form, "sequence level (Q K^T / sqrt(d_k), texts)"));
+  r.report.notes.push_back(str("sequence level: ", token_counts.size(), " texts (", tokenizer,
+                               " tokens), unmasked scores from the forward pass; median rho ",
+                               fmt(m.summary.rho_median, 4), ", mean erank(R) ", fmt(m.summary.erank_R_mean, 4)));
+}
+
 }  // namespace cf::spectral

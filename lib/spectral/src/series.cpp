@@ -54,4 +54,20 @@ plot::LinePlot series_plot(const std::vector<SeriesPoint>& s, ErankForm form) {
   return lp;
 }
 
+output::Report series_report(const std::vector<SeriesPoint>& s) {
+  output::Report rep;
+  rep.tables.push_back(series_table(s));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& p : s)
+    rows.push_back({{"step", p.step},
+                    {"checkpoint", p.path},
+                    {"erank_R_mean", p.summary.erank_R_mean},
+                    {"rho_median", p.summary.rho_median},
+                    {"routing_heads", p.summary.routing_heads},
+                    {"layers", p.layers},
+                    {"layer_erank_R", p.layer_erank_R}});
+  rep.body = {{"series", rows}};
+  return rep;
+}
+
 }  // namespace cf::spectral

@@ -33,4 +33,8 @@ std::vector<SeriesPoint> spectral_series(const std::vector<std::pair<std::string
 output::Table series_table(const std::vector<SeriesPoint>& s);
 plot::LinePlot series_plot(const std::vector<SeriesPoint>& s, ErankForm form);
 
+/// The report of a series (no meta: the tool sets it): series_table and body {"series": [{step,
+/// checkpoint, erank_R_mean, rho_median, routing_heads, layers, layer_erank_R}, ...]}.
+output::Report series_report(const std::vector<SeriesPoint>& s);
+
 }  // namespace cf::spectral
