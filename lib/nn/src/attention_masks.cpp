@@ -11,33 +11,6 @@ namespace {
 
 bool bridged(AttnKind k) { return k == AttnKind::Bridge || k == AttnKind::Pbb || k == AttnKind::SeBridge; }
 
-graph::Pattern pattern_of(const LayerConfig& lc) {
-  graph::Pattern p;
-  p.b = lc.b;
-  p.w = lc.w;
-  p.e = lc.e;
-  switch (lc.attn) {
-    case AttnKind::Block:
-      p.kind = graph::PatternKind::Block;
-      break;
-    case AttnKind::Swa:
-      p.kind = graph::PatternKind::Swa;
-      break;
-    case AttnKind::Bridge:
-      p.kind = graph::PatternKind::Bridge;
-      break;
-    case AttnKind::Pbb:
-      p.kind = graph::PatternKind::Pbb;
-      break;
-    case AttnKind::SeBridge:
-      p.kind = graph::PatternKind::SeBridge;
-      break;
-    default:
-      p.kind = graph::PatternKind::Full;
-  }
-  return p;
-}
-
 bool empty(const BranchRows& br) {
   for (const auto& r : br.rows)
     if (!r.empty()) return false;
@@ -47,7 +20,7 @@ bool empty(const BranchRows& br) {
 }  // namespace
 
 std::vector<BranchRows> layer_branches(const LayerConfig& lc, int Tn) {
-  const graph::Pattern p = pattern_of(lc);
+  const graph::Pattern p = mask_pattern(lc);
   const graph::Mask mask = graph::make_mask(p, Tn);
   BranchRows base;
   base.rows.resize(static_cast<std::size_t>(Tn));

@@ -148,6 +148,34 @@ ModelConfig gpt2_small_config(const std::string& attn, bool qkv_bias) {
   return c;
 }
 
+graph::Pattern mask_pattern(const LayerConfig& lc) {
+  graph::Pattern p;
+  p.b = lc.b;
+  p.w = lc.w;
+  p.e = lc.e;
+  switch (lc.attn) {
+    case AttnKind::Block:
+      p.kind = graph::PatternKind::Block;
+      break;
+    case AttnKind::Swa:
+      p.kind = graph::PatternKind::Swa;
+      break;
+    case AttnKind::Bridge:
+      p.kind = graph::PatternKind::Bridge;
+      break;
+    case AttnKind::Pbb:
+      p.kind = graph::PatternKind::Pbb;
+      break;
+    case AttnKind::SeBridge:
+      p.kind = graph::PatternKind::SeBridge;
+      break;
+    default:
+      p.kind = graph::PatternKind::Full;
+      break;
+  }
+  return p;
+}
+
 int head_dim(const ModelConfig& c, int l) {
   const int dh = c.layers.at(static_cast<std::size_t>(l)).d_head;
   return dh > 0 ? dh : c.d_model / c.n_head;
@@ -169,30 +197,7 @@ void validate(const ModelConfig& c) {
     require(lc.d_head >= 0 && lc.d_head <= 4096, "layer ", l, ": d_head must be in [0, 4096] (got ", lc.d_head, ")");
     const int dh = head_dim(c, l);
     if (c.pos == PosKind::Rope) require(dh % 2 == 0, "layer ", l, ": RoPE needs an even d_head (got ", dh, ")");
-    graph::Pattern p;
-    p.b = lc.b;
-    p.w = lc.w;
-    p.e = lc.e;
-    switch (lc.attn) {
-      case AttnKind::Block:
-        p.kind = graph::PatternKind::Block;
-        break;
-      case AttnKind::Swa:
-        p.kind = graph::PatternKind::Swa;
-        break;
-      case AttnKind::Bridge:
-        p.kind = graph::PatternKind::Bridge;
-        break;
-      case AttnKind::Pbb:
-        p.kind = graph::PatternKind::Pbb;
-        break;
-      case AttnKind::SeBridge:
-        p.kind = graph::PatternKind::SeBridge;
-        break;
-      default:
-        p.kind = graph::PatternKind::Full;
-        break;
-    }
+    const graph::Pattern p = mask_pattern(lc);
     try {
       graph::validate(p, c.block_size);
     } catch (const InvalidArgument& e) {

@@ -121,6 +121,10 @@ ModelConfig gpt2_small_config(const std::string& attn = "full", bool qkv_bias = 
 /// Effective head dimension of layer l (d_head, or d_model / n_head when 0).
 int head_dim(const ModelConfig& c, int l);
 
+/// The lib/graph mask pattern of a layer (kind, b, w, e); variants that are not a mask family
+/// (full, runway, S-D, linear) map to the full causal pattern.
+graph::Pattern mask_pattern(const LayerConfig& lc);
+
 /// Check every constraint (sizes >= 1, d_model % n_head == 0 when d_head is implicit, even d_head
 /// with RoPE, mask parameters per graph::validate at n = block_size, sd_eps > 0, layers.size() ==
 /// n_layer); throws cf::InvalidArgument naming the violated constraint and the values.
