@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,29 +67,75 @@ LayerConfig parse_kind(const std::string& s) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// seconds per forward + backward of H heads of one sequence
-double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std::int64_t& admitted) {
-  const int H = 4, dh = 64, HD = H * dh;
+// Forward + backward of H heads of B sequences for one attention kind: the buffers, plan and
+// transposed keys are made once; run() times one repetition.
+struct HeadsBench {
+  static constexpr int H = 4, dh = 64, HD = H * dh;
+  using AVec = std::vector<float, Eigen::aligned_allocator<float>>;
+  int Tn, B;
+  detail::TilePlan plan;
+  std::int64_t admitted = 0;
+  AVec qkv, dqkv, y, dy, lse, obr;
+  std::vector<detail::KeysT<float>> keys_t;
+  HeadsBench(const LayerConfig& lc, int Tn_, int B_);
+  double run();
+};
+
+HeadsBench::HeadsBench(const LayerConfig& lc, int Tn_, int B_) : Tn(Tn_), B(B_) {
   // env CF_SUB_ROWS: rows per group of a partial tile (detail::make_tile_plan; default kSubRows)
+  // env CF_TILE_GEMM: tile (default: packing-free products, cf/nn/detail/tile_gemm.hpp) | eigen
+  const char* gemm_env = std::getenv("CF_TILE_GEMM");
+  const std::string gemm_s = gemm_env ? gemm_env : "tile";
+  if (gemm_s != "tile" && gemm_s != "eigen")
+    throw cf::InvalidArgument("CF_TILE_GEMM must be tile or eigen, got '" + gemm_s + "'");
+  detail::set_tile_gemm_enabled(gemm_s == "tile");
+  // env CF_TILE_MERGE: none | adjacent | bridging (detail::TileMerge; default bridging)
   const char* sub = std::getenv("CF_SUB_ROWS");
-  const detail::TilePlan plan =
-      detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, sub ? std::atoi(sub) : detail::kSubRows);
-  (void)tile;  // the tile size is detail::kTile
-  admitted = 0;
+  const char* merge_env = std::getenv("CF_TILE_MERGE");
+  const std::string merge_s = merge_env ? merge_env : "bridging";
+  if (merge_s != "none" && merge_s != "adjacent" && merge_s != "bridging")
+    throw cf::InvalidArgument("CF_TILE_MERGE must be none, adjacent or bridging, got '" + merge_s + "'");
+  const detail::TileMerge merge = merge_s == "none"       ? detail::TileMerge::None
+                                  : merge_s == "adjacent" ? detail::TileMerge::Adjacent
+                                                          : detail::TileMerge::Bridging;
+  plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, sub ? std::atoi(sub) : detail::kSubRows, merge);
   for (const auto& br : plan.branches) admitted += detail::admitted(br);
+  std::fprintf(stderr, "plan %s: %zu branches, visited %lld scores for %lld admitted (%.3f)\n",
+               attn_name(lc.attn).c_str(), plan.branches.size(), static_cast<long long>(plan.visited_scores),
+               static_cast<long long>(admitted), double(plan.visited_scores) / double(admitted));
   const std::size_t nb = plan.branches.size();
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> qkv(static_cast<std::size_t>(B) * Tn * 3 * HD), dqkv(qkv.size()),
-      y(static_cast<std::size_t>(B) * Tn * HD), dy(y.size()), lse(static_cast<std::size_t>(B) * H * nb * Tn),
-      obr(nb > 1 ? static_cast<std::size_t>(B) * H * nb * Tn * dh : 0);
+  // 64-byte aligned like the trainer's Eigen activations (a vector's heap alignment varies from
+  // run to run and moved full attention by 15%)
+  qkv.resize(static_cast<std::size_t>(B) * Tn * 3 * HD);
+  dqkv.resize(qkv.size());
+  y.resize(static_cast<std::size_t>(B) * Tn * HD);
+  dy.resize(y.size());
+  lse.resize(static_cast<std::size_t>(B) * H * nb * Tn);
+  obr.resize(nb > 1 ? static_cast<std::size_t>(B) * H * nb * Tn * dh : 0);
   for (auto& x : qkv) x = nd(rng);
   for (auto& x : dy) x = nd(rng);
+  keys_t.resize(static_cast<std::size_t>(B) * H);
+}
+
+double HeadsBench::run() {
+  const std::size_t nb = plan.branches.size();
   const int nt = plan.n_tiles;
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
+  {
     std::fill(dqkv.begin(), dqkv.end(), 0.f);
     const double t0 = now();
+    // as the trainer (heads_forward_tiled): every head's keys transposed once for the packing-free
+    // tile products
+    const bool fast = detail::tile_gemm_enabled() && detail::tile_gemm_ok<float>(dh);
+    cf::OmpExceptions omp_errors_kt;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < (fast ? B * H : 0); ++bh)
+      omp_errors_kt.run([&] {
+        const float* k = qkv.data() + static_cast<std::size_t>(bh / H) * Tn * 3 * HD + HD + (bh % H) * dh;
+        keys_t[static_cast<std::size_t>(bh)].build(k, 3 * HD, dh, {{0, Tn}});
+      });
+    omp_errors_kt.rethrow();
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
     for (int task = 0; task < B * H * nt; ++task)
@@ -97,6 +144,7 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
         detail::HeadQKV<float> th;
         th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
         th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
+        if (fast) th.kt = &keys_t[static_cast<std::size_t>(bh)];
         detail::DotScores<float> sc;
         sc.scale = 1.f / 8.f;
         detail::tiled_forward_qtile(th, sc, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
@@ -123,22 +171,32 @@ double time_heads(const LayerConfig& lc, int Tn, int B, int reps, int tile, std:
                                     lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
       });
     omp_errors_bwd.rethrow();
-    best = std::min(best, now() - t0);
+    return now() - t0;
   }
-  return best;
 }
 
 int attn_mode(const LayerConfig& lc, int Tn, int B, int reps, int tile) {
   LayerConfig full;
   full.attn = AttnKind::Full;
-  std::int64_t a_kind = 0, a_full = 0;
-  const double t_kind = time_heads(lc, Tn, B, reps, tile, a_kind), t_full = time_heads(full, Tn, B, reps, tile, a_full);
+  HeadsBench kind_b(lc, Tn, B), full_b(full, Tn, B);
+  // repetitions alternate between the two kinds (best of each): a drift of the machine's speed over
+  // the run moves both sides alike
+  double t_kind = 1e30, t_full = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    t_kind = std::min(t_kind, kind_b.run());
+    t_full = std::min(t_full, full_b.run());
+  }
+  const std::int64_t a_kind = kind_b.admitted, a_full = full_b.admitted;
+  (void)tile;  // the tile size is detail::kTile
   const double ratio = static_cast<double>(a_kind) / a_full;
   std::printf(
-      "attn T=%d B=%d H=4 dh=64 tile=%d sub_rows=%s kind_s=%.4f full_s=%.4f admitted_kind=%lld admitted_full=%lld "
+      "attn T=%d B=%d H=4 dh=64 tile=%d sub_rows=%s merge=%s gemm=%s kind_s=%.4f full_s=%.4f admitted_kind=%lld "
+      "admitted_full=%lld "
       "score_ratio=%.4f "
       "time_ratio=%.4f time_over_score_ratio=%.3f\n",
-      Tn, B, tile, std::getenv("CF_SUB_ROWS") ? std::getenv("CF_SUB_ROWS") : "default", t_kind, t_full,
+      Tn, B, tile, std::getenv("CF_SUB_ROWS") ? std::getenv("CF_SUB_ROWS") : "default",
+      std::getenv("CF_TILE_MERGE") ? std::getenv("CF_TILE_MERGE") : "bridging",
+      std::getenv("CF_TILE_GEMM") ? std::getenv("CF_TILE_GEMM") : "tile", t_kind, t_full,
       static_cast<long long>(a_kind), static_cast<long long>(a_full), ratio, t_kind / t_full, t_kind / t_full / ratio);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/gemm_backend.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/optim.hpp"
@@ -40,6 +41,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   using namespace cf::nn;
+  // env CF_TILE_GEMM: tile (default: the tiled attention's packing-free products,
+  // cf/nn/detail/tile_gemm.hpp) | eigen (Eigen's products), for side-by-side runs
+  const char* tg = std::getenv("CF_TILE_GEMM");
+  const std::string tile_gemm = tg ? tg : "tile";
+  if (tile_gemm != "tile" && tile_gemm != "eigen") {
+    std::fprintf(stderr, "bench_train_step: CF_TILE_GEMM must be tile or eigen, got '%s'\n", tile_gemm.c_str());
+    return 2;
+  }
+  detail::set_tile_gemm_enabled(tile_gemm == "tile");
   ModelConfig c;
   c.n_layer = std::atoi(argv[1]);
   c.d_model = std::atoi(argv[2]);
@@ -75,8 +85,8 @@ int main(int argc, char** argv) {
   const double act_mb = static_cast<double>(ws.bytes()) / 1048576.0;
   std::printf(
       "causalflow params=%.0f tokens_per_s=%.1f step_s=%.4f loss=%.4f peak_rss_mb=%.1f theory_state_mb=%.1f "
-      "theory_act_mb=%.1f theory_total_mb=%.1f gemm=\"%s\"\n",
+      "theory_act_mb=%.1f theory_total_mb=%.1f gemm=\"%s\" attention_products=%s\n",
       P, double(B) * Tn * steps / secs, secs / steps, loss, ru.ru_maxrss / 1024.0, state_mb, act_mb, state_mb + act_mb,
-      cf::nn::gemm_backend_description().c_str());
+      cf::nn::gemm_backend_description().c_str(), tile_gemm.c_str());
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "cf/graph/scores.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/model.hpp"
 
 using namespace cf::nn;
@@ -19,13 +20,13 @@ using namespace cf::nn;
 namespace {
 
 ModelConfig cfg_of(const std::string& schedule, int n_layer, PosKind pos, cf::graph::Fusion fusion, int b, int w, int e,
-                   int block) {
+                   int block, int d_model = 16) {
   ModelConfig c;
   c.vocab_size = 19;
   c.block_size = block;
   c.n_layer = n_layer;
   c.n_head = 2;
-  c.d_model = 16;
+  c.d_model = d_model;
   c.pos = pos;
   LayerConfig proto;
   proto.b = b;
@@ -147,6 +148,29 @@ TEST_CASE(
   compare<float>(cfg_of("linear,swa,linear", 3, PosKind::Rope, Fusion::Branch, 24, 40, 10, 160), 1, 131, 2e-4);
 }
 
+TEST_CASE(
+    "Tiled attention with the packing-free tile products (float, d_head 16) and with Eigen's products (double) "
+    "equals the dense oracle",
+    "[nn][tiled][tile_gemm]") {
+  // d_head 16 is one float vector: the register-blocked products of cf/nn/detail/tile_gemm.hpp
+  // run (d_head 8 above keeps Eigen's for floats); double d_head 8 runs them in the case above, so
+  // here double runs with them switched off
+  using cf::graph::Fusion;
+  const char* schedules[] = {"full", "swa", "se-bridge", "bridge", "pbb", "runway-dot", "sd"};
+  for (const char* sch : schedules)
+    for (PosKind pos : {PosKind::Learned, PosKind::Alibi, PosKind::Rope}) {
+      INFO(sch << " pos " << static_cast<int>(pos));
+      compare<float>(cfg_of(sch, 2, pos, Fusion::Branch, 24, 40, 10, 150, 32), 2, 150, 2e-4);
+      compare<float>(cfg_of(sch, 1, pos, Fusion::Union, 48, 80, 10, 150, 32), 1, 131, 2e-4);
+    }
+  cf::nn::detail::set_tile_gemm_enabled(false);
+  for (const char* sch : schedules) {
+    INFO(sch << " (Eigen products)");
+    compare<double>(cfg_of(sch, 2, PosKind::Alibi, Fusion::Branch, 24, 40, 10, 150), 2, 150, 1e-11);
+  }
+  cf::nn::detail::set_tile_gemm_enabled(true);
+}
+
 TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O(T w) of them", "[nn][tiled]") {
   LayerConfig lc;
   lc.attn = AttnKind::Swa;
@@ -161,32 +185,42 @@ TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O
   p.w = 128;
   CHECK(admitted == cf::graph::scores_branch(cf::graph::make_mask(p, Tn)));
   // each 64-row query tile reaches back w - 1 = 127 keys: 3 key tiles (2 for the first). The middle
-  // one is admitted whole (64 x 64); the two partial ones are visited as 16-row groups restricted
-  // to their admitted keys: the window edge 16 (63 + 47 + 31 + 15), the causal diagonal
-  // 16 (16 + 32 + 48 + 64)
-  const std::int64_t edge = 16 * (63 + 47 + 31 + 15), diag = 16 * (16 + 32 + 48 + 64);
+  // one is admitted whole; it lies between the window edge and the diagonal of every 16-row group,
+  // so each group visits one rectangle of keys [g0 - 127, g0 + 15], widened to whole 16-key blocks:
+  // [g0 - 128, g0 + 15], 144 keys (TileMerge::Bridging, kColAlign = 16). The first two query tiles:
+  // the causal diagonal as 16-row groups of 16, 32, 48, 64 keys, and for the second the whole tile 0.
+  const std::int64_t diag = 16 * (16 + 32 + 48 + 64);
   const detail::TilePlan p16 = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, 16);
-  CHECK(p16.visited_scores == diag + (64 * 64 + diag) + (Tn / 64 - 2) * (edge + 64 * 64 + diag));
-  CHECK(double(p16.visited_scores) / double(admitted) < 1.12);  // whole 64 x 64 tiles: 1.5
-  // whole 64-row groups: the edge tile loses its one never-admitted key column
+  CHECK(p16.visited_scores == diag + (64 * 64 + diag) + (Tn / 64 - 2) * 4 * 16 * 144);
+  CHECK(double(p16.visited_scores) / double(admitted) < 1.125);  // whole 64 x 64 tiles: 1.5
+  // whole 64-row groups: one 64 x 192 rectangle [i0 - 128, i0 + 63] per query tile
   const detail::TilePlan p64 = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, 64);
   CHECK(plan.visited_scores == p16.visited_scores);  // the default is 16-row groups
-  CHECK(p64.visited_scores == 64 * 64 + 2 * 64 * 64 + (Tn / 64 - 2) * (64 * 63 + 2 * 64 * 64));
-  // partial tiles are masked exactly: the visited rectangles hold every admitted score once
-  for (const detail::TilePlan* pl : {&p64, &p16}) {
-    std::int64_t in_tiles = 0;
+  CHECK(p64.visited_scores == 64 * 64 + 2 * 64 * 64 + (Tn / 64 - 2) * 64 * 192);
+  // without merging: per group the window-edge piece (widened to 16-key blocks: 64, 48, 32, 16
+  // keys), the whole middle tile once, the diagonal piece: the same visited count, more rectangles
+  const detail::TilePlan p16n = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, 16, detail::TileMerge::None);
+  CHECK(p16n.visited_scores == diag + (64 * 64 + diag) + (Tn / 64 - 2) * (diag + 64 * 64 + diag));
+  CHECK(p16n.tiles[0][10].size() == 9);
+  CHECK(p16.tiles[0][10].size() == 4);
+  // partial tiles are masked exactly: the visited rectangles hold every admitted score of every
+  // row exactly once, and partial rectangles start and end on kColAlign blocks
+  for (const detail::TilePlan* pl : {&p64, &p16, &p16n}) {
+    std::vector<std::int64_t> covered(static_cast<std::size_t>(Tn), 0);
     for (int qt = 0; qt < pl->n_tiles; ++qt)
       for (const auto& kt : pl->tiles[0][static_cast<std::size_t>(qt)]) {
-        CHECK(kt.j0 >= kt.kt * 64);
-        CHECK(kt.j0 + kt.nj <= kt.kt * 64 + 64);
+        CHECK(kt.j0 >= 0);
+        CHECK(kt.j0 + kt.nj <= Tn);
+        CHECK(kt.kt == kt.j0 / 64);
+        if (!kt.full) CHECK(kt.j0 % detail::kColAlign == 0);
         for (int t = qt * 64 + kt.r0; t < qt * 64 + kt.r0 + kt.nr; ++t) {
           std::vector<int> row(static_cast<std::size_t>(kt.nj));
           detail::admitted_row(pl->branches[0], t, kt.j0, kt.nj, row.data());
-          for (int v : row) in_tiles += v;
+          for (int v : row) covered[static_cast<std::size_t>(t)] += v;
           if (kt.full) CHECK(std::count(row.begin(), row.end(), 1) == kt.nj);
         }
       }
-    CHECK(in_tiles == admitted);
+    for (int t = 0; t < Tn; ++t) REQUIRE(covered[static_cast<std::size_t>(t)] == std::min(t + 1, 128));
   }
 }
 

@@ -69,12 +69,18 @@ std::int64_t admitted(const BranchRows& br) {
   return n;
 }
 
-TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows) {
+TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows, TileMerge merge) {
   sub_rows = std::max(1, std::min(sub_rows, kTile));
   TilePlan plan;
   plan.Tn = Tn;
   plan.n_tiles = (Tn + kTile - 1) / kTile;
   plan.branches = std::move(branches);
+  // a column piece of one row group: keys [lo, hi] inside key tile kt, n_adm admitted scores
+  struct Piece {
+    int kt;
+    graph::Index lo, hi;
+    std::int64_t n_adm;
+  };
   for (const BranchRows& br : plan.branches) {
     std::vector<std::vector<KeyTile>> per_q(static_cast<std::size_t>(plan.n_tiles));
     std::vector<int> hits(static_cast<std::size_t>(plan.n_tiles));  // rows admitting the whole key tile
@@ -93,18 +99,21 @@ TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows) 
             if (iv.lo <= j0 && iv.hi >= j1) ++hits[static_cast<std::size_t>(kt)];
           }
         }
+      auto& rects = per_q[static_cast<std::size_t>(qt)];
+      const int n_groups = (i1 - i0 + sub_rows - 1) / sub_rows;
+      // pieces[g]: the column pieces of row group g in key order (partial tiles restricted to the
+      // keys the group admits; full tiles dissolved into the groups as whole columns)
+      std::vector<std::vector<Piece>> pieces(static_cast<std::size_t>(n_groups));
+      std::vector<int> full_tiles;
       for (int kt = 0; kt < plan.n_tiles; ++kt) {
         if (!touched[static_cast<std::size_t>(kt)]) continue;
         const int J0 = kt * kTile, J1 = std::min(Tn, J0 + kTile) - 1;
-        auto& rects = per_q[static_cast<std::size_t>(qt)];
         if (hits[static_cast<std::size_t>(kt)] == i1 - i0) {  // whole tile admitted by every row
-          rects.push_back({kt, true, 0, i1 - i0, J0, J1 - J0 + 1});
-          plan.visited_scores += static_cast<std::int64_t>(i1 - i0) * (J1 - J0 + 1);
+          full_tiles.push_back(kt);
           continue;
         }
-        // partial tile: row groups, each restricted to the keys its rows admit inside the tile
-        for (int g0 = i0; g0 < i1; g0 += sub_rows) {
-          const int g1 = std::min(i1, g0 + sub_rows);
+        for (int g = 0; g < n_groups; ++g) {
+          const int g0 = i0 + g * sub_rows, g1 = std::min(i1, g0 + sub_rows);
           graph::Index lo = J1 + 1, hi = J0 - 1;
           std::int64_t n_adm = 0;
           for (int t = g0; t < g1; ++t)
@@ -115,11 +124,71 @@ TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows) 
               hi = std::max(hi, b);
               n_adm += b - a + 1;
             }
-          if (lo > hi) continue;
-          const int nj = static_cast<int>(hi - lo + 1);
-          rects.push_back(
-              {kt, n_adm == static_cast<std::int64_t>(g1 - g0) * nj, g0 - i0, g1 - g0, static_cast<int>(lo), nj});
-          plan.visited_scores += static_cast<std::int64_t>(g1 - g0) * nj;
+          if (lo <= hi) pieces[static_cast<std::size_t>(g)].push_back({kt, lo, hi, n_adm});
+        }
+      }
+      // A full tile stays a whole kTile x kTile rectangle (the most efficient GEMMs), unless
+      // merge == Bridging and it joins two partial pieces of every row group (SWA's middle tile
+      // between the window edge and the diagonal): then each group visits one contiguous
+      // rectangle, fewer and larger GEMMs for the same visited scores.
+      auto ends_at = [](const std::vector<Piece>& v, graph::Index j) {
+        for (const Piece& p : v)
+          if (p.hi == j) return true;
+        return false;
+      };
+      auto starts_at = [](const std::vector<Piece>& v, graph::Index j) {
+        for (const Piece& p : v)
+          if (p.lo == j) return true;
+        return false;
+      };
+      for (int kt : full_tiles) {
+        const int J0 = kt * kTile, J1 = std::min(Tn, J0 + kTile) - 1;
+        bool dissolve = merge == TileMerge::Bridging;
+        for (int g = 0; g < n_groups && dissolve; ++g)
+          dissolve = ends_at(pieces[static_cast<std::size_t>(g)], J0 - 1) &&
+                     starts_at(pieces[static_cast<std::size_t>(g)], J1 + 1);
+        if (!dissolve) {
+          rects.push_back({kt, true, 0, i1 - i0, J0, J1 - J0 + 1});
+          plan.visited_scores += static_cast<std::int64_t>(i1 - i0) * (J1 - J0 + 1);
+          continue;
+        }
+        for (int g = 0; g < n_groups; ++g) {
+          const int g0 = i0 + g * sub_rows, g1 = std::min(i1, g0 + sub_rows);
+          auto& v = pieces[static_cast<std::size_t>(g)];
+          v.push_back({kt, J0, J1, static_cast<std::int64_t>(g1 - g0) * (J1 - J0 + 1)});
+        }
+      }
+      // each group's pieces: contiguous runs become one rectangle (merge != None), its key columns
+      // widened to whole kColAlign blocks (aligned vector loads of the transposed keys; the extra
+      // columns are masked), runs that then touch merged again
+      for (int g = 0; g < n_groups; ++g) {
+        const int g0 = i0 + g * sub_rows, g1 = std::min(i1, g0 + sub_rows), nr = g1 - g0;
+        auto& v = pieces[static_cast<std::size_t>(g)];
+        std::sort(v.begin(), v.end(), [](const Piece& a, const Piece& b) { return a.lo < b.lo; });
+        std::vector<Piece> runs;
+        for (std::size_t a = 0; a < v.size();) {
+          std::size_t b = a + 1;
+          Piece run = v[a];
+          while (merge != TileMerge::None && b < v.size() && v[b].lo == run.hi + 1) {
+            run.hi = v[b].hi;
+            run.n_adm += v[b].n_adm;
+            ++b;
+          }
+          run.lo = run.lo / kColAlign * kColAlign;
+          run.hi = std::min<graph::Index>(Tn - 1, (run.hi / kColAlign + 1) * kColAlign - 1);
+          if (!runs.empty() && run.lo <= runs.back().hi) {  // widened into the previous run: one rectangle
+            runs.back().hi = std::max(runs.back().hi, run.hi);
+            runs.back().n_adm += run.n_adm;
+          } else {
+            runs.push_back(run);
+          }
+          a = b;
+        }
+        for (const Piece& run : runs) {
+          const int nj = static_cast<int>(run.hi - run.lo + 1);
+          rects.push_back({static_cast<int>(run.lo / kTile), run.n_adm == static_cast<std::int64_t>(nr) * nj, g0 - i0,
+                           nr, static_cast<int>(run.lo), nj});
+          plan.visited_scores += static_cast<std::int64_t>(nr) * nj;
         }
       }
     }

@@ -541,13 +541,28 @@ void heads_forward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   a.obr[l].resize(nb > 1 ? static_cast<std::size_t>(p.B) * H * nb * Tn * dh : 0);
   const std::vector<T> damp = damping_by_head(p, l, m);
   const std::int64_t nt = plan.n_tiles, tasks = static_cast<std::int64_t>(p.B) * H * nt;
+  // every head's keys transposed once for the packing-free products of all its query tiles
+  const bool keys_t = detail::tile_gemm_enabled() && detail::tile_gemm_ok<T>(dh) && !m.sd;
+  a.keys_t.resize(keys_t ? static_cast<std::size_t>(p.B) * H : 0);
+  {
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < static_cast<int>(a.keys_t.size()); ++bh)
+      omp_errors.run([&] {
+        const detail::HeadQKV<T> hq = head_qkv(p, l, bh / H, bh % H);
+        a.keys_t[static_cast<std::size_t>(bh)].build(hq.k, hq.ld, dh, {{0, Tn}});
+      });
+    omp_errors.rethrow();
+  }
   with_tiled_scores(p, l, m, damp.data(), false, [&](auto make) {
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
     for (std::int64_t task = 0; task < tasks; ++task)
       omp_errors.run([&] {
         const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
-        detail::tiled_forward_qtile(head_qkv(p, l, b, h), make(b, h), plan, qt,
+        detail::HeadQKV<T> hq = head_qkv(p, l, b, h);
+        if (keys_t) hq.kt = &a.keys_t[static_cast<std::size_t>(bh)];
+        detail::tiled_forward_qtile(hq, make(b, h), plan, qt,
                                     a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
                                     nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
                                     a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);

@@ -5,6 +5,7 @@
 
 #include "cf/nn/config.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/detail/variants/score_policy.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/ops.hpp"
 
@@ -23,6 +24,9 @@ struct Activations {
   /// more than one branch, [B, H, nbranch, T, dh] branch outputs (the backward's D = dO . O_branch).
   std::vector<std::vector<T>> lse, obr;
   std::vector<T> rw_dvs, rw_dvl, rw_dB, dd_t;  ///< tiled backward scratch: runway and S-D, per (b, h)
+  /// per (sequence, head): its keys transposed for the packing-free tile products
+  /// (cf/nn/detail/tile_gemm.hpp); scratch of one layer's tiled forward at a time
+  std::vector<detail::KeysT<T>> keys_t;
   AttentionPath path = AttentionPath::Tiled;
   std::vector<T> rbias, dS, lnf_mean, lnf_rstd, losses;
   // ArchVariant (issue 13): token embeddings before emb_ln and its statistics; the MLP branch's
@@ -112,6 +116,7 @@ struct Activations {
     add(lse);
     add(obr);
     n += (rw_dvs.size() + rw_dvl.size() + rw_dB.size() + dd_t.size()) * sizeof(T);
+    for (const auto& k : keys_t) n += k.data.size() * sizeof(T);
     n += (rbias.size() + dS.size() + lnf_mean.size() + lnf_rstd.size() + losses.size()) * sizeof(T);
     n += static_cast<std::size_t>(lnf.size() + logits.size() + dres.size() + dn.size() + dfc.size() + dfch.size() +
                                   datty.size() + dqkv.size() + ddamp.size()) *

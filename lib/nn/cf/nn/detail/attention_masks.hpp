@@ -46,22 +46,35 @@ std::int64_t admitted(const BranchRows& br);
 /// bench_long_context compares other values).
 constexpr int kTile = 64;
 constexpr int kSubRows = 16;
-/// One visited rectangle: rows [qt kTile + r0, + nr) of the query tile, keys [j0, j0 + nj) inside
-/// key tile kt.
+/// Partial rectangles start and end on multiples of kColAlign keys (a multiple of the 64-byte
+/// vector width of floats and doubles): the transposed-key loads of cf/nn/detail/tile_gemm.hpp are
+/// then aligned. SWA(128) groups become 144 instead of 143 keys wide (+0.7% visited) and ran 15%
+/// faster than unaligned (docs/benchmarks.md).
+constexpr int kColAlign = 16;
+/// One visited rectangle: rows [qt kTile + r0, + nr) of the query tile, keys [j0, j0 + nj)
+/// starting in key tile kt (a merged rectangle may run on into the following key tiles).
 struct KeyTile {
-  int kt;     ///< key tile index
+  int kt;     ///< key tile index of j0
   bool full;  ///< every row of the rectangle admits every key of it (no masking needed)
   int r0 = 0, nr = 0, j0 = 0, nj = 0;
 };
-/// tiles[br][qt]: the rectangles holding the admitted keys of the rows of query tile qt, in
-/// increasing key-tile order.
+/// How make_tile_plan shapes the rectangles of a query tile (the visited scores are the same):
+/// None: one rectangle per (row group, partial key tile), full key tiles whole. Adjacent: a row
+/// group's pieces in adjacent partial key tiles merge into one rectangle. Bridging (default):
+/// also a full key tile lying between partial pieces of every row group is split into the groups
+/// and merged with them (SWA(128): one 16 x 143 rectangle per group instead of an edge piece, a
+/// whole middle tile and a diagonal piece; fewer, larger GEMMs, measured in docs/benchmarks.md).
+enum class TileMerge { None, Adjacent, Bridging };
+/// tiles[br][qt]: the rectangles holding the admitted keys of the rows of query tile qt; they cover
+/// every admitted (query, key) pair of the branch exactly once.
 struct TilePlan {
   int Tn = 0, n_tiles = 0;
   std::vector<BranchRows> branches;
   std::vector<std::vector<std::vector<KeyTile>>> tiles;
   std::int64_t visited_scores = 0;  ///< sum over visited rectangles of their area (the work done)
 };
-TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows = kSubRows);
+TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows = kSubRows,
+                        TileMerge merge = TileMerge::Bridging);
 
 /// Admission row of query `t` of a branch restricted to keys [j0, j0 + nj): out[c] = 1 where
 /// key j0 + c is admitted, 0 elsewhere.
@@ -72,6 +85,21 @@ void admitted_row(const BranchRows& br, int t, int j0, int nj, T* out) {
     const std::int64_t lo = std::max<std::int64_t>(iv.lo, j0), hi = std::min<std::int64_t>(iv.hi, j0 + nj - 1);
     for (std::int64_t j = lo; j <= hi; ++j) out[j - j0] = T(1);
   }
+}
+
+/// Writes `fill` into the entries of s (keys [j0, j0 + nj) of query t) that the branch does not
+/// admit: the masking of a partial rectangle, as gap fills between the row's sorted intervals.
+template <class T>
+void fill_unadmitted(const BranchRows& br, int t, int j0, int nj, T* s, T fill) {
+  std::int64_t c = 0;
+  for (const auto& iv : br.rows[static_cast<std::size_t>(t)]) {
+    const std::int64_t lo = std::max<std::int64_t>(iv.lo, j0) - j0,
+                       hi = std::min<std::int64_t>(iv.hi, j0 + nj - 1) - j0;
+    if (lo > hi) continue;
+    std::fill(s + c, s + lo, fill);
+    c = hi + 1;
+  }
+  std::fill(s + c, s + nj, fill);
 }
 
 }  // namespace cf::nn::detail

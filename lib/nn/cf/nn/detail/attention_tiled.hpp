@@ -11,6 +11,7 @@
 // dot/bilinear), variants/alibi.hpp (ALiBi over any of them). The logits equal the dense oracle's
 // (cf/nn/detail/attention.hpp). Internal to lib/nn.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -18,6 +19,7 @@
 
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/detail/variants/alibi.hpp"
 #include "cf/nn/detail/variants/dot.hpp"
 #include "cf/nn/detail/variants/runway.hpp"
@@ -26,13 +28,6 @@
 #include "cf/nn/ops.hpp"
 
 namespace cf::nn::detail {
-
-/// 0/1 admission of a tile (ni x nj) for a branch.
-template <class T>
-void tile_mask(const BranchRows& br, int i0, int ni, int j0, int nj, MatR<T>& M) {
-  M.resize(ni, nj);
-  for (int r = 0; r < ni; ++r) admitted_row(br, i0 + r, j0, nj, M.row(r).data());
-}
 
 /// Forward of query tile qt of one head, every branch, with score policy `sc`. y (T x dh, stride
 /// ldy) rows of the tile are overwritten with the sum of the branch outputs; obr (null when there
@@ -45,21 +40,37 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   const T ninf = -std::numeric_limits<T>::infinity();
   auto V = h.V();
   SMap<T> Y(y + static_cast<std::int64_t>(i0) * ldy, ni, dh, Eigen::OuterStride<>(ldy));
-  thread_local MatR<T> S, P, M, O;
+  thread_local MatR<T> S, P, O;
   thread_local typename Scores::Scratch scratch;
   thread_local Eigen::Matrix<T, Eigen::Dynamic, 1> mx, sum, mnew;
+  const BranchRows* rows = nullptr;
   const std::size_t nb = plan.branches.size();
+  // packing-free products (cf/nn/detail/tile_gemm.hpp): the head's keys transposed by the caller
+  // (h.kt, once per head: heads_forward_tiled), else the keys this query tile visits, transposed
+  // here once for all its rectangles
+  const bool fast = tile_gemm_enabled() && tile_gemm_ok<T>(dh);
+  HeadQKV<T> hq = h;
+  thread_local KeysT<T> keys;
+  if (!fast) hq.kt = nullptr;
+  if (fast && Scores::kTransposedKeys && !h.kt) {
+    thread_local std::vector<std::pair<int, int>> spans;
+    spans.clear();
+    for (std::size_t br = 0; br < nb; ++br)
+      for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) spans.push_back({kt.j0, kt.j0 + kt.nj});
+    std::sort(spans.begin(), spans.end());
+    keys.build(h.k, h.ld, dh, spans);
+    hq.kt = &keys;
+  }
   for (std::size_t br = 0; br < nb; ++br) {
     O.setZero(ni, dh);
     mx.setConstant(ni, ninf);
     sum.setZero(ni);
+    rows = &plan.branches[br];
     for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) {
       const int r0 = kt.r0, nr = kt.nr, ia = i0 + r0, j0 = kt.j0, nj = kt.nj;  // rows ia.., keys j0..
-      sc.logits(h, ia, nr, j0, nj, S, scratch);
-      if (!kt.full) {
-        tile_mask(plan.branches[br], ia, nr, j0, nj, M);
-        S = (M.array() > T(0)).select(S.array(), ninf).matrix();
-      }
+      sc.logits(hq, ia, nr, j0, nj, S, scratch);
+      if (!kt.full)
+        for (int r = 0; r < nr; ++r) fill_unadmitted(*rows, ia + r, j0, nj, S.row(r).data(), ninf);
       mnew = mx.segment(r0, nr).cwiseMax(S.rowwise().maxCoeff());
       P.resize(nr, nj);
       for (int r = 0; r < nr; ++r) {
@@ -68,12 +79,16 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
           continue;
         }
         P.row(r) = (S.row(r).array() - mnew(r)).exp();
+        // masked entries exactly 0 (Eigen's vectorised exp clamps -inf to a tiny positive value)
+        if (!kt.full) fill_unadmitted(*rows, ia + r, j0, nj, P.row(r).data(), T(0));
         const T corr = std::exp(mx(r0 + r) - mnew(r));
         sum(r0 + r) = sum(r0 + r) * corr + P.row(r).sum();
         O.row(r0 + r) *= corr;
       }
-      if (!kt.full) P.array() *= M.array();  // masked entries exactly 0 (exp(-inf) may be clamped)
-      O.middleRows(r0, nr).noalias() += P * V.middleRows(j0, nj);
+      if (fast)
+        nn_product_acc(nr, dh, nj, P.data(), nj, 1, h.v + j0 * h.ld, h.ld, O.data() + r0 * dh, dh, T(1));
+      else
+        O.middleRows(r0, nr).noalias() += P * V.middleRows(j0, nj);
       mx.segment(r0, nr) = mnew;
     }
     for (int r = 0; r < ni; ++r) {
@@ -93,23 +108,20 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
 /// log-sum-exp (0 outside the mask): kt.nr x kt.nj, rows i0 + kt.r0.., keys kt.j0...
 template <class T, class Scores>
 void tile_probs(const HeadQKV<T>& h, const Scores& sc, const TilePlan& plan, std::size_t br, int i0_tile,
-                const KeyTile& kt, const T* lse, MatR<T>& S, MatR<T>& P, MatR<T>& M,
-                typename Scores::Scratch& scratch) {
+                const KeyTile& kt, const T* lse, MatR<T>& S, MatR<T>& P, typename Scores::Scratch& scratch) {
   const int i0 = i0_tile + kt.r0, ni = kt.nr, j0 = kt.j0, nj = kt.nj;
   sc.logits(h, i0, ni, j0, nj, S, scratch);
-  if (!kt.full) {
-    tile_mask(plan.branches[br], i0, ni, j0, nj, M);
-    S = (M.array() > T(0)).select(S.array(), -std::numeric_limits<T>::infinity()).matrix();
-  }
   P.resize(ni, nj);
   for (int r = 0; r < ni; ++r) {
     const T l = lse[br * h.Tn + i0 + r];
-    if (l == -std::numeric_limits<T>::infinity())
+    if (l == -std::numeric_limits<T>::infinity()) {
       P.row(r).setZero();
-    else
-      P.row(r) = (S.row(r).array() - l).exp();
+      continue;
+    }
+    P.row(r) = (S.row(r).array() - l).exp();
+    // exactly 0 outside the mask (the unmasked logit there is finite, so exp gave a number)
+    if (!kt.full) fill_unadmitted(plan.branches[br], i0 + r, j0, nj, P.row(r).data(), T(0));
   }
-  if (!kt.full) P.array() *= M.array();  // exactly 0 outside the mask
 }
 
 /// Backward of tiled_forward_qtile over every query tile of one head (serial: dK, dV accumulate
@@ -124,9 +136,22 @@ void tiled_backward_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   auto V = h.V();
   CSMap<T> dY(dy, Tn, dh, Eigen::OuterStride<>(ldy));
   auto dV = g.dV(h);
-  thread_local MatR<T> S, P, M, dP, dS;
+  thread_local MatR<T> S, P, dP, dS;
   thread_local typename Scores::Scratch scratch;
   thread_local Eigen::Matrix<T, Eigen::Dynamic, 1> D;
+  // packing-free products (cf/nn/detail/tile_gemm.hpp): keys and values of the head transposed once
+  const bool fast = tile_gemm_enabled() && tile_gemm_ok<T>(dh);
+  HeadQKV<T> hq = h;
+  thread_local KeysT<T> keys, values;
+  if (!fast) hq.kt = nullptr;
+  if (fast) {
+    const std::vector<std::pair<int, int>> all{{0, Tn}};
+    if (Scores::kTransposedKeys && !h.kt) {
+      keys.build(h.k, h.ld, dh, all);
+      hq.kt = &keys;
+    }
+    values.build(h.v, h.ld, dh, all);
+  }
   for (std::size_t br = 0; br < nb; ++br) {
     D.resize(Tn);
     for (int i = 0; i < Tn; ++i) {
@@ -139,11 +164,17 @@ void tiled_backward_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
       const int i0 = qt * kTile;
       for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) {
         const int ia = i0 + kt.r0, nr = kt.nr, j0 = kt.j0, nj = kt.nj;
-        tile_probs(h, sc, plan, br, i0, kt, lse, S, P, M, scratch);
-        dV.middleRows(j0, nj).noalias() += P.transpose() * dY.middleRows(ia, nr);
-        dP.noalias() = dY.middleRows(ia, nr) * V.middleRows(j0, nj).transpose();
+        tile_probs(hq, sc, plan, br, i0, kt, lse, S, P, scratch);
+        if (fast) {  // dV_J += P^T dY_I (P read transposed); dP = dY_I V_J^T
+          nn_product_acc(nj, dh, nr, P.data(), 1, nj, dy + ia * ldy, ldy, g.dv + j0 * g.ld, g.ld, T(1));
+          dP.resize(nr, nj);
+          nt_product(nr, nj, dh, dy + ia * ldy, ldy, values.col(j0), values.ld, dP.data(), nj, T(1));
+        } else {
+          dV.middleRows(j0, nj).noalias() += P.transpose() * dY.middleRows(ia, nr);
+          dP.noalias() = dY.middleRows(ia, nr) * V.middleRows(j0, nj).transpose();
+        }
         dS = P.array() * (dP.array().colwise() - D.segment(ia, nr).array());
-        sc.backward(h, g, ia, nr, j0, nj, dS, scratch);
+        sc.backward(hq, g, ia, nr, j0, nj, dS, scratch);
       }
     }
   }
@@ -155,13 +186,13 @@ template <class T, class Scores>
 void tiled_probs_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& plan, const T* lse, float* out) {
   const int Tn = h.Tn;
   std::fill(out, out + static_cast<std::size_t>(Tn) * Tn, 0.f);
-  MatR<T> S, P, M;
+  MatR<T> S, P;
   typename Scores::Scratch scratch;
   for (std::size_t br = 0; br < plan.branches.size(); ++br)
     for (int qt = 0; qt < plan.n_tiles; ++qt) {
       const int i0 = qt * kTile;
       for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) {
-        tile_probs(h, sc, plan, br, i0, kt, lse, S, P, M, scratch);
+        tile_probs(h, sc, plan, br, i0, kt, lse, S, P, scratch);
         for (int r = 0; r < kt.nr; ++r)
           for (int cc = 0; cc < kt.nj; ++cc)
             out[static_cast<std::size_t>(i0 + kt.r0 + r) * Tn + kt.j0 + cc] += static_cast<float>(P(r, cc));

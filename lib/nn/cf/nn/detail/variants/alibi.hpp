@@ -10,6 +10,7 @@ namespace cf::nn::detail {
 template <class Inner>
 struct Alibi {
   using Scratch = typename Inner::Scratch;
+  static constexpr bool kTransposedKeys = Inner::kTransposedKeys;
   Inner inner;
   double slope = 0;
 

@@ -21,6 +21,7 @@ struct RunwayScores {
     typename Inner::Scratch inner;
     MatR<T> tau;
   };
+  static constexpr bool kTransposedKeys = Inner::kTransposedKeys;  // the inner scores read h.kt
   Inner inner;
   const T* vl = nullptr;
   std::int64_t ld_vl = 0;

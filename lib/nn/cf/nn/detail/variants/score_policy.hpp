@@ -14,18 +14,62 @@
 // per-score virtual call. Internal to lib/nn.
 #include <Eigen/Core>
 #include <cstdint>
+#include <vector>
 
 #include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/ops.hpp"
 
 namespace cf::nn::detail {
 
-/// One head of one sequence: q, k, v (T x dh, row stride ld).
+/// Keys of a head transposed (dh x columns, row stride ld) in runs: keys [start, end) of a run sit
+/// at columns off..; made by the tile loop for the keys a query tile (or head) visits.
+template <class T>
+struct KeysT {
+  struct Run {
+    int start, end;
+    std::int64_t off;
+  };
+  std::vector<T, Eigen::aligned_allocator<T>> data;  // 64-byte rows when ld allows: aligned loads
+  std::int64_t ld = 0;
+  std::vector<Run> runs;
+  /// Column of key j (inside a run).
+  const T* col(int j) const {
+    for (const Run& r : runs)
+      if (j >= r.start && j < r.end) return data.data() + r.off + (j - r.start);
+    return nullptr;
+  }
+  /// The keys [lo, hi) of every interval in `spans` (sorted by lo), transposed from X (row stride
+  /// ldx); overlapping or adjacent spans share a run.
+  void build(const T* X, std::int64_t ldx, int dh, const std::vector<std::pair<int, int>>& spans) {
+    runs.clear();
+    for (const auto& s : spans)
+      if (!runs.empty() && s.first <= runs.back().end)
+        runs.back().end = std::max(runs.back().end, s.second);
+      else
+        runs.push_back({s.first, s.second, 0});
+    std::int64_t cols = 0;
+    for (Run& r : runs) {
+      r.off = cols;
+      cols += r.end - r.start;
+    }
+    constexpr int W = TileVec<T>::W;
+    ld = (cols + W - 1) / W * W + kTransposePad<T>;  // whole vectors per row: aligned rows
+    data.resize(static_cast<std::size_t>(ld) * dh);
+    for (const Run& r : runs) transpose_keys(X, ldx, r.start, r.end - r.start, dh, data.data() + r.off, ld);
+    // columns between runs and the slack after the last: finite (zero) values for whole-vector reads
+    for (int e = 0; e < dh; ++e) std::fill(data.data() + e * ld + cols, data.data() + (e + 1) * ld, T(0));
+  }
+};
+
+/// One head of one sequence: q, k, v (T x dh, row stride ld); kt: its visited keys transposed
+/// (null: the policies use Eigen products).
 template <class T>
 struct HeadQKV {
   int Tn = 0, dh = 0;
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   std::int64_t ld = 0;
+  const KeysT<T>* kt = nullptr;
   CSMap<T> Q() const { return CSMap<T>(q, Tn, dh, Eigen::OuterStride<>(ld)); }
   CSMap<T> K() const { return CSMap<T>(k, Tn, dh, Eigen::OuterStride<>(ld)); }
   CSMap<T> V() const { return CSMap<T>(v, Tn, dh, Eigen::OuterStride<>(ld)); }

@@ -13,6 +13,7 @@ namespace cf::nn::detail {
 template <class T>
 struct SdScores {
   struct Scratch {};
+  static constexpr bool kTransposedKeys = false;  // K_I Q_J^T needs queries transposed too: Eigen
   T scale = 1;
   const T* damp = nullptr;
   T* ddamp = nullptr;

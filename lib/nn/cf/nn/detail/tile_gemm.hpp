@@ -1,0 +1,185 @@
+#pragma once
+// Register-blocked products for the tiled attention (issue 12): the small GEMMs of one rectangle
+// (16 x 143 for SWA(128) row groups, 64 x 64 for whole tiles) without the packing a general GEMM
+// does per call. Eigen's GEMM repacks both operands of every tile product; at these sizes packing
+// was about 30% of the SWA(128) attention time (perf, docs/benchmarks.md), so short row groups cost
+// far more per score than full 64 x 64 tiles. Here the only copy is one transpose of the keys (and
+// values) a query tile or head visits, made once and read by every rectangle.
+//
+// Vectors are 64 bytes (GCC/Clang vector extensions: one AVX-512 register, two AVX2 ones), so the
+// head size must be a multiple of W = 64 / sizeof(T) (16 floats, 8 doubles); tile_gemm_ok says
+// when, and the callers keep the Eigen products otherwise. Plain C++, pure functions on raw
+// row-major buffers; the Eigen products are their oracle (tests/nn/test_tile_gemm.cpp).
+// Internal to lib/nn.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+namespace cf::nn::detail {
+
+/// Switch between these products (default) and the Eigen ones, for side-by-side benchmarks
+/// (bench_long_context CF_TILE_GEMM=eigen); both give the same values up to float rounding.
+inline std::atomic<bool>& tile_gemm_flag() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+inline bool tile_gemm_enabled() { return tile_gemm_flag().load(std::memory_order_relaxed); }
+inline void set_tile_gemm_enabled(bool on) { tile_gemm_flag().store(on, std::memory_order_relaxed); }
+
+template <class T>
+struct TileVec {
+  static constexpr int W = 64 / static_cast<int>(sizeof(T));
+  typedef T V __attribute__((vector_size(64)));
+  static V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(T* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+  // an initializer of W copies compiles to one broadcast (a loop of lane stores or 0 + x does not)
+  template <std::size_t... I>
+  static V splat_(T x, std::index_sequence<I...>) {
+    return V{(static_cast<void>(I), x)...};
+  }
+  static V splat(T x) { return splat_(x, std::make_index_sequence<W>{}); }
+};
+
+/// The packing-free products apply: head size a multiple of the vector width, at most 256.
+template <class T>
+bool tile_gemm_ok(int dh) {
+  return dh > 0 && dh % TileVec<T>::W == 0 && dh <= 256;
+}
+
+/// Columns a transposed key buffer must hold past the last key read: nt_product reads whole
+/// vectors, so the last one may run up to W - 1 columns past nj (their results are discarded).
+template <class T>
+constexpr int kTransposePad = TileVec<T>::W;
+
+namespace tile_gemm_impl {
+
+// C[r][c0 + 0..CB W) for RB rows: sum over e < k of A[r][e] Bt[e][c0 + ..]; the last vector keeps
+// only `last` columns (1..W) when partial.
+template <class T, int RB, int CB>
+inline void nt_block(int k, const T* A, std::int64_t lda, const T* Bt, std::int64_t ldb, T* C, std::int64_t ldc,
+                     T alpha, int last) {
+  using TV = TileVec<T>;
+  using V = typename TV::V;
+  V acc[RB][CB];
+  for (int r = 0; r < RB; ++r)
+    for (int c = 0; c < CB; ++c) acc[r][c] = TV::splat(T(0));
+  for (int e = 0; e < k; ++e) {
+    V b[CB];
+    for (int c = 0; c < CB; ++c) b[c] = TV::load(Bt + e * ldb + c * TV::W);
+    for (int r = 0; r < RB; ++r) {
+      const V a = TV::splat(A[r * lda + e]);
+      for (int c = 0; c < CB; ++c) acc[r][c] += a * b[c];
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int c = 0; c < CB; ++c) {
+      const V v = acc[r][c] * TV::splat(alpha);
+      if (c == CB - 1 && last < TV::W) {
+        T tmp[TV::W];
+        TV::store(tmp, v);
+        std::memcpy(C + r * ldc + c * TV::W, tmp, sizeof(T) * static_cast<std::size_t>(last));
+      } else {
+        TV::store(C + r * ldc + c * TV::W, v);
+      }
+    }
+}
+
+template <class T, int RB>
+inline void nt_rows(int n, int k, const T* A, std::int64_t lda, const T* Bt, std::int64_t ldb, T* C, std::int64_t ldc,
+                    T alpha) {
+  constexpr int W = TileVec<T>::W;
+  // column blocks of 4 vectors, the rest as blocks of 3 or 2 where possible: a 1-vector block does
+  // one broadcast per FMA (SWA(128) groups are 143 = 9 vectors wide: 4 + 3 + 2, not 4 + 4 + 1)
+  const int nv = (n + W - 1) / W;
+  int v = 0;
+  auto block = [&](auto cb) {
+    constexpr int CB = decltype(cb)::value;
+    const int c0 = v * W;
+    nt_block<T, RB, CB>(k, A, lda, Bt + c0, ldb, C + c0, ldc, alpha, std::min(W, n - c0 - (CB - 1) * W));
+    v += CB;
+  };
+  while (nv - v >= 4) block(std::integral_constant<int, 4>{});
+  if (nv - v == 3) block(std::integral_constant<int, 3>{});
+  if (nv - v == 2) block(std::integral_constant<int, 2>{});
+  if (nv - v == 1) block(std::integral_constant<int, 1>{});
+}
+
+// C[i][c0 + 0..CB W) += alpha sum over p < k of A(i, p) B[p][c0 + ..], A(i, p) = A[i sa_i + p sa_p].
+template <class T, int RB, int CB>
+inline void nn_block(int k, const T* A, std::int64_t sa_i, std::int64_t sa_p, const T* B, std::int64_t ldb, T* C,
+                     std::int64_t ldc, T alpha) {
+  using TV = TileVec<T>;
+  using V = typename TV::V;
+  V acc[RB][CB];
+  for (int r = 0; r < RB; ++r)
+    for (int c = 0; c < CB; ++c) acc[r][c] = TV::splat(T(0));
+  for (int p = 0; p < k; ++p) {
+    V b[CB];
+    for (int c = 0; c < CB; ++c) b[c] = TV::load(B + p * ldb + c * TV::W);
+    for (int r = 0; r < RB; ++r) {
+      const V a = TV::splat(A[r * sa_i + p * sa_p]);
+      for (int c = 0; c < CB; ++c) acc[r][c] += a * b[c];
+    }
+  }
+  const V al = TV::splat(alpha);
+  for (int r = 0; r < RB; ++r)
+    for (int c = 0; c < CB; ++c) TV::store(C + r * ldc + c * TV::W, TV::load(C + r * ldc + c * TV::W) + acc[r][c] * al);
+}
+
+template <class T, int RB>
+inline void nn_rows(int n, int k, const T* A, std::int64_t sa_i, std::int64_t sa_p, const T* B, std::int64_t ldb, T* C,
+                    std::int64_t ldc, T alpha) {
+  constexpr int W = TileVec<T>::W;
+  int c0 = 0;
+  for (; c0 + 4 * W <= n; c0 += 4 * W) nn_block<T, RB, 4>(k, A, sa_i, sa_p, B + c0, ldb, C + c0, ldc, alpha);
+  for (; c0 < n; c0 += W) nn_block<T, RB, 1>(k, A, sa_i, sa_p, B + c0, ldb, C + c0, ldc, alpha);
+}
+
+}  // namespace tile_gemm_impl
+
+/// C (m x n, row stride ldc) = alpha A Bt, A: m x k (row stride lda), Bt: k x n (row stride ldb),
+/// i.e. A B^T for B stored transposed. Overwrites C. Reads Bt up to column n rounded up to a whole
+/// vector (kTransposePad columns of slack); writes exactly n columns.
+template <class T>
+void nt_product(int m, int n, int k, const T* A, std::int64_t lda, const T* Bt, std::int64_t ldb, T* C,
+                std::int64_t ldc, T alpha) {
+  int r = 0;
+  for (; r + 4 <= m; r += 4) tile_gemm_impl::nt_rows<T, 4>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
+  for (; r < m; ++r) tile_gemm_impl::nt_rows<T, 1>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
+}
+
+/// C (m x n, row stride ldc) += alpha A B, A(i, p) = A[i sa_i + p sa_p] (m x k: sa_i = row stride,
+/// sa_p = 1 for A; sa_i = 1, sa_p = row stride for a stored A^T), B: k x n (row stride ldb).
+/// n must be a multiple of the vector width (the head size: tile_gemm_ok).
+template <class T>
+void nn_product_acc(int m, int n, int k, const T* A, std::int64_t sa_i, std::int64_t sa_p, const T* B, std::int64_t ldb,
+                    T* C, std::int64_t ldc, T alpha) {
+  int r = 0;
+  for (; r + 4 <= m; r += 4)
+    tile_gemm_impl::nn_rows<T, 4>(n, k, A + r * sa_i, sa_i, sa_p, B, ldb, C + r * ldc, ldc, alpha);
+  for (; r < m; ++r) tile_gemm_impl::nn_rows<T, 1>(n, k, A + r * sa_i, sa_i, sa_p, B, ldb, C + r * ldc, ldc, alpha);
+}
+
+/// Keys [j0, j0 + n) of a head, transposed: out[e ldo + c] = X[(j0 + c) ldx + e] for e < dh; the
+/// kTransposePad columns after n are zeroed (ldo >= n + kTransposePad).
+template <class T>
+void transpose_keys(const T* X, std::int64_t ldx, int j0, int n, int dh, T* out, std::int64_t ldo) {
+  constexpr int B = 16;  // 16 x 16 blocks stay in L1 on both sides (0.5 ns per element here;
+                         // Eigen's transpose assignment took 3x longer)
+  for (int c0 = 0; c0 < n; c0 += B)
+    for (int e0 = 0; e0 < dh; e0 += B)
+      for (int c = c0; c < std::min(n, c0 + B); ++c) {
+        const T* x = X + static_cast<std::int64_t>(j0 + c) * ldx;
+        for (int e = e0; e < std::min(dh, e0 + B); ++e) out[e * ldo + c] = x[e];
+      }
+  for (int e = 0; e < dh; ++e) std::fill(out + e * ldo + n, out + e * ldo + n + kTransposePad<T>, T(0));
+}
+
+}  // namespace cf::nn::detail
