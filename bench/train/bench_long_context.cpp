@@ -122,57 +122,55 @@ HeadsBench::HeadsBench(const LayerConfig& lc, int Tn_, int B_) : Tn(Tn_), B(B_) 
 double HeadsBench::run() {
   const std::size_t nb = plan.branches.size();
   const int nt = plan.n_tiles;
-  {
-    std::fill(dqkv.begin(), dqkv.end(), 0.f);
-    const double t0 = now();
-    // as the trainer (heads_forward_tiled): every head's keys transposed once for the packing-free
-    // tile products
-    const bool fast = detail::tile_gemm_enabled() && detail::tile_gemm_ok<float>(dh);
-    cf::OmpExceptions omp_errors_kt;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+  std::fill(dqkv.begin(), dqkv.end(), 0.f);
+  const double t0 = now();
+  // as the trainer (heads_forward_tiled): every head's keys transposed once for the packing-free
+  // tile products
+  const bool fast = detail::tile_gemm_enabled() && detail::tile_gemm_ok<float>(dh);
+  cf::OmpExceptions omp_errors_kt;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < (fast ? B * H : 0); ++bh)
-      omp_errors_kt.run([&] {
-        const float* k = qkv.data() + static_cast<std::size_t>(bh / H) * Tn * 3 * HD + HD + (bh % H) * dh;
-        keys_t[static_cast<std::size_t>(bh)].build(k, 3 * HD, dh, {{0, Tn}});
-      });
-    omp_errors_kt.rethrow();
-    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+  for (int bh = 0; bh < (fast ? B * H : 0); ++bh)
+    omp_errors_kt.run([&] {
+      const float* k = qkv.data() + static_cast<std::size_t>(bh / H) * Tn * 3 * HD + HD + (bh % H) * dh;
+      keys_t[static_cast<std::size_t>(bh)].build(k, 3 * HD, dh, {{0, Tn}});
+    });
+  omp_errors_kt.rethrow();
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int task = 0; task < B * H * nt; ++task)
-      omp_errors.run([&] {
-        const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
-        detail::HeadQKV<float> th;
-        th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
-        if (fast) th.kt = &keys_t[static_cast<std::size_t>(bh)];
-        detail::DotScores<float> sc;
-        sc.scale = 1.f / 8.f;
-        detail::tiled_forward_qtile(th, sc, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
-                                    nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                    lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
-      });
-    omp_errors.rethrow();
-    cf::OmpExceptions omp_errors_bwd;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+  for (int task = 0; task < B * H * nt; ++task)
+    omp_errors.run([&] {
+      const int bh = task / nt, qt = task % nt, b = bh / H, h = bh % H;
+      detail::HeadQKV<float> th;
+      th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+      th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
+      if (fast) th.kt = &keys_t[static_cast<std::size_t>(bh)];
+      detail::DotScores<float> sc;
+      sc.scale = 1.f / 8.f;
+      detail::tiled_forward_qtile(th, sc, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
+                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                  lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
+    });
+  omp_errors.rethrow();
+  cf::OmpExceptions omp_errors_bwd;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-    for (int bh = 0; bh < B * H; ++bh)
-      omp_errors_bwd.run([&] {
-        const int b = bh / H, h = bh % H;
-        detail::HeadQKV<float> th;
-        th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
-        th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
-        detail::DotScores<float> sc;
-        sc.scale = 1.f / 8.f;
-        detail::HeadQKVGrads<float> g;
-        g.dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh, g.dk = g.dq + HD, g.dv = g.dq + 2 * HD;
-        g.ld = 3 * HD;
-        const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
-        detail::tiled_backward_head(th, sc, plan, dy.data() + yo, HD, y.data() + yo,
-                                    nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                    lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
-      });
-    omp_errors_bwd.rethrow();
-    return now() - t0;
-  }
+  for (int bh = 0; bh < B * H; ++bh)
+    omp_errors_bwd.run([&] {
+      const int b = bh / H, h = bh % H;
+      detail::HeadQKV<float> th;
+      th.Tn = Tn, th.dh = dh, th.q = qkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh;
+      th.k = th.q + HD, th.v = th.q + 2 * HD, th.ld = 3 * HD;
+      detail::DotScores<float> sc;
+      sc.scale = 1.f / 8.f;
+      detail::HeadQKVGrads<float> g;
+      g.dq = dqkv.data() + static_cast<std::size_t>(b) * Tn * 3 * HD + h * dh, g.dk = g.dq + HD, g.dv = g.dq + 2 * HD;
+      g.ld = 3 * HD;
+      const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
+      detail::tiled_backward_head(th, sc, plan, dy.data() + yo, HD, y.data() + yo,
+                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                  lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
+    });
+  omp_errors_bwd.rethrow();
+  return now() - t0;
 }
 
 int attn_mode(const LayerConfig& lc, int Tn, int B, int reps, int tile) {

@@ -39,11 +39,11 @@ std::int64_t admitted(const BranchRows& br);
 /// [qt kTile, min(T, (qt+1) kTile)). A key tile that every row of the query tile admits in full is
 /// visited whole; a partial one (the causal diagonal, the edge of a window) is visited as row
 /// groups of `sub_rows` rows (make_tile_plan), each restricted to the key columns its rows admit
-/// inside the tile. Smaller groups visit fewer masked scores (SWA(128) at T = 4,096: 1.12x the
-/// admitted scores with 16-row groups, 1.24x with 32, 1.49x with whole 64-row tiles) but run
-/// smaller GEMMs. Measured at load 5-6 (docs/benchmarks.md), 16-row groups made SWA(128) faster
-/// in every round and SE-Bridge faster in most, so kSubRows = 16 (CF_SUB_ROWS in
-/// bench_long_context compares other values).
+/// inside the tile; a group's pieces are then merged across key tiles (TileMerge) and widened to
+/// kColAlign blocks. Smaller groups visit fewer masked scores (SWA(128) at T = 4,096: 1.125x the
+/// admitted scores with 16-row groups, 1.24x with 32, 1.5x with whole 64-row tiles) but run
+/// smaller products; 16-row groups were as fast or faster in every measurement
+/// (docs/benchmarks.md), so kSubRows = 16 (CF_SUB_ROWS in bench_long_context compares others).
 constexpr int kTile = 64;
 constexpr int kSubRows = 16;
 /// Partial rectangles start and end on multiples of kColAlign keys (a multiple of the 64-byte

@@ -13,7 +13,9 @@
 // shared tile loop (cf/nn/detail/attention_tiled.hpp) is a template over the policy, so there is no
 // per-score virtual call. Internal to lib/nn.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "cf/nn/detail/attention.hpp"
