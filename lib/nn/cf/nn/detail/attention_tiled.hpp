@@ -45,22 +45,11 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   thread_local Eigen::Matrix<T, Eigen::Dynamic, 1> mx, sum, mnew;
   const BranchRows* rows = nullptr;
   const std::size_t nb = plan.branches.size();
-  // packing-free products (cf/nn/detail/tile_gemm.hpp): the head's keys transposed by the caller
-  // (h.kt, once per head: heads_forward_tiled), else the keys this query tile visits, transposed
-  // here once for all its rectangles
+  // packing-free products (cf/nn/detail/tile_gemm.hpp); the logits read the head's keys transposed
+  // by the caller (h.kt, once per head: heads_forward_tiled), or use Eigen's product without them
   const bool fast = tile_gemm_enabled() && tile_gemm_ok<T>(dh);
   HeadQKV<T> hq = h;
-  thread_local KeysT<T> keys;
-  if (!fast) hq.kt = nullptr;
-  if (fast && Scores::kTransposedKeys && !h.kt) {
-    thread_local std::vector<std::pair<int, int>> spans;
-    spans.clear();
-    for (std::size_t br = 0; br < nb; ++br)
-      for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) spans.push_back({kt.j0, kt.j0 + kt.nj});
-    std::sort(spans.begin(), spans.end());
-    keys.build(h.k, h.ld, dh, spans);
-    hq.kt = &keys;
-  }
+  if (!fast || !Scores::kTransposedKeys) hq.kt = nullptr;
   for (std::size_t br = 0; br < nb; ++br) {
     O.setZero(ni, dh);
     mx.setConstant(ni, ninf);
