@@ -43,7 +43,10 @@ const char* kUsage =
     "         against the O(T) theory\n"
     "  linear prefix|dense: forward+backward time of H 4 ELU+1 linear heads (d_head 64) at length T,\n"
     "         prefix-sum form or dense T x T form, and peak RSS of the process\n"
-    "  KIND: full | swa:W | block:B | bridge:B:W | pbb:B:W | se-bridge:B:E\n";
+    "  KIND: full | swa:W | block:B | bridge:B:W | pbb:B:W | se-bridge:B:E\n"
+    "  attn reads CF_SUB_ROWS (rows per group of a partial tile, default 16), CF_TILE_MERGE\n"
+    "  (none | adjacent | bridging, default bridging) and CF_TILE_GEMM (tile | eigen, default tile);\n"
+    "  kind and full attention repetitions alternate, best of each\n";
 
 LayerConfig parse_kind(const std::string& s) {
   LayerConfig lc;
@@ -98,7 +101,15 @@ HeadsBench::HeadsBench(const LayerConfig& lc, int Tn_, int B_) : Tn(Tn_), B(B_) 
   const detail::TileMerge merge = merge_s == "none"       ? detail::TileMerge::None
                                   : merge_s == "adjacent" ? detail::TileMerge::Adjacent
                                                           : detail::TileMerge::Bridging;
-  plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, sub ? std::atoi(sub) : detail::kSubRows, merge);
+  int sub_rows = detail::kSubRows;
+  if (sub) {
+    const std::string v = sub;
+    if (v.empty() || v.size() > 2 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1 ||
+        std::stoi(v) > detail::kTile)
+      throw cf::InvalidArgument("CF_SUB_ROWS must be an integer from 1 to 64, got '" + v + "'");
+    sub_rows = std::stoi(v);
+  }
+  plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, sub_rows, merge);
   for (const auto& br : plan.branches) admitted += detail::admitted(br);
   std::fprintf(stderr, "plan %s: %zu branches, visited %lld scores for %lld admitted (%.3f)\n",
                attn_name(lc.attn).c_str(), plan.branches.size(), static_cast<long long>(plan.visited_scores),
