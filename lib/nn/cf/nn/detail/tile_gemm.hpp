@@ -105,7 +105,8 @@ inline void nt_rows(int n, int k, const T* A, std::int64_t lda, const T* Bt, std
     nt_block<T, RB, CB>(k, A, lda, Bt + c0, ldb, C + c0, ldc, alpha, std::min(W, n - c0 - (CB - 1) * W));
     v += CB;
   };
-  while (nv - v >= 4) block(std::integral_constant<int, 4>{});
+  while (nv - v >= 4 && nv - v != 5) block(std::integral_constant<int, 4>{});
+  if (nv - v == 5) block(std::integral_constant<int, 3>{});
   if (nv - v == 3) block(std::integral_constant<int, 3>{});
   if (nv - v == 2) block(std::integral_constant<int, 2>{});
   if (nv - v == 1) block(std::integral_constant<int, 1>{});
@@ -167,18 +168,59 @@ void nn_product_acc(int m, int n, int k, const T* A, std::int64_t sa_i, std::int
   for (; r < m; ++r) tile_gemm_impl::nn_rows<T, 1>(n, k, A + r * sa_i, sa_i, sa_p, B, ldb, C + r * ldc, ldc, alpha);
 }
 
+namespace tile_gemm_impl {
+
+// One stage of the W x W register transpose: for every pair of rows (i, i + D) with bit D of i
+// clear, the off-diagonal D x D blocks of each 2D x 2D block are swapped (exchanging bit D of the
+// row and the column index). After the stages D = 1, 2, .., W/2 the block is transposed. Lane J of
+// the first result: a[J] where bit D of J is clear, else b[J - D]; of the second: a[J + D] or b[J].
+template <class T, int D, std::size_t... J>
+inline void transpose_stage(typename TileVec<T>::V& a, typename TileVec<T>::V& b, std::index_sequence<J...>) {
+  constexpr int W = TileVec<T>::W;
+  const typename TileVec<T>::V lo = __builtin_shufflevector(a, b, ((J & D) ? W + J - D : J)...);
+  const typename TileVec<T>::V hi = __builtin_shufflevector(a, b, ((J & D) ? W + J : J + D)...);
+  a = lo;
+  b = hi;
+}
+
+template <class T, int D>
+inline void transpose_stages(typename TileVec<T>::V* r) {
+  if constexpr (D < TileVec<T>::W) {
+    for (int i = 0; i < TileVec<T>::W; ++i)
+      if ((i & D) == 0) transpose_stage<T, D>(r[i], r[i + D], std::make_index_sequence<TileVec<T>::W>{});
+    transpose_stages<T, 2 * D>(r);
+  }
+}
+
+// out[e ldo + c] = X[c ldx + e] for c, e < W: one W x W block through registers (log2 W shuffle
+// stages of W shuffles instead of W^2 scalar moves)
+template <class T>
+inline void transpose_block(const T* X, std::int64_t ldx, T* out, std::int64_t ldo) {
+  using TV = TileVec<T>;
+  typename TV::V r[TV::W];
+  for (int i = 0; i < TV::W; ++i) r[i] = TV::load(X + i * ldx);
+  transpose_stages<T, 1>(r);
+  for (int i = 0; i < TV::W; ++i) TV::store(out + i * ldo, r[i]);
+}
+
+}  // namespace tile_gemm_impl
+
 /// Keys [j0, j0 + n) of a head, transposed: out[e ldo + c] = X[(j0 + c) ldx + e] for e < dh; the
 /// kTransposePad columns after n are zeroed (ldo >= n + kTransposePad).
 template <class T>
 void transpose_keys(const T* X, std::int64_t ldx, int j0, int n, int dh, T* out, std::int64_t ldo) {
-  constexpr int B = 16;  // 16 x 16 blocks stay in L1 on both sides (0.5 ns per element here;
-                         // Eigen's transpose assignment took 3x longer)
-  for (int c0 = 0; c0 < n; c0 += B)
-    for (int e0 = 0; e0 < dh; e0 += B)
-      for (int c = c0; c < std::min(n, c0 + B); ++c) {
-        const T* x = X + static_cast<std::int64_t>(j0 + c) * ldx;
-        for (int e = e0; e < std::min(dh, e0 + B); ++e) out[e * ldo + c] = x[e];
-      }
+  // whole W x W blocks through registers (0.11-0.26 ns per element here against 0.4-1.0 for the
+  // scalar blocked loop, which was 9% of the SWA(128) attention time: docs/benchmarks.md); the
+  // ragged edges element by element
+  constexpr int W = TileVec<T>::W;
+  const int nw = n / W * W, dw = dh / W * W;
+  for (int c0 = 0; c0 < nw; c0 += W)
+    for (int e0 = 0; e0 < dw; e0 += W)
+      tile_gemm_impl::transpose_block(X + static_cast<std::int64_t>(j0 + c0) * ldx + e0, ldx, out + e0 * ldo + c0, ldo);
+  for (int c = 0; c < n; ++c) {
+    const T* x = X + static_cast<std::int64_t>(j0 + c) * ldx;
+    for (int e = c < nw ? dw : 0; e < dh; ++e) out[e * ldo + c] = x[e];
+  }
   for (int e = 0; e < dh; ++e) std::fill(out + e * ldo + n, out + e * ldo + n + kTransposePad<T>, T(0));
 }
 
