@@ -76,8 +76,10 @@ template <class T>
 void check_all() {
   constexpr int W = TileVec<T>::W;
   std::mt19937 g(42);
-  for (int m : {1, 3, 4, 5, 16, 17})
-    for (int n : {1, W - 1, W, W + 1, 2 * W + 3, 3 * W, 4 * W, 5 * W - 2, 9 * W - 1, 9 * W})
+  // m 13 and 17: blocks of 8 rows (narrow n), then 4, then single rows; n 5W and 13W - 3: column
+  // blocks 4 + 3 + 2 (never a lone 1-vector block after a 4)
+  for (int m : {1, 3, 4, 5, 13, 16, 17})
+    for (int n : {1, W - 1, W, W + 1, 2 * W + 3, 3 * W, 4 * W, 5 * W - 2, 5 * W, 9 * W - 1, 9 * W, 13 * W - 3})
       for (int k : {1, 8, 64}) check_nt<T>(m, n, k, g);
   for (int m : {1, 4, 7, 16, 143})
     for (int n : {W, 2 * W, 3 * W, 4 * W, 5 * W, 8 * W})

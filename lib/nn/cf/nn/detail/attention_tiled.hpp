@@ -51,11 +51,18 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   HeadQKV<T> hq = h;
   if (!fast || !Scores::kTransposedKeys) hq.kt = nullptr;
   for (std::size_t br = 0; br < nb; ++br) {
+    const std::vector<KeyTile>& rects = plan.tiles[br][static_cast<std::size_t>(qt)];
+    if (rects.empty()) {  // no row of the tile admits a key in this branch: no mass, output 0
+      std::fill(lse + br * h.Tn + i0, lse + br * h.Tn + i0 + ni, ninf);
+      if (br == 0) Y.setZero();
+      if (obr) std::fill(obr + (br * h.Tn + i0) * dh, obr + (br * h.Tn + i0 + ni) * dh, T(0));
+      continue;
+    }
     O.setZero(ni, dh);
     mx.setConstant(ni, ninf);
     sum.setZero(ni);
     rows = &plan.branches[br];
-    for (const KeyTile& kt : plan.tiles[br][static_cast<std::size_t>(qt)]) {
+    for (const KeyTile& kt : rects) {
       const int r0 = kt.r0, nr = kt.nr, ia = i0 + r0, j0 = kt.j0, nj = kt.nj;  // rows ia.., keys j0..
       sc.logits(hq, ia, nr, j0, nj, S, scratch);
       if (!kt.full)
@@ -70,9 +77,18 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
         P.row(r) = (S.row(r).array() - mnew(r)).exp();
         // masked entries exactly 0 (Eigen's vectorised exp clamps -inf to a tiny positive value)
         if (!kt.full) fill_unadmitted(*rows, ia + r, j0, nj, P.row(r).data(), T(0));
-        const T corr = std::exp(mx(r0 + r) - mnew(r));
-        sum(r0 + r) = sum(r0 + r) * corr + P.row(r).sum();
-        O.row(r0 + r) *= corr;
+        // rescale what the row holds so far (nothing yet on its first visited rectangle: O's row
+        // and the sum are 0; an unchanged maximum leaves them as they are)
+        const T m_old = mx(r0 + r);
+        if (m_old == ninf) {
+          sum(r0 + r) = P.row(r).sum();
+        } else if (m_old == mnew(r)) {
+          sum(r0 + r) += P.row(r).sum();
+        } else {
+          const T corr = std::exp(m_old - mnew(r));
+          sum(r0 + r) = sum(r0 + r) * corr + P.row(r).sum();
+          O.row(r0 + r) *= corr;
+        }
       }
       if (fast)
         nn_product_acc(nr, dh, nj, P.data(), nj, 1, h.v + j0 * h.ld, h.ld, O.data() + r0 * dh, dh, T(1));
@@ -144,10 +160,10 @@ void tiled_backward_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   for (std::size_t br = 0; br < nb; ++br) {
     D.resize(Tn);
     for (int i = 0; i < Tn; ++i) {
+      if (plan.tiles[br][static_cast<std::size_t>(i / kTile)].empty()) continue;  // rows the branch never visits
       const T* o = nb == 1 ? y + static_cast<std::int64_t>(i) * ldy : obr + (br * Tn + i) * dh;
-      T d = 0;
-      for (int e = 0; e < dh; ++e) d += dY(i, e) * o[e];
-      D(i) = d;
+      // Eigen's vectorised dot (a plain loop is one dependent add per element: no reassociation)
+      D(i) = dY.row(i).dot(Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(o, dh));
     }
     for (int qt = 0; qt < plan.n_tiles; ++qt) {
       const int i0 = qt * kTile;

@@ -152,6 +152,10 @@ template <class T>
 void nt_product(int m, int n, int k, const T* A, std::int64_t lda, const T* Bt, std::int64_t ldb, T* C,
                 std::int64_t ldc, T alpha) {
   int r = 0;
+  // narrow products (at most two vectors: the diagonal pieces of 16-row groups) in blocks of 8 rows,
+  // so that 8 or 16 independent accumulators hide the FMA latency (4 rows of one vector give 4)
+  if (n <= 2 * TileVec<T>::W)
+    for (; r + 8 <= m; r += 8) tile_gemm_impl::nt_rows<T, 8>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
   for (; r + 4 <= m; r += 4) tile_gemm_impl::nt_rows<T, 4>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
   for (; r < m; ++r) tile_gemm_impl::nt_rows<T, 1>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
 }
