@@ -40,7 +40,8 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   const T ninf = -std::numeric_limits<T>::infinity();
   auto V = h.V();
   SMap<T> Y(y + static_cast<std::int64_t>(i0) * ldy, ni, dh, Eigen::OuterStride<>(ldy));
-  thread_local MatR<T> S, P, O;
+  thread_local TileMat<T> S, P;
+  thread_local MatR<T> O;
   thread_local typename Scores::Scratch scratch;
   thread_local Eigen::Matrix<T, Eigen::Dynamic, 1> mx, sum, mnew;
   const BranchRows* rows = nullptr;
@@ -113,7 +114,7 @@ void tiled_forward_qtile(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
 /// log-sum-exp (0 outside the mask): kt.nr x kt.nj, rows i0 + kt.r0.., keys kt.j0...
 template <class T, class Scores>
 void tile_probs(const HeadQKV<T>& h, const Scores& sc, const TilePlan& plan, std::size_t br, int i0_tile,
-                const KeyTile& kt, const T* lse, MatR<T>& S, MatR<T>& P, typename Scores::Scratch& scratch) {
+                const KeyTile& kt, const T* lse, TileMat<T>& S, TileMat<T>& P, typename Scores::Scratch& scratch) {
   const int i0 = i0_tile + kt.r0, ni = kt.nr, j0 = kt.j0, nj = kt.nj;
   sc.logits(h, i0, ni, j0, nj, S, scratch);
   P.resize(ni, nj);
@@ -141,7 +142,7 @@ void tiled_backward_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
   auto V = h.V();
   CSMap<T> dY(dy, Tn, dh, Eigen::OuterStride<>(ldy));
   auto dV = g.dV(h);
-  thread_local MatR<T> S, P, dP, dS;
+  thread_local TileMat<T> S, P, dP, dS;
   thread_local typename Scores::Scratch scratch;
   thread_local Eigen::Matrix<T, Eigen::Dynamic, 1> D;
   // packing-free products (cf/nn/detail/tile_gemm.hpp): keys and values of the head transposed once
@@ -176,8 +177,10 @@ void tiled_backward_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& 
           nt_product(nr, nj, dh, dy + ia * ldy, ldy, values.col(j0), values.ld, dP.data(), nj, T(1));
         } else {
           dV.middleRows(j0, nj).noalias() += P.transpose() * dY.middleRows(ia, nr);
+          dP.resize(nr, nj);
           dP.noalias() = dY.middleRows(ia, nr) * V.middleRows(j0, nj).transpose();
         }
+        dS.resize(nr, nj);
         dS = P.array() * (dP.array().colwise() - D.segment(ia, nr).array());
         sc.backward(hq, g, ia, nr, j0, nj, dS, scratch);
       }
@@ -191,7 +194,7 @@ template <class T, class Scores>
 void tiled_probs_head(const HeadQKV<T>& h, const Scores& sc, const TilePlan& plan, const T* lse, float* out) {
   const int Tn = h.Tn;
   std::fill(out, out + static_cast<std::size_t>(Tn) * Tn, 0.f);
-  MatR<T> S, P;
+  TileMat<T> S, P;
   typename Scores::Scratch scratch;
   for (std::size_t br = 0; br < plan.branches.size(); ++br)
     for (int qt = 0; qt < plan.n_tiles; ++qt) {

@@ -15,14 +15,14 @@ struct Alibi {
   double slope = 0;
 
   template <class T>
-  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, MatR<T>& S, Scratch& s) const {
+  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, TileMat<T>& S, Scratch& s) const {
     inner.logits(h, i0, ni, j0, nj, S, s);
     const T a = T(slope);
     for (int r = 0; r < ni; ++r)
       for (int c = 0; c < nj; ++c) S(r, c) -= a * T(i0 + r - (j0 + c));
   }
   template <class T>
-  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, MatR<T>& dS,
+  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, TileMat<T>& dS,
                 const Scratch& s) const {
     inner.backward(h, g, i0, ni, j0, nj, dS, s);
   }

@@ -15,7 +15,7 @@ struct DotScores {
   T scale = 1;
 
   /// S (ni x nj) = scale Q[i0:i0+ni] K[j0:j0+nj]^T (from the transposed keys when the loop made them).
-  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, MatR<T>& S, Scratch&) const {
+  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, TileMat<T>& S, Scratch&) const {
     S.resize(ni, nj);
     if (h.kt) {
       nt_product(ni, nj, h.dh, h.q + i0 * h.ld, h.ld, h.kt->col(j0), h.kt->ld, S.data(), nj, scale);
@@ -25,7 +25,7 @@ struct DotScores {
     S *= scale;
   }
   /// dS: d loss / d logits of the tile; accumulates dQ, dK.
-  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, MatR<T>& dS,
+  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, TileMat<T>& dS,
                 const Scratch&) const {
     if (tile_gemm_enabled() && tile_gemm_ok<T>(h.dh)) {
       // dQ_I += scale dS K_J; dK_J += scale dS^T Q_I (A read transposed: sa_i = 1, sa_p = nj)

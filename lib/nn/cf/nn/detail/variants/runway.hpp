@@ -30,7 +30,7 @@ struct RunwayScores {
 
   static bool eligible(int i, int m) { return i >= 3 && m >= 1 && m <= i - 2; }
 
-  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, MatR<T>& S, Scratch& s) const {
+  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, TileMat<T>& S, Scratch& s) const {
     inner.logits(h, i0, ni, j0, nj, S, s.inner);
     CSMap<T> Vl(vl, h.Tn, h.dh, Eigen::OuterStride<>(ld_vl));
     // rows i use v_{i-1}: rows [max(i0,1)-1, ...)
@@ -48,7 +48,7 @@ struct RunwayScores {
         if (eligible(i0 + r, j0 + c)) S(r, c) += -softplus(s.tau(r, c));
   }
 
-  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, MatR<T>& dS,
+  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, TileMat<T>& dS,
                 const Scratch& s) const {
     inner.backward(h, g, i0, ni, j0, nj, dS, s.inner);
     const int dh = h.dh;

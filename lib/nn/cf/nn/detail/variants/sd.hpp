@@ -18,7 +18,7 @@ struct SdScores {
   const T* damp = nullptr;
   T* ddamp = nullptr;
 
-  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, MatR<T>& S, Scratch&) const {
+  void logits(const HeadQKV<T>& h, int i0, int ni, int j0, int nj, TileMat<T>& S, Scratch&) const {
     auto Q = h.Q();
     auto K = h.K();
     S.resize(ni, nj);
@@ -30,7 +30,7 @@ struct SdScores {
       if (c >= 0 && c < nj) S(r, c) -= damp[i0 + r];
     }
   }
-  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, MatR<T>& dS,
+  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, TileMat<T>& dS,
                 const Scratch&) const {
     auto Q = h.Q();
     auto K = h.K();
