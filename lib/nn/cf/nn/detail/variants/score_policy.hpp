@@ -14,8 +14,8 @@
 // per-score virtual call. Internal to lib/nn.
 #include <Eigen/Core>
 #include <algorithm>
-#include <new>
 #include <cstdint>
+#include <new>
 #include <utility>
 #include <vector>
 
