@@ -124,7 +124,7 @@ HeadsBench::HeadsBench(const LayerConfig& lc, int Tn_, int B_) : Tn(Tn_), B(B_) 
   y.resize(static_cast<std::size_t>(B) * Tn * HD);
   dy.resize(y.size());
   lse.resize(static_cast<std::size_t>(B) * H * nb * Tn);
-  obr.resize(nb > 1 ? static_cast<std::size_t>(B) * H * nb * Tn * dh : 0);
+  obr.resize(nb > 1 ? static_cast<std::size_t>(B) * H * (nb - 1) * Tn * dh : 0);
   for (auto& x : qkv) x = nd(rng);
   for (auto& x : dy) x = nd(rng);
   keys_t.resize(static_cast<std::size_t>(B) * H);
@@ -158,7 +158,7 @@ double HeadsBench::run() {
       detail::DotScores<float> sc;
       sc.scale = 1.f / 8.f;
       detail::tiled_forward_qtile(th, sc, plan, qt, y.data() + static_cast<std::size_t>(b) * Tn * HD + h * dh, HD,
-                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * (nb - 1) * Tn * dh : nullptr,
                                   lse.data() + static_cast<std::size_t>(bh) * nb * Tn);
     });
   omp_errors.rethrow();
@@ -177,7 +177,7 @@ double HeadsBench::run() {
       g.ld = 3 * HD;
       const std::size_t yo = static_cast<std::size_t>(b) * Tn * HD + h * dh;
       detail::tiled_backward_head(th, sc, plan, dy.data() + yo, HD, y.data() + yo,
-                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
+                                  nb > 1 ? obr.data() + static_cast<std::size_t>(bh) * (nb - 1) * Tn * dh : nullptr,
                                   lse.data() + static_cast<std::size_t>(bh) * nb * Tn, g);
     });
   omp_errors_bwd.rethrow();

@@ -6,12 +6,16 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "cf/graph/mask.hpp"
 #include "cf/graph/scores.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/detail/attention_tiled.hpp"
 #include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/model.hpp"
 
@@ -231,6 +235,68 @@ TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O
   }
 }
 
+TEST_CASE("Tile plan: a rectangle several branches visit is one share slot (first and last holder marked)",
+          "[nn][tiled]") {
+  // the tiled loops compute such a rectangle's logits (and in the backward dP and the products) once
+  // (KeyTile::share_off); the tiled = dense cases above run SE-Bridge, bridge and PBB plans with slots
+  struct Case {
+    AttnKind kind;
+    int b, w, e, Tn;
+    bool expect_shared;
+  };
+  // SE-Bridge b 128: the bridge branch and the local branch both hold the causal diagonal of each
+  // block's first query tile (at T 4,096, the benchmark: 31 diagonals of 16 x 160 keys); b 64,
+  // e 32: the bridge branch's rows merge the previous block's keys with their diagonal piece
+  // (16 x 80, 16 x 96), so no shape agrees; the b 24 plans of the tiled = dense cases above share
+  const Case cases[] = {{AttnKind::SeBridge, 64, 64, 32, 300, false}, {AttnKind::SeBridge, 128, 128, 64, 4096, true},
+                        {AttnKind::SeBridge, 24, 40, 10, 150, true},  {AttnKind::Bridge, 24, 40, 10, 150, true},
+                        {AttnKind::Pbb, 24, 40, 10, 150, true},       {AttnKind::Swa, 24, 40, 10, 150, false}};
+  for (const Case& c : cases) {
+    LayerConfig lc;
+    lc.attn = c.kind;
+    lc.b = c.b;
+    lc.w = c.w;
+    lc.e = c.e;
+    INFO(attn_name(c.kind) << " b " << c.b << " T " << c.Tn);
+    const detail::TilePlan plan = detail::make_tile_plan(detail::layer_branches(lc, c.Tn), c.Tn);
+    REQUIRE(plan.share_size.size() == static_cast<std::size_t>(plan.n_tiles));
+    std::int64_t shared = 0;
+    for (int qt = 0; qt < plan.n_tiles; ++qt) {
+      // every (branch, rectangle) of this query tile, by shape
+      std::map<std::tuple<int, int, int, int>, std::vector<std::pair<std::size_t, const detail::KeyTile*>>> by_shape;
+      for (std::size_t br = 0; br < plan.branches.size(); ++br)
+        for (const auto& k : plan.tiles[br][static_cast<std::size_t>(qt)])
+          by_shape[{k.r0, k.nr, k.j0, k.nj}].push_back({br, &k});
+      std::vector<char> used(static_cast<std::size_t>(plan.share_size[static_cast<std::size_t>(qt)]), 0);
+      for (const auto& [shape, hs] : by_shape) {
+        const detail::KeyTile& f = *hs.front().second;
+        if (hs.size() == 1) {  // no other branch has it
+          CHECK(f.share_off == -1);
+          CHECK_FALSE(f.share_first);
+          CHECK_FALSE(f.share_last);
+          continue;
+        }
+        const int n = f.nr * f.nj;
+        shared += static_cast<std::int64_t>(hs.size() - 1) * n;
+        REQUIRE(f.share_off >= 0);
+        REQUIRE(f.share_off + n <= plan.share_size[static_cast<std::size_t>(qt)]);
+        for (int x = f.share_off; x < f.share_off + n; ++x)
+          CHECK(used[static_cast<std::size_t>(x)]++ == 0);  // disjoint
+        for (std::size_t a = 0; a < hs.size(); ++a) {
+          const detail::KeyTile& k = *hs[a].second;
+          CHECK(k.share_off == f.share_off);
+          CHECK(k.share_first == (a == 0));             // the earliest branch fills the slot
+          CHECK(k.share_last == (a + 1 == hs.size()));  // the latest runs the products
+          if (a > 0) CHECK(hs[a].first > hs[a - 1].first);
+        }
+      }
+    }
+    CHECK(plan.shared_scores == shared);
+    CHECK((shared > 0) == c.expect_shared);
+    if (c.kind == AttnKind::SeBridge && c.Tn == 4096) CHECK(shared == 31 * 16 * (16 + 32 + 48 + 64));
+  }
+}
+
 TEST_CASE(
     "Seed 002 Eq. 35: branch fusion sums one softmax per bridge (b = 8, w = 12: rows 10-13 sum to 3), "
     "consistent with lib/graph's branch score count",
@@ -344,4 +410,43 @@ TEST_CASE(
     CHECK(idx.size() > 100);
     CHECK(err / gmax < 1e-6);
   }
+}
+
+TEST_CASE("Online-softmax row kernels (packet max, shifted exp with exact zeros) equal their scalar definitions",
+          "[nn][tiled]") {
+  // the forward's and the backward's rows run through these (cf/nn/detail/attention_tiled.hpp);
+  // lengths around the packet width (16 floats / 8 doubles with AVX-512, less without)
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    std::mt19937 rng(4);
+    std::normal_distribution<double> nd(0.0, 3.0);
+    const T ninf = -std::numeric_limits<T>::infinity();
+    for (int n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 64, 144}) {
+      INFO("n " << n << " sizeof " << sizeof(T));
+      std::vector<T> s(static_cast<std::size_t>(n)), p(s.size(), T(-1));
+      for (auto& x : s) x = T(nd(rng));
+      for (int c = 0; c < n; c += 3) s[static_cast<std::size_t>(c)] = ninf;  // masked scores
+      T m = ninf;
+      for (T x : s) m = std::max(m, x);
+      CHECK(detail::row_max(s.data(), n) == m);
+      const T shift = m == ninf ? T(0.5) : m;
+      const T sum = detail::exp_shift_row(s.data(), shift, n, p.data());
+      long double ref_sum = 0;
+      for (int c = 0; c < n; ++c) {
+        const T x = s[static_cast<std::size_t>(c)], got = p[static_cast<std::size_t>(c)];
+        if (x == ninf) {
+          CHECK(got == T(0));  // exactly 0, not exp's clamped tiny value
+          continue;
+        }
+        const long double want = std::exp(static_cast<long double>(T(x - shift)));  // same rounded argument
+        ref_sum += want;
+        CHECK(std::abs(static_cast<long double>(got) - want) <= 4 * std::numeric_limits<T>::epsilon() * want);
+      }
+      CHECK(std::abs(static_cast<long double>(sum) - ref_sum) <= 8 * std::numeric_limits<T>::epsilon() * (ref_sum + 1));
+    }
+    std::vector<T> all_masked(20, ninf);
+    CHECK(detail::row_max(all_masked.data(), 20) == ninf);
+  };
+  check(0.0f);
+  check(0.0);
 }

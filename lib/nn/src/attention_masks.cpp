@@ -2,6 +2,8 @@
 #include "cf/nn/detail/attention_masks.hpp"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "cf/graph/mask.hpp"
 
@@ -193,6 +195,24 @@ TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows, 
       }
     }
     plan.tiles.push_back(std::move(per_q));
+  }
+  // rectangles that several branches visit (same rows and keys): one share slot per rectangle,
+  // first and last holder marked (KeyTile::share_off)
+  plan.share_size.assign(static_cast<std::size_t>(plan.n_tiles), 0);
+  for (int qt = 0; qt < plan.n_tiles && plan.branches.size() > 1; ++qt) {
+    std::map<std::tuple<int, int, int, int>, std::vector<KeyTile*>> holders;
+    for (auto& per_q : plan.tiles)
+      for (KeyTile& k : per_q[static_cast<std::size_t>(qt)]) holders[{k.r0, k.nr, k.j0, k.nj}].push_back(&k);
+    int off = 0;
+    for (auto& [shape, ks] : holders) {
+      if (ks.size() < 2) continue;
+      for (KeyTile* k : ks) k->share_off = off;
+      ks.front()->share_first = true;
+      ks.back()->share_last = true;
+      off += ks.front()->nr * ks.front()->nj;
+      plan.shared_scores += static_cast<std::int64_t>(ks.size() - 1) * ks.front()->nr * ks.front()->nj;
+    }
+    plan.share_size[static_cast<std::size_t>(qt)] = off;
   }
   return plan;
 }

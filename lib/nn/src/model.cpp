@@ -538,7 +538,7 @@ void heads_forward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   const std::size_t nb = plan.branches.size();
   a.nbranch[l] = static_cast<int>(nb);
   a.lse[l].resize(static_cast<std::size_t>(p.B) * H * nb * Tn);
-  a.obr[l].resize(nb > 1 ? static_cast<std::size_t>(p.B) * H * nb * Tn * dh : 0);
+  a.obr[l].resize(nb > 1 ? static_cast<std::size_t>(p.B) * H * (nb - 1) * Tn * dh : 0);
   const std::vector<T> damp = damping_by_head(p, l, m);
   const std::int64_t nt = plan.n_tiles, tasks = static_cast<std::int64_t>(p.B) * H * nt;
   // every head's keys transposed once for the packing-free products of all its query tiles
@@ -562,10 +562,10 @@ void heads_forward_tiled(Pass<T>& p, int l, const AttnMode& m) {
         const int bh = static_cast<int>(task / nt), qt = static_cast<int>(task % nt), b = bh / H, h = bh % H;
         detail::HeadQKV<T> hq = head_qkv(p, l, b, h);
         if (keys_t) hq.kt = &a.keys_t[static_cast<std::size_t>(bh)];
-        detail::tiled_forward_qtile(hq, make(b, h), plan, qt,
-                                    a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                    nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                    a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
+        detail::tiled_forward_qtile(
+            hq, make(b, h), plan, qt, a.atty[l].data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
+            nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * (nb - 1) * Tn * dh : nullptr,
+            a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn);
       });
     omp_errors.rethrow();
   });
@@ -605,10 +605,10 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
           g.dk = dqkv + off + ql.k(h);
           g.dv = dqkv + off + ql.v(h);
           g.ld = ql.ld();
-          detail::tiled_backward_head(head_qkv(p, l, b, h), make(b, h), plan, a.datty.data() + yo, HD,
-                                      a.atty[l].data() + yo,
-                                      nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * nb * Tn * dh : nullptr,
-                                      a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
+          detail::tiled_backward_head(
+              head_qkv(p, l, b, h), make(b, h), plan, a.datty.data() + yo, HD, a.atty[l].data() + yo,
+              nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * (nb - 1) * Tn * dh : nullptr,
+              a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
         }
       });
     omp_errors.rethrow();

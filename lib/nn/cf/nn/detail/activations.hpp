@@ -21,7 +21,8 @@ struct Activations {
   std::vector<detail::TilePlan> plans;                        ///< per layer: branches and key tiles
   std::vector<int> nbranch;
   /// lse[l]: [B, H, nbranch, T] log-sum-exp per row and branch (both paths); obr[l]: tiled path with
-  /// more than one branch, [B, H, nbranch, T, dh] branch outputs (the backward's D = dO . O_branch).
+  /// more than one branch, [B, H, nbranch - 1, T, dh] outputs of all branches but the last (the
+  /// backward's D = dO . O_branch; the last branch's output is atty minus their sum).
   std::vector<std::vector<T>> lse, obr;
   std::vector<T> rw_dvs, rw_dvl, rw_dB, dd_t;  ///< tiled backward scratch: runway and S-D, per (b, h)
   /// per (sequence, head): its keys transposed for the packing-free tile products

@@ -57,6 +57,13 @@ struct KeyTile {
   int kt;     ///< key tile index of j0
   bool full;  ///< every row of the rectangle admits every key of it (no masking needed)
   int r0 = 0, nr = 0, j0 = 0, nj = 0;
+  /// Branches of a fused layer often visit the same rectangle (SE-Bridge: both branches hold the
+  /// causal diagonal of a block's first query tile). Its logits do not depend on the branch, so
+  /// the tile loop computes them once: share_off is the rectangle's slot (nr x nj values) in the
+  /// query tile's share buffer (TilePlan::share_size), -1 when no other branch has it; the first
+  /// branch holding it fills the slot, the last one runs the backward products for all of them.
+  int share_off = -1;
+  bool share_first = false, share_last = false;
 };
 /// How make_tile_plan shapes the rectangles of a query tile (the visited scores are the same):
 /// None: one rectangle per (row group, partial key tile), full key tiles whole. Adjacent: a row
@@ -72,6 +79,8 @@ struct TilePlan {
   std::vector<BranchRows> branches;
   std::vector<std::vector<std::vector<KeyTile>>> tiles;
   std::int64_t visited_scores = 0;  ///< sum over visited rectangles of their area (the work done)
+  std::vector<int> share_size;      ///< per query tile: values in its share buffer (KeyTile::share_off)
+  std::int64_t shared_scores = 0;   ///< visited scores whose logits another branch already computed
 };
 TilePlan make_tile_plan(std::vector<BranchRows> branches, int Tn, int sub_rows = kSubRows,
                         TileMerge merge = TileMerge::Bridging);

@@ -95,21 +95,13 @@ template <class T, int RB>
 inline void nt_rows(int n, int k, const T* A, std::int64_t lda, const T* Bt, std::int64_t ldb, T* C, std::int64_t ldc,
                     T alpha) {
   constexpr int W = TileVec<T>::W;
-  // column blocks of 4 vectors, the rest as blocks of 3 or 2 where possible: a 1-vector block does
-  // one broadcast per FMA (SWA(128) groups are 143 = 9 vectors wide: 4 + 3 + 2, not 4 + 4 + 1)
+  // column blocks of 2 vectors (8 rows x 2 vectors: 16 accumulators, 2 loads and 8 broadcasts per
+  // 16 FMAs), a last 1-vector block when the width is odd
   const int nv = (n + W - 1) / W;
   int v = 0;
-  auto block = [&](auto cb) {
-    constexpr int CB = decltype(cb)::value;
-    const int c0 = v * W;
-    nt_block<T, RB, CB>(k, A, lda, Bt + c0, ldb, C + c0, ldc, alpha, std::min(W, n - c0 - (CB - 1) * W));
-    v += CB;
-  };
-  while (nv - v >= 4 && nv - v != 5) block(std::integral_constant<int, 4>{});
-  if (nv - v == 5) block(std::integral_constant<int, 3>{});
-  if (nv - v == 3) block(std::integral_constant<int, 3>{});
-  if (nv - v == 2) block(std::integral_constant<int, 2>{});
-  if (nv - v == 1) block(std::integral_constant<int, 1>{});
+  for (; v + 2 <= nv; v += 2)
+    nt_block<T, RB, 2>(k, A, lda, Bt + v * W, ldb, C + v * W, ldc, alpha, std::min(W, n - (v + 1) * W));
+  if (v < nv) nt_block<T, RB, 1>(k, A, lda, Bt + v * W, ldb, C + v * W, ldc, alpha, std::min(W, n - v * W));
 }
 
 // C[i][c0 + 0..CB W) += alpha sum over p < k of A(i, p) B[p][c0 + ..], A(i, p) = A[i sa_i + p sa_p].
@@ -139,7 +131,7 @@ inline void nn_rows(int n, int k, const T* A, std::int64_t sa_i, std::int64_t sa
                     std::int64_t ldc, T alpha) {
   constexpr int W = TileVec<T>::W;
   int c0 = 0;
-  for (; c0 + 4 * W <= n; c0 += 4 * W) nn_block<T, RB, 4>(k, A, sa_i, sa_p, B + c0, ldb, C + c0, ldc, alpha);
+  for (; c0 + 2 * W <= n; c0 += 2 * W) nn_block<T, RB, 2>(k, A, sa_i, sa_p, B + c0, ldb, C + c0, ldc, alpha);
   for (; c0 < n; c0 += W) nn_block<T, RB, 1>(k, A, sa_i, sa_p, B + c0, ldb, C + c0, ldc, alpha);
 }
 
@@ -151,11 +143,12 @@ inline void nn_rows(int n, int k, const T* A, std::int64_t sa_i, std::int64_t sa
 template <class T>
 void nt_product(int m, int n, int k, const T* A, std::int64_t lda, const T* Bt, std::int64_t ldb, T* C,
                 std::int64_t ldc, T alpha) {
+  // blocks of 8 rows x 2 vectors. The 4 rows x 4 vectors blocks used before ran at 42 GMAC/s
+  // here (a 64 x 64 x 64 product): GCC folds every B load into its FMA, so each of the 4 rows
+  // reloads the 4 B vectors (20 loads per 16 FMAs); 8 x 2 needs 10 and ran at 107 GMAC/s
+  // (docs/benchmarks.md)
   int r = 0;
-  // narrow products (at most two vectors: the diagonal pieces of 16-row groups) in blocks of 8 rows,
-  // so that 8 or 16 independent accumulators hide the FMA latency (4 rows of one vector give 4)
-  if (n <= 2 * TileVec<T>::W)
-    for (; r + 8 <= m; r += 8) tile_gemm_impl::nt_rows<T, 8>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
+  for (; r + 8 <= m; r += 8) tile_gemm_impl::nt_rows<T, 8>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
   for (; r + 4 <= m; r += 4) tile_gemm_impl::nt_rows<T, 4>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
   for (; r < m; ++r) tile_gemm_impl::nt_rows<T, 1>(n, k, A + r * lda, lda, Bt, ldb, C + r * ldc, ldc, alpha);
 }
@@ -166,7 +159,10 @@ void nt_product(int m, int n, int k, const T* A, std::int64_t lda, const T* Bt, 
 template <class T>
 void nn_product_acc(int m, int n, int k, const T* A, std::int64_t sa_i, std::int64_t sa_p, const T* B, std::int64_t ldb,
                     T* C, std::int64_t ldc, T alpha) {
+  // 8 rows x 2 vectors, as nt_product (36 -> 83-90 GMAC/s against 4 x 4 here)
   int r = 0;
+  for (; r + 8 <= m; r += 8)
+    tile_gemm_impl::nn_rows<T, 8>(n, k, A + r * sa_i, sa_i, sa_p, B, ldb, C + r * ldc, ldc, alpha);
   for (; r + 4 <= m; r += 4)
     tile_gemm_impl::nn_rows<T, 4>(n, k, A + r * sa_i, sa_i, sa_p, B, ldb, C + r * ldc, ldc, alpha);
   for (; r < m; ++r) tile_gemm_impl::nn_rows<T, 1>(n, k, A + r * sa_i, sa_i, sa_p, B, ldb, C + r * ldc, ldc, alpha);
