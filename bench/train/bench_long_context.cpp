@@ -111,9 +111,12 @@ HeadsBench::HeadsBench(const LayerConfig& lc, int Tn_, int B_) : Tn(Tn_), B(B_) 
   }
   plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn, sub_rows, merge);
   for (const auto& br : plan.branches) admitted += detail::admitted(br);
-  std::fprintf(stderr, "plan %s: %zu branches, visited %lld scores for %lld admitted (%.3f)\n",
+  std::fprintf(stderr,
+               "plan %s: %zu branches, visited %lld scores for %lld admitted (%.3f), %lld of them in rectangles "
+               "another branch computed (shared logits)\n",
                attn_name(lc.attn).c_str(), plan.branches.size(), static_cast<long long>(plan.visited_scores),
-               static_cast<long long>(admitted), double(plan.visited_scores) / double(admitted));
+               static_cast<long long>(admitted), double(plan.visited_scores) / double(admitted),
+               static_cast<long long>(plan.shared_scores));
   const std::size_t nb = plan.branches.size();
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
