@@ -297,7 +297,12 @@ void run(const CLI::App& app, const Options& o) {
   install_temp_cleanup_handlers();  // back to: remove temporaries, then die of the signal
 
   const plot::LinePlot lp = nn::loss_plot(r, data.unigram_entropy);
-  plot::save(lp, o.out_dir + "/loss.svg");
+  // loss.svg is an extra nobody asked for: without gnuplot (a bare GPU machine) the run still
+  // succeeds and says so; log.csv holds the same curve
+  if (plot::gnuplot_available())
+    plot::save(lp, o.out_dir + "/loss.svg");
+  else
+    std::cerr << "train: note: loss.svg not drawn (gnuplot is not installed); log.csv holds the loss curve\n";
   if (!o.common.plot.empty()) plot::save(lp, o.common.plot);
   app::emit(nn::train_report(used, tc, data, r, nparams, o.resume), o.common);
 }

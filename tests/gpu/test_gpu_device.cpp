@@ -4,7 +4,9 @@
 #define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
 
+#include <Eigen/Dense>
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -165,6 +167,103 @@ TEST_CASE("device: windowed rollout step and RoPE = the CPU-executed twins", "[g
   cf::gpu::emu::rope_apply(r.data(), S, T, dh, dh, std::int64_t(T) * dh, false);
   cf::gpu::cuda::rope_apply(dR.p, S, T, dh, dh, std::int64_t(T) * dh, false);
   CHECK(max_abs_diff(dR.get(), r) < 1e-6);
+}
+
+TEST_CASE(
+    "device: strided batched GEMM (cuBLAS) = its CPU twin; batched eigensolver (cuSOLVER): residuals, "
+    "eigenvalues = the CPU twin's",
+    "[gpu][device]") {
+  for (const auto& [m, n, k, batch] : std::vector<std::array<int, 4>>{{7, 5, 13, 3}, {128, 200, 96, 4}, {1, 1, 1, 1}}) {
+    INFO("m " << m << " n " << n << " k " << k << " batch " << batch);
+    const auto a = randn(std::size_t(batch) * m * k, 1), b = randn(std::size_t(batch) * k * n, 2);
+    std::vector<float> c = randn(std::size_t(batch) * m * n, 3);
+    Dev<float> A(a), Bd(b), C(c);
+    cf::gpu::emu::gemm_strided_batched(m, n, k, 2.0f, a.data(), m * k, b.data(), k * n, 0.5f, c.data(), m * n, batch);
+    cf::gpu::cuda::gemm_strided_batched(m, n, k, 2.0f, A.p, m * k, Bd.p, k * n, 0.5f, C.p, m * n, batch);
+    // float sums of k products in different orders (and TF32 must be off: it would miss this by 1e-3)
+    CHECK(max_abs_diff(C.get(), c) < 1e-5 * k);
+  }
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  for (int n : {1, 33, 128}) {  // past syevjBatched's 32 x 32 limit (the per-head cores reach 2 d_head)
+    INFO("n " << n);
+    const int batch = 5;
+    std::vector<float> a(std::size_t(batch) * n * n);
+    std::mt19937 gen(n);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int bi = 0; bi < batch; ++bi)
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j <= i; ++j)
+          a[std::size_t(bi) * n * n + i * n + j] = a[std::size_t(bi) * n * n + j * n + i] = nd(gen);
+    std::vector<float> w0(std::size_t(batch) * n), V0(a.size());
+    cf::gpu::emu::sym_eig_batched(a.data(), n, batch, w0.data(), V0.data());
+    Dev<float> A(a), W(w0), V(V0);
+    cf::gpu::cuda::sym_eig_batched(A.p, n, batch, W.p, V.p);
+    const auto w1 = W.get(), V1 = V.get();
+    for (int bi = 0; bi < batch; ++bi) {
+      const M Ab = Eigen::Map<const M>(a.data() + std::size_t(bi) * n * n, n, n);
+      const M Vb = Eigen::Map<const M>(V1.data() + std::size_t(bi) * n * n, n, n);
+      const Eigen::VectorXf wb = Eigen::Map<const Eigen::VectorXf>(w1.data() + std::size_t(bi) * n, n);
+      const float scale = Ab.norm();
+      CHECK((Ab * Vb - Vb * wb.asDiagonal()).norm() <= 1e-5f * scale * n);
+      CHECK((Vb.transpose() * Vb - M::Identity(n, n)).norm() <= 1e-5f * n);
+      for (int i = 0; i < n; ++i) CHECK(std::abs(wb(i) - w0[std::size_t(bi) * n + i]) <= 1e-5f * scale);
+    }
+  }
+}
+
+TEST_CASE(
+    "device: AdamW, affine scan by key and the causal rollout step at n = 2^20 (Thrust on CUDA) = their CPU "
+    "twins",
+    "[gpu][device]") {
+  const std::size_t n = 100003;
+  auto p = randn(n, 1), g = randn(n, 2), m = randn(n, 3), v = randn(n, 4);
+  for (auto& x : v) x = x * x;
+  Dev<float> P(p), G(g), Mm(m), Vv(v);
+  const cf::gpu::AdamWUpdate u{1e-3f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-8f, 0.1f};
+  for (int s = 0; s < 3; ++s) {
+    cf::gpu::emu::adamw_update(p.data(), g.data(), m.data(), v.data(), std::int64_t(n), u);
+    cf::gpu::cuda::adamw_update(P.p, G.p, Mm.p, Vv.p, std::int64_t(n), u);
+  }
+  CHECK(max_abs_diff(P.get(), p) < 1e-5);  // per element the same operations up to FMA contraction
+  CHECK(max_abs_diff(Mm.get(), m) < 1e-6);
+  CHECK(max_abs_diff(Vv.get(), v) < 1e-6);
+
+  // affine scan: ragged segments; a parallel scan regroups the operator (associativity)
+  const std::int64_t ns = 300007;
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<double> ua(0.0, 1.0), uc(-1.0, 1.0);
+  std::vector<int> keys(ns);
+  std::vector<cf::gpu::Affine> in(ns), out(ns);
+  for (std::int64_t i = 0; i < ns; ++i) keys[i] = int(i / 9973), in[i] = {ua(gen), uc(gen)};
+  cf::gpu::emu::affine_scan_by_key(keys.data(), in.data(), out.data(), ns);
+  Dev<int> K(keys);
+  Dev<cf::gpu::Affine> I(in), O{std::vector<cf::gpu::Affine>(std::size_t(ns))};
+  cf::gpu::cuda::affine_scan_by_key(K.p, I.p, O.p, ns);
+  const auto got = O.get();
+  double worst = 0;
+  for (std::int64_t i = 0; i < ns; ++i)
+    worst = std::max({worst, std::abs(got[i].c - out[i].c) / (1 + std::abs(out[i].c)),
+                      std::abs(got[i].a - out[i].a) / (1 + std::abs(out[i].a))});
+  CHECK(worst < 1e-12);
+
+  // the causal structured rollout step (seed 004 Eqs. 1-3) at n = 2^20: every entry
+  const int H = 4;
+  const long nr = 1L << 20;
+  const std::vector<double> slopes = {0.0, 1e-4, 0.3, 2.0}, deltas = {0.5, -1.0, 0.0, 1.5},
+                            weights = {0.1, 0.2, 0.3, 0.4};
+  std::vector<double> x(nr), want(nr);
+  for (auto& e : x) e = ua(gen);
+  std::vector<cf::gpu::Affine> scratch(std::size_t(H) * nr);
+  cf::gpu::emu::alibi_rollout_apply_left(slopes.data(), deltas.data(), weights.data(), H, x.data(), want.data(), nr,
+                                         scratch.data());
+  Dev<double> dS(slopes), dD(deltas), dW(weights), dX(x), dO(std::vector<double>(nr, 0.0));
+  Dev<cf::gpu::Affine> dScr(scratch);
+  cf::gpu::cuda::alibi_rollout_apply_left(dS.p, dD.p, dW.p, H, dX.p, dO.p, nr, dScr.p);
+  const auto r = dO.get();
+  double wr = 0;
+  for (long j = 0; j < nr; ++j) wr = std::max(wr, std::abs(r[j] - want[j]) / want[j]);
+  WARN("causal rollout step, n = 2^20: worst relative difference device / CPU twin " << wr);
+  CHECK(wr < 1e-12);
 }
 
 int main(int argc, char** argv) {

@@ -119,8 +119,7 @@ std::vector<std::string> categories_of(const Heatmap& h) {
 
 void run_gnuplot(const std::string& data, const std::string& path,
                  const std::function<std::string(const std::string&, const std::string&)>& script_for) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    throw Error("plots need gnuplot (apt-get install gnuplot-nox; scripts/deps/apt.txt)");
+  if (!gnuplot_available()) throw Error("plots need gnuplot (apt-get install gnuplot-nox; scripts/deps/apt.txt)");
   write_path_atomic(path, [&](const std::string& out) {
     TempFile dat("cf_plot_data"), gp("cf_plot_script"), err("cf_plot_err");
     {
@@ -148,9 +147,14 @@ void run_gnuplot(const std::string& data, const std::string& path,
 
 }  // namespace
 
+bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
 void check_plot_path(const std::string& path) {
   auto e = extension(path);
   require(e == "svg" || e == "png", "--plot '", path, "': the file name must end in .svg or .png");
+  // a plot asked for is refused before the work, not after it (a GPU machine may lack gnuplot)
+  require(gnuplot_available(), "--plot '", path,
+          "': plots need gnuplot (apt-get install gnuplot-nox; scripts/deps/apt.txt)");
 }
 
 std::vector<std::string> clipped_series(const LinePlot& p) {

@@ -58,7 +58,11 @@ std::vector<std::string> clipped_series(const LinePlot& p);
 void save(const LinePlot& p, const std::string& path);
 void save(const Heatmap& h, const std::string& path);
 
-/// Throws cf::InvalidArgument unless `path` ends in .svg or .png (check before long work).
+/// Throws cf::InvalidArgument unless `path` ends in .svg or .png and gnuplot is installed (check
+/// before long work).
 void check_plot_path(const std::string& path);
+
+/// Whether gnuplot is on the PATH (plots are optional extras on a machine without it).
+bool gnuplot_available();
 
 }  // namespace cf::plot

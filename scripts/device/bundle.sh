@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Packs what the device checks need into .dev/ (ignored by git; the `carry` of a device run): the
+# CUDA-build binaries (device tests, bench_gpu, bench_train_step, train) from BUILD_DIR and the
+# shared libraries they load that a bare GPU machine lacks (OpenBLAS, HDF5 and their
+# dependencies). Not carried: glibc (the GPU machine's is newer), libstdc++ / libgcc_s (newer
+# there; the CUDA libraries need theirs) and the CUDA libraries (the GPU machine's toolkit).
+# Usage: scripts/device/bundle.sh BUILD_DIR   (writes .dev/bundle.tar.xz); then, on the device,
+#   scripts/device/run_checks.sh (its header says how).
+set -euo pipefail
+build="${1:?usage: bundle.sh BUILD_DIR}"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="$root/.dev"
+bins=("$build/tests/bin/test_gpu_device" "$build/tests/bin/test_gpu_train_device" "$build/bench/bin/bench_gpu"
+      "$build/bench/bin/bench_train_step" "$build/bin/train")
+for b in "${bins[@]}"; do [ -x "$b" ] || { echo "bundle.sh: $b not built (a CUDA build is needed)" >&2; exit 2; }; done
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for b in "${bins[@]}"; do strip -o "$out/bin/$(basename "$b")" "$b"; done
+ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+  grep -v -E '^(libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s)\.so|^ld-linux|/usr/local/cuda' |
+  while read -r name path; do cp -L "$path" "$out/lib/$name"; done
+# one compressed file: the device run's working tree and carry travel under 64 MiB together
+tar -C "$out" -cJf "$out/bundle.tar.xz" bin lib
+rm -rf "$out/bin" "$out/lib"
+ls -la "$out/bundle.tar.xz"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The device checks of lib/gpu (docs/gpu.md "Device runs"), run on a machine with a CUDA GPU from
+# the repository root, after scripts/device/bundle.sh packed the CUDA build into .dev/ here:
+#   1. the device tests (cuda:: operations = their CPU-executed twins; the CUDA trainer = the CPU
+#      trainer), 2. `train --device cuda` end to end against `--device cpu` (resumable on the CPU),
+#   3. benchmarks beside their CPU path and PyTorch on the same GPU (bench_gpu, bench_train_step,
+#      bench/train/torch_train_step.py), 4. compute-sanitizer (memcheck, racecheck) on the kernels.
+# Every section runs under its own time limit and prints its exit code; the log goes to
+# $OUT/checks.log (OUT defaults to /tmp/cf_device_out). Usage: scripts/device/run_checks.sh [SECTIONS]
+# with SECTIONS a comma list of tests,train,bench,sanitize (default all).
+set -u
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${OUT:-/tmp/cf_device_out}"
+sections=",${1:-tests,train,bench,sanitize},"
+mkdir -p "$out"
+exec > >(tee -a "$out/checks.log") 2>&1
+w=/tmp/cf_device
+rm -rf "$w" && mkdir -p "$w"
+tar -C "$w" -xJf "$root/.dev/bundle.tar.xz" || { echo "no bundle: run scripts/device/bundle.sh BUILD_DIR first"; exit 2; }
+# CUDA libraries of the GPU machine's toolkit (or of its PyTorch wheels)
+libdirs="$w/lib"
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcusolver.so.12 libcusparse.so.12 libnvJitLink.so.13; do
+  f=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -e "$d/$lib" ] && { f="$d/$lib"; break; }
+  done
+  [ -z "$f" ] && f=$(find /usr /opt -name "$lib" 2>/dev/null | head -1)
+  [ -n "$f" ] && case ":$libdirs:" in *":$(dirname "$f"):"*) ;; *) libdirs="$libdirs:$(dirname "$f")" ;; esac
+done
+export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+py=python3
+sec() { echo; echo "=== $* [$(date -u +%T)]"; }
+run() {  # run LIMIT_S CMD...: the command under a time limit, then its exit code
+  local lim="$1"; shift
+  timeout "$lim" "$@"; local rc=$?
+  echo "--- rc=$rc ($*)"
+}
+
+sec "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+echo "cpu: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+$py -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())' 2>&1 | tail -1
+missing=$(ldd "$w"/bin/* | grep "not found" | sort -u)
+[ -n "$missing" ] && { echo "missing libraries:"; echo "$missing"; exit 3; }
+
+if [[ $sections == *,tests,* ]]; then
+  sec "device tests"
+  run 180 "$w/bin/test_gpu_device" -d yes
+  run 240 "$w/bin/test_gpu_train_device" -d yes
+fi
+
+if [[ $sections == *,train,* ]]; then
+  sec "train --device cuda = train --device cpu, end to end (tests/gpu/train_device_emu.sh with a real device)"
+  CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu.sh" "$w/bin/train" "$root/README.md" /tmp/cf_train_dev
+fi
+
+if [[ $sections == *,bench,* ]]; then
+  cpu2=(taskset -c 0,1 env OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE)
+  tpy=(env CF_TORCH_DEVICE=cuda "$py" "$root/bench/train/torch_train_step.py")
+  sec "bench: config (a) 4 x 256, T 256, B 8, bytes: device trainer, PyTorch on the GPU, the CPU path on 2 cores"
+  run 60 "$w/bin/bench_gpu" train 4 256 4 256 8 256 20 3
+  run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3
+  CF_TORCH_SDPA=1 run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3
+  run 90 "${cpu2[@]}" "$w/bin/bench_train_step" 4 256 4 256 8 256 3 1
+  sec "bench: GPT-2 124M shape, T 1024: device trainer (B 8 and B 1), PyTorch on the GPU (B 8), the CPU path on 2 cores (B 1)"
+  run 120 "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 10 2
+  run 60 "$w/bin/bench_gpu" train 12 768 12 1024 1 50257 10 2
+  run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2
+  CF_TORCH_SDPA=1 run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2
+  run 120 "${cpu2[@]}" "$w/bin/bench_train_step" 12 768 12 1024 1 50257 2 1
+  sec "bench: attention cost follows the mask on the device (4 x 256, T 4096, B 1)"
+  for s in full swa; do run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"; done
+  sec "bench: structured rollout step (12 heads, 12 steps = one 12-layer rollout), device vs the CPU path (1 thread)"
+  run 60 "$w/bin/bench_gpu" rollout 20 12 12
+  run 120 "$w/bin/bench_gpu" rollout 24 12 12
+  sec "bench: spectral per-head cores, 144 symmetric 128 x 128 eigendecompositions (cuSOLVER vs Eigen on the CPU)"
+  run 60 env OMP_NUM_THREADS=2 "$w/bin/bench_gpu" eig 128 144 5
+fi
+
+if [[ $sections == *,sanitize,* ]]; then
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  sec "compute-sanitizer ($cs)"
+  if [ -n "$cs" ]; then
+    run 200 "$cs" --tool memcheck --error-exitcode 9 "$w/bin/test_gpu_device"
+    run 150 "$cs" --tool racecheck --error-exitcode 9 "$w/bin/test_gpu_device" "device: tiled attention*"
+    run 150 "$cs" --tool synccheck --error-exitcode 9 "$w/bin/test_gpu_device" "device: tiled attention*"
+  fi
+fi
+sec "done"
