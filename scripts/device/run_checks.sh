@@ -7,7 +7,8 @@
 #      bench/train/torch_train_step.py), 4. compute-sanitizer (memcheck, racecheck) on the kernels.
 # Every section runs under its own time limit and prints its exit code; the log goes to
 # $OUT/checks.log (OUT defaults to /tmp/cf_device_out). Usage: scripts/device/run_checks.sh [SECTIONS]
-# with SECTIONS a comma list of tests,train,bench,sanitize (default all).
+# with SECTIONS a comma list of tests,train,bench,sanitize (default all) and profile (not in the
+# default: Nsight Compute's kernel times of one GPT-2-shape step, summed per kernel name).
 set -u
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-/tmp/cf_device_out}"
@@ -86,5 +87,26 @@ if [[ $sections == *,sanitize,* ]]; then
     run 150 "$cs" --tool racecheck --error-exitcode 9 "$w/bin/test_gpu_device" "device: tiled attention*"
     run 150 "$cs" --tool synccheck --error-exitcode 9 "$w/bin/test_gpu_device" "device: tiled attention*"
   fi
+fi
+if [[ $sections == *,profile,* ]]; then
+  sec "profile: GPU time per kernel, GPT-2 124M shape, T 1024, B 8, two steps (ncu gpu__time_duration; clocks locked to base)"
+  timeout 300 ncu --metrics gpu__time_duration.sum --csv "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 1 1 \
+    >"$out/ncu_gpt2_b8.csv" 2>"$out/ncu_stderr.txt"
+  echo "--- rc=$? (ncu)"
+  $py - "$out/ncu_gpt2_b8.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value"); u = head.index("Metric Unit")
+tot = collections.Counter(); cnt = collections.Counter()
+for r in rows[1:]:
+    if r[v] in ("", "n/a"): continue
+    scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}.get(r[u], 1e-9)
+    name = r[k].split("(")[0][:90]
+    tot[name] += float(r[v].replace(",", "")) * scale; cnt[name] += 1
+all_s = sum(tot.values())
+print(f"kernels: {sum(cnt.values())} launches, {all_s*1e3:.1f} ms of GPU time (two steps)")
+for name, t in tot.most_common(25):
+    print(f"{t*1e3:9.2f} ms {100*t/all_s:5.1f}% {cnt[name]:5d}x  {name}")
+PY
 fi
 sec "done"
