@@ -7,8 +7,8 @@
 #      bench/train/torch_train_step.py), 4. compute-sanitizer (memcheck, racecheck) on the kernels.
 # Every section runs under its own time limit and prints its exit code; the log goes to
 # $OUT/checks.log (OUT defaults to /tmp/cf_device_out). Usage: scripts/device/run_checks.sh [SECTIONS]
-# with SECTIONS a comma list of tests,train,bench,sanitize (default all) and profile (not in the
-# default: Nsight Compute's kernel times of one GPT-2-shape step, summed per kernel name).
+# with SECTIONS a comma list of tests,train,bench,sanitize (default all), gpubench (bench's GPU
+# sides only) and profile (Nsight Compute's kernel times of two GPT-2-shape steps per kernel name).
 set -u
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-/tmp/cf_device_out}"
@@ -34,7 +34,7 @@ sec() { echo; echo "=== $* [$(date -u +%T)]"; }
 run() {  # run LIMIT_S CMD...: the command under a time limit, then its exit code
   local lim="$1"; shift
   timeout "$lim" "$@"; local rc=$?
-  echo "--- rc=$rc ($*)"
+  echo "--- rc=$rc (${CF_GPU_ATTENTION:+CF_GPU_ATTENTION=$CF_GPU_ATTENTION }$*)"
 }
 
 sec "machine"
@@ -56,27 +56,36 @@ if [[ $sections == *,train,* ]]; then
   CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu.sh" "$w/bin/train" "$root/README.md" /tmp/cf_train_dev
 fi
 
-if [[ $sections == *,bench,* ]]; then
+if [[ $sections == *,bench,* || $sections == *,gpubench,* ]]; then
   cpu2=(taskset -c 0,1 env OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE)
+  # gpubench: the GPU sides only (device trainer and PyTorch), no CPU path and no analysers
+  [[ $sections == *,bench,* ]] || cpu2=(true)
   tpy=(env CF_TORCH_DEVICE=cuda "$py" "$root/bench/train/torch_train_step.py")
   sec "bench: config (a) 4 x 256, T 256, B 8, bytes: device trainer, PyTorch on the GPU, the CPU path on 2 cores"
   run 60 "$w/bin/bench_gpu" train 4 256 4 256 8 256 20 3
+  CF_GPU_ATTENTION=generic run 60 "$w/bin/bench_gpu" train 4 256 4 256 8 256 20 3
   run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3
   CF_TORCH_SDPA=1 run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3
   run 90 "${cpu2[@]}" "$w/bin/bench_train_step" 4 256 4 256 8 256 3 1
   sec "bench: GPT-2 124M shape, T 1024: device trainer (B 8 and B 1), PyTorch on the GPU (B 8), the CPU path on 2 cores (B 1)"
   run 120 "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 10 2
+  CF_GPU_ATTENTION=generic run 120 "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 10 2
   run 60 "$w/bin/bench_gpu" train 12 768 12 1024 1 50257 10 2
   run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2
   CF_TORCH_SDPA=1 run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2
   run 120 "${cpu2[@]}" "$w/bin/bench_train_step" 12 768 12 1024 1 50257 2 1
   sec "bench: attention cost follows the mask on the device (4 x 256, T 4096, B 1)"
-  for s in full swa; do run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"; done
+  for s in full swa; do
+    run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"
+    CF_GPU_ATTENTION=generic run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"
+  done
+  [[ $sections == *,bench,* ]] && {
   sec "bench: structured rollout step (12 heads, 12 steps = one 12-layer rollout), device vs the CPU path (1 thread)"
   run 60 "$w/bin/bench_gpu" rollout 20 12 12
   run 120 "$w/bin/bench_gpu" rollout 24 12 12
   sec "bench: spectral per-head cores, 144 symmetric 128 x 128 eigendecompositions (cuSOLVER vs Eigen on the CPU)"
   run 60 env OMP_NUM_THREADS=2 "$w/bin/bench_gpu" eig 128 144 5
+  }
 fi
 
 if [[ $sections == *,sanitize,* ]]; then

@@ -5,6 +5,7 @@
 // bilinear) with ALiBi and RoPE against the same dense head run in double.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -107,18 +108,24 @@ void check_case(cf::graph::PatternKind kind, bool branch, bool alibi, int T, int
 
 TEST_CASE("gpu tiled attention = dense attention for every mask family, fusion, ALiBi, ragged T", "[gpu][emu]") {
   using K = cf::graph::PatternKind;
-  for (K kind : {K::Full, K::Block, K::Swa, K::Bridge, K::Pbb, K::SeBridge})
-    for (bool branch : {false, true})
-      for (bool alibi : {false, true}) {
-        if (branch && (kind == K::Full || kind == K::Block || kind == K::Swa)) continue;
-        check_case(kind, branch, alibi, /*T=*/45, /*dh=*/8);
-      }
-  check_case(K::Full, false, true, 77, 40);      // dh between the 32 and 64 capacities
-  check_case(K::SeBridge, true, false, 70, 72);  // dh in the 128 capacity
-  check_case(K::Full, false, false, 1, 4);       // a single position
-  // centered bridges with b < w <= 2b: overlapping write-back sets, two bridge branches (Eq. 35)
-  check_case(K::Bridge, true, true, 45, 8, /*b=*/8, /*w=*/12);
-  check_case(K::Pbb, true, false, 45, 8, /*b=*/8, /*w=*/12);
+  // both kernel sets of plain heads: the register-resident ones (default) and the general ones
+  for (const char* path : {"plain", "generic"}) {
+    INFO("CF_GPU_ATTENTION=" << path);
+    ::setenv("CF_GPU_ATTENTION", path, 1);
+    for (K kind : {K::Full, K::Block, K::Swa, K::Bridge, K::Pbb, K::SeBridge})
+      for (bool branch : {false, true})
+        for (bool alibi : {false, true}) {
+          if (branch && (kind == K::Full || kind == K::Block || kind == K::Swa)) continue;
+          check_case(kind, branch, alibi, /*T=*/45, /*dh=*/8);
+        }
+    check_case(K::Full, false, true, 77, 40);      // dh between the 32 and 64 capacities
+    check_case(K::SeBridge, true, false, 70, 72);  // dh in the 128 capacity
+    check_case(K::Full, false, false, 1, 4);       // a single position
+    // centered bridges with b < w <= 2b: overlapping write-back sets, two bridge branches (Eq. 35)
+    check_case(K::Bridge, true, true, 45, 8, /*b=*/8, /*w=*/12);
+    check_case(K::Pbb, true, false, 45, 8, /*b=*/8, /*w=*/12);
+  }
+  ::unsetenv("CF_GPU_ATTENTION");
 }
 
 TEST_CASE("gpu tiled mask: visited tiles follow the mask's score count", "[gpu]") {

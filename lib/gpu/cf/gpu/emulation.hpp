@@ -22,6 +22,8 @@
 
 #define CF_LAUNCH(kernel, grid, block, ...) kernel<<<(grid), (block)>>>(__VA_ARGS__)
 #define CF_EMULATED 0
+// full unrolling of a loop with a compile-time trip count (keeps fixed-size arrays in registers)
+#define CF_UNROLL _Pragma("unroll")
 
 #else  // host compiler: emulation
 
@@ -67,6 +69,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static thread_local
+#define CF_UNROLL
 
 #ifndef CF_EMU_CUDA_DIM3
 struct dim3 {

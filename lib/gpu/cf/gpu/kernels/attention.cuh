@@ -405,4 +405,213 @@ __global__ void attention_backward_kv_kernel(MaskView m, int H, int dh, float sc
     for (int d = 0; d < dh; ++d) xg.dvl[jo + d] += dvlj[d];
 }
 
+// ---- Plain softmax heads (no S-D, no runway; ALiBi allowed): the trainer's fast path ----------
+// The same tile loop and the same float operations in the same order as the kernels above (the
+// dot products also add the zero products past dh, which leaves each sum unchanged), but every
+// loop over a row runs to the compile-time capacity DH and is unrolled, so a thread's row arrays
+// live in registers instead of local memory (the kernels above index them with the runtime dh).
+// Measured on an H100 (docs/benchmarks.md "CUDA path on a device"): the attention kernels were 79%
+// of a GPT-2-shape training step's GPU time before this path.
+
+/// Row `row` of a [T, dh] head matrix into registers, zero past dh and past T.
+template <int DH>
+__device__ __forceinline__ void load_row_padded(float (&dst)[DH], const float* src, int row, int T, int dh) {
+  CF_UNROLL
+  for (int d = 0; d < DH; ++d) dst[d] = row < T && d < dh ? src[static_cast<long long>(row) * dh + d] : 0.0f;
+}
+
+/// Tile rows [row0, row0 + TILE) into shared memory, one row per thread, zero past dh and past T.
+template <int TILE, int DH>
+__device__ __forceinline__ void load_tile_padded(float (&dst)[TILE][DH], const float* src, int row0, int T, int dh) {
+  const int j = row0 + static_cast<int>(threadIdx.x);
+  CF_UNROLL
+  for (int d = 0; d < DH; ++d) dst[threadIdx.x][d] = j < T && d < dh ? src[static_cast<long long>(j) * dh + d] : 0.0f;
+}
+
+template <int DH>
+__device__ __forceinline__ float dot_padded(const float (&a)[DH], const float* b) {
+  float s = 0;
+  CF_UNROLL
+  for (int d = 0; d < DH; ++d) s += a[d] * b[d];
+  return s;
+}
+
+/// Forward, plain heads. Grid (ntiles, H, B), TILE threads. Same outputs as
+/// attention_forward_kernel with no extras: y (sum of the branch outputs), lse, obr.
+template <int TILE, int DH>
+__global__ void attention_forward_plain_kernel(MaskView m, int H, int dh, float scale, const float* slopes,
+                                               const float* q, const float* k, const float* v, float* y, float* lse,
+                                               float* obr) {
+  __shared__ float Ks[TILE][DH];
+  __shared__ float Vs[TILE][DH];
+  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, T = m.T;
+  const int i = qt * TILE + threadIdx.x;
+  const long long bh = static_cast<long long>(b) * H + h, off = bh * T * dh;
+  const float slope = slopes ? slopes[h] : 0.0f;
+  float qi[DH], acc[DH];
+  load_row_padded(qi, q + off, i, T, dh);
+  for (int br = 0; br < m.nb; ++br) {
+    const RowIntervals rows = row_intervals(m, br, i);
+    float mx = -3.402823466e38f, l = 0;
+    CF_UNROLL
+    for (int d = 0; d < DH; ++d) acc[d] = 0;
+    const int t0 = m.qt_ptr[br * (m.ntiles + 1) + qt], t1 = m.qt_ptr[br * (m.ntiles + 1) + qt + 1];
+    for (int t = t0; t < t1; ++t) {
+      const int kt = m.qt_list[t];
+      __syncthreads();  // the previous tile is no longer read
+      load_tile_padded(Ks, k + off, kt * TILE, T, dh);
+      load_tile_padded(Vs, v + off, kt * TILE, T, dh);
+      __syncthreads();
+      if (i >= T) continue;
+      for (int r = 0; r < TILE; ++r) {
+        const int j = kt * TILE + r;
+        if (j >= T || !admits(rows, j)) continue;
+        float s = scale * dot_padded(qi, Ks[r]);
+        s -= slope * static_cast<float>(i - j);
+        if (s > mx) {  // rescale the running sum to the new maximum
+          const float c = expf(mx - s);
+          l *= c;
+          CF_UNROLL
+          for (int d = 0; d < DH; ++d) acc[d] *= c;
+          mx = s;
+        }
+        const float pr = expf(s - mx);
+        l += pr;
+        CF_UNROLL
+        for (int d = 0; d < DH; ++d) acc[d] += pr * Vs[r][d];
+      }
+    }
+    if (i < T) {
+      const long long st = bh * m.nb + br;
+      lse[st * T + i] = l > 0 ? mx + logf(l) : -3.402823466e38f;  // no admitted key: branch adds 0
+      const float inv = l > 0 ? 1.0f / l : 0.0f;
+      float* yi = y + off + static_cast<long long>(i) * dh;
+      CF_UNROLL
+      for (int d = 0; d < DH; ++d)
+        if (d < dh) {
+          const float o = acc[d] * inv;
+          obr[(st * T + i) * dh + d] = o;
+          yi[d] = br == 0 ? o : yi[d] + o;  // the thread's own row: the sum over branches
+        }
+    }
+  }
+}
+
+/// Backward, query side, plain heads: dq_i += scale sum_j dS_ij k_j and dsum (as
+/// attention_backward_q_kernel with no extras). Grid (ntiles, H, B), TILE threads.
+template <int TILE, int DH>
+__global__ void attention_backward_q_plain_kernel(MaskView m, int H, int dh, float scale, const float* slopes,
+                                                  const float* q, const float* k, const float* v, const float* dy,
+                                                  const float* lse, const float* obr, float* dsum, float* dq) {
+  __shared__ float Ks[TILE][DH];
+  __shared__ float Vs[TILE][DH];
+  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, T = m.T;
+  const int i = qt * TILE + threadIdx.x;
+  const long long bh = static_cast<long long>(b) * H + h, off = bh * T * dh, io = off + static_cast<long long>(i) * dh;
+  const float slope = slopes ? slopes[h] : 0.0f;
+  float qi[DH], dyi[DH], dqi[DH];
+  load_row_padded(qi, q + off, i, T, dh);
+  load_row_padded(dyi, dy + off, i, T, dh);
+  CF_UNROLL
+  for (int d = 0; d < DH; ++d) dqi[d] = 0;
+  for (int br = 0; br < m.nb; ++br) {
+    const RowIntervals rows = row_intervals(m, br, i);
+    const long long st = bh * m.nb + br;
+    float D = 0, L = 0;
+    if (i < T) {
+      CF_UNROLL
+      for (int d = 0; d < DH; ++d)
+        if (d < dh) D += dyi[d] * obr[(st * T + i) * dh + d];
+      dsum[st * T + i] = D;
+      L = lse[st * T + i];
+    }
+    const int t0 = m.qt_ptr[br * (m.ntiles + 1) + qt], t1 = m.qt_ptr[br * (m.ntiles + 1) + qt + 1];
+    for (int t = t0; t < t1; ++t) {
+      const int kt = m.qt_list[t];
+      __syncthreads();
+      load_tile_padded(Ks, k + off, kt * TILE, T, dh);
+      load_tile_padded(Vs, v + off, kt * TILE, T, dh);
+      __syncthreads();
+      if (i >= T) continue;
+      for (int r = 0; r < TILE; ++r) {
+        const int j = kt * TILE + r;
+        if (j >= T || !admits(rows, j)) continue;
+        float s = scale * dot_padded(qi, Ks[r]);
+        s -= slope * static_cast<float>(i - j);
+        const float ds = expf(s - L) * (dot_padded(dyi, Vs[r]) - D);
+        CF_UNROLL
+        for (int d = 0; d < DH; ++d) dqi[d] += scale * ds * Ks[r][d];
+      }
+    }
+  }
+  if (i >= T) return;
+  CF_UNROLL
+  for (int d = 0; d < DH; ++d)
+    if (d < dh) dq[io + d] += dqi[d];
+}
+
+/// Backward, key side, plain heads: dk_j += scale sum_i dS_ij q_i, dv_j += sum_i P_ij dy_i (as
+/// attention_backward_kv_kernel with no extras). Grid (ntiles, H, B), TILE threads.
+template <int TILE, int DH>
+__global__ void attention_backward_kv_plain_kernel(MaskView m, int H, int dh, float scale, const float* slopes,
+                                                   const float* q, const float* k, const float* v, const float* dy,
+                                                   const float* lse, const float* dsum, float* dk, float* dv) {
+  __shared__ float Qs[TILE][DH];
+  __shared__ float dYs[TILE][DH];
+  __shared__ float Ls[TILE], Ds[TILE];
+  __shared__ int Ln[TILE], Llo[TILE][kMaxIntervals], Lhi[TILE][kMaxIntervals];
+  const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, T = m.T;
+  const int j = kt * TILE + threadIdx.x;
+  const long long bh = static_cast<long long>(b) * H + h, off = bh * T * dh, jo = off + static_cast<long long>(j) * dh;
+  const float slope = slopes ? slopes[h] : 0.0f;
+  float kj[DH], vj[DH], dkj[DH], dvj[DH];
+  load_row_padded(kj, k + off, j, T, dh);
+  load_row_padded(vj, v + off, j, T, dh);
+  CF_UNROLL
+  for (int d = 0; d < DH; ++d) dkj[d] = dvj[d] = 0;
+  for (int br = 0; br < m.nb; ++br) {
+    const long long st = bh * m.nb + br;
+    const int t0 = m.kt_ptr[br * (m.ntiles + 1) + kt], t1 = m.kt_ptr[br * (m.ntiles + 1) + kt + 1];
+    for (int t = t0; t < t1; ++t) {
+      const int qt = m.kt_list[t];
+      __syncthreads();
+      load_tile_padded(Qs, q + off, qt * TILE, T, dh);
+      load_tile_padded(dYs, dy + off, qt * TILE, T, dh);
+      {
+        const int i = qt * TILE + threadIdx.x;
+        const RowIntervals rows = row_intervals(m, br, i);
+        Ln[threadIdx.x] = rows.n;
+        for (int c = 0; c < rows.n; ++c) Llo[threadIdx.x][c] = rows.lo[c], Lhi[threadIdx.x][c] = rows.hi[c];
+        Ls[threadIdx.x] = i < T ? lse[st * T + i] : 0.0f;
+        Ds[threadIdx.x] = i < T ? dsum[st * T + i] : 0.0f;
+      }
+      __syncthreads();
+      if (j >= T) continue;
+      for (int r = 0; r < TILE; ++r) {
+        const int i = qt * TILE + r;
+        if (i >= T) break;
+        bool in = false;
+        for (int c = 0; c < Ln[r]; ++c) in = in || (j >= Llo[r][c] && j <= Lhi[r][c]);
+        if (!in) continue;
+        float s = scale * dot_padded(kj, Qs[r]);
+        s -= slope * static_cast<float>(i - j);
+        const float pr = expf(s - Ls[r]);
+        const float ds = pr * (dot_padded(vj, dYs[r]) - Ds[r]);
+        CF_UNROLL
+        for (int d = 0; d < DH; ++d) {
+          dvj[d] += pr * dYs[r][d];
+          dkj[d] += scale * ds * Qs[r][d];
+        }
+      }
+    }
+  }
+  if (j >= T) return;
+  CF_UNROLL
+  for (int d = 0; d < DH; ++d)
+    if (d < dh) {
+      dk[jo + d] += dkj[d];
+      dv[jo + d] += dvj[d];
+    }
+}
+
 }  // namespace cf::gpu::kernels
