@@ -8,7 +8,7 @@
 # Every section runs under its own time limit and prints its exit code; the log goes to
 # $OUT/checks.log (OUT defaults to /tmp/cf_device_out). Usage: scripts/device/run_checks.sh [SECTIONS]
 # with SECTIONS a comma list of tests,train,bench,sanitize (default all), gpubench (bench's GPU
-# sides only) and profile (Nsight Compute's kernel times of two GPT-2-shape steps per kernel name).
+# sides only), trainsan (memcheck of the device trainer's tests alone) and profile (Nsight Compute's kernel times of two GPT-2-shape steps per kernel name).
 set -u
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-/tmp/cf_device_out}"
@@ -93,10 +93,16 @@ if [[ $sections == *,sanitize,* ]]; then
   sec "compute-sanitizer ($cs)"
   if [ -n "$cs" ]; then
     run 200 "$cs" --tool memcheck --error-exitcode 9 "$w/bin/test_gpu_device"
+    run 200 "$cs" --tool memcheck --error-exitcode 9 "$w/bin/test_gpu_train_device"
     run 150 "$cs" --tool racecheck --error-exitcode 9 "$w/bin/test_gpu_device" "device: tiled attention*"
     run 150 "$cs" --tool synccheck --error-exitcode 9 "$w/bin/test_gpu_device" "device: tiled attention*"
   fi
 fi
+if [[ $sections == *,trainsan,* ]]; then
+  sec "compute-sanitizer memcheck of the device trainer's tests (every mask family, both fusions)"
+  run 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$w/bin/test_gpu_train_device"
+fi
+
 if [[ $sections == *,profile,* ]]; then
   sec "profile: GPU time per kernel, GPT-2 124M shape, T 1024, B 8, two steps (ncu gpu__time_duration; clocks locked to base)"
   timeout 300 ncu --metrics gpu__time_duration.sum --csv "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 1 1 \
