@@ -2,7 +2,8 @@
 # Tool-level tests of the one output path (issue 9, acceptance 2; docs/conventions.md "Output files").
 # Usage: io_tools.sh MODE BIN_DIR CORPUS
 #   paths    --out/--report/--plot on a symlink, a FIFO (with a reader) and a character device keep
-#            them what they were; a stale temporary of a dead process is swept by the next run
+#            them what they were; a stale temporary of a dead process is swept by the next run; an
+#            HDF5 input on a FIFO is refused (exit 2, no wait); a text corpus may come from a pipe
 #   tmpfs    a 2 MB tmpfs filled up: train, capture, prepare-data and coverage exit 1, the old files
 #            stay byte-identical, no temporary is left (exit 77 = skipped when mount is not permitted)
 #   sigint   a tool interrupted by SIGINT while its temporary exists leaves no *.tmp.* behind
@@ -45,13 +46,21 @@ paths)
   case "$after" in "character special file"*) ;; *) fail "$DEV is not a character device: $after";; esac
   # '-' is stdout
   "$BIN/coverage" --pattern swa --n 64 --b 8 --out - --format json | grep -q '"meta"' || fail "--out - (stdout)"
+  # inputs: an HDF5 input that is a FIFO (no writer) is refused at once, not waited on forever;
+  # a text corpus may be a pipe (process substitution)
+  mkfifo ck_fifo.h5
+  timeout 30 "$BIN/spectral" --checkpoint ck_fifo.h5 >/dev/null 2>err.txt; rc=$?
+  [ $rc -eq 2 ] && grep -q "not a regular file (a FIFO)" err.txt || { cat err.txt; fail "spectral --checkpoint FIFO: exit $rc"; }
+  "$BIN/train" --text <(cat "$CORPUS") $TINY --steps 1 --out-dir piped >/dev/null 2>err.txt ||
+    { cat err.txt; fail "train --text <(cat corpus)"; }
+  [ -s piped/last.h5 ] || fail "train --text from a pipe wrote no checkpoint"
   # a stale temporary of a dead process is swept by the next run in that folder
   sh -c 'exit 0' & dead=$!; wait $dead
   echo junk > "report.json.tmp.$dead"
   "$BIN/coverage" --pattern swa --n 64 --b 8 --out report.json >/dev/null || fail "coverage --out report.json"
   [ -e "report.json.tmp.$dead" ] && fail "stale report.json.tmp.$dead not removed"
   no_temps . paths
-  echo "ok: symlink, FIFO, device ($DEV), stdout, stale temporary"
+  echo "ok: symlink, FIFO, device ($DEV), stdout, stale temporary, FIFO and pipe inputs"
   ;;
 tmpfs)
   mkdir -p small

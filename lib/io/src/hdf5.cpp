@@ -726,6 +726,15 @@ File File::open(const std::string& path, bool writable) {
   require(!path.empty(), "HDF5 file path must not be empty");
   if (!file_exists(path)) throw InvalidArgument(str("cannot open '", path, "': no such file"));
   {
+    // a FIFO would block the open below forever (no writer) and a device or folder cannot hold an
+    // HDF5 file (it needs seeks): refuse anything but a regular file (symbolic links resolved)
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw InvalidArgument(str("cannot open '", path, "': not a regular file (",
+                                S_ISFIFO(st.st_mode)  ? "a FIFO"
+                                : S_ISDIR(st.st_mode) ? "a folder"
+                                                      : "a device or socket",
+                                "); HDF5 files must be regular files"));
     std::ifstream probe(path, std::ios::binary);
     if (!probe) throw InvalidArgument(str("cannot open '", path, "': ", std::strerror(errno)));
     probe.seekg(0, std::ios::end);
@@ -772,7 +781,8 @@ bool has_hdf5_signature(const std::string& path) {
 }
 
 bool is_hdf5_file(const std::string& path) {
-  if (!file_exists(path)) return false;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // a FIFO would block
   QuietErrors quiet;
   return H5Fis_hdf5(path.c_str()) > 0;
 }

@@ -127,7 +127,9 @@ TrainData bytes_from_text(const std::string& text, const std::string& source, do
 }
 
 TrainData load_text_bytes(const std::string& path, double val_fraction) {
-  require(std::filesystem::is_regular_file(path), "text file '", path, "' does not exist");
+  // a regular file or a pipe (`--text <(zcat corpus.gz)`: read to its end); not a folder
+  require(std::filesystem::exists(path), "text file '", path, "' does not exist");
+  require(!std::filesystem::is_directory(path), "text file '", path, "' is a folder");
   return bytes_from_text(read_file(path), path, val_fraction);
 }
 
