@@ -324,3 +324,18 @@ TEST_CASE("gpu tiled attention: a runway or S-D input without its gradient is re
                                                           o.data(), o.data(), cf::gpu::AttentionExtraGrads{}),
                       Catch::Contains("ddamp"));
 }
+
+TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than plain or generic is refused, naming it", "[gpu]") {
+  const int T = 8, dh = 4;
+  const Masks m = make_masks(cf::graph::PatternKind::Full, false, T, 12, 10, 4);
+  const auto tm = cf::gpu::tiled_mask_from_dense({m[0].data()}, T);
+  std::vector<float> a(T * dh, 0.1f), y(T * dh), l(T), o(T * dh);
+  ::setenv("CF_GPU_ATTENTION", "fast", 1);
+  REQUIRE_THROWS_WITH(cf::gpu::emu::attention_forward({1, 1, T, dh, 0.5f}, tm, nullptr, a.data(), a.data(), a.data(),
+                                                      y.data(), l.data(), o.data()),
+                      Catch::Contains("CF_GPU_ATTENTION must be plain or generic, got 'fast'"));
+  ::unsetenv("CF_GPU_ATTENTION");
+  cf::gpu::emu::attention_forward({1, 1, T, dh, 0.5f}, tm, nullptr, a.data(), a.data(), a.data(), y.data(), l.data(),
+                                  o.data());
+  CHECK(std::abs(y[0] - 0.1f) < 1e-6f);  // row 0 attends to itself only: y_0 = v_0
+}
