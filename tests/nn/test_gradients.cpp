@@ -84,6 +84,53 @@ TEST_CASE("Op gradients: layernorm_backward matches finite differences", "[nn][g
   CHECK(fd_max_rel_error(b, db, loss, all_indices(b.size())) < kRelTol);
 }
 
+TEST_CASE("Op gradients: layernorm_backward matches finite differences at widths past the lanes and column blocks",
+          "[nn][grad]") {
+  // C = 100: twelve whole eight-lane groups and a tail of 4 in the row sums (ops.hpp lane_sum),
+  // a whole and a partial 64-column block in the dw, db accumulation
+  const int N = 7, C = 100;
+  auto x = random_vec(N * C, 5), w = random_vec(C, 6), b = random_vec(C, 7), R = random_vec(N * C, 8);
+  std::vector<double> out(N * C), mean(N), rstd(N);
+  auto loss = [&]() {
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    double s = 0;
+    for (int i = 0; i < N * C; ++i) s += out[i] * R[i];
+    return s;
+  };
+  loss();
+  // backward accumulates: start from non-zero gradients and subtract them afterwards
+  std::vector<double> dx(N * C, 0.25), dw(C, -0.5), db(C, 1.0);
+  layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+  for (auto& v : dx) v -= 0.25;
+  for (auto& v : dw) v += 0.5;
+  for (auto& v : db) v -= 1.0;
+  CHECK(fd_max_rel_error(x, dx, loss, all_indices(x.size())) < kRelTol);
+  CHECK(fd_max_rel_error(w, dw, loss, all_indices(w.size())) < kRelTol);
+  CHECK(fd_max_rel_error(b, db, loss, all_indices(b.size())) < kRelTol);
+}
+
+TEST_CASE("layernorm_forward in float equals its definition computed in long double", "[nn][ops]") {
+  for (const int C : {3, 8, 100, 768}) {
+    const int N = 5;
+    auto xd = random_vec(N * C, 9, 2.0), wd = random_vec(C, 10), bd = random_vec(C, 11);
+    std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end());
+    std::vector<float> out(N * C), mean(N), rstd(N);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    for (int n = 0; n < N; ++n) {
+      long double m = 0, v = 0;
+      for (int c = 0; c < C; ++c) m += x[n * C + c];
+      m /= C;
+      for (int c = 0; c < C; ++c) v += (x[n * C + c] - m) * (x[n * C + c] - m);
+      v /= C;
+      const long double s = 1.0L / std::sqrt(v + 1e-5L);
+      INFO("C " << C << " row " << n);
+      CHECK(std::abs(mean[n] - m) < 1e-6);
+      CHECK(std::abs(rstd[n] - s) < 1e-5 * s);
+      for (int c = 0; c < C; ++c) CHECK(std::abs(out[n * C + c] - ((x[n * C + c] - m) * s * w[c] + b[c])) < 1e-5);
+    }
+  }
+}
+
 TEST_CASE("Op gradients: linear_backward matches finite differences", "[nn][grad]") {
   const int N = 4, C = 3, OC = 5;
   auto x = random_vec(N * C, 1), W = random_vec(OC * C, 2), b = random_vec(OC, 3), R = random_vec(N * OC, 4);
@@ -112,6 +159,13 @@ TEST_CASE("Op gradients: gelu_backward matches finite differences", "[nn][grad]"
   };
   gelu_backward(dx.data(), x.data(), R.data(), 20);
   CHECK(fd_max_rel_error(x, dx, loss, all_indices(x.size())) < kRelTol);
+  // accumulate = false overwrites (the MLP backward's form): stale values in the buffer are ignored
+  std::vector<double> dx2(20, 123.0);
+  gelu_backward(dx2.data(), x.data(), R.data(), 20, false);
+  CHECK(fd_max_rel_error(x, dx2, loss, all_indices(x.size())) < kRelTol);
+  // and accumulating adds to what is there: 2 x the gradient after a second call
+  gelu_backward(dx.data(), x.data(), R.data(), 20);
+  for (int i = 0; i < 20; ++i) CHECK(dx[i] == Approx(2 * dx2[i]).epsilon(1e-12));
 }
 
 TEST_CASE("Op gradients: crossentropy_backward matches finite differences", "[nn][grad]") {

@@ -125,6 +125,49 @@ TEST_CASE("AdamW first step moves every parameter by lr (sign of the gradient) p
   CHECK(std::hypot(gg[0], gg[1]) == Approx(1.0).epsilon(1e-5));
 }
 
+TEST_CASE("grad_norm equals the norm computed in long double, across chunks and lane tails", "[nn][optim]") {
+  // 2^16 + 13 elements: a whole 65,536-element chunk, then 13 (one eight-lane group and a tail of 5)
+  for (const std::size_t n : {std::size_t(3), std::size_t(8), std::size_t(65536 + 13)}) {
+    std::vector<float> g(n);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(0.f, 1.f);
+    for (auto& v : g) v = dist(rng);
+    long double s = 0;
+    for (float v : g) s += static_cast<long double>(v) * v;
+    INFO("n " << n);
+    CHECK(std::abs(grad_norm(g) - std::sqrt(s)) < 1e-14 * std::sqrt(s));
+  }
+}
+
+TEST_CASE("AdamW step equals its per-element formula on every element (vectorised loop)", "[nn][optim]") {
+  ModelConfig c = small_config("full", 1, 8, 2, 5, 4);
+  ParamLayout lay = make_layout(c);
+  const std::size_t n = static_cast<std::size_t>(lay.total);
+  std::vector<float> p(n), g(n);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (std::size_t i = 0; i < n; ++i) p[i] = dist(rng), g[i] = 1e-2f * dist(rng);
+  AdamWState st;
+  AdamWConfig cfg;
+  std::vector<double> pr(p.begin(), p.end()), m(n, 0.0), v(n, 0.0);
+  for (int t = 1; t <= 3; ++t) {
+    adamw_step(p, g, st, lay, 3e-3, cfg);
+    const double bc1 = 1 - std::pow(cfg.beta1, t), bc2 = 1 - std::pow(cfg.beta2, t);
+    for (const auto& tt : lay.tensors)
+      for (std::int64_t i = tt.offset; i < tt.offset + tt.size; ++i) {
+        const double wd = tt.decay ? cfg.weight_decay : 0.0;
+        m[i] = cfg.beta1 * m[i] + (1 - cfg.beta1) * g[i];
+        v[i] = cfg.beta2 * v[i] + (1 - cfg.beta2) * double(g[i]) * g[i];
+        pr[i] -= 3e-3 * (m[i] / bc1 / (std::sqrt(v[i] / bc2) + cfg.eps) + wd * pr[i]);
+      }
+    for (std::size_t i = 0; i < n; ++i) g[i] = 1e-2f * dist(rng);
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(p[i] - pr[i]) / (1e-3 + std::abs(pr[i])));
+  CHECK(worst < 1e-5);
+  CHECK(st.t == 3);
+}
+
 TEST_CASE("Overfit one batch: a tiny model drives the loss of one fixed batch near zero", "[nn][train]") {
   ModelConfig c = small_config("full", 2, 32, 4, 13, 16);
   Model<float> m = init_model<float>(c, 1);

@@ -831,14 +831,17 @@ void mlp_sublayer_backward(Pass<T>& p, int l) {
   a.dfc.setZero(N, F);
   linear_backward(a.dfc.data(), p.G + o.fcproj_w, o.fcproj_b >= 0 ? p.G + o.fcproj_b : nullptr, a.dres.data(),
                   a.fcg[l].data(), p.W + o.fcproj_w, N, F, C);
-  a.dfch.setZero(N, FW);
   const std::int64_t NF = static_cast<std::int64_t>(N) * F;
-  if (act == MlpKind::SwiGLU)
-    swiglu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), N, F);
-  else if (act == MlpKind::Gelu)
-    gelu_erf_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
-  else
-    gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
+  if (act == MlpKind::GeluTanh) {  // writes every entry of d fch: no zero fill (ops.hpp)
+    a.dfch.resize(N, FW);
+    gelu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF, false);
+  } else {
+    a.dfch.setZero(N, FW);
+    if (act == MlpKind::SwiGLU)
+      swiglu_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), N, F);
+    else
+      gelu_erf_backward(a.dfch.data(), a.fch[l].data(), a.dfc.data(), NF);
+  }
   const T* src = mlp_source(p, l);
   const T* m = p.ln() ? a.ln2[l].data() : src;
   a.dn.setZero(N, C);

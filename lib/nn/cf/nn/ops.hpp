@@ -55,6 +55,31 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const std::int32_t* token
   }
 }
 
+/// Sum of f(c) for c in [0, n) in eight interleaved partial sums added up in a fixed order. Why:
+/// a plain `s += f(c)` is one chain of n dependent additions (4 cycles each) that the compiler may
+/// not reorder; eight lanes let it use one vector register, and the fixed order keeps the result
+/// the same on every instruction set and thread count. lane_sum2 does two sums in one pass.
+template <class T, class F>
+inline T lane_sum(int n, F&& f) {
+  T acc[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
+  int c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += f(c + k);
+  for (int k = 0; c < n; ++c, ++k) acc[k] += f(c);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+template <class T, class F>
+inline void lane_sum2(int n, F&& f, T& s1, T& s2) {
+  T a[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
+  T b[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
+  int c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int k = 0; k < 8; ++k) f(c + k, a[k], b[k]);
+  for (int k = 0; c < n; ++c, ++k) f(c, a[k], b[k]);
+  s1 = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  s2 = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+}
+
 /// LayerNorm over the last dimension, eps 1e-5 (GPT-2) unless given. out, inp [N, C]; mean, rstd [N]
 /// saved for backward; w, b [C].
 template <class T>
@@ -63,15 +88,11 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
   // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const T* x = inp + static_cast<std::int64_t>(n) * C;
-    T m = 0;
-    for (int c = 0; c < C; ++c) m += x[c];
-    m /= C;
-    T v = 0;
-    for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-    v /= C;
+    const T* __restrict x = inp + static_cast<std::int64_t>(n) * C;
+    const T m = lane_sum<T>(C, [&](int c) { return x[c]; }) / T(C);
+    const T v = lane_sum<T>(C, [&](int c) { return (x[c] - m) * (x[c] - m); }) / T(C);
     const T s = T(1) / std::sqrt(v + T(eps));
-    T* o = out + static_cast<std::int64_t>(n) * C;
+    T* __restrict o = out + static_cast<std::int64_t>(n) * C;
     for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
     mean[n] = m;
     rstd[n] = s;
@@ -84,30 +105,51 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
   // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const T* x = inp + static_cast<std::int64_t>(n) * C;
-    const T* d = dout + static_cast<std::int64_t>(n) * C;
-    T* dx = dinp + static_cast<std::int64_t>(n) * C;
-    T dnorm_mean = 0, dnorm_norm_mean = 0;
-    for (int c = 0; c < C; ++c) {
-      const T norm = (x[c] - mean[n]) * rstd[n];
-      const T dnorm = w[c] * d[c];
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * norm;
-    }
+    const T* __restrict x = inp + static_cast<std::int64_t>(n) * C;
+    const T* __restrict d = dout + static_cast<std::int64_t>(n) * C;
+    T* __restrict dx = dinp + static_cast<std::int64_t>(n) * C;
+    const T mu = mean[n], r = rstd[n];
+    T dnorm_mean, dnorm_norm_mean;
+    lane_sum2<T>(
+        C,
+        [&](int c, T& s1, T& s2) {
+          const T dnorm = w[c] * d[c];
+          s1 += dnorm;
+          s2 += dnorm * ((x[c] - mu) * r);
+        },
+        dnorm_mean, dnorm_norm_mean);
     dnorm_mean /= C;
     dnorm_norm_mean /= C;
     for (int c = 0; c < C; ++c) {
-      const T norm = (x[c] - mean[n]) * rstd[n];
+      const T norm = (x[c] - mu) * r;
       const T dnorm = w[c] * d[c];
-      dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[n];
+      dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
     }
   }
-  for (int n = 0; n < N; ++n) {
-    const T* x = inp + static_cast<std::int64_t>(n) * C;
-    const T* d = dout + static_cast<std::int64_t>(n) * C;
-    for (int c = 0; c < C; ++c) {
-      dw[c] += (x[c] - mean[n]) * rstd[n] * d[c];
-      db[c] += d[c];
+  // dw, db: every column sums its rows in row order (the same for every thread count); column
+  // blocks are split over the threads and accumulate in local arrays (no aliasing with the inputs).
+  constexpr int cb = 64;
+  // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
+#pragma omp parallel for schedule(static)
+  for (int c0 = 0; c0 < C; c0 += cb) {
+    const int w_ = std::min(cb, C - c0);
+    T aw[cb], ab[cb];
+    for (int k = 0; k < w_; ++k) {
+      aw[k] = dw[c0 + k];
+      ab[k] = db[c0 + k];
+    }
+    for (int n = 0; n < N; ++n) {
+      const T* __restrict x = inp + static_cast<std::int64_t>(n) * C + c0;
+      const T* __restrict d = dout + static_cast<std::int64_t>(n) * C + c0;
+      const T mu = mean[n], r = rstd[n];
+      for (int k = 0; k < w_; ++k) {
+        aw[k] += (x[k] - mu) * r * d[k];
+        ab[k] += d[k];
+      }
+    }
+    for (int k = 0; k < w_; ++k) {
+      dw[c0 + k] = aw[k];
+      db[c0 + k] = ab[k];
     }
   }
 }
@@ -213,22 +255,27 @@ void gelu_forward(T* out, const T* inp, std::int64_t n) {
     y = T(0.5) * x * (T(1) + (s * (x + T(0.044715) * x * x * x)).tanh());
   }
 }
-/// Backward of gelu_forward: dinp [n] += gelu'(inp) * dout.
+/// Backward of gelu_forward: dinp [n] += gelu'(inp) * dout, or dinp = gelu'(inp) * dout with
+/// accumulate = false (the MLP's backward: its buffer then needs no zero fill and is not read).
 template <class T>
-void gelu_backward(T* dinp, const T* inp, const T* dout, std::int64_t n) {
+void gelu_backward(T* dinp, const T* inp, const T* dout, std::int64_t n, bool accumulate = true) {
   const T s = std::sqrt(T(2) / T(M_PI));
   constexpr std::int64_t kChunk = 4096;
-  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+  // omp-nothrow: lazy Eigen array expressions on mapped memory and a stack buffer (no allocation)
 #pragma omp parallel for schedule(static)
-  for (std::int64_t c0 = 0; c0 < n; c0 += kChunk)
-    omp_errors.run([&] {
-      const std::int64_t m = std::min(kChunk, n - c0);
-      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> x(inp + c0, m), d(dout + c0, m);
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dx(dinp + c0, m);
-      const Eigen::Array<T, Eigen::Dynamic, 1> th = (s * (x + T(0.044715) * x * x * x)).tanh();
-      dx += (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * s * (T(1) + T(3 * 0.044715) * x * x)) * d;
-    });
-  omp_errors.rethrow();
+  for (std::int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const std::int64_t m = std::min(kChunk, n - c0);
+    Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> x(inp + c0, m), d(dout + c0, m);
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dx(dinp + c0, m);
+    alignas(64) T buf[kChunk];
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> th(buf, m);
+    th = (s * (x + T(0.044715) * x * x * x)).tanh();
+    const auto g = (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * s * (T(1) + T(3 * 0.044715) * x * x)) * d;
+    if (accumulate)
+      dx += g;
+    else
+      dx = g;
+  }
 }
 
 /// Softmax cross-entropy. logits [N, V] are replaced by probabilities; losses [N] = -log p(target)
