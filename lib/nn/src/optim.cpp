@@ -23,7 +23,7 @@ double grad_norm(const std::vector<float>& grad) {
   std::vector<double> part(static_cast<std::size_t>(nc), 0.0);
   const float* g = grad.data();
   // Fixed chunks and, inside a chunk, eight interleaved partial sums in a fixed order: the same
-  // norm for every thread count and instruction set (the compiler may vectorise the lanes but not
+  // norm for every thread count and vector width (the compiler may vectorise the lanes but not
   // reorder them), without one sequential chain of dependent additions over 10^6-10^8 elements.
   // omp-nothrow: arithmetic on preallocated vectors (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)

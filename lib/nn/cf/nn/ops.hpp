@@ -58,7 +58,7 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const std::int32_t* token
 /// Sum of f(c) for c in [0, n) in eight interleaved partial sums added up in a fixed order. Why:
 /// a plain `s += f(c)` is one chain of n dependent additions (4 cycles each) that the compiler may
 /// not reorder; eight lanes let it use one vector register, and the fixed order keeps the result
-/// the same on every instruction set and thread count. lane_sum2 does two sums in one pass.
+/// the same for every thread count and vector width. lane_sum2 does two sums in one pass.
 template <class T, class F>
 inline T lane_sum(int n, F&& f) {
   T acc[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
