@@ -131,6 +131,30 @@ TEST_CASE("layernorm_forward in float equals its definition computed in long dou
   }
 }
 
+TEST_CASE("crossentropy_forward in float equals the softmax and -log p computed in long double", "[nn][ops]") {
+  // V = 5 (scalar tail only), 37, 1000 (packets and a tail); one ignored target
+  for (const int V : {5, 37, 1000}) {
+    const int N = 4;
+    auto zd = random_vec(static_cast<std::size_t>(N) * V, 12, 4.0);
+    std::vector<float> z(zd.begin(), zd.end()), z0 = z, losses(N);
+    const std::vector<std::int32_t> tg = {0, -1, V - 1, V / 2};
+    CHECK(crossentropy_forward(z.data(), losses.data(), tg.data(), N, V) == 3);
+    for (int n = 0; n < N; ++n) {
+      long double mx = z0[n * V], s = 0;
+      for (int v = 0; v < V; ++v) mx = std::max<long double>(mx, z0[n * V + v]);
+      for (int v = 0; v < V; ++v) s += std::exp(static_cast<long double>(z0[n * V + v]) - mx);
+      INFO("V " << V << " row " << n);
+      for (int v = 0; v < V; ++v)
+        CHECK(std::abs(z[n * V + v] - std::exp(z0[n * V + v] - mx) / s) <
+              1e-6 * std::exp(z0[n * V + v] - mx) / s + 1e-9);
+      if (tg[n] < 0)
+        CHECK(losses[n] == 0.f);
+      else
+        CHECK(std::abs(losses[n] - (std::log(s) - (z0[n * V + tg[n]] - mx))) < 1e-5);
+    }
+  }
+}
+
 TEST_CASE("Op gradients: linear_backward matches finite differences", "[nn][grad]") {
   const int N = 4, C = 3, OC = 5;
   auto x = random_vec(N * C, 1), W = random_vec(OC * C, 2), b = random_vec(OC, 3), R = random_vec(N * OC, 4);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "cf/core/omp_exception.hpp"
@@ -278,6 +279,56 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, std::int64_t n, bool ac
   }
 }
 
+namespace detail {
+
+/// Row kernels of a softmax on Eigen's packets (one vector register of T), used by the tiled
+/// attention's online softmax and the cross-entropy: the 16- to 64-wide rows of the attention's
+/// diagonal pieces spent most of their non-product time in the alignment peeling of Eigen's
+/// per-row expressions (perf, docs/benchmarks.md), and the cross-entropy's 50,257-wide rows in
+/// scalar expf. Scalar tails past the last whole packet.
+template <class T>
+T row_max(const T* s, int n) {
+  using namespace Eigen::internal;
+  using Pk = typename packet_traits<T>::type;
+  constexpr int L = packet_traits<T>::size;
+  T m = -std::numeric_limits<T>::infinity();
+  int c = 0;
+  if (n >= L) {
+    Pk acc = ploadu<Pk>(s);
+    for (c = L; c + L <= n; c += L) acc = pmax(acc, ploadu<Pk>(s + c));
+    m = predux_max(acc);
+  }
+  for (; c < n; ++c) m = std::max(m, s[c]);
+  return m;
+}
+
+/// p[c] = exp(s[c] - m), exactly 0 where s[c] = -inf (a masked score; the vectorised exp would
+/// clamp it to a tiny positive value); returns the sum of p. m finite.
+template <class T>
+T exp_shift_row(const T* s, T m, int n, T* p) {
+  using namespace Eigen::internal;
+  using Pk = typename packet_traits<T>::type;
+  constexpr int L = packet_traits<T>::size;
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const Pk pm = pset1<Pk>(m), pninf = pset1<Pk>(ninf);
+  Pk acc = pset1<Pk>(T(0));
+  int c = 0;
+  for (; c + L <= n; c += L) {
+    const Pk x = ploadu<Pk>(s + c);
+    const Pk e = pandnot(pexp(psub(x, pm)), pcmp_eq(x, pninf));
+    pstoreu(p + c, e);
+    acc = padd(acc, e);
+  }
+  T sum = predux(acc);
+  for (; c < n; ++c) {
+    p[c] = s[c] == ninf ? T(0) : std::exp(s[c] - m);
+    sum += p[c];
+  }
+  return sum;
+}
+
+}  // namespace detail
+
 /// Softmax cross-entropy. logits [N, V] are replaced by probabilities; losses [N] = -log p(target)
 /// (0 where target < 0). Returns the number of counted rows.
 template <class T>
@@ -287,14 +338,10 @@ std::int64_t crossentropy_forward(T* logits, T* losses, const std::int32_t* targ
 #pragma omp parallel for schedule(static) reduction(+ : count)
   for (int n = 0; n < N; ++n) {
     T* z = logits + static_cast<std::int64_t>(n) * V;
-    T mx = z[0];
-    for (int v = 1; v < V; ++v) mx = std::max(mx, z[v]);
+    const T mx = detail::row_max(z, V);
     const T zt = targets[n] >= 0 ? z[targets[n]] - mx : T(0);
-    T sum = 0;
-    for (int v = 0; v < V; ++v) {
-      z[v] = std::exp(z[v] - mx);
-      sum += z[v];
-    }
+    // in place: each packet of z is read before its exponentials are written back
+    const T sum = detail::exp_shift_row(z, mx, V, z);
     const T inv = T(1) / sum;
     for (int v = 0; v < V; ++v) z[v] *= inv;
     if (targets[n] >= 0) {

@@ -47,51 +47,6 @@ void tile_logits(const HeadQKV<T>& h, const Scores& sc, const KeyTile& kt, int i
   if (shared) std::copy(S.data(), S.data() + kt.nr * kt.nj, share + kt.share_off);
 }
 
-/// Row kernels of the online softmax on Eigen's packets (one vector register of T): the 16- to
-/// 64-wide rows of the diagonal pieces spent most of their non-product time in the alignment
-/// peeling of Eigen's per-row expressions (perf, docs/benchmarks.md). Scalar tails past the last
-/// whole packet.
-template <class T>
-T row_max(const T* s, int n) {
-  using namespace Eigen::internal;
-  using Pk = typename packet_traits<T>::type;
-  constexpr int L = packet_traits<T>::size;
-  T m = -std::numeric_limits<T>::infinity();
-  int c = 0;
-  if (n >= L) {
-    Pk acc = ploadu<Pk>(s);
-    for (c = L; c + L <= n; c += L) acc = pmax(acc, ploadu<Pk>(s + c));
-    m = predux_max(acc);
-  }
-  for (; c < n; ++c) m = std::max(m, s[c]);
-  return m;
-}
-
-/// p[c] = exp(s[c] - m), exactly 0 where s[c] = -inf (a masked score; the vectorised exp would
-/// clamp it to a tiny positive value); returns the sum of p. m finite.
-template <class T>
-T exp_shift_row(const T* s, T m, int n, T* p) {
-  using namespace Eigen::internal;
-  using Pk = typename packet_traits<T>::type;
-  constexpr int L = packet_traits<T>::size;
-  const T ninf = -std::numeric_limits<T>::infinity();
-  const Pk pm = pset1<Pk>(m), pninf = pset1<Pk>(ninf);
-  Pk acc = pset1<Pk>(T(0));
-  int c = 0;
-  for (; c + L <= n; c += L) {
-    const Pk x = ploadu<Pk>(s + c);
-    const Pk e = pandnot(pexp(psub(x, pm)), pcmp_eq(x, pninf));
-    pstoreu(p + c, e);
-    acc = padd(acc, e);
-  }
-  T sum = predux(acc);
-  for (; c < n; ++c) {
-    p[c] = s[c] == ninf ? T(0) : std::exp(s[c] - m);
-    sum += p[c];
-  }
-  return sum;
-}
-
 /// Forward of query tile qt of one head, every branch, with score policy `sc`. y (T x dh, stride
 /// ldy) rows of the tile are overwritten with the sum of the branch outputs; obr (null when there
 /// is one branch): the outputs of branches 0 .. nb-2, nb-1 blocks of T x dh (stride dh), for the
