@@ -2,6 +2,7 @@
 // cf/nn/ops.hpp and the whole model for every attention variant, position scheme and
 // normalisation. The reference is a central difference of the same scalar loss, an independent
 // computation of the derivative; the tolerance is relative to the largest gradient entry.
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -64,11 +65,12 @@ double model_fd_error(const ModelConfig& c, int B = 2, int Tn = 12) {
   return fd_max_rel_error(m.params, grad, loss, idx);
 }
 
-}  // namespace
-
-TEST_CASE("Op gradients: layernorm_backward matches finite differences", "[nn][grad]") {
-  const int N = 3, C = 5;
-  auto x = random_vec(N * C, 1), w = random_vec(C, 2), b = random_vec(C, 3), R = random_vec(N * C, 4);
+// LayerNorm of N x C random rows (seeds from `seed`) against central differences: the largest
+// relative errors of d x, d w, d b. The backward accumulates, so it starts from the constant
+// gradients g0 (d x), -2 g0 (d w), 4 g0 (d b), subtracted again before the comparison.
+std::array<double, 3> layernorm_fd_errors(int N, int C, std::uint64_t seed, double g0) {
+  auto x = random_vec(N * C, seed), w = random_vec(C, seed + 1), b = random_vec(C, seed + 2),
+       R = random_vec(N * C, seed + 3);
   std::vector<double> out(N * C), mean(N), rstd(N);
   auto loss = [&]() {
     layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
@@ -77,36 +79,33 @@ TEST_CASE("Op gradients: layernorm_backward matches finite differences", "[nn][g
     return s;
   };
   loss();
-  std::vector<double> dx(N * C, 0), dw(C, 0), db(C, 0);
+  std::vector<double> dx(N * C, g0), dw(C, -2 * g0), db(C, 4 * g0);
   layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
-  CHECK(fd_max_rel_error(x, dx, loss, all_indices(x.size())) < kRelTol);
-  CHECK(fd_max_rel_error(w, dw, loss, all_indices(w.size())) < kRelTol);
-  CHECK(fd_max_rel_error(b, db, loss, all_indices(b.size())) < kRelTol);
+  for (auto& v : dx) v -= g0;
+  for (auto& v : dw) v += 2 * g0;
+  for (auto& v : db) v -= 4 * g0;
+  return {fd_max_rel_error(x, dx, loss, all_indices(x.size())), fd_max_rel_error(w, dw, loss, all_indices(w.size())),
+          fd_max_rel_error(b, db, loss, all_indices(b.size()))};
+}
+
+}  // namespace
+
+TEST_CASE("Op gradients: layernorm_backward matches finite differences", "[nn][grad]") {
+  const auto e = layernorm_fd_errors(3, 5, 1, 0.0);
+  CHECK(e[0] < kRelTol);
+  CHECK(e[1] < kRelTol);
+  CHECK(e[2] < kRelTol);
 }
 
 TEST_CASE("Op gradients: layernorm_backward matches finite differences at widths past the lanes and column blocks",
           "[nn][grad]") {
   // C = 100: twelve whole eight-lane groups and a tail of 4 in the row sums (ops.hpp lane_sum),
-  // a whole and a partial 64-column block in the dw, db accumulation
-  const int N = 7, C = 100;
-  auto x = random_vec(N * C, 5), w = random_vec(C, 6), b = random_vec(C, 7), R = random_vec(N * C, 8);
-  std::vector<double> out(N * C), mean(N), rstd(N);
-  auto loss = [&]() {
-    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    double s = 0;
-    for (int i = 0; i < N * C; ++i) s += out[i] * R[i];
-    return s;
-  };
-  loss();
-  // backward accumulates: start from non-zero gradients and subtract them afterwards
-  std::vector<double> dx(N * C, 0.25), dw(C, -0.5), db(C, 1.0);
-  layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
-  for (auto& v : dx) v -= 0.25;
-  for (auto& v : dw) v += 0.5;
-  for (auto& v : db) v -= 1.0;
-  CHECK(fd_max_rel_error(x, dx, loss, all_indices(x.size())) < kRelTol);
-  CHECK(fd_max_rel_error(w, dw, loss, all_indices(w.size())) < kRelTol);
-  CHECK(fd_max_rel_error(b, db, loss, all_indices(b.size())) < kRelTol);
+  // a whole and a partial 64-column block in the dw, db accumulation; accumulating into non-zero
+  // gradients
+  const auto e = layernorm_fd_errors(7, 100, 5, 0.25);
+  CHECK(e[0] < kRelTol);
+  CHECK(e[1] < kRelTol);
+  CHECK(e[2] < kRelTol);
 }
 
 TEST_CASE("layernorm_forward in float equals its definition computed in long double", "[nn][ops]") {
