@@ -28,13 +28,18 @@ if [ ! -x "$build/bench/bin/bench_train_step" ]; then
   echo "run_bench.sh: $build/bench/bin/bench_train_step not found (build first: cmake --build $build --target bench_train_step)" >&2
   exit 2
 fi
-echo "# $(date -u '+%F %T UTC') load:$(cut -d' ' -f1-3 /proc/loadavg) OPENBLAS_CORETYPE=${core:-<unset>}"
+# OPENBLAS_THREAD_TIMEOUT=4 for both sides: OpenBLAS's pthread workers otherwise spin ~2^28 cycles
+# after every GEMM, through the ops that follow, on the cores the OpenMP threads need; PyTorch at 2
+# threads is 16-24% faster with it (measured 2026-11-26, docs/benchmarks/train.md). causalflow
+# threads its GEMMs through OpenMP (cf::nn::sgemm_omp) and is unaffected; the tuning is the baseline's.
+tmo=(OPENBLAS_THREAD_TIMEOUT=4)
+echo "# $(date -u '+%F %T UTC') load:$(cut -d' ' -f1-3 /proc/loadavg) OPENBLAS_CORETYPE=${core:-<unset>} ${tmo[*]}"
 for th in 1 2; do
   for rep in $(seq "$reps"); do
     echo -n "threads=$th rep=$rep "
-    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}"
+    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}"
     echo -n "threads=$th rep=$rep "
-    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
+    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
       /usr/bin/python3 "$here/torch_train_step.py" "${args[@]}"
   done
 done

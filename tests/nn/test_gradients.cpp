@@ -2,12 +2,15 @@
 // cf/nn/ops.hpp and the whole model for every attention variant, position scheme and
 // normalisation. The reference is a central difference of the same scalar loss, an independent
 // computation of the derivative; the tolerance is relative to the largest gradient entry.
+#include <omp.h>
+
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <random>
 
+#include "cf/nn/gemm_backend.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/ops.hpp"
 #include "cf_test/finite_difference.hpp"
@@ -288,4 +291,59 @@ TEST_CASE("Linear layer: float path (selected GEMM back end) agrees with the dou
   for (int i = 0; i < N * C; ++i) REQUIRE(std::abs(dxf[i] - dxd[i]) < 1e-4);
   for (int i = 0; i < OC * C; ++i) REQUIRE(std::abs(dWf[i] - dWd[i]) < 1e-4);
   for (int i = 0; i < OC; ++i) REQUIRE(std::abs(dbf[i] - dbd[i]) < 1e-4);
+}
+
+// sgemm_omp (cf/nn/gemm_backend.hpp) cuts the output into one block of 64-row (or 64-column) units
+// per OpenMP thread, each a single-threaded OpenBLAS call. Oracle: the product accumulated in double
+// (float round-off only), which also catches a block at a wrong offset. Sizes are ragged (not
+// multiples of 64) and large enough to be split; both split directions, all four transpose
+// combinations, beta 0 and 1, padded strides (the padding must stay untouched); a second call with
+// the same thread count gives the same bits (the split is static).
+TEST_CASE("sgemm_omp: every thread count gives the product computed in double, the same bits on every call",
+          "[nn][blas]") {
+  struct Shape {
+    int M, N, K;
+  };
+  const int saved_threads = omp_get_max_threads();
+  for (const Shape s : {Shape{203, 77, 150}, Shape{90, 331, 129}}) {  // rows split; columns split
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const float beta : {0.f, 1.f}) {
+          const int M = s.M, N = s.N, K = s.K;
+          const int lda = ta ? M + 3 : K + 3, ldb = tb ? K + 5 : N + 5, ldc = N + 2;  // padded strides
+          std::mt19937 rng(static_cast<unsigned>(M * 7 + ta * 2 + tb));
+          std::uniform_real_distribution<float> u(-1.f, 1.f);
+          std::vector<float> A(static_cast<std::size_t>(ta ? K : M) * lda),
+              B(static_cast<std::size_t>(tb ? N : K) * ldb), C0(static_cast<std::size_t>(M) * ldc);
+          for (auto* v : {&A, &B, &C0})
+            for (auto& x : *v) x = u(rng);
+          auto a = [&](int i, int k) {
+            return double(ta ? A[static_cast<std::size_t>(k) * lda + i] : A[static_cast<std::size_t>(i) * lda + k]);
+          };
+          auto b = [&](int k, int j) {
+            return double(tb ? B[static_cast<std::size_t>(j) * ldb + k] : B[static_cast<std::size_t>(k) * ldb + j]);
+          };
+          for (const int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<float> got = C0, again = C0;
+            sgemm_omp(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, got.data(), ldc);
+            sgemm_omp(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, again.data(), ldc);
+            INFO("M " << M << " N " << N << " K " << K << " ta " << ta << " tb " << tb << " beta " << beta
+                      << " threads " << threads);
+            REQUIRE(got == again);
+            double worst = 0;
+            for (int i = 0; i < M; ++i) {
+              for (int j = 0; j < N; ++j) {
+                double d = beta * double(C0[static_cast<std::size_t>(i) * ldc + j]);
+                for (int k = 0; k < K; ++k) d += 0.5 * a(i, k) * b(k, j);
+                worst = std::max(worst, std::abs(d - got[static_cast<std::size_t>(i) * ldc + j]));
+              }
+              for (int j = N; j < ldc; ++j)
+                REQUIRE(got[static_cast<std::size_t>(i) * ldc + j] == C0[static_cast<std::size_t>(i) * ldc + j]);
+            }
+            CHECK(worst < 1e-4);  // K <= 150 terms of size <= 0.5 in float: ~1e-5
+          }
+        }
+  }
+  omp_set_num_threads(saved_threads);
 }

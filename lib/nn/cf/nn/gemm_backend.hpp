@@ -23,4 +23,21 @@ GemmBackend gemm_backend();
 /// One line for logs and benchmark output, e.g. "eigen (OpenBLAS core Prescott has no AVX2 kernels)".
 std::string gemm_backend_description();
 
+/// Row-major C (M x N) = alpha op(A) op(B) + beta C through OpenBLAS sgemm, threaded by OpenMP:
+/// the output is cut into one block of rows per thread (of columns when it is wider than tall,
+/// e.g. the LM head's logits), each block one single-threaded OpenBLAS call. op(A) is M x K
+/// (A stored K x M when trans_a), op(B) K x N (stored N x K when trans_b).
+///
+/// Why not OpenBLAS's own threads: its pthread pool is a second pool beside OpenMP's, and its idle
+/// workers spin for about 2^28 cycles after every call (OPENBLAS_THREAD_TIMEOUT), i.e. through the
+/// LayerNorm, GELU and attention regions that follow each GEMM, where they take the cores the
+/// OpenMP threads need (config (a) at 2 threads: 5-8% faster with that spin cut to 2^4 cycles,
+/// docs/benchmarks/train.md). With one pool nothing else spins. OpenBLAS is set to one thread
+/// for these calls. The split is static, so a thread count always gives the same bits (resume
+/// stays exact); different thread counts may differ at float round-off (OpenBLAS picks other
+/// kernels for small blocks), as they did with OpenBLAS's own threads. Inside a parallel region:
+/// one call.
+void sgemm_omp(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+               int ldb, float beta, float* C, int ldc);
+
 }  // namespace cf::nn

@@ -5,7 +5,6 @@
 // so the finite-difference tests run the same code in double. Rows are parallelised with OpenMP
 // (static schedules: the result does not depend on timing, only on the thread count through
 // Eigen's GEMM blocking and on the GEMM back end, cf/nn/gemm_backend.hpp).
-#include <cblas.h>
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -174,7 +173,7 @@ void linear_forward(T* out, const T* inp, const T* W, const T* b, int N, int C, 
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; ++n) std::copy(b, b + OC, out + static_cast<std::int64_t>(n) * OC);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.f, inp, C, W, C, b ? 1.f : 0.f, out, OC);
+      sgemm_omp(false, true, N, OC, C, 1.f, inp, C, W, C, b ? 1.f : 0.f, out, OC);
       return;
     }
   }
@@ -217,8 +216,8 @@ void linear_backward(T* dinp, T* dW, T* db, const T* dout, const T* inp, const T
   }
   if constexpr (std::is_same_v<T, float>) {
     if (gemm_backend() == GemmBackend::openblas) {
-      if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.f, dout, OC, W, C, 1.f, dinp, C);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dW, C);
+      if (dinp) sgemm_omp(false, false, N, C, OC, 1.f, dout, OC, W, C, 1.f, dinp, C);
+      sgemm_omp(true, false, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dW, C);
       return;
     }
   }
