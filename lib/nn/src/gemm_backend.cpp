@@ -57,10 +57,12 @@ std::string gemm_backend_description() { return choice().why; }
 
 void sgemm_omp(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc) {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // one pool: OpenMP's (see the header)
+  const bool nested = omp_in_parallel() != 0;
+  // one pool: OpenMP's (see the header); set outside parallel regions only (the setting is global)
+  if (!nested && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   // below about 2^21 multiply-adds a fork costs more than it saves
-  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int nt = nested ? 1 : omp_get_max_threads();
   if (nt <= 1 || static_cast<std::int64_t>(M) * N * K < (std::int64_t(1) << 21)) {
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
