@@ -32,11 +32,11 @@ std::string gemm_backend_description();
 /// workers spin for about 2^28 cycles after every call (OPENBLAS_THREAD_TIMEOUT), i.e. through the
 /// LayerNorm, GELU and attention regions that follow each GEMM, where they take the cores the
 /// OpenMP threads need (config (a) at 2 threads: 5-8% faster with that spin cut to 2^4 cycles,
-/// docs/benchmarks/train.md). With one pool nothing else spins. OpenBLAS is set to one thread
-/// for these calls. The split is static, so a thread count always gives the same bits (resume
-/// stays exact); different thread counts may differ at float round-off (OpenBLAS picks other
-/// kernels for small blocks), as they did with OpenBLAS's own threads. Inside a parallel region:
-/// one call.
+/// 25% faster with this function; docs/benchmarks/train.md). With one pool nothing else
+/// spins. OpenBLAS is set to one thread for these calls. The split is static, so a thread count
+/// always gives the same bits (resume stays exact); different thread counts may differ at float
+/// round-off (OpenBLAS picks other kernels for small blocks), as they did with OpenBLAS's own
+/// threads. Inside a parallel region: one call.
 void sgemm_omp(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc);
 

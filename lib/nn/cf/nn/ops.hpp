@@ -4,7 +4,7 @@
 // backward functions ACCUMULATE (+=) into parameter and input gradients. Templated on the scalar
 // so the finite-difference tests run the same code in double. Rows are parallelised with OpenMP
 // (static schedules: the result does not depend on timing, only on the thread count through
-// Eigen's GEMM blocking and on the GEMM back end, cf/nn/gemm_backend.hpp).
+// Eigen's GEMM blocking or sgemm_omp's blocks, and on the GEMM back end, cf/nn/gemm_backend.hpp).
 #include <omp.h>
 
 #include <Eigen/Core>
