@@ -119,6 +119,7 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
 
 void run(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  app::check_output(o.h5, "--h5");  // writable, and not an input or the report (before the work)
   influence::parse_target(o.target);
   const auto cks = influence::expand_checkpoints(o.checkpoints);
   if (cks.size() == 1) return run_single(o, cks[0].path);

@@ -20,6 +20,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/file_identity.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
@@ -246,6 +247,18 @@ void run(const CLI::App& app, const Options& o) {
   const bool emulate = device == gpu::Device::Cuda && gpu::emulation_requested();
   if (!emulate) gpu::require_device(device, "train", /*supported=*/true);
   app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
+  // the report or plot must not land on a file the run writes into --out-dir (the report would
+  // replace the checkpoint it names)
+  for (const auto& [opt, path] :
+       {std::pair<const char*, std::string>{o.common.report_flag.c_str(), o.common.out}, {"--plot", o.common.plot}}) {
+    const FileIdentity id = file_identity(path);
+    if (id.kind == FileIdentity::Kind::None) continue;
+    const std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+    const bool run_file = base == "last.h5" || base == "best.h5" || base == "log.csv" || base == "loss.svg" ||
+                          (base.rfind("step_", 0) == 0 && base.size() > 8 && base.substr(base.size() - 3) == ".h5");
+    require(!run_file || !same_file(id, file_identity(o.out_dir + "/" + base)), opt, " '", path,
+            "' is a file train writes into --out-dir '", o.out_dir, "': choose another path");
+  }
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
@@ -264,6 +277,9 @@ void run(const CLI::App& app, const Options& o) {
     used = ck.model.config;
     check_resume_model(app, o, used);
     take_from_checkpoint(app, ck.train_config, tc);
+    const std::int64_t end = tc.stop_after > 0 ? std::min(tc.stop_after, tc.max_steps) : tc.max_steps;
+    require(end > ck.step, "--resume '", o.resume, "' is at step ", ck.step, " and the run ends at step ", end,
+            " (--steps", tc.stop_after > 0 ? " / --stop-after" : "", "): nothing to train; give --steps > ", ck.step);
   }
   require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
   std::unique_ptr<nn::UpdateBackend> backend;

@@ -16,6 +16,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # and autograd caches warming up; measured 2026-11-26, docs/benchmarks/train.md), so both sides
 # get three warm-up steps before the timed ones (one warm-up step flattered causalflow by ~10%).
 if [ "$which" = a ]; then args=(4 256 4 256 8 256 8 3); else args=(12 768 12 1024 1 50257 3 3); fi
+# the same model's GEMMs alone (bench_gemm_ceiling LAYERS D_MODEL T B VOCAB): the floor both sides share
+gargs=("${args[0]}" "${args[1]}" "${args[3]}" "${args[4]}" "${args[5]}")
 tc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 # The PyTorch side needs two packages the toolkit itself does not (kept out of scripts/deps/apt.txt
 # so that set-up and CI stay small).
@@ -35,6 +37,12 @@ fi
 tmo=(OPENBLAS_THREAD_TIMEOUT=4)
 echo "# $(date -u '+%F %T UTC') load:$(cut -d' ' -f1-3 /proc/loadavg) OPENBLAS_CORETYPE=${core:-<unset>} ${tmo[*]}"
 for th in 1 2; do
+  # GEMM floor of one step and the FMA peak per thread at this moment (on a VM the second vCPU's
+  # throughput moves with the host's load; a low peak explains a slow pair)
+  if [ -x "$build/bench/bin/bench_gemm_ceiling" ]; then
+    echo -n "threads=$th gemm floor: "
+    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_gemm_ceiling" "${gargs[@]}" 3 | tail -1
+  fi
   for rep in $(seq "$reps"); do
     echo -n "threads=$th rep=$rep "
     env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}"

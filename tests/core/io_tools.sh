@@ -8,6 +8,9 @@
 #            stay byte-identical, no temporary is left (exit 77 = skipped when mount is not permitted)
 #   sigint   a tool interrupted by SIGINT while its temporary exists leaves no *.tmp.* behind
 #   checks   unwritable --out / --report / --plot / --out-dir are refused before any work (exit 2)
+#   collide  an output that is one of the run's own inputs (also through a symbolic link or another
+#            spelling), another output of the run, or a file train writes into --out-dir, is refused
+#            (exit 2) and the input stays byte-identical; --resume at or past --steps is refused
 set -u
 mode="$1"; BIN="$(cd "$2" && pwd)"; CORPUS="$(realpath "$3")"
 export OMP_NUM_THREADS=1
@@ -141,6 +144,35 @@ checks)
   [ -e set.meta.json ] && fail "prepare-data wrote its set although --report was unwritable"
   no_temps . checks
   echo "ok: unwritable outputs refused before the work"
+  ;;
+collide)
+  "$BIN/train" --text "$CORPUS" $TINY --steps 2 --out-dir run >/dev/null 2>&1 || fail "fixture checkpoint"
+  cp run/last.h5 ck.h5; cp "$CORPUS" corpus.txt; ln -s ck.h5 link.h5
+  sum_before="$(md5sum ck.h5 corpus.txt run/last.h5)"
+  refused() {  # refused WHAT CMD...: exit 2 and a message that names both options
+    local what="$1"; shift
+    "$@" >/dev/null 2>err.txt; local rc=$?
+    [ $rc -eq 2 ] || { cat err.txt; fail "$what: exit $rc, expected 2"; }
+    grep -q "same file as\|writes into --out-dir\|nothing to train" err.txt || { cat err.txt; fail "$what: message"; }
+  }
+  refused "capture --out = --checkpoint" "$BIN/capture" --checkpoint ck.h5 --text corpus.txt --seq-len 16 --n-seq 2 --out ck.h5
+  refused "capture --out = --text" "$BIN/capture" --checkpoint ck.h5 --text corpus.txt --seq-len 16 --n-seq 2 --out corpus.txt
+  refused "spectral --out ./X = --checkpoint X" "$BIN/spectral" --checkpoint ck.h5 --level weight --out ./ck.h5
+  refused "spectral --out LINK -> --checkpoint" "$BIN/spectral" --checkpoint ck.h5 --level weight --out link.h5
+  refused "spectral --out = --plot (new name)" "$BIN/spectral" --checkpoint ck.h5 --level weight --out s.svg --plot s.svg
+  refused "capture --out = --report" "$BIN/capture" --checkpoint ck.h5 --text corpus.txt --seq-len 16 --n-seq 2 --out x.h5 --report x.h5
+  refused "prepare-data --report = --corpus" "$BIN/prepare-data" --corpus corpus.txt --out set --report corpus.txt
+  refused "train --out = --text (option group)" "$BIN/train" --text corpus.txt $TINY --steps 2 --out-dir r2 --out corpus.txt
+  refused "train --out = --resume" "$BIN/train" --text corpus.txt --resume run/last.h5 --steps 4 --out-dir r3 --out run/last.h5
+  refused "train --out into --out-dir" "$BIN/train" --text corpus.txt $TINY --steps 2 --out-dir run --out run/last.h5
+  refused "train --resume at --steps" "$BIN/train" --text corpus.txt --resume run/last.h5 --steps 2 --out-dir r4 --quiet
+  refused "rollout --out = --model" "$BIN/rollout" --model ck.h5 --out ck.h5
+  [ "$(md5sum ck.h5 corpus.txt run/last.h5)" = "$sum_before" ] || fail "an input changed"
+  [ -L link.h5 ] || fail "link.h5 is no longer a link"
+  [ ! -e r2 ] && [ ! -e r4 ] || fail "a refused train created its --out-dir"
+  # distinct files still work (the check compares files, not names)
+  "$BIN/spectral" --checkpoint ck.h5 --level weight --out s.json >/dev/null 2>err.txt || { cat err.txt; fail "distinct --out"; }
+  echo "ok: outputs over the run's own inputs or over each other refused, inputs intact"
   ;;
 *) fail "unknown mode $mode" ;;
 esac

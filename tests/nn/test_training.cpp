@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "cf/core/error.hpp"
@@ -312,6 +313,35 @@ TEST_CASE("Checkpoint round trip, and truncated, foreign or missing files are re
   }
   CHECK_THROWS_AS(load_checkpoint(dir + "/text.h5"), cf::InvalidArgument);
   CHECK_THROWS_AS(load_checkpoint(dir + "/missing.h5"), cf::InvalidArgument);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("A checkpoint holding a NaN or inf parameter or AdamW moment is refused, naming the tensor",
+          "[nn][checkpoint]") {
+  // Found by a hostile-input sweep: one NaN weight made jacobian report C = 0 for its layer and
+  // spectral-surgery print "nan" with exit 0. train never writes one; such a file is damaged.
+  const std::string dir = tmpdir("ck_nonfinite");
+  const ModelConfig c = small_config("full", 2, 16, 2, 13, 16);
+  Checkpoint ck;
+  ck.model = init_model<float>(c, 3);
+  ck.optim.m.assign(ck.model.params.size(), 0.f);
+  ck.optim.v.assign(ck.model.params.size(), 0.f);
+  ck.optim.t = 1;
+  const ParamInfo& t = ck.model.layout.tensors[3];
+  const std::size_t at = static_cast<std::size_t>(t.offset + t.size / 2);
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    Checkpoint p = ck;
+    p.model.params[at] = bad;
+    save_checkpoint(dir + "/p.h5", p);
+    CHECK_THROWS_WITH(load_checkpoint(dir + "/p.h5", false), Catch::Contains(t.name) && Catch::Contains("non-finite"));
+    CHECK_THROWS_AS(load_model(dir + "/p.h5"), cf::InvalidArgument);
+    Checkpoint v = ck;
+    v.optim.v[at] = bad;
+    save_checkpoint(dir + "/v.h5", v);
+    CHECK_NOTHROW(load_checkpoint(dir + "/v.h5", false));  // analysis tools read no moments
+    CHECK_THROWS_WITH(load_checkpoint(dir + "/v.h5", true),
+                      Catch::Contains("AdamW second moment") && Catch::Contains(t.name));
+  }
   fs::remove_all(dir);
 }
 

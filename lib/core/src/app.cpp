@@ -1,11 +1,14 @@
 #include "cf/core/app.hpp"
 
+#include <glob.h>
+
 #include <exception>
 #include <iostream>
 #include <new>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/file_identity.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/progress.hpp"
 #include "cf/core/threads.hpp"
@@ -14,6 +17,65 @@
 namespace cf::app {
 namespace {
 CommonOptions* g_common = nullptr;  // the options of the tool being run (add_common_options)
+
+// What the command line names, for check_output: every option value that is an existing regular
+// file (an input, or an output that exists already), and the outputs checked so far. A tool that
+// wrote an output over its own --checkpoint or corpus, or two outputs over each other, would
+// destroy what the user saved and still exit 0 (found by a hostile-input sweep, 2026-11-27).
+struct NamedFile {
+  std::string option, value;
+  FileIdentity id;
+};
+std::vector<NamedFile> g_named;    // existing files named by any option (filled after parsing)
+std::vector<NamedFile> g_outputs;  // outputs passed through check_output (new names included)
+
+// An option value may be a path, a comma list of paths or a quoted glob (influence --checkpoint
+// 'run/step_*.h5'): each existing regular file it names.
+void note_files(const std::string& option, const std::string& value) {
+  auto note = [&](const std::string& p) {
+    const FileIdentity id = file_identity(p);
+    if (id.kind == FileIdentity::Kind::File) g_named.push_back({option, value, id});
+  };
+  note(value);
+  std::vector<std::string> parts;
+  for (std::size_t a = 0; a <= value.size();) {
+    const std::size_t b = std::min(value.find(',', a), value.size());
+    if (b > a && b - a < value.size()) parts.push_back(value.substr(a, b - a));
+    a = b + 1;
+  }
+  if (value.find_first_of("*?[") != std::string::npos) parts.push_back(value);
+  for (const auto& p : parts) {
+    if (p.find_first_of("*?[") == std::string::npos) {
+      note(p);
+      continue;
+    }
+    glob_t g{};
+    if (::glob(p.c_str(), 0, nullptr, &g) == 0)
+      for (std::size_t i = 0; i < g.gl_pathc && i < 100000; ++i) note(g.gl_pathv[i]);
+    ::globfree(&g);
+  }
+}
+
+void note_command_line(CLI::App& app) {
+  for (const CLI::Option* o : app.get_options()) {
+    const std::string name = o->get_name().empty() ? std::string("argument") : o->get_name();
+    for (const std::string& v : o->results()) note_files(name, v);
+  }
+  // option groups are nameless subcommands; a filter that admits all also lists unused ones
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) note_command_line(*sub);
+}
+
+// Refuses `path` (written by `option`) when it is a file another option names, or another output.
+void check_distinct(const std::string& path, const std::string& option) {
+  const FileIdentity id = file_identity(path);
+  if (id.kind == FileIdentity::Kind::None) return;
+  for (const auto* list : {&g_named, &g_outputs})
+    for (const NamedFile& f : *list)
+      if (f.option != option && same_file(id, f.id))
+        throw InvalidArgument(str(option, " '", path, "' is the same file as ", f.option, " '", f.value,
+                                  "': the run would overwrite it; choose another path"));
+  g_outputs.push_back({option, path, id});
+}
 
 bool ends_with(const std::string& s, const char* e) {
   const std::string x(e);
@@ -82,6 +144,7 @@ void check_output(const std::string& path, const std::string& option) {
   } catch (const Error& e) {
     throw InvalidArgument(str(option, ": ", e.what()));
   }
+  check_distinct(path, option);
 }
 
 void check_output_dir(const std::string& dir, const std::string& option) {
@@ -107,6 +170,9 @@ int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body)
     return 2;
   }
   try {
+    g_named.clear();
+    g_outputs.clear();
+    note_command_line(app);
     if (g_common) apply_common(*g_common);
     body();
     return 0;

@@ -11,6 +11,19 @@ namespace cf::nn {
 
 namespace {
 io::Shape shape_of(const ParamInfo& t) { return io::Shape(t.shape.begin(), t.shape.end()); }
+
+// A NaN or inf weight makes every downstream number NaN (or, through a max or a sort, a silently
+// wrong finite one: jacobian reported C = 0 for a layer with one NaN weight); train never writes
+// one (it stops first), so a file that holds one was damaged or made elsewhere: refused (exit 2).
+void require_finite(const std::vector<float>& values, const ParamLayout& layout, const std::string& path,
+                    const char* what) {
+  for (const auto& t : layout.tensors)
+    for (std::int64_t i = 0; i < t.size; ++i)
+      if (!std::isfinite(values[static_cast<std::size_t>(t.offset + i)]))
+        throw InvalidArgument(str("'", path, "': ", what, " '", t.name, "' holds a non-finite value (",
+                                  values[static_cast<std::size_t>(t.offset + i)], " at element ", i,
+                                  "); the file is damaged or was not written by a finished update"));
+}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& ck) {
@@ -66,6 +79,7 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   }
   io::Group p = f.open_group("params");
   for (const auto& t : ck.model.layout.tensors) p.read_into(t.name, ck.model.params.data() + t.offset, shape_of(t));
+  require_finite(ck.model.params, ck.model.layout, path, "parameter");
   if (with_optimizer && f.has("optim")) {
     io::Group o = f.open_group("optim");
     ck.optim.t = o.attr_int("t");
@@ -76,13 +90,19 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
       m.read_into(t.name, ck.optim.m.data() + t.offset, shape_of(t));
       v.read_into(t.name, ck.optim.v.data() + t.offset, shape_of(t));
     }
+    require_finite(ck.optim.m, ck.model.layout, path, "AdamW first moment of");
+    require_finite(ck.optim.v, ck.model.layout, path, "AdamW second moment of");
   }
   return ck;
 }
 
 Model<float> load_model(const std::string& checkpoint_path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(checkpoint_path, ec)) return hf::load_hf_model(checkpoint_path);
+  if (std::filesystem::is_directory(checkpoint_path, ec)) {
+    Model<float> m = hf::load_hf_model(checkpoint_path);
+    require_finite(m.params, m.layout, checkpoint_path, "parameter");
+    return m;
+  }
   return load_checkpoint(checkpoint_path, false).model;
 }
 

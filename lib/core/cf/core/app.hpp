@@ -40,8 +40,10 @@ output::Format resolve_format(const CommonOptions& opt);
 /// report as HDF5 (output::write_report_h5: long vectors as datasets).
 void emit(const output::Report& report, const CommonOptions& opt);
 
-/// Throws cf::InvalidArgument naming `option` unless `path` can be written (cf::check_output_writable):
-/// call at the start of a tool's run for every output option beyond --out/--report/--plot (which
+/// Throws cf::InvalidArgument naming `option` unless `path` can be written (cf::check_output_writable)
+/// and is not a file that another option names (an input: --checkpoint X --out X would destroy the
+/// checkpoint) nor another output checked before (--out X --plot X): cf/core/file_identity.hpp.
+/// Call at the start of a tool's run for every output option beyond --out/--report/--plot (which
 /// cf::app::run checks itself). Empty paths are skipped.
 void check_output(const std::string& path, const std::string& option);
 /// The same for an output folder (train --out-dir): it must exist writable or be creatable.
