@@ -14,7 +14,10 @@ sleep 1
 kill -INT "$pid"
 wait "$pid"; rc=$?
 [ "$rc" = 130 ] || { echo "SIGINT: expected exit 130, got $rc"; cat "$work/int.err"; exit 1; }
-"$train" "${common[@]}" --resume "$work/int/last.h5" --stop-after 1 --out-dir "$work/int" >/dev/null 2>&1 ||
+"$train" "${common[@]}" --resume "$work/int/last.h5" --stop-after 1 --out-dir "$work/int" >/dev/null 2>"$work/int.err"
+s="$(sed -n 's/.* is at step \([0-9]*\) .*/\1/p' "$work/int.err")"  # the step it holds
+[ -n "$s" ] || { echo "SIGINT checkpoint unreadable"; cat "$work/int.err"; exit 1; }
+"$train" "${common[@]}" --resume "$work/int/last.h5" --stop-after $((s + 1)) --out-dir "$work/int" >/dev/null 2>&1 ||
   { echo "SIGINT checkpoint not resumable"; exit 1; }
 echo "ok: SIGINT saved a resumable checkpoint"
 # SIGKILL during checkpoint writes (one write per step)
@@ -24,10 +27,14 @@ for i in 1 2 3 4 5; do
   sleep "0.$((3 + RANDOM % 6))"
   kill -KILL "$pid"; wait "$pid" 2>/dev/null
   if [ -e "$work/kill/last.h5" ]; then
+    # the step it holds (train refuses a resume with nothing to train, naming the step), then one
+    # more update from it (parameters and AdamW state read back); any load failure exits 2
     "$train" "${common[@]}" --resume "$work/kill/last.h5" --steps 100000 --stop-after 1 --out-dir "$work/chk" >/dev/null 2>"$work/chk.err"
+    s="$(sed -n 's/.* is at step \([0-9]*\) .*/\1/p' "$work/chk.err")"
+    [ -n "$s" ] || { echo "kill $i: checkpoint unreadable"; cat "$work/chk.err"; exit 1; }
+    "$train" "${common[@]}" --resume "$work/kill/last.h5" --steps 100000 --stop-after $((s + 1)) --out-dir "$work/chk" >/dev/null 2>"$work/chk.err"
     rc=$?
-    # stop-after below the saved step makes the loop a no-op; any load failure exits 2
-    [ "$rc" = 0 ] || { echo "kill $i: checkpoint unreadable (exit $rc)"; cat "$work/chk.err"; exit 1; }
+    [ "$rc" = 0 ] || { echo "kill $i: checkpoint at step $s not resumable (exit $rc)"; cat "$work/chk.err"; exit 1; }
   fi
 done
 echo "ok: 5 kills during checkpoint writes left a readable last.h5"
