@@ -19,7 +19,7 @@ echo "== prepare-data -> train -> capture -> rollout -> spectral -> spectral-sur
 RUN=results/main_job_run
 "$BIN/prepare-data" --corpus brown --tokenizer byte --out results/brown_byte --report results/brown_byte.report.txt
 "$BIN/train" --data results/brown_byte --n-layer 2 --n-head 2 --d-model 64 --block-size 64 --seq-len 64 --batch 8 \
-  --steps 120 --warmup 20 --eval-interval 40 --ckpt-interval 120 --out-dir "$RUN" --quiet
+  --steps 120 --warmup 20 --eval-interval 40 --ckpt-interval 120 --out-dir "$RUN" --overwrite --quiet
 "$BIN/capture" --checkpoint "$RUN/best.h5" --text kjv --out "$RUN/capture.h5"
 "$BIN/rollout" --model "$RUN/capture.h5" --alpha measured --plot "$RUN/rollout.svg"
 "$BIN/spectral" --checkpoint "$RUN/best.h5" --summary-only --plot "$RUN/cascade.svg"

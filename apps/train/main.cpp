@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "cf/core/app.hpp"
 #include "cf/core/atomic_file.hpp"
@@ -55,8 +56,50 @@ struct Options {
   double lr = 1e-3, min_lr = 1e-4, clip = 1.0, weight_decay = 0.1;
   std::uint64_t seed = 1337;
   std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
+  bool overwrite = false;      ///< --overwrite: replace the run already in --out-dir
   app::CommonOptions common;
 };
+
+// The files of an earlier run in `dir` (last.h5, best.h5, log.csv, step_*.h5), for the refusal below.
+std::vector<std::string> earlier_run_files(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const char* f : {"last.h5", "best.h5", "log.csv"})
+    if (std::filesystem::exists(dir + "/" + f, ec)) found.push_back(f);
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind("step_", 0) == 0 && n.size() > 8 && n.substr(n.size() - 3) == ".h5") found.push_back(n);
+  }
+  return found;
+}
+
+// A new run into a folder that holds another run would replace its last.h5, best.h5 (even with a
+// worse model) and log.csv and leave its step_*.h5 beside the new ones (a 'step_*.h5' glob then mixes
+// two models): refused unless --overwrite, or unless the run continues a checkpoint of that folder
+// (train --resume R/last.h5 --out-dir R, or a rewind to R/step_N.h5).
+void protect_earlier_run(const Options& o) {
+  const std::vector<std::string> found = earlier_run_files(o.out_dir);
+  if (found.empty()) return;
+  if (!o.resume.empty()) {
+    const std::string rd = std::filesystem::path(o.resume).parent_path().string();
+    std::error_code e1;
+    if (std::filesystem::equivalent(rd.empty() ? "." : rd, o.out_dir, e1) && !e1) return;
+  }
+  if (o.overwrite) {
+    std::size_t steps = 0;
+    for (const auto& f : found) steps += f.rfind("step_", 0) == 0;
+    if (steps > 0 && !o.common.quiet)
+      std::cerr << "train: note: --overwrite: " << steps << " step_*.h5 of the earlier run in '" << o.out_dir
+                << "' stay beside this run's\n";
+    return;
+  }
+  std::string list;
+  for (std::size_t i = 0; i < found.size() && i < 4; ++i) list += (i ? ", " : "") + found[i];
+  if (found.size() > 4) list += ", ...";
+  throw InvalidArgument(str("--out-dir '", o.out_dir, "' already holds a run (", list, "); continue it with --resume '",
+                            o.out_dir, "/last.h5' --out-dir '", o.out_dir,
+                            "', choose another --out-dir, or give --overwrite to replace it"));
+}
 
 std::string hms(double s) {
   if (!std::isfinite(s)) return "?";
@@ -259,6 +302,7 @@ void run(const CLI::App& app, const Options& o) {
     require(!run_file || !same_file(id, file_identity(o.out_dir + "/" + base)), opt, " '", path,
             "' is a file train writes into --out-dir '", o.out_dir, "': choose another path");
   }
+  protect_earlier_run(o);
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
@@ -336,6 +380,9 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--out-dir", o.out_dir, "run folder: last.h5, best.h5, log.csv, loss.svg (checked before training)")
       ->capture_default_str();
+  app.add_flag("--overwrite", o.overwrite,
+               "replace the run already in --out-dir (refused otherwise, unless --resume continues a checkpoint "
+               "of that folder); its old step_*.h5 stay");
   app.add_option("--resume", o.resume, "checkpoint to continue exactly (model and unset training options from it)")
       ->check(CLI::ExistingFile);
   app.add_option("--n-layer", o.n_layer, "layers")->check(app::integer(1, 256))->capture_default_str();

@@ -23,7 +23,7 @@ MODEL=(--n-layer 2 --n-head 2 --d-model 64 --block-size 64 --seq-len 64 --batch 
 run() {  # THREADS -> seconds
   local t0 t1
   t0=$(date +%s.%N)
-  "$TRAIN" --text "$CORPUS" "${MODEL[@]}" --threads "$1" --out-dir "$W/run" >/dev/null 2>&1
+  "$TRAIN" --text "$CORPUS" "${MODEL[@]}" --threads "$1" --overwrite --out-dir "$W/run" >/dev/null 2>&1
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }' 
 }
@@ -45,7 +45,7 @@ echo "ratio default / --threads 1 = $(ratio "$md" "$m1") (acceptance: <= 2)"
 # The old default (one thread per core), once, capped at 20x the one-thread time: it collapses.
 cap=$(awk -v a="$m1" 'BEGIN { printf "%d", 20 * a + 1 }')
 t0=$(date +%s.%N)
-if timeout "$cap" "$TRAIN" --text "$CORPUS" "${MODEL[@]}" --threads "$N" --out-dir "$W/run" >/dev/null 2>&1; then
+if timeout "$cap" "$TRAIN" --text "$CORPUS" "${MODEL[@]}" --threads "$N" --overwrite --out-dir "$W/run" >/dev/null 2>&1; then
   mn=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
   echo "--threads $N (the old default): $mn s, ratio to --threads 1 = $(ratio "$mn" "$m1")"
 else

@@ -10,7 +10,7 @@ W="$PWD/core_csv_outputs"; rm -rf "$W"; mkdir -p "$W"; cd "$W" || exit 1
 run() { "$@" >/dev/null 2>err.txt || { cat err.txt; echo "FAIL: $*"; exit 1; }; }
 run "$BIN/prepare-data" --corpus "$CORPUS" --out set --report prepare.csv
 run "$BIN/train" --data set --n-layer 2 --d-model 32 --n-head 2 --block-size 32 --seq-len 16 --batch 2 --steps 3 \
-  --eval-interval 3 --ckpt-interval 3 --quiet --out-dir run --out train.csv
+  --eval-interval 3 --ckpt-interval 3 --quiet --overwrite --out-dir run --out train.csv
 run "$BIN/capture" --checkpoint run/last.h5 --data set --seq-len 16 --n-seq 2 --out cap.h5 --report capture.csv
 run "$BIN/spectral" --checkpoint run/last.h5 --out spectral.csv
 run "$BIN/spectral-surgery" --checkpoint run/last.h5 --data set --sweep both --max-tokens 256 --out surgery.csv

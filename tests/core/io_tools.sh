@@ -10,7 +10,8 @@
 #   checks   unwritable --out / --report / --plot / --out-dir are refused before any work (exit 2)
 #   collide  an output that is one of the run's own inputs (also through a symbolic link or another
 #            spelling), another output of the run, or a file train writes into --out-dir, is refused
-#            (exit 2) and the input stays byte-identical; --resume at or past --steps is refused
+#            (exit 2) and the input stays byte-identical; --resume at or past --steps is refused; a
+#            new train run into a folder holding another run is refused unless --overwrite
 set -u
 mode="$1"; BIN="$(cd "$2" && pwd)"; CORPUS="$(realpath "$3")"
 export OMP_NUM_THREADS=1
@@ -170,6 +171,16 @@ collide)
   [ "$(md5sum ck.h5 corpus.txt run/last.h5)" = "$sum_before" ] || fail "an input changed"
   [ -L link.h5 ] || fail "link.h5 is no longer a link"
   [ ! -e r2 ] && [ ! -e r4 ] || fail "a refused train created its --out-dir"
+  # an earlier run in --out-dir: refused without --overwrite, its files intact; continued in place
+  # by --resume; replaced with --overwrite
+  refused_run="$(md5sum run/last.h5 run/best.h5 run/log.csv)"
+  "$BIN/train" --text corpus.txt $TINY --steps 2 --out-dir run >/dev/null 2>err.txt; rc=$?
+  [ $rc -eq 2 ] && grep -q "already holds a run" err.txt || { cat err.txt; fail "train into an earlier run: exit $rc"; }
+  [ "$(md5sum run/last.h5 run/best.h5 run/log.csv)" = "$refused_run" ] || fail "the earlier run changed"
+  "$BIN/train" --text corpus.txt --resume run/last.h5 --steps 3 --out-dir run --quiet >/dev/null 2>err.txt ||
+    { cat err.txt; fail "--resume in its own folder"; }
+  "$BIN/train" --text corpus.txt $TINY --steps 2 --overwrite --out-dir run >/dev/null 2>err.txt ||
+    { cat err.txt; fail "--overwrite"; }
   # distinct files still work (the check compares files, not names)
   "$BIN/spectral" --checkpoint ck.h5 --level weight --out s.json >/dev/null 2>err.txt || { cat err.txt; fail "distinct --out"; }
   echo "ok: outputs over the run's own inputs or over each other refused, inputs intact"

@@ -11,7 +11,7 @@ bin=$1 corpus=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 fail() { echo "FAIL: $*"; exit 1; }
 tiny="--n-layer 1 --d-model 16 --n-head 2 --seq-len 16 --block-size 16 --batch 2 --threads 1 --quiet"
-"$bin/train" --text "$corpus" $tiny --steps 2 --out-dir run >/dev/null 2>train.err || { cat train.err; fail "train"; }
+"$bin/train" --text "$corpus" $tiny --steps 2 --overwrite --out-dir run >/dev/null 2>train.err || { cat train.err; fail "train"; }
 "$bin/capture" --checkpoint run/last.h5 --text "$corpus" --seq-len 8 --n-seq 2 --out cap.h5 >/dev/null 2>cap.err ||
   { cat cap.err; fail "capture"; }
 cp cap.h5 capturefile  # no extension, no slash: only the signature says HDF5
@@ -33,7 +33,7 @@ rc=$?
 [ $rc -eq 2 ] || { cat fake.err; fail "rollout --model fake.h5 (text) exited $rc, expected 2"; }
 grep -q "not an HDF5 file" fake.err || { cat fake.err; fail "no 'not an HDF5 file' message"; }
 
-"$bin/train" --text "$corpus" $tiny --steps 5 --lr 1e39 --min-lr 0 --warmup 0 --ckpt-interval 1 --out-dir nan \
+"$bin/train" --text "$corpus" $tiny --steps 5 --lr 1e39 --min-lr 0 --warmup 0 --ckpt-interval 1 --overwrite --out-dir nan \
   >/dev/null 2>nan.err
 rc=$?
 [ $rc -eq 1 ] || { cat nan.err; fail "NaN stop exited $rc, expected 1"; }
