@@ -75,6 +75,7 @@ void run(const CLI::App& app, const Options& o) {
   app::check_output(o.export_mask, "--export-mask");
   if (!o.probes.empty()) {
     require(o.K >= 2, "--probes needs --K (the number of classes, >= 2) for the accuracy bounds");
+    require_regular_input(o.probes, "--probes");  // a FIFO would block read_file
     q.probes = parse_probe_csv(read_file(o.probes), o.probes);
     q.probes_source = o.probes;
   }

@@ -108,7 +108,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--layer", o.layer, "First layer L (h(L) = residual entering block L)")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
-  app.add_option("--span", o.span, "Number of layers r [default: n_layer - L]")->check(CLI::Range(0, 10000));
+  // 0 is the internal "not given" value: an explicit --span 0 is refused, not read as the default
+  app.add_option("--span", o.span, "Number of layers r >= 1 [default: n_layer - L]")->check(CLI::Range(1, 10000));
   app.add_option("--seed-batch", o.seed_batch,
                  "Seeds (vector-Jacobian products) per batched backward pass (0 = d_model)")
       ->check(CLI::Range(0, 1 << 16))

@@ -55,6 +55,12 @@ paths)
   mkfifo ck_fifo.h5
   timeout 30 "$BIN/spectral" --checkpoint ck_fifo.h5 >/dev/null 2>err.txt; rc=$?
   [ $rc -eq 2 ] && grep -q "not a regular file (a FIFO)" err.txt || { cat err.txt; fail "spectral --checkpoint FIFO: exit $rc"; }
+  # ... and so is every text, number or config input that is a FIFO (cf::require_regular_input)
+  for cmd in "prepare-data --corpus ck_fifo.h5 --out fifo_set" "rollout --model bloom --alpha file:ck_fifo.h5" \
+             "rollout --model-config ck_fifo.h5" "coverage --pattern pbb --probes ck_fifo.h5 --K 3"; do
+    timeout 30 $BIN/$cmd >/dev/null 2>err.txt; rc=$?
+    [ $rc -eq 2 ] && grep -q "not a regular file (a FIFO)" err.txt || { cat err.txt; fail "$cmd: exit $rc"; }
+  done
   "$BIN/train" --text <(cat "$CORPUS") $TINY --steps 1 --out-dir piped >/dev/null 2>err.txt ||
     { cat err.txt; fail "train --text <(cat corpus)"; }
   [ -s piped/last.h5 ] || fail "train --text from a pipe wrote no checkpoint"
@@ -102,7 +108,7 @@ tmpfs)
   expect1 coverage "$BIN/coverage" --pattern se-bridge --n 1024 --b 64 --out $S/cov.json
   expect1 capture "$BIN/capture" --checkpoint ck/last.h5 --text "$CORPUS" --seq-len 32 --n-seq 8 --out $S/cap.h5 --report cap_new.txt
   expect1 train "$BIN/train" --text "$CORPUS" --n-layer 2 --d-model 128 --n-head 2 --block-size 32 --seq-len 16 --batch 2 \
-    --threads 1 --quiet --steps 2 --ckpt-interval 1 --out-dir $S/run
+    --threads 1 --quiet --steps 2 --ckpt-interval 1 --overwrite --out-dir $S/run
   rm -f $S/filler
   (cd $S && find . -type f | sort | xargs md5sum) > after.md5
   diff before.md5 after.md5 || fail "old files changed"

@@ -194,6 +194,36 @@ TEST_CASE("output path: a FIFO is written straight through and stays a FIFO", "[
   CHECK(!has_temp(d));
 }
 
+TEST_CASE("input path: a FIFO, a folder or a device is refused at once; process substitution still reads",
+          "[core][io]") {
+  // A FIFO with no writer used to block read_file forever: the alarm turns a regression into a
+  // failed run (SIGALRM) instead of a hang.
+  alarm(20);
+  const std::string d = fresh_dir("input");
+  const std::string f = d + "/pipe";
+  REQUIRE(mkfifo(f.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_file(f), Catch::Equals("'" + f + "' is not a regular file (a FIFO)"));
+  CHECK_THROWS_WITH(require_regular_input(f, "--text"),
+                    Catch::Equals("--text '" + f + "' is not a regular file (a FIFO)"));
+  CHECK_THROWS_WITH(read_number_rows(f, "kernel file"), Catch::Contains("is not a regular file (a FIFO)"));
+  CHECK_THROWS_WITH(read_file(d), Catch::Contains("is not a regular file (a directory)"));
+  CHECK_THROWS_WITH(read_number_rows(d, "alpha file"), Catch::Contains("is not a regular file (a directory)"));
+  const std::string dev = d + "/zero";
+  if (mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 5)) == 0)  // needs root; /dev/zero would never end
+    CHECK_THROWS_WITH(read_file(dev), Catch::Contains("is not a regular file (a device)"));
+  // missing files keep the open's own message
+  CHECK_THROWS_WITH(read_file(d + "/none"), Catch::Contains("No such file"));
+  // `--text <(cmd)` arrives as /dev/fd/N: a pipe that has a writer, read to its end
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  REQUIRE(write(fds[1], "1 2\n3\n", 6) == 6);
+  close(fds[1]);
+  CHECK(read_file("/dev/fd/" + std::to_string(fds[0])) == "1 2\n3\n");
+  close(fds[0]);
+  std::system(("rm -rf " + d).c_str());
+  alarm(0);
+}
+
 TEST_CASE("output path: a character device is written straight through and stays a device", "[core][io]") {
   const std::string d = fresh_dir("device");
   const std::string dev = d + "/null";

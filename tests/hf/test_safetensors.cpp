@@ -1,5 +1,8 @@
 // safetensors reader/writer (cf/hf/safetensors.hpp): round trip, dtype conversion, and every class
 // of malformed header rejected with cf::InvalidArgument (issue 13 acceptance 3).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -7,6 +10,8 @@
 #include <fstream>
 
 #include "cf/core/error.hpp"
+#include "cf/hf/checkpoint.hpp"
+#include "cf/hf/config.hpp"
 #include "cf/hf/safetensors.hpp"
 
 using namespace cf;
@@ -144,4 +149,27 @@ TEST_CASE("safetensors: empty tensors convert without touching memory (fuzz regr
   // fuzz_safetensors found memcpy(nullptr, src, 0) for a [0, 3] F32 tensor read into an empty vector
   for (Dtype d : {Dtype::F32, Dtype::F16, Dtype::BF16, Dtype::F64})
     REQUIRE_NOTHROW(convert_to_float(d, nullptr, 0, nullptr));
+}
+
+TEST_CASE("hf checkpoint: a FIFO as safetensors file, shard or config.json is refused at once", "[hf]") {
+  // Opening a FIFO with no writer used to block forever: the alarm fails a regression instead of
+  // hanging the run.
+  ::alarm(20);
+  namespace fs = std::filesystem;
+  fs::remove_all("hf_fifo");
+  fs::create_directories("hf_fifo/single");
+  REQUIRE(::mkfifo("hf_fifo/single/model.safetensors", 0600) == 0);
+  REQUIRE_THROWS_WITH(SafetensorsFile("hf_fifo/single/model.safetensors"),
+                      Catch::Contains("'hf_fifo/single/model.safetensors' is not a regular file (a FIFO)"));
+  REQUIRE_THROWS_WITH(TensorStore("hf_fifo/single"), Catch::Contains("is not a regular file (a FIFO)"));
+  fs::create_directories("hf_fifo/sharded");
+  std::ofstream("hf_fifo/sharded/model.safetensors.index.json") << R"({"weight_map":{"w":"s.safetensors"}})";
+  REQUIRE(::mkfifo("hf_fifo/sharded/s.safetensors", 0600) == 0);
+  REQUIRE_THROWS_WITH(TensorStore("hf_fifo/sharded"), Catch::Contains("s.safetensors' is not a regular file (a FIFO)"));
+  fs::create_directories("hf_fifo/config");
+  REQUIRE(::mkfifo("hf_fifo/config/config.json", 0600) == 0);
+  REQUIRE_THROWS_WITH(read_hf_config("hf_fifo/config"), Catch::Contains("config.json' is not a regular file (a FIFO)"));
+  REQUIRE_THROWS_WITH(load_hf_model("hf_fifo/config"), Catch::Contains("is not a regular file (a FIFO)"));
+  fs::remove_all("hf_fifo");
+  ::alarm(0);
 }

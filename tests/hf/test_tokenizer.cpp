@@ -1,7 +1,11 @@
 // tokenizer.json byte-level BPE (cf/hf/tokenizer.hpp): the GPT-2 flavour against lib/data's GPT-2
 // encoder (itself checked token for token against the JavaScript reference), the Llama-3 / Qwen2
 // pre-tokenisation against splits worked out by hand from the regex, and pre-tokenised id files.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -104,4 +108,35 @@ TEST_CASE("hf token ids: text and .npy int32/int64, range checked", "[hf]") {
   REQUIRE_THROWS_WITH(read_token_ids("hf_idsf.npy", 8), Catch::Contains("dtype '<f4' is not supported"));
   write_file_atomic("hf_idsshort.npy", npy("<i8", "4,", std::string(8, '\0')));
   REQUIRE_THROWS_WITH(read_token_ids("hf_idsshort.npy", 8), Catch::Contains("needs 32"));
+}
+
+TEST_CASE("hf token ids: a .npy shape with a negative or malformed dimension is refused; a FIFO at once", "[hf]") {
+  auto npy = [](const std::string& shape, const std::string& data) {
+    std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + shape + "), }";
+    h.append(64 - (10 + h.size() + 1) % 64, ' ');
+    h += '\n';
+    std::string s = std::string("\x93NUMPY\x01\x00", 8);
+    s.push_back(static_cast<char>(h.size() & 0xff));
+    s.push_back(static_cast<char>(h.size() >> 8));
+    return s + h + data;
+  };
+  const std::int32_t a[] = {1, 2};
+  const std::string two(reinterpret_cast<const char*>(a), 8);
+  // "(-2,)" used to read as 2: the minus sign was skipped like a separator
+  for (const char* bad : {"-2,", "2x,", "1,-2", ",", "2,,", "1 2"}) {
+    write_file_atomic("hf_ids_shape.npy", npy(bad, two));
+    REQUIRE_THROWS_WITH(read_token_ids("hf_ids_shape.npy", 8),
+                        Catch::Contains(".npy shape (" + std::string(bad) + ")"));
+  }
+  for (const char* good : {"2,", "2", "1, 2", "2, 1,", " 2 ,"}) {
+    write_file_atomic("hf_ids_shape.npy", npy(good, two));
+    CHECK(read_token_ids("hf_ids_shape.npy", 8) == std::vector<std::int32_t>{1, 2});
+  }
+  ::alarm(20);  // a FIFO with no writer used to block forever: fail instead of hanging
+  std::remove("hf_ids_fifo");
+  REQUIRE(::mkfifo("hf_ids_fifo", 0600) == 0);
+  REQUIRE_THROWS_WITH(read_token_ids("hf_ids_fifo", 8),
+                      Catch::Contains("'hf_ids_fifo' is not a regular file (a FIFO)"));
+  std::remove("hf_ids_fifo");
+  ::alarm(0);
 }

@@ -22,17 +22,17 @@ s="$(sed -n 's/.* is at step \([0-9]*\) .*/\1/p' "$work/int.err")"  # the step i
 echo "ok: SIGINT saved a resumable checkpoint"
 # SIGKILL during checkpoint writes (one write per step)
 for i in 1 2 3 4 5; do
-  "$train" "${common[@]}" --steps 100000 --ckpt-interval 1 --out-dir "$work/kill" >/dev/null 2>&1 &
+  "$train" "${common[@]}" --steps 100000 --ckpt-interval 1 --overwrite --out-dir "$work/kill" >/dev/null 2>&1 &
   pid=$!
   sleep "0.$((3 + RANDOM % 6))"
   kill -KILL "$pid"; wait "$pid" 2>/dev/null
   if [ -e "$work/kill/last.h5" ]; then
     # the step it holds (train refuses a resume with nothing to train, naming the step), then one
     # more update from it (parameters and AdamW state read back); any load failure exits 2
-    "$train" "${common[@]}" --resume "$work/kill/last.h5" --steps 100000 --stop-after 1 --out-dir "$work/chk" >/dev/null 2>"$work/chk.err"
+    "$train" "${common[@]}" --resume "$work/kill/last.h5" --steps 100000 --stop-after 1 --overwrite --out-dir "$work/chk" >/dev/null 2>"$work/chk.err"
     s="$(sed -n 's/.* is at step \([0-9]*\) .*/\1/p' "$work/chk.err")"
     [ -n "$s" ] || { echo "kill $i: checkpoint unreadable"; cat "$work/chk.err"; exit 1; }
-    "$train" "${common[@]}" --resume "$work/kill/last.h5" --steps 100000 --stop-after $((s + 1)) --out-dir "$work/chk" >/dev/null 2>"$work/chk.err"
+    "$train" "${common[@]}" --resume "$work/kill/last.h5" --steps 100000 --stop-after $((s + 1)) --overwrite --out-dir "$work/chk" >/dev/null 2>"$work/chk.err"
     rc=$?
     [ "$rc" = 0 ] || { echo "kill $i: checkpoint at step $s not resumable (exit $rc)"; cat "$work/chk.err"; exit 1; }
   fi

@@ -3,6 +3,8 @@
 // masks; ranking candidates (balanced slots, distinct values, windows around block boundaries).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <climits>
 #include <map>
 #include <set>
 
@@ -11,6 +13,7 @@
 #include "cf/graph/reachability.hpp"
 #include "cf/probe/boundary_copy.hpp"
 #include "cf/probe/passkey.hpp"
+#include "cf/probe/prepare.hpp"
 #include "cf/probe/ranking.hpp"
 
 using namespace cf;
@@ -121,6 +124,41 @@ TEST_CASE("boundary copy: bad specs are refused", "[probe][generators]") {
   s = spec(4, 1, 4, 32);
   s.alphabet[1] = s.alphabet[0];
   CHECK_THROWS_AS(validate(s), InvalidArgument);
+}
+
+TEST_CASE("task options: b is bounded by the row, alphabet and 2b arithmetic does not overflow",
+          "[probe][generators]") {
+  // --b 2147483647 once ran for hours (a b-entry phase table per row); --alphabet-start INT_MAX
+  // reported a negative vocabulary; ranking --b INT_MAX --w 10 said "w <= 2b (got 10)".
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(validate(spec(4, 1, INT_MAX, 32)),
+                    Catch::Contains("--b must be in [1, seq_len = 32] (got 2147483647)"));
+  CHECK_THROWS_WITH(validate(spec(4, 1, 33, 32)), Catch::Contains("--b must be in [1, seq_len = 32]"));
+  CHECK_NOTHROW(validate(spec(4, 1, 32, 32)));
+  TaskOptions o;
+  o.task = "boundary-copy";
+  o.out = "probe_never_written";
+  o.rows_train = 20;
+  o.rows_val = 10;
+  o.b = INT_MAX;
+  CHECK_THROWS_WITH(prepare_task(o), Catch::Contains("--b must be in [1, seq_len = 32] (got 2147483647)"));
+  o.b = 4;
+  o.alphabet_start = INT_MAX;
+  CHECK_THROWS_WITH(prepare_task(o), Catch::Contains("--alphabet-start 2147483647 + K 4 = 2147483651 exceeds 65536"));
+  o.alphabet_start = 65533;
+  CHECK_THROWS_WITH(prepare_task(o), Catch::Contains("= 65537 exceeds 65536"));
+  o.alphabet_start = -5;
+  CHECK_THROWS_WITH(prepare_task(o), Catch::Contains("--alphabet-start must be >= 0, or -1"));
+  TaskOptions r;
+  r.b = INT_MAX;
+  r.w = 10;
+  CHECK_THROWS_WITH(ranking_spec(r), Catch::Contains("--b must be in [2, --context = 64] (got 2147483647)"));
+  r.b = 32;
+  r.w = 100;
+  CHECK_THROWS_WITH(ranking_spec(r), Catch::Contains("2 <= w <= 2b = 64 (got 100)"));
+  r.w = 64;
+  CHECK_NOTHROW(ranking_spec(r));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
 
 TEST_CASE("model schedule coverage equals the brute-force closure", "[probe][generators]") {

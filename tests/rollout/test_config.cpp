@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -317,4 +318,39 @@ TEST_CASE("Options that do not apply to the model kind are refused", "[rollout][
   CHECK_THROWS_AS(make_source(p, 64), cf::InvalidArgument);
   p.content = "1,inf";
   CHECK_THROWS_AS(make_source(p, 64), cf::InvalidArgument);
+}
+
+TEST_CASE("Model config: YAML anchors and aliases are refused before expansion (recursive alias, billion laughs)",
+          "[rollout][config]") {
+  // A self-referencing alias once recursed until SIGSEGV; nine levels of nine aliases each (344
+  // bytes) once expanded to 18 GB. Both must be refused before any node is built.
+  const std::string recursive = write_temp("recursive.yaml", "a: &a [*a]\n");
+  const std::string recursive_map = write_temp("recursive_map.yaml", "foo: &a {b: *a}\n");
+  std::string bomb = "a: &a [x,x,x,x,x,x,x,x,x]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += cf::str(c, ": &", c, " [");
+    for (int k = 0; k < 9; ++k) bomb += cf::str(k ? "," : "", "*", static_cast<char>(c - 1));
+    bomb += "]\n";
+  }
+  const std::string laughs = write_temp("laughs.yaml", bomb);
+  const std::string anchor_only = write_temp("anchor.yaml", "num_layers: &n 2\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& p : {recursive, recursive_map, laughs, anchor_only})
+    CHECK_THROWS_WITH(load_model_config(p), Catch::Contains("not supported in model configs") && Catch::Contains(p));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  // nesting is bounded too (the converter recurses once per level)
+  const std::string deep = write_temp("deep.yaml", "a: " + std::string(200, '[') + std::string(200, ']') + "\n");
+  CHECK_THROWS_WITH(load_model_config(deep), Catch::Contains("deeper than 64 levels"));
+  for (const auto& p : {recursive, recursive_map, laughs, anchor_only, deep}) fs::remove(p);
+}
+
+TEST_CASE("Head weights file: errors name --head-weights, not the alpha file", "[rollout][config]") {
+  const std::string empty = write_temp("hw_empty.txt", "# no numbers\n");
+  CHECK_THROWS_WITH(read_alpha_file(empty, "--head-weights file"),
+                    Catch::StartsWith("--head-weights file '") && !Catch::Contains("alpha file"));
+  SourceOptions o;
+  o.model = "bloom";
+  o.head_weights = empty;
+  CHECK_THROWS_WITH(make_source(o, 64), Catch::Contains("--head-weights"));
+  fs::remove(empty);
 }

@@ -335,7 +335,23 @@ void check_output_dir_writable(const std::string& dir) {
   throw Error(str("cannot write into '", dir, "': no existing parent folder"));
 }
 
+void require_regular_input(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;  // the caller's open reports the missing file
+  if (S_ISREG(st.st_mode)) return;
+  auto starts = [&](const char* p) { return path.rfind(p, 0) == 0; };
+  const bool own_fd = starts("/dev/fd/") || starts("/proc/self/fd/") || path == "/dev/stdin";
+  if (own_fd && !S_ISDIR(st.st_mode)) return;  // process substitution: a pipe that has a writer
+  const char* kind = S_ISFIFO(st.st_mode)                         ? "a FIFO"
+                     : S_ISDIR(st.st_mode)                        ? "a directory"
+                     : S_ISSOCK(st.st_mode)                       ? "a socket"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                  : "not a file";
+  throw InvalidArgument(str(what.empty() ? "" : what + " ", "'", path, "' is not a regular file (", kind, ")"));
+}
+
 std::string read_file(const std::string& path) {
+  require_regular_input(path);
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InvalidArgument(str("cannot open '", path, "': ", std::strerror(errno)));
   std::ostringstream os;

@@ -5,11 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 
 namespace cf {
 
 std::vector<std::vector<double>> read_number_rows(const std::string& path, const std::string& what) {
+  require_regular_input(path, what);  // a FIFO would block the open below forever
   std::ifstream in(path);
   require(static_cast<bool>(in), what, ": cannot open '", path, "'");
   std::vector<std::vector<double>> rows;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 
 #ifndef CF_NPM_MODULES
@@ -24,6 +25,7 @@ const char* kSetupHint =
 bool readable(const std::string& p) { return ::access(p.c_str(), R_OK) == 0; }
 
 std::string slurp(const std::string& path) {
+  require_regular_input(path, "corpus");  // a FIFO would block forever, a folder reads as empty
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InvalidArgument(str("cannot read '", path, "'"));
   std::ostringstream os;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/unicode.hpp"
 
@@ -26,6 +27,7 @@ Cls classify(char32_t c) {
 }
 
 std::string slurp(const std::string& path, const char* what) {
+  require_regular_input(path, "GPT-2 vocabulary file");  // a FIFO would block the open below forever
   std::ifstream f(path, std::ios::binary);
   if (!f)
     throw InvalidArgument(str("GPT-2 vocabulary file '", path, "' (", what,

@@ -157,7 +157,9 @@ CoverageMatrix add_coverage_map(Context& c) {
   CoverageMatrix C;
   Index Jblk = -1;
   if (q.closure_map) {
-    Jblk = q.block ? *q.block : std::max<Index>(1, std::min(nb - 1, q.n / b - 1));
+    // default: the last full block, at least block 1 (it has a predecessor) when there is one;
+    // block 0 when n <= b leaves a single block (the bound nb - 1 is applied last, so always valid)
+    Jblk = q.block ? *q.block : std::min(nb - 1, std::max<Index>(1, q.n / b - 1));
     require(Jblk >= 0 && Jblk < nb, "--block must satisfy 0 <= J < ceil(n/b) = ", nb, " (got ", Jblk, ")");
     C = coverage_matrix_closure(*c.clo, b, Jblk, q.d_max);
   } else {

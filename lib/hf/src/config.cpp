@@ -25,17 +25,26 @@ struct Keys {
     for (const char* n : names) s += std::string(s.empty() ? "" : " | ") + n;
     return s;
   }
-  int integer(std::initializer_list<const char*> names, const int* fallback = nullptr) const {
+  // An integer in [lo, hi], checked before anything is sized by it (the message states the range).
+  int integer(std::initializer_list<const char*> names, const int* fallback = nullptr, std::int64_t lo = 0,
+              std::int64_t hi = 1LL << 30) const {
     const nlohmann::json* v = find(names);
     if (!v) {
       require(fallback != nullptr, "config '", label, "': missing key ", spell(names));
       return *fallback;
     }
-    require(v->is_number_integer() && v->get<std::int64_t>() >= 0 && v->get<std::int64_t>() <= (1LL << 30), "config '",
-            label, "': ", spell(names), " must be a non-negative integer (got ", v->dump(), ")");
-    return v->get<int>();
+    const bool in_range = v->is_number_unsigned() ? v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                                                        v->get<std::uint64_t>() >= static_cast<std::uint64_t>(lo)
+                          : v->is_number_integer() ? v->get<std::int64_t>() >= lo && v->get<std::int64_t>() <= hi
+                                                   : false;
+    require(in_range, "config '", label, "': ", spell(names), " must be an integer in [", lo, ", ", hi, "] (got ",
+            v->dump(), ")");
+    return static_cast<int>(v->get<std::int64_t>());
   }
   int integer_or(std::initializer_list<const char*> names, int fallback) const { return integer(names, &fallback); }
+  int integer_in(std::initializer_list<const char*> names, std::int64_t lo, std::int64_t hi) const {
+    return integer(names, nullptr, lo, hi);
+  }
   double number_or(std::initializer_list<const char*> names, double fallback) const {
     const nlohmann::json* v = find(names);
     if (!v) return fallback;
@@ -71,13 +80,12 @@ nn::MlpKind activation(const Keys& k, std::initializer_list<const char*> names, 
 
 void common_sizes(const Keys& k, nn::ModelConfig& c, std::initializer_list<const char*> hidden,
                   std::initializer_list<const char*> layers, std::initializer_list<const char*> heads) {
-  c.vocab_size = k.integer({"vocab_size"});
-  c.d_model = k.integer(hidden);
-  c.n_layer = k.integer(layers);
-  c.n_head = k.integer(heads);
-  require(c.n_head >= 1 && c.d_model >= 1 && c.n_layer >= 1, "config '", k.label,
-          "': hidden size, layer count and head count must be >= 1 (got ", c.d_model, ", ", c.n_layer, ", ", c.n_head,
-          ")");
+  // The ranges of nn::validate (lib/nn/src/config.cpp), checked here already: the layer list is
+  // sized by n_layer before validate runs, so n_layer = 1e8 would allocate gigabytes first.
+  c.vocab_size = k.integer_in({"vocab_size"}, 2, 1000000);
+  c.d_model = k.integer_in(hidden, 1, 65536);
+  c.n_layer = k.integer_in(layers, 1, 256);
+  c.n_head = k.integer_in(heads, 1, 1024);
 }
 
 }  // namespace

@@ -247,6 +247,7 @@ void convert_to_float(Dtype d, const std::uint8_t* src, std::size_t n, float* ds
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  require_regular_input(path, "safetensors file");  // before open(): a FIFO would block it forever
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   require(fd >= 0, "cannot open safetensors file '", path, "': ", std::strerror(errno));
   struct stat st {};

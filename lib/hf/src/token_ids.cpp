@@ -39,20 +39,31 @@ std::vector<std::int64_t> read_npy(const std::string& path, const std::string& b
           "': .npy header lacks shape");
   std::uint64_t n = 1;
   const std::string dims = m[1];
-  std::size_t i = 0;
   bool any = false;
-  while (i < dims.size()) {
-    if (!std::isdigit(static_cast<unsigned char>(dims[i]))) {
-      ++i;
-      continue;
+  // Comma-separated non-negative integers, one trailing comma allowed ("()", "(40,)", "(2, 3)"):
+  // anything else ("(-40,)", "(4x,)") is refused, not read digit by digit.
+  for (std::size_t pos = 0;;) {
+    const std::size_t comma = dims.find(',', pos);
+    std::string e = dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    e.erase(0, e.find_first_not_of(" \t"));
+    e.erase(e.find_last_not_of(" \t") + 1);
+    if (e.empty()) {
+      require(comma == std::string::npos && (any || dims.find_first_not_of(" \t") == std::string::npos), "--tokens '",
+              path, "': .npy shape (", dims, ") has an empty dimension");
+      break;
     }
+    if (e.back() == 'L') e.pop_back();  // Python 2 long literals: (40L,)
+    require(!e.empty() && e.find_first_not_of("0123456789") == std::string::npos, "--tokens '", path, "': .npy shape (",
+            dims, ") has dimension '", e, "', not a non-negative integer");
     std::uint64_t d = 0;
-    while (i < dims.size() && std::isdigit(static_cast<unsigned char>(dims[i]))) {
+    for (const char c : e) {
       require(d < (1ULL << 40), "--tokens '", path, "': .npy shape too large");
-      d = d * 10 + static_cast<std::uint64_t>(dims[i++] - '0');
+      d = d * 10 + static_cast<std::uint64_t>(c - '0');
     }
     require(!__builtin_mul_overflow(n, d, &n) && n < (1ULL << 40), "--tokens '", path, "': .npy shape too large");
     any = true;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
   }
   if (!any) n = 1;  // a 0-d array holds one value
   const std::size_t width = descr == "<i8" ? 8 : descr == "<i4" ? 4 : descr == "|i1" ? 1 : 2;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/io/hdf5.hpp"
 #include "cf/rollout/agreement.hpp"
@@ -38,6 +39,7 @@ std::vector<std::string> split_csv(const std::string& line) {
 }  // namespace
 
 Eigen::VectorXd read_profile(const std::string& path) {
+  require_regular_input(path, "influence file");  // a FIFO would block the open below forever
   std::ifstream in(path);
   require(static_cast<bool>(in), "influence file '", path, "' cannot be opened");
   std::stringstream buf;

@@ -18,8 +18,10 @@ std::mt19937_64 row_rng(std::uint64_t seed, std::uint64_t row) {
 
 void validate(const BoundaryCopySpec& s) {
   require(s.K >= 2, "--K must be >= 2 (got ", s.K, "): a 1-way copy has nothing to guess");
-  require(s.b >= 1, "--b must be >= 1 (got ", s.b, ")");
   require(s.seq_len >= 2 && s.seq_len <= 65536, "--seq-len must be in [2, 65536] (got ", s.seq_len, ")");
+  // A block longer than the row has no boundary inside it (every phase r = p mod b is p), and each
+  // row's phase table has b entries: b = 2^31 would run for hours.
+  require(s.b >= 1 && s.b <= s.seq_len, "--b must be in [1, seq_len = ", s.seq_len, "] (got ", s.b, ")");
   require(s.d >= 1 && s.d <= s.seq_len - 2, "--distance d must be in [1, seq_len - 2 = ", s.seq_len - 2, "] (got ", s.d,
           ")");
   require(s.readout_rate > 0 && s.readout_rate <= 1, "--readout-rate must lie in (0, 1] (got ", s.readout_rate, ")");

@@ -132,9 +132,17 @@ output::Report prepare_task(const TaskOptions& o) {
     } else {
       d.tokenizer = "synthetic";
     }
-    const int start = o.alphabet_start >= 0 ? o.alphabet_start : (o.corpus.empty() ? 0 : 65);
-    if (o.corpus.empty()) s.vocab_size = start + o.K;
-    require(start + o.K <= s.vocab_size, "--alphabet-start ", start, " + K ", o.K, " exceeds the vocabulary ",
+    require(o.alphabet_start >= -1, "--alphabet-start must be >= 0, or -1 for the default (got ", o.alphabet_start,
+            ")");
+    // 64-bit sums: --alphabet-start near INT_MAX must not wrap into a negative vocabulary
+    const std::int64_t start = o.alphabet_start >= 0 ? o.alphabet_start : (o.corpus.empty() ? 0 : 65);
+    const std::int64_t end = start + o.K;
+    if (o.corpus.empty()) {
+      require(end <= 65536, "--alphabet-start ", start, " + K ", o.K, " = ", end,
+              " exceeds 65536, the largest vocabulary of a task file (16-bit token ids)");
+      s.vocab_size = static_cast<int>(end);
+    }
+    require(end <= s.vocab_size, "--alphabet-start ", start, " + K ", o.K, " = ", end, " exceeds the vocabulary ",
             s.vocab_size);
     for (int k = 0; k < o.K; ++k) s.alphabet.push_back(static_cast<data::Token>(start + k));
     validate(s);

@@ -49,8 +49,10 @@ RankingSpec ranking_spec(const TaskOptions& o) {
   s.items_val = o.rows_val;
   s.rows_train = o.rows_train;
   require(o.context >= 16 && o.context <= 65536, "--context must be in [16, 65536] (got ", o.context, ")");
-  require(o.b >= 2, "--b must be >= 2 (got ", o.b, ")");
-  require(o.w >= 2 && o.w % 2 == 0 && o.w <= 2 * o.b, "--w must be even with 2 <= w <= 2b (got ", o.w, ")");
+  // A block longer than the context has no boundary inside it; 2b in 64 bits (b near INT_MAX).
+  require(o.b >= 2 && o.b <= o.context, "--b must be in [2, --context = ", o.context, "] (got ", o.b, ")");
+  require(o.w >= 2 && o.w % 2 == 0 && static_cast<std::int64_t>(o.w) <= 2 * static_cast<std::int64_t>(o.b),
+          "--w must be even with 2 <= w <= 2b = ", 2 * static_cast<std::int64_t>(o.b), " (got ", o.w, ")");
   s.context = o.context;
   s.b = o.b;
   s.w = o.w;

@@ -2,6 +2,7 @@
 // YAML is converted to a JSON value first, so both formats share one validator.
 #include "cf/rollout/model_config.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/rollout/preset.hpp"
 
@@ -47,7 +49,56 @@ json scalar_to_json(const YAML::Node& n) {
   return s;
 }
 
-json yaml_to_json(const YAML::Node& n) {
+// Model configs are small literal trees: deeper nesting is a malformed or hostile file (and would
+// recurse without bound below).
+constexpr int kMaxYamlDepth = 64;
+
+// Refuses anchors, aliases and nesting deeper than kMaxYamlDepth by walking the parser's events,
+// BEFORE any node is built: YAML::Load expands aliases, so a self-referencing alias
+// (`a: &a [*a]`) recurses forever and a 344-byte "billion laughs" file expands to gigabytes.
+// Configs have no need for anchors; a plain file is accepted unchanged.
+class PlainYamlCheck : public YAML::EventHandler {
+ public:
+  explicit PlainYamlCheck(const std::string& path) : path_(path) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { anchor(m, a); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override {
+    fail(m, "uses an alias (*name); anchors and aliases are not supported in model configs: write the values out");
+  }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t a, const std::string&) override {
+    anchor(m, a);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a, YAML::EmitterStyle::value) override {
+    open(m, a);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a, YAML::EmitterStyle::value) override {
+    open(m, a);
+  }
+  void OnMapEnd() override { --depth_; }
+  void OnAnchor(const YAML::Mark& m, const std::string&) override { anchor(m, 1); }
+
+ private:
+  [[noreturn]] void fail(const YAML::Mark& m, const std::string& what) const {
+    throw InvalidArgument(str("model config '", path_, "' line ", m.line + 1, ": ", what));
+  }
+  void anchor(const YAML::Mark& m, YAML::anchor_t a) const {
+    if (a != YAML::NullAnchor)
+      fail(m,
+           "defines an anchor (&name); anchors and aliases are not supported in model configs: write the values out");
+  }
+  void open(const YAML::Mark& m, YAML::anchor_t a) {
+    anchor(m, a);
+    if (++depth_ > kMaxYamlDepth) fail(m, str("nests lists/mappings deeper than ", kMaxYamlDepth, " levels"));
+  }
+  std::string path_;
+  int depth_ = 0;
+};
+
+json yaml_to_json(const YAML::Node& n, int depth = 0) {
+  if (depth > kMaxYamlDepth)  // PlainYamlCheck refuses this first; kept so no input recurses unbounded here
+    throw InvalidArgument(str("model config nests lists/mappings deeper than ", kMaxYamlDepth, " levels"));
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -56,12 +107,12 @@ json yaml_to_json(const YAML::Node& n) {
       return scalar_to_json(n);
     case YAML::NodeType::Sequence: {
       json a = json::array();
-      for (const auto& e : n) a.push_back(yaml_to_json(e));
+      for (const auto& e : n) a.push_back(yaml_to_json(e, depth + 1));
       return a;
     }
     case YAML::NodeType::Map: {
       json o = json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second, depth + 1);
       return o;
     }
   }
@@ -136,7 +187,8 @@ struct Ctx {
 
 json parse_file(const std::string& path) {
   std::error_code ec;
-  require(std::filesystem::is_regular_file(path, ec), "--model-config: '", path, "' does not exist or is not a file");
+  require(std::filesystem::exists(path, ec), "--model-config: '", path, "' does not exist or is not a file");
+  require_regular_input(path, "--model-config:");
   std::ifstream in(path);
   if (!in) throw Error(str("model config '", path, "' cannot be read"));
   std::ostringstream ss;
@@ -151,6 +203,12 @@ json parse_file(const std::string& path) {
     }
   }
   try {
+    {
+      std::istringstream events(text);
+      YAML::Parser parser(events);
+      PlainYamlCheck check(path);
+      parser.HandleNextDocument(check);  // the first document: the one YAML::Load reads
+    }
     return yaml_to_json(YAML::Load(text));
   } catch (const YAML::Exception& e) {
     throw InvalidArgument(str("model config '", path, "' is not valid YAML: ", e.what()));

@@ -162,10 +162,10 @@ double alpha_at(const AlphaSpec& spec, long l) {
   return spec.value / std::pow(static_cast<double>(l + spec.origin), spec.beta);
 }
 
-Eigen::VectorXd read_alpha_file(const std::string& path) {
+Eigen::VectorXd read_alpha_file(const std::string& path, const std::string& what) {
   std::vector<double> v;
-  for (const auto& row : read_number_rows(path, "alpha file")) v.insert(v.end(), row.begin(), row.end());
-  require(!v.empty(), "alpha file '", path, "': no numbers found");
+  for (const auto& row : read_number_rows(path, what)) v.insert(v.end(), row.begin(), row.end());
+  require(!v.empty(), what, " '", path, "': no numbers found");
   return Eigen::Map<Eigen::VectorXd>(v.data(), static_cast<long>(v.size()));
 }
 

@@ -201,7 +201,7 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
       const double dscale = o.falcon_scale ? 1.0 / std::sqrt(static_cast<double>(p.d_head)) : 1.0;
       for (double& m : s.base.slopes) m *= dscale;
       if (!o.head_weights.empty()) {
-        Eigen::VectorXd hw = read_alpha_file(o.head_weights);  // same number-list format
+        Eigen::VectorXd hw = read_alpha_file(o.head_weights, "--head-weights file");  // same number-list format
         require(hw.size() == p.heads, "--head-weights has ", hw.size(), " numbers but the model has H = ", p.heads);
         s.base.head_weights.assign(hw.data(), hw.data() + hw.size());
         model_head_weights(s.base);  // validates: non-negative, positive sum

@@ -52,8 +52,19 @@ void write_path_atomic(const std::string& path, const std::function<void(const s
 /// files (or new names); symbolic links are resolved.
 void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
-/// Read a whole file; throws cf::InvalidArgument if it cannot be opened.
+/// Read a whole file; throws cf::InvalidArgument if it cannot be opened or is not a regular file
+/// (require_regular_input below).
 std::string read_file(const std::string& path);
+
+/// Throws cf::InvalidArgument "<what> '<path>' is not a regular file (a FIFO)" (or a folder, a
+/// device, a socket) when `path` exists and names anything but a regular file, symbolic links
+/// resolved: opening a FIFO with no writer blocks forever, a folder reads as empty, a device may
+/// never end. Call it BEFORE opening an input. Exception: a pipe or device of this process's own
+/// descriptors (/dev/fd/N, /proc/self/fd/N, /dev/stdin), which is how process substitution
+/// `--text <(zcat corpus.gz)` arrives: it has a writer, so it is left to the reader (folders are
+/// still refused). A path that cannot be stat'ed (missing, no permission) is left to the caller's
+/// open, which names the system error. `what` (e.g. "--kernel-file") may be empty.
+void require_regular_input(const std::string& path, const std::string& what = "");
 
 /// Temporary sibling name of a regular-file target: "<target>.tmp.<PID>".
 std::string temp_sibling(const std::string& target);

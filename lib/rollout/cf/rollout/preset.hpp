@@ -73,7 +73,8 @@ Eigen::VectorXd alpha_power(int L, double a0, double beta, int origin = 0);
 double alpha_at(const AlphaSpec& spec, long l);
 
 /// Read a schedule file (numbers separated by whitespace, commas or newlines; '#' comments).
-Eigen::VectorXd read_alpha_file(const std::string& path);
+/// `what` names the file in errors (--head-weights reads the same format).
+Eigen::VectorXd read_alpha_file(const std::string& path, const std::string& what = "alpha file");
 
 /// Read the dataset /alpha_token_mean [L] of a causalflow capture file (docs/checkpoint_format.md).
 /// Throws cf::InvalidArgument if the file is not HDF5 or lacks the dataset.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/tokenizer.hpp"
 
@@ -13,6 +14,7 @@ namespace cf::spectral {
 std::vector<std::vector<std::int32_t>> tokenize_texts(const std::string& texts_path, const std::string& tokenizer,
                                                       const std::string& gpt2_dir, int vocab_size, int max_tokens,
                                                       std::string* resolved) {
+  require_regular_input(texts_path, "texts file");  // a FIFO would block the open below forever
   std::ifstream in(texts_path);
   require(static_cast<bool>(in), "cannot open texts file '", texts_path, "'");
   std::string name = tokenizer;
