@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
@@ -74,14 +75,20 @@ TEST_CASE("token files round trip and are little-endian uint16", "[data]") {
   remove_all(prefix);
 }
 
-TEST_CASE("token file validation errors name the file and the problem", "[data]") {
-  const std::string prefix = prefix_for("bad");
+// Three training tokens and one validation token of the byte vocabulary.
+static std::pair<TokenSplit, TokenMeta> small_set() {
   TokenSplit s;
   s.train = {1, 2, 3};
   s.val = {4};
   TokenMeta m;
   m.vocab_size = 256;
   m.tokenizer = "byte";
+  return {s, m};
+}
+
+TEST_CASE("token file validation errors name the file and the problem", "[data]") {
+  const std::string prefix = prefix_for("bad");
+  const auto [s, m] = small_set();
   CHECK_THROWS_WITH(write_token_files(prefix, TokenSplit{{1, 300}, {2}}, m), Catch::Contains(">= vocab_size 256"));
   write_token_files(prefix, s, m);
   CHECK(read_token_files(prefix).train.size() == 3);
@@ -120,12 +127,7 @@ TEST_CASE("token, meta and mask files that are FIFOs or folders are refused at o
   // of hanging the run.
   ::alarm(20);
   const std::string prefix = prefix_for("fifo");
-  TokenSplit s;
-  s.train = {1, 2, 3};
-  s.val = {4};
-  TokenMeta m;
-  m.vocab_size = 256;
-  m.tokenizer = "byte";
+  const auto [s, m] = small_set();
   write_token_files(prefix, s, m);
   std::remove((prefix + ".train.bin").c_str());
   REQUIRE(::mkfifo((prefix + ".train.bin").c_str(), 0600) == 0);

@@ -19,6 +19,17 @@
 using namespace cf;
 using namespace cf::hf;
 
+// A version 1.0 .npy file: magic, header length, the header dict padded to 64 bytes, the data.
+static std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  h.append(64 - (10 + h.size() + 1) % 64, ' ');
+  h += '\n';
+  std::string s = std::string("\x93NUMPY\x01\x00", 8);
+  s.push_back(static_cast<char>(h.size() & 0xff));
+  s.push_back(static_cast<char>(h.size() >> 8));
+  return s + h + data;
+}
+
 TEST_CASE("hf tokenizer: Llama-3 and Qwen2 pre-tokenisation (regex worked by hand)", "[hf]") {
   const std::string s = "Hello world's 12345 numbers!!\n\n  x";
   CHECK(llama3_pretokenize(s, 3) ==
@@ -89,37 +100,20 @@ TEST_CASE("hf token ids: text and .npy int32/int64, range checked", "[hf]") {
                       Catch::Contains("id 9 at position 5 is outside [0, vocab_size = 9)"));
   write_file_atomic("hf_ids_bad.txt", "3 x1 4");
   REQUIRE_THROWS_WITH(read_token_ids("hf_ids_bad.txt", 10), Catch::Contains("entry 1"));
-  auto npy = [](const std::string& descr, const std::string& shape, const std::string& data) {
-    std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
-    h.append(64 - (10 + h.size() + 1) % 64, ' ');
-    h += '\n';
-    std::string s = std::string("\x93NUMPY\x01\x00", 8);
-    s.push_back(static_cast<char>(h.size() & 0xff));
-    s.push_back(static_cast<char>(h.size() >> 8));
-    return s + h + data;
-  };
   const std::int32_t a32[] = {7, 0, 2, 5};
-  write_file_atomic("hf_ids32.npy", npy("<i4", "2, 2", std::string(reinterpret_cast<const char*>(a32), 16)));
+  write_file_atomic("hf_ids32.npy", npy_bytes("<i4", "2, 2", std::string(reinterpret_cast<const char*>(a32), 16)));
   CHECK(read_token_ids("hf_ids32.npy", 8) == std::vector<std::int32_t>{7, 0, 2, 5});
   const std::int64_t a64[] = {1, 6, 2};
-  write_file_atomic("hf_ids64.npy", npy("<i8", "3,", std::string(reinterpret_cast<const char*>(a64), 24)));
+  write_file_atomic("hf_ids64.npy", npy_bytes("<i8", "3,", std::string(reinterpret_cast<const char*>(a64), 24)));
   CHECK(read_token_ids("hf_ids64.npy", 8) == std::vector<std::int32_t>{1, 6, 2});
-  write_file_atomic("hf_idsf.npy", npy("<f4", "1,", std::string(4, '\0')));
+  write_file_atomic("hf_idsf.npy", npy_bytes("<f4", "1,", std::string(4, '\0')));
   REQUIRE_THROWS_WITH(read_token_ids("hf_idsf.npy", 8), Catch::Contains("dtype '<f4' is not supported"));
-  write_file_atomic("hf_idsshort.npy", npy("<i8", "4,", std::string(8, '\0')));
+  write_file_atomic("hf_idsshort.npy", npy_bytes("<i8", "4,", std::string(8, '\0')));
   REQUIRE_THROWS_WITH(read_token_ids("hf_idsshort.npy", 8), Catch::Contains("needs 32"));
 }
 
 TEST_CASE("hf token ids: a .npy shape with a negative or malformed dimension is refused; a FIFO at once", "[hf]") {
-  auto npy = [](const std::string& shape, const std::string& data) {
-    std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + shape + "), }";
-    h.append(64 - (10 + h.size() + 1) % 64, ' ');
-    h += '\n';
-    std::string s = std::string("\x93NUMPY\x01\x00", 8);
-    s.push_back(static_cast<char>(h.size() & 0xff));
-    s.push_back(static_cast<char>(h.size() >> 8));
-    return s + h + data;
-  };
+  auto npy = [](const std::string& shape, const std::string& data) { return npy_bytes("<i4", shape, data); };
   const std::int32_t a[] = {1, 2};
   const std::string two(reinterpret_cast<const char*>(a), 8);
   // "(-2,)" used to read as 2: the minus sign was skipped like a separator
