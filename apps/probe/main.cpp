@@ -4,7 +4,10 @@
 // cf/probe/report.hpp; docs/probe.md.
 #include <omp.h>
 
+#include <limits>
+
 #include "cf/core/app.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
@@ -25,14 +28,24 @@ int main(int argc, char** argv) {
       ->expected(1, 2);
   app.add_option("--alpha", o.alpha,
                  "family-wise level of the 'accuracy above the bound' test (Bonferroni over phases)")
+      ->check(app::finite())
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "rows per forward pass")->capture_default_str();
+  app.add_option("--batch", o.batch, "rows per forward pass")->check(app::integer(1, 65536))->capture_default_str();
   app.add_option("--max-rows", o.max_rows, "evaluate only the first N validation rows (0 = all)")
+      ->check(app::integer(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
-  app.add_option("--resamples", o.resamples, "paired bootstrap resamples")->capture_default_str();
-  app.add_option("--level", o.level, "paired bootstrap interval level")->capture_default_str();
-  app.add_option("--bootstrap-seed", o.boot_seed, "paired bootstrap seed")->capture_default_str();
-  app.add_option("--max-new", o.max_new, "passkey: tokens decoded greedily")->capture_default_str();
+  app.add_option("--resamples", o.resamples, "paired bootstrap resamples")
+      ->check(app::integer(1, 10000000))
+      ->capture_default_str();
+  app.add_option("--level", o.level, "paired bootstrap interval level")
+      ->check(app::finite())
+      ->capture_default_str();
+  app.add_option("--bootstrap-seed", o.boot_seed, "paired bootstrap seed")
+      ->check(app::unsigned_integer())
+      ->capture_default_str();
+  app.add_option("--max-new", o.max_new, "passkey: tokens decoded greedily")
+      ->check(app::integer(1, 64))
+      ->capture_default_str();
   app.add_option("--threads", threads, "OpenMP threads (0 = default)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
