@@ -148,7 +148,9 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--target", o.target, "Differentiated quantity: probability (the paper) | log-probability | logit")
       ->check(CLI::IsMember({"probability", "log-probability", "logit"}))
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "Windows per batched backward pass (0 = all in one pass)")
+  app.add_option("--batch", o.batch,
+                 "Windows per batched backward pass (0 = all in one pass when its activations fit 2 GiB, else the most "
+                 "windows that do)")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   app.add_option("--h5", o.h5,

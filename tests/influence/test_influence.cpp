@@ -167,6 +167,22 @@ TEST_CASE("Eq. 6 (seed 004): profile = mean over windows normalised once (not pe
   CHECK((one.profile - r.profile).cwiseAbs().maxCoeff() < 1e-5);
 }
 
+TEST_CASE("influence_batch: all windows in one pass while they fit the memory budget, else the most that fit",
+          "[influence]") {
+  nn::ModelConfig c;
+  c.n_layer = 12;
+  c.d_model = 768;
+  c.vocab_size = 50257;
+  // per window of n = 128: 4 x 128 x (12 x 24 x 768 + 2 x 50257) bytes = 164,724,736
+  const double per = 4.0 * 128 * (12.0 * 24 * 768 + 2.0 * 50257);
+  CHECK(influence_batch(c, 128, 64, 0, 64 * per) == 64);
+  CHECK(influence_batch(c, 128, 64, 0, 64 * per - 1) == 63);
+  CHECK(influence_batch(c, 128, 1000000, 0) == static_cast<int>(2.0 * 1024 * 1024 * 1024 / per));  // 13
+  CHECK(influence_batch(c, 128, 1000000, 0, 1.0) == 1);                                            // never 0
+  CHECK(influence_batch(c, 128, 64, 5) == 5);  // an explicit --batch is kept
+  CHECK(influence_batch(c, 128, 3, 5) == 3);
+}
+
 TEST_CASE("influence windows follow capture's rule and list their starts", "[influence]") {
   std::vector<std::int32_t> tokens(103);
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>(i % 50);

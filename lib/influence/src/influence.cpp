@@ -1,6 +1,7 @@
 // Measured influence (seed 004 Eq. 6), see cf/influence/influence.hpp.
 #include "cf/influence/influence.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cf/core/error.hpp"
@@ -117,12 +118,21 @@ Eigen::VectorXd normalise_profile(const Eigen::VectorXd& mean_g) {
   return mean_g / s;
 }
 
+int influence_batch(const nn::ModelConfig& config, int n, int W, int batch, double budget_bytes) {
+  if (batch >= 1) return std::min(batch, W);
+  const double per_window =
+      4.0 * n * (static_cast<double>(config.n_layer) * 24.0 * config.d_model + 2.0 * config.vocab_size);
+  const double fit = std::floor(budget_bytes / std::max(1.0, per_window));
+  return static_cast<int>(std::max(1.0, std::min(static_cast<double>(W), fit)));
+}
+
 InfluenceResult measure_influence(const nn::Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,
                                   Target target, int batch) {
   require(!windows.empty(), "influence needs at least one window");
   require(batch >= 0, "--batch must be >= 1 (got ", batch, ")");
   const int W = static_cast<int>(windows.size());
-  const int bs = batch == 0 ? W : std::min(batch, W);
+  const int n0 = static_cast<int>(windows[0].size());
+  const int bs = influence_batch(model.config, n0, W, batch);
   InfluenceResult r;
   r.target = target;
   const int n = static_cast<int>(windows[0].size());

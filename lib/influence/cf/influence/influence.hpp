@@ -48,8 +48,17 @@ template <class T>
 InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vector<std::vector<std::int32_t>>& windows,
                                        Target target, bool keep_gradients = false);
 
+/// Windows per backward pass for `batch` = 0 ("all at once"): W, unless one pass over W windows of
+/// n tokens would hold more than `budget_bytes` of activations (estimated as 4 bytes x n x
+/// (n_layer x 24 d_model + 2 vocab) per window: saved activations, logits and their gradient), then
+/// the most windows that fit (at least 1). --windows 10^6 in one pass needed 20 GB before.
+/// A given `batch` >= 1 is returned as is (capped at W).
+int influence_batch(const nn::ModelConfig& config, int n, int W, int batch,
+                    double budget_bytes = 2.0 * 1024 * 1024 * 1024);
+
 /// The full measurement: gradients in batches of at most `batch` windows (one backward pass per
-/// batch; batch >= 1, default all windows at once), mean over windows, normalised to sum 1.
+/// batch; batch >= 1; 0 = influence_batch: all windows at once when they fit the memory budget),
+/// mean over windows, normalised to sum 1.
 struct InfluenceResult {
   Eigen::VectorXd profile;  ///< [n]: I_j, sums to 1
   Eigen::VectorXd mean_g;   ///< [n]: mean_w g(w, j) before the normalisation
