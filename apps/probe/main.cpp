@@ -37,9 +37,7 @@ int main(int argc, char** argv) {
   app.add_option("--resamples", o.resamples, "paired bootstrap resamples")
       ->check(app::integer(1, 10000000))
       ->capture_default_str();
-  app.add_option("--level", o.level, "paired bootstrap interval level")
-      ->check(app::finite())
-      ->capture_default_str();
+  app.add_option("--level", o.level, "paired bootstrap interval level")->check(app::finite())->capture_default_str();
   app.add_option("--bootstrap-seed", o.boot_seed, "paired bootstrap seed")
       ->check(app::unsigned_integer())
       ->capture_default_str();
