@@ -60,16 +60,19 @@ struct Options {
   app::CommonOptions common;
 };
 
+// step_NNNNNN.h5: the checkpoints --keep-every leaves in --out-dir
+bool is_step_file(const std::string& name) {
+  return name.rfind("step_", 0) == 0 && name.size() > 8 && name.substr(name.size() - 3) == ".h5";
+}
+
 // The files of an earlier run in `dir` (last.h5, best.h5, log.csv, step_*.h5), for the refusal below.
 std::vector<std::string> earlier_run_files(const std::string& dir) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const char* f : {"last.h5", "best.h5", "log.csv"})
     if (std::filesystem::exists(dir + "/" + f, ec)) found.push_back(f);
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string n = it->path().filename().string();
-    if (n.rfind("step_", 0) == 0 && n.size() > 8 && n.substr(n.size() - 3) == ".h5") found.push_back(n);
-  }
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (is_step_file(it->path().filename().string())) found.push_back(it->path().filename().string());
   return found;
 }
 
@@ -87,7 +90,7 @@ void protect_earlier_run(const Options& o) {
   }
   if (o.overwrite) {
     std::size_t steps = 0;
-    for (const auto& f : found) steps += f.rfind("step_", 0) == 0;
+    for (const auto& f : found) steps += is_step_file(f);
     if (steps > 0 && !o.common.quiet)
       std::cerr << "train: note: --overwrite: " << steps << " step_*.h5 of the earlier run in '" << o.out_dir
                 << "' stay beside this run's\n";
@@ -297,8 +300,8 @@ void run(const CLI::App& app, const Options& o) {
     const FileIdentity id = file_identity(path);
     if (id.kind == FileIdentity::Kind::None) continue;
     const std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-    const bool run_file = base == "last.h5" || base == "best.h5" || base == "log.csv" || base == "loss.svg" ||
-                          (base.rfind("step_", 0) == 0 && base.size() > 8 && base.substr(base.size() - 3) == ".h5");
+    const bool run_file =
+        base == "last.h5" || base == "best.h5" || base == "log.csv" || base == "loss.svg" || is_step_file(base);
     require(!run_file || !same_file(id, file_identity(o.out_dir + "/" + base)), opt, " '", path,
             "' is a file train writes into --out-dir '", o.out_dir, "': choose another path");
   }
