@@ -20,6 +20,7 @@
 
 #include "cf/core/app.hpp"
 #include "cf/core/atomic_file.hpp"
+#include "cf/core/dir_lock.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/file_identity.hpp"
 #include "cf/core/plot.hpp"
@@ -305,7 +306,6 @@ void run(const CLI::App& app, const Options& o) {
     require(!run_file || !same_file(id, file_identity(o.out_dir + "/" + base)), opt, " '", path,
             "' is a file train writes into --out-dir '", o.out_dir, "': choose another path");
   }
-  protect_earlier_run(o);
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
@@ -337,6 +337,11 @@ void run(const CLI::App& app, const Options& o) {
     backend = gpu::make_update_backend(emulate ? gpu::TrainerBuild::Emulated : gpu::TrainerBuild::Cuda);
   }
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  // one train per folder, once every input has been checked: a second train started into a folder
+  // another one is writing is refused here, before it replaces anything (the lock is released when
+  // this process ends, however it ends; a folder created here and left empty is removed again)
+  const DirLock lock(o.out_dir, "--out-dir", "train");
+  protect_earlier_run(o);
   const std::int64_t nparams = nn::param_count(used);
   if (!o.common.quiet)
     std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer << " layers, data " << data.source

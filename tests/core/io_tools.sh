@@ -5,7 +5,7 @@
 #            them what they were; a stale temporary of a dead process is swept by the next run; an
 #            HDF5 input on a FIFO is refused (exit 2, no wait); a text corpus may come from a pipe
 #   tmpfs    a 2 MB tmpfs filled up: train, capture, prepare-data and coverage exit 1, the old files
-#            stay byte-identical, no temporary is left (exit 77 = skipped when mount is not permitted)
+#            stay byte-identical, a new --out-dir train made is removed again, no temporary is left (exit 77 = skipped when mount is not permitted)
 #   sigint   a tool interrupted by SIGINT while its temporary exists leaves no *.tmp.* behind
 #   checks   unwritable --out / --report / --plot / --out-dir are refused before any work (exit 2)
 #   collide  an output that is one of the run's own inputs (also through a symbolic link or another
@@ -109,6 +109,10 @@ tmpfs)
   expect1 capture "$BIN/capture" --checkpoint ck/last.h5 --text "$CORPUS" --seq-len 32 --n-seq 8 --out $S/cap.h5 --report cap_new.txt
   expect1 train "$BIN/train" --text "$CORPUS" --n-layer 2 --d-model 128 --n-head 2 --block-size 32 --seq-len 16 --batch 2 \
     --threads 1 --quiet --steps 2 --ckpt-interval 1 --overwrite --out-dir $S/run
+  # a new run folder that could not be filled is removed again (no empty run left to mistake)
+  expect1 "train (new folder)" "$BIN/train" --text "$CORPUS" --n-layer 2 --d-model 128 --n-head 2 --block-size 32 \
+    --seq-len 16 --batch 2 --threads 1 --quiet --steps 2 --ckpt-interval 1 --out-dir $S/new/run
+  [ ! -e $S/new ] || fail "train on a full disk left its new --out-dir behind"
   rm -f $S/filler
   (cd $S && find . -type f | sort | xargs md5sum) > after.md5
   diff before.md5 after.md5 || fail "old files changed"

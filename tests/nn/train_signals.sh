@@ -11,6 +11,11 @@ common=(--text "$corpus" --n-layer 1 --d-model 32 --n-head 2 --seq-len 32 --bloc
 "$train" "${common[@]}" --steps 100000 --ckpt-interval 1000000 --out-dir "$work/int" >/dev/null 2>"$work/int.err" &
 pid=$!
 sleep 1
+for _ in $(seq 100); do [ -d "$work/int" ] && break; sleep 0.1; done  # created just before its lock
+# a second train into the folder the first is writing is refused at once (exit 2), --overwrite or not
+"$train" "${common[@]}" --steps 3 --overwrite --out-dir "$work/int" >/dev/null 2>"$work/second.err"; rc=$?
+{ [ "$rc" = 2 ] && grep -q "in use by another train process" "$work/second.err"; } ||
+  { echo "second train into a busy folder: exit $rc"; cat "$work/second.err"; kill -KILL "$pid"; exit 1; }
 kill -INT "$pid"
 wait "$pid"; rc=$?
 [ "$rc" = 130 ] || { echo "SIGINT: expected exit 130, got $rc"; cat "$work/int.err"; exit 1; }
@@ -19,7 +24,7 @@ s="$(sed -n 's/.* is at step \([0-9]*\) .*/\1/p' "$work/int.err")"  # the step i
 [ -n "$s" ] || { echo "SIGINT checkpoint unreadable"; cat "$work/int.err"; exit 1; }
 "$train" "${common[@]}" --resume "$work/int/last.h5" --stop-after $((s + 1)) --out-dir "$work/int" >/dev/null 2>&1 ||
   { echo "SIGINT checkpoint not resumable"; exit 1; }
-echo "ok: SIGINT saved a resumable checkpoint"
+echo "ok: a second train into a busy folder refused; SIGINT saved a resumable checkpoint"
 # SIGKILL during checkpoint writes (one write per step)
 for i in 1 2 3 4 5; do
   "$train" "${common[@]}" --steps 100000 --ckpt-interval 1 --overwrite --out-dir "$work/kill" >/dev/null 2>&1 &
