@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include "cf/core/omp_exception.hpp"
+#include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/gemm_backend.hpp"
 
 namespace cf::nn {
@@ -58,7 +60,7 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const std::int32_t* token
 /// Sum of f(c) for c in [0, n) in eight interleaved partial sums added up in a fixed order. Why:
 /// a plain `s += f(c)` is one chain of n dependent additions (4 cycles each) that the compiler may
 /// not reorder; eight lanes let it use one vector register, and the fixed order keeps the result
-/// the same for every thread count and vector width. lane_sum2 does two sums in one pass.
+/// the same for every thread count and vector width.
 template <class T, class F>
 inline T lane_sum(int n, F&& f) {
   T acc[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
@@ -68,32 +70,60 @@ inline T lane_sum(int n, F&& f) {
   for (int k = 0; c < n; ++c, ++k) acc[k] += f(c);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
-template <class T, class F>
-inline void lane_sum2(int n, F&& f, T& s1, T& s2) {
-  T a[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
-  T b[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
-  int c = 0;
-  for (; c + 8 <= n; c += 8)
-    for (int k = 0; k < 8; ++k) f(c + k, a[k], b[k]);
-  for (int k = 0; c < n; ++c, ++k) f(c, a[k], b[k]);
-  s1 = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  s2 = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+
+/// Sums of one row in 2 W lanes (W = 64 bytes / sizeof(T): one AVX-512 register, two AVX2 ones),
+/// the lanes added up pairwise and the tail past the last 2 W block last: a fixed order for every
+/// thread count, buffer alignment and instruction set (exact resume), in explicit vectors because
+/// GCC left lane_sum's scalar lanes unvectorised here (0.78 -> 0.26 ns per element for the
+/// LayerNorm forward at C = 256, docs/benchmarks/train.md).
+namespace detail {
+template <class T>
+T lanes_total(const typename TileVec<T>::V& v) {
+  constexpr int W = TileVec<T>::W;
+  T a[W];
+  std::memcpy(a, &v, sizeof a);
+  for (int s = W / 2; s > 0; s /= 2)
+    for (int k = 0; k < s; ++k) a[k] += a[k + s];
+  return a[0];
 }
+}  // namespace detail
 
 /// LayerNorm over the last dimension, eps 1e-5 (GPT-2) unless given. out, inp [N, C]; mean, rstd [N]
 /// saved for backward; w, b [C].
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C,
                        double eps = 1e-5) {
+  using TV = detail::TileVec<T>;
+  using V = typename TV::V;
+  constexpr int W = TV::W;
   // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* __restrict x = inp + static_cast<std::int64_t>(n) * C;
-    const T m = lane_sum<T>(C, [&](int c) { return x[c]; }) / T(C);
-    const T v = lane_sum<T>(C, [&](int c) { return (x[c] - m) * (x[c] - m); }) / T(C);
-    const T s = T(1) / std::sqrt(v + T(eps));
     T* __restrict o = out + static_cast<std::int64_t>(n) * C;
-    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    V a0 = TV::splat(T(0)), a1 = a0;
+    int c = 0;
+    for (; c + 2 * W <= C; c += 2 * W) {
+      a0 += TV::load(x + c);
+      a1 += TV::load(x + c + W);
+    }
+    T tail = 0;
+    for (int k = c; k < C; ++k) tail += x[k];
+    const T m = (detail::lanes_total<T>(a0 + a1) + tail) / T(C);
+    const V mv = TV::splat(m);
+    a0 = a1 = TV::splat(T(0));
+    for (c = 0; c + 2 * W <= C; c += 2 * W) {
+      const V d0 = TV::load(x + c) - mv, d1 = TV::load(x + c + W) - mv;
+      a0 += d0 * d0;
+      a1 += d1 * d1;
+    }
+    tail = 0;
+    for (int k = c; k < C; ++k) tail += (x[k] - m) * (x[k] - m);
+    const T v = (detail::lanes_total<T>(a0 + a1) + tail) / T(C);
+    const T s = T(1) / std::sqrt(v + T(eps));
+    const V sv = TV::splat(s);
+    for (c = 0; c + W <= C; c += W) TV::store(o + c, (TV::load(x + c) - mv) * sv * TV::load(w + c) + TV::load(b + c));
+    for (; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
     mean[n] = m;
     rstd[n] = s;
   }
@@ -102,6 +132,9 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
 template <class T>
 void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean, const T* rstd,
                         int N, int C) {
+  using TV = detail::TileVec<T>;
+  using V = typename TV::V;
+  constexpr int W = TV::W;
   // omp-nothrow: arithmetic on raw pointers (no allocation, no throwing call)
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -109,18 +142,31 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
     const T* __restrict d = dout + static_cast<std::int64_t>(n) * C;
     T* __restrict dx = dinp + static_cast<std::int64_t>(n) * C;
     const T mu = mean[n], r = rstd[n];
-    T dnorm_mean, dnorm_norm_mean;
-    lane_sum2<T>(
-        C,
-        [&](int c, T& s1, T& s2) {
-          const T dnorm = w[c] * d[c];
-          s1 += dnorm;
-          s2 += dnorm * ((x[c] - mu) * r);
-        },
-        dnorm_mean, dnorm_norm_mean);
-    dnorm_mean /= C;
-    dnorm_norm_mean /= C;
-    for (int c = 0; c < C; ++c) {
+    const V muv = TV::splat(mu), rv = TV::splat(r);
+    // sums of w d and of w d (x - mu) r, as layernorm_forward's (fixed lanes, then the tail)
+    V a0 = TV::splat(T(0)), a1 = a0, b0 = a0, b1 = a0;
+    int c = 0;
+    for (; c + 2 * W <= C; c += 2 * W) {
+      const V g0 = TV::load(w + c) * TV::load(d + c), g1 = TV::load(w + c + W) * TV::load(d + c + W);
+      a0 += g0;
+      a1 += g1;
+      b0 += g0 * ((TV::load(x + c) - muv) * rv);
+      b1 += g1 * ((TV::load(x + c + W) - muv) * rv);
+    }
+    T t1 = 0, t2 = 0;
+    for (int k = c; k < C; ++k) {
+      const T g = w[k] * d[k];
+      t1 += g;
+      t2 += g * ((x[k] - mu) * r);
+    }
+    const T dnorm_mean = (detail::lanes_total<T>(a0 + a1) + t1) / T(C);
+    const T dnorm_norm_mean = (detail::lanes_total<T>(b0 + b1) + t2) / T(C);
+    const V m1 = TV::splat(dnorm_mean), m2 = TV::splat(dnorm_norm_mean);
+    for (c = 0; c + W <= C; c += W) {
+      const V norm = (TV::load(x + c) - muv) * rv, dnorm = TV::load(w + c) * TV::load(d + c);
+      TV::store(dx + c, TV::load(dx + c) + (dnorm - m1 - norm * m2) * rv);
+    }
+    for (; c < C; ++c) {
       const T norm = (x[c] - mu) * r;
       const T dnorm = w[c] * d[c];
       dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
