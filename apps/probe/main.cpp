@@ -2,8 +2,6 @@
 // coverage bound of the model's own mask schedule, passkey retrieval over length x depth, candidate
 // ranking per family, and paired statistics of two checkpoints (McNemar, bootstrap). Thin app over
 // cf/probe/report.hpp; docs/probe.md.
-#include <omp.h>
-
 #include <limits>
 
 #include "cf/core/app.hpp"
@@ -15,7 +13,6 @@ using namespace cf;
 int main(int argc, char** argv) {
   probe::ProbeOptions o;
   app::CommonOptions common;
-  int threads = 0;
   CLI::App app{"probe: evaluate one or two checkpoints on a task file (prepare-data --task) and compare them", "probe"};
   app.add_option("task", o.task, "boundary-copy | passkey | ranking")
       ->required()
@@ -44,9 +41,6 @@ int main(int argc, char** argv) {
   app.add_option("--max-new", o.max_new, "passkey: tokens decoded greedily")
       ->check(app::integer(1, 64))
       ->capture_default_str();
-  app.add_option("--threads", threads, "OpenMP threads (0 = default)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
   app::add_common_options(app, common);
   app.footer(
@@ -59,7 +53,6 @@ int main(int argc, char** argv) {
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (task K < 2, context above the model's block size,\n"
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
-    if (threads > 0) omp_set_num_threads(threads);
     o.plot = common.plot;
     app::emit(probe::run_probe(o), common);
   });
