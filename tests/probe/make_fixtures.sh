@@ -13,4 +13,11 @@ common="--n-layer 1 --n-head 1 --d-model 8 --steps 2 --batch 2 --eval-batches 1 
 "$bin/train" --data bc32 --attn se-bridge --b 4 --e 2 --block-size 32 --vocab 300 $common --overwrite --out-dir mv300 >/dev/null
 for i in $(seq 1 200); do echo "Some filler text line $i for the passkey fixture."; done > corpus.txt
 echo "not a checkpoint" > not_a_checkpoint.h5
+# task metadata edited by hand: b = 0 divided by zero (SIGFPE) and K = 10^12 was read as a wrapped int
+for bad in b0 Khuge; do
+  for f in train.bin val.bin train.mask.bin val.mask.bin; do cp bc32.$f bc_$bad.$f; done
+done
+sed 's/"b": 4,/"b": 0,/' bc32.meta.json > bc_b0.meta.json
+sed 's/"K": 4,/"K": 1000000000000,/' bc32.meta.json > bc_Khuge.meta.json
+grep -q '"b": 0,' bc_b0.meta.json && grep -q '"K": 1000000000000,' bc_Khuge.meta.json
 echo fixtures ok

@@ -5,11 +5,16 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cf/core/error.hpp"
 #include "cf/data/task_file.hpp"
+#include "cf/data/tokenizer.hpp"
 #include "cf/graph/bounds.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/trainer.hpp"
+#include "cf/probe/boundary_copy.hpp"
 #include "cf/probe/evaluate.hpp"
+#include "cf/probe/passkey.hpp"
+#include "cf/probe/ranking.hpp"
 #include "cf/probe/stats.hpp"
 
 using namespace cf;
@@ -174,4 +179,101 @@ TEST_CASE("aligned task rows: trainer validation loss = masked mean over whole r
   CHECK(got == Approx(expect / 3).epsilon(1e-4));
   for (const char* f : {".train.bin", ".val.bin", ".train.mask.bin", ".val.mask.bin", ".meta.json"})
     std::remove((prefix + f).c_str());
+}
+
+namespace {
+nn::Model<float> byte_model(int block) {
+  nn::ModelConfig c;
+  c.vocab_size = 256;
+  c.block_size = block;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.d_model = 16;
+  c.layers = nn::parse_schedule("full", 1, nn::LayerConfig{});
+  return nn::init_model<float>(c, 5);
+}
+std::vector<data::Token> filler_tokens(const data::Tokenizer& tok) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "Some plain filler words for the probe item test. ";
+  return tok.encode(text);
+}
+}  // namespace
+
+TEST_CASE("probe task files: malformed passkey items are refused, not read past the row or grid", "[probe][evaluate]") {
+  // items.json is input: a length beyond the row read the next row (or past the split), a length
+  // or depth outside the task's lists indexed past probe's result grid (SIGSEGV), and an empty
+  // passkey counted every digit-less answer as correct (found by a hostile-input sweep).
+  const auto tok = data::Tokenizer::create("byte");
+  PasskeySpec s;
+  s.lengths = {64};
+  s.depths = {0.0, 1.0};
+  s.reps = 1;
+  s.rows_train = 2;
+  const data::TaskData good = generate_passkey(s, tok, filler_tokens(tok));
+  const auto m = byte_model(128);
+  REQUIRE(evaluate_passkey(m, good, tok, 2, 4, 0).size() == 2);
+  auto bad = [&](const char* key, const nlohmann::json& v, const char* msg) {
+    data::TaskData d = good;
+    d.val.items[1][key] = v;
+    INFO(key << " = " << v.dump());
+    REQUIRE_THROWS_WITH(evaluate_passkey(m, d, tok, 2, 4, 0), Catch::Contains(msg));
+  };
+  bad("length", good.row_len + 1, "not one of the task's lengths");
+  bad("length", 32, "not one of the task's lengths");
+  bad("depth", 0.5, "not one of the task's depths");
+  bad("passkey", "", "not a string of digits");
+  bad("passkey", 12345, "not a string of digits");
+  data::TaskData d = good;
+  d.task["lengths"] = nlohmann::json::array();
+  REQUIRE_THROWS_WITH(evaluate_passkey(m, d, tok, 2, 4, 0), Catch::Contains("no context lengths"));
+  d = good;
+  d.val.items[0].erase("depth");
+  REQUIRE_THROWS_AS(evaluate_passkey(m, d, tok, 2, 4, 0), InvalidArgument);  // not a raw JSON error (exit 1)
+}
+
+TEST_CASE("probe task files: malformed ranking items are refused, not read out of bounds", "[probe][evaluate]") {
+  // prompt_len 0 read the probability at position -1 and a correct slot of 4 the fifth of four
+  // scores (both SIGSEGV); three candidates or a string were raw JSON errors (exit 1).
+  const auto tok = data::Tokenizer::create("byte");
+  RankingSpec s;
+  s.families = {"needle"};
+  s.items_val = 4;
+  s.rows_train = 4;
+  s.context = 96;
+  s.b = 32;
+  s.w = 32;
+  const data::TaskData good = generate_ranking(s, tok, filler_tokens(tok));
+  const auto m = byte_model(128);
+  REQUIRE(evaluate_ranking(m, good, 8, 0).size() == 4);
+  auto bad = [&](const char* key, const nlohmann::json& v, const char* msg) {
+    data::TaskData d = good;
+    d.val.items[2][key] = v;
+    INFO(key << " = " << v.dump());
+    REQUIRE_THROWS_WITH(evaluate_ranking(m, d, 8, 0), Catch::Contains(msg));
+  };
+  bad("prompt_len", 0, "prompt_len 0");
+  bad("prompt_len", good.row_len, "outside [1, row_len - 1");
+  bad("prompt_len", "5", "prompt_len \"5\"");
+  bad("correct", 4, "correct slot 4");
+  bad("correct", -1, "correct slot -1");
+  bad("family", "zzz", "not one of the task's families");
+  bad("candidates", nlohmann::json::parse("[[32], [33], [34]]"), "needs 4 candidate token lists");
+  bad("candidates", "abcd", "needs 4 candidate token lists");
+  bad("candidates", nlohmann::json::parse("[[32], [33], [34], []]"), "non-empty token list");
+  bad("candidates", nlohmann::json::parse("[[32], [33], [34], [-1]]"), "candidate token -1");
+  data::TaskData d = good;
+  d.task.erase("families");
+  REQUIRE_THROWS_AS(evaluate_ranking(m, d, 8, 0), InvalidArgument);
+}
+
+TEST_CASE("probe task files: boundary-copy metadata integers are range-checked, not wrapped", "[probe][evaluate]") {
+  BoundaryCopySpec s;
+  s.alphabet = {0, 1, 2, 3};
+  nlohmann::json j = describe(s, "random");
+  REQUIRE(boundary_copy_from_json(j).K == 4);
+  j["K"] = 1000000000000LL;  // get<int>() made this -727379968
+  REQUIRE_THROWS_WITH(boundary_copy_from_json(j), Catch::Contains("field 'K' must be an integer"));
+  j = describe(s, "random");
+  j["b"] = 1e308;
+  REQUIRE_THROWS_WITH(boundary_copy_from_json(j), Catch::Contains("field 'b' must be an integer"));
 }

@@ -1,6 +1,7 @@
 #include "cf/probe/boundary_copy.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <random>
 #include <set>
 
@@ -9,6 +10,18 @@
 namespace cf::probe {
 
 namespace {
+// An int field of task metadata: nlohmann's get<int>() wraps 1e12 or 2^40 silently (the checks
+// after it would then name a value the file does not hold).
+int int_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  const bool ok = v.is_number_unsigned()  ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX)
+                  : v.is_number_integer() ? v.get<std::int64_t>() >= INT_MIN && v.get<std::int64_t>() <= INT_MAX
+                                          : false;
+  require(ok, "boundary-copy task metadata: field '", key, "' must be an integer in [", INT_MIN, ", ", INT_MAX,
+          "] (got ", v.dump(), ")");
+  return static_cast<int>(v.get<std::int64_t>());
+}
+
 std::mt19937_64 row_rng(std::uint64_t seed, std::uint64_t row) {
   std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
                     static_cast<std::uint32_t>(row), static_cast<std::uint32_t>(row >> 32), 0xB0C0u};
@@ -102,10 +115,10 @@ BoundaryCopySpec boundary_copy_from_json(const nlohmann::json& j) {
     require(j.value("name", std::string()) == "boundary-copy", "task is '", j.value("name", std::string("?")),
             "', not boundary-copy");
     BoundaryCopySpec s;
-    s.K = j.at("K").get<int>();
-    s.d = j.at("d").get<int>();
-    s.b = j.at("b").get<int>();
-    s.seq_len = j.at("seq_len").get<int>();
+    s.K = int_field(j, "K");
+    s.d = int_field(j, "d");
+    s.b = int_field(j, "b");
+    s.seq_len = int_field(j, "seq_len");
     s.phases = j.at("phases").get<std::vector<int>>();
     s.readout_rate = j.at("readout_rate").get<double>();
     s.alphabet = j.at("alphabet").get<std::vector<data::Token>>();

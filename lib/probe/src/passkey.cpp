@@ -91,12 +91,41 @@ data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok
   return d;
 }
 
+void check_passkey_task(const data::TaskData& d) {
+  try {
+    const auto lengths = d.task.at("lengths").get<std::vector<int>>();
+    const auto depths = d.task.at("depths").get<std::vector<double>>();
+    require(!lengths.empty() && !depths.empty(), "passkey task: the metadata lists no context lengths or no depths");
+    for (std::size_t i = 0; i < d.val.items.size(); ++i) {
+      const auto& it = d.val.items[i];
+      const auto& L = it.at("length");
+      const auto& depth = it.at("depth");
+      const auto& pk = it.at("passkey");
+      // a length outside the list indexed past the result grid; one beyond the row read the next row
+      require(L.is_number_integer() && L.get<std::int64_t>() >= 1 && L.get<std::int64_t>() <= d.row_len &&
+                  std::find(lengths.begin(), lengths.end(), L.get<std::int64_t>()) != lengths.end(),
+              "passkey task: validation item ", i, " has length ", L.dump(), ", not one of the task's lengths ",
+              d.task.at("lengths").dump(), " within the row of ", d.row_len, " tokens");
+      require(depth.is_number() && std::find(depths.begin(), depths.end(), depth.get<double>()) != depths.end(),
+              "passkey task: validation item ", i, " has depth ", depth.dump(), ", not one of the task's depths ",
+              d.task.at("depths").dump());
+      // an empty passkey would count every answer without digits as correct
+      require(pk.is_string() && !pk.get<std::string>().empty() &&
+                  pk.get<std::string>().find_first_not_of("0123456789") == std::string::npos,
+              "passkey task: validation item ", i, " has passkey ", pk.dump(), ", not a string of digits");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(str("passkey task: malformed metadata or items.json (", e.what(), ")"));
+  }
+}
+
 std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,
                                              const data::Tokenizer& tok, int max_new, int batch, int max_rows,
                                              const Progress& progress) {
   require(max_new >= 1 && max_new <= 64, "--max-new must be in [1, 64] (got ", max_new, ")");
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "passkey task: the validation split has no item list (items.json)");
+  check_passkey_task(d);
   const std::size_t n = max_rows > 0 ? std::min<std::size_t>(rows, static_cast<std::size_t>(max_rows)) : rows;
   const int V = model.config.vocab_size;
   std::vector<PasskeyOutcome> out(n);
@@ -152,6 +181,11 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
 
 output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   using namespace detail;
+  try {
+    check_passkey_task(d);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str("task '", o.data, "': ", e.what()));
+  }
   const auto tok = data::Tokenizer::create(d.tokenizer == "gpt2" ? "gpt2" : "byte");
   std::vector<nn::Model<float>> models;
   for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));

@@ -202,10 +202,48 @@ data::TaskData generate_ranking(const RankingSpec& s, const data::Tokenizer& tok
   return d;
 }
 
+void check_ranking_task(const data::TaskData& d) {
+  try {
+    const auto families = d.task.at("families").get<std::vector<std::string>>();
+    auto integer_in = [](const nlohmann::json& v, std::int64_t lo, std::int64_t hi) {
+      return v.is_number_integer() && v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+    };
+    for (std::size_t i = 0; i < d.val.items.size(); ++i) {
+      const auto& it = d.val.items[i];
+      const auto& fam = it.at("family");
+      require(fam.is_string() && std::find(families.begin(), families.end(), fam.get<std::string>()) != families.end(),
+              "ranking task: validation item ", i, " has family ", fam.dump(), ", not one of the task's families ",
+              d.task.at("families").dump());
+      // prompt_len 0 read the probability at position -1; one past the row read the next row
+      const auto& plen = it.at("prompt_len");
+      require(integer_in(plen, 1, d.row_len - 1), "ranking task: validation item ", i, " has prompt_len ", plen.dump(),
+              ", outside [1, row_len - 1 = ", d.row_len - 1, "]");
+      const auto& cands = it.at("candidates");
+      require(cands.is_array() && cands.size() == 4, "ranking task: validation item ", i,
+              " needs 4 candidate token lists (got ", cands.dump(), ")");
+      for (const auto& c : cands) {
+        require(
+            c.is_array() && !c.empty() && plen.get<std::int64_t>() + static_cast<std::int64_t>(c.size()) <= d.row_len,
+            "ranking task: validation item ", i, ": candidate ", c.dump(), " is not a non-empty token list that fits ",
+            "the row of ", d.row_len, " tokens after the prompt");
+        for (const auto& t : c)
+          require(integer_in(t, 0, d.vocab_size - 1), "ranking task: validation item ", i, ": candidate token ",
+                  t.dump(), " outside [0, vocab_size = ", d.vocab_size, ")");
+      }
+      // the correct slot indexes the four candidate scores
+      require(integer_in(it.at("correct"), 0, 3), "ranking task: validation item ", i, " has correct slot ",
+              it.at("correct").dump(), ", outside [0, 3]");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(str("ranking task: malformed metadata or items.json (", e.what(), ")"));
+  }
+}
+
 std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, const data::TaskData& d, int batch,
                                              int max_rows, const Progress& progress) {
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "ranking task: the validation split has no item list (items.json)");
+  check_ranking_task(d);
   const std::size_t n = max_rows > 0 ? std::min<std::size_t>(rows, static_cast<std::size_t>(max_rows)) : rows;
   const int V = model.config.vocab_size, T = d.row_len - 1;
   check_model_fits(model.config, T, d.vocab_size, "ranking task");
@@ -266,6 +304,11 @@ std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, cons
 output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
   using namespace detail;
   std::vector<nn::Model<float>> models;
+  try {
+    check_ranking_task(d);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str("task '", o.data, "': ", e.what()));
+  }
   for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
   check_pair(models, o.checkpoints);
   const auto families = d.task.at("families").get<std::vector<std::string>>();

@@ -103,8 +103,18 @@ namespace {
 using namespace detail;
 
 output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d) {
-  const BoundaryCopySpec s = boundary_copy_from_json(d.task);
-  require(s.K >= 2, "task '", o.data, "': K must be >= 2 (got ", s.K, ")");
+  // The metadata is input like any file: K, b, d, the phases and the alphabet size every array
+  // below (b = 0 divided by zero, an empty alphabet read past its end), so the generator's checks
+  // run again here, and the rows must have the length the spec implies.
+  BoundaryCopySpec s;
+  try {
+    s = boundary_copy_from_json(d.task);
+    s.vocab_size = d.vocab_size;
+    validate(s);
+    require(d.row_len == s.seq_len + 1, "row_len ", d.row_len, " is not seq_len + 1 = ", s.seq_len + 1);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str("task '", o.data, "': ", e.what()));
+  }
   std::vector<nn::Model<float>> models;
   for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
   check_pair(models, o.checkpoints);

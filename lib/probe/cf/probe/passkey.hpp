@@ -49,6 +49,12 @@ struct PasskeyOutcome {
   bool prefix_match = false;  ///< the first five decoded digits are the passkey (more may follow)
 };
 
+/// Check a read passkey task before it indexes anything (items.json and the metadata are input):
+/// non-empty lists "lengths" and "depths" in the metadata, and per validation item a "length" of
+/// that list within the row, a "depth" of that list and a non-empty digit-string "passkey".
+/// Throws cf::InvalidArgument naming the item and field.
+void check_passkey_task(const data::TaskData& d);
+
 /// Greedy decoding of up to max_new tokens after each validation prompt (batched per length);
 /// exact match of the leading digit run of the decoded text with the passkey.
 std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,

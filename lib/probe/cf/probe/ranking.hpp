@@ -50,6 +50,13 @@ struct RankingOutcome {
   std::vector<double> prompt_nll;  ///< -log p(prompt token i | tokens < i), i = 1..prompt_len-1
 };
 
+/// Check a read ranking task before it indexes anything (items.json and the metadata are input):
+/// a "families" list in the metadata, and per validation item a "family" of that list, a
+/// "prompt_len" in [1, row_len - 1], "candidates" = 4 non-empty lists of token ids below
+/// vocab_size that fit the row after the prompt, and a "correct" slot in [0, 3]. Throws
+/// cf::InvalidArgument naming the item and field.
+void check_ranking_task(const data::TaskData& d);
+
 /// Score every validation item (4 forward rows per item, batched).
 std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, const data::TaskData& d, int batch,
                                              int max_rows, const Progress& progress = {});
