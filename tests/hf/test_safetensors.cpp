@@ -173,3 +173,27 @@ TEST_CASE("hf checkpoint: a FIFO as safetensors file, shard or config.json is re
   fs::remove_all("hf_fifo");
   ::alarm(0);
 }
+
+TEST_CASE("hf checkpoint: an untied GPT-2 head (tie_word_embeddings false) is read and exported", "[hf]") {
+  // GPT2LMHeadModel with tie_word_embeddings false keeps lm_head.weight; the importer ignored the
+  // flag and scored with wte (other logits, exit 0), and export dropped the head silently.
+  namespace fs = std::filesystem;
+  const nlohmann::json g = {{"model_type", "gpt2"}, {"vocab_size", 20}, {"n_embd", 8},
+                            {"n_layer", 1},         {"n_head", 2},      {"n_positions", 8}};
+  CHECK(parse_hf_config(g, "g").config.arch.tied_head);
+  nlohmann::json u = g;
+  u["tie_word_embeddings"] = false;
+  nn::ModelConfig c = parse_hf_config(u, "u").config;
+  REQUIRE_FALSE(c.arch.tied_head);
+  CHECK(gpt2_export_blocker(c).empty());
+  const nn::Model<float> m = nn::init_model<float>(c, 7);
+  fs::remove_all("hf_untied");
+  export_gpt2(m, "hf_untied");
+  const nlohmann::json cj = nlohmann::json::parse(std::ifstream("hf_untied/config.json"));
+  CHECK(cj["tie_word_embeddings"] == false);
+  CHECK(TensorStore("hf_untied").has("lm_head.weight"));
+  const nn::Model<float> back = load_hf_model("hf_untied");
+  REQUIRE_FALSE(back.config.arch.tied_head);
+  CHECK(back.params == m.params);  // lm_head.weight included, bit for bit
+  fs::remove_all("hf_untied");
+}

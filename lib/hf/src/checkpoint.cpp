@@ -106,6 +106,10 @@ void import_gpt2(const TensorStore& st, nn::Model<float>& m) {
   }
   im.copy("ln_f.weight", "ln_f.weight");
   im.copy("ln_f.bias", "ln_f.bias");
+  if (!m.config.arch.tied_head) {
+    Importer head{st, m, ""};
+    head.copy("lm_head.weight", "lm_head.weight");
+  }
 }
 
 void import_neox_bloom(const TensorStore& st, nn::Model<float>& m, bool neox) {
@@ -229,6 +233,7 @@ std::string gpt2_export_blocker(const nn::ModelConfig& c) {
   }
   nn::ArchVariant a = c.arch;
   a.norm_eps = nn::ArchVariant{}.norm_eps;
+  a.tied_head = true;  // an untied head is lm_head.weight with tie_word_embeddings false
   if (!(a == nn::ArchVariant{})) return "architecture variant " + nn::arch_to_json(c.arch).dump() + " (not gpt2)";
   return "";
 }
@@ -293,6 +298,10 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
   }
   direct("ln_f.weight");
   direct("ln_f.bias");
+  if (!c.arch.tied_head) {
+    const auto& t = model.layout.find("lm_head.weight");
+    views.push_back({"lm_head.weight", t.shape, P + t.offset});
+  }
   std::size_t k = 0;  // point the in-memory views at their buffers (store no longer reallocates)
   for (auto& v : views)
     if (!v.data) v.data = store[k++].data();
@@ -312,7 +321,7 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
                        {"embd_pdrop", 0.0},
                        {"attn_pdrop", 0.0},
                        {"scale_attn_weights", true},
-                       {"tie_word_embeddings", true},
+                       {"tie_word_embeddings", c.arch.tied_head},
                        {"torch_dtype", "float32"},
                        {"causalflow_config", nn::to_json(c)}};
   const bool created = !fs::exists(dir, ec);

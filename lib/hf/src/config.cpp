@@ -122,6 +122,9 @@ HfConfig parse_hf_config(const nlohmann::json& j, const std::string& label) {
     c.arch.norm_eps = k.number_or({"layer_norm_epsilon"}, 1e-5);
     c.arch.mlp = activation(k, {"activation_function"}, "gelu_new");
     c.arch.d_ff = k.integer_or({"n_inner"}, 0);
+    // GPT2LMHeadModel reads lm_head.weight when tie_word_embeddings is false (an untied head scored
+    // with wte instead gave other logits with exit 0)
+    c.arch.tied_head = k.boolean_or({"tie_word_embeddings"}, true);
     require(k.boolean_or({"scale_attn_weights"}, true), "config '", label,
             "': scale_attn_weights = false is not supported (causalflow scales scores by 1/sqrt(d_head))");
     k.refuse_if_set("scale_attn_by_inverse_layer_idx", "per-layer score scaling");
