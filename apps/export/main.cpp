@@ -1,6 +1,8 @@
 // export — write a causalflow checkpoint as a Hugging Face GPT-2 directory (config.json +
 // model.safetensors) that GPT2LMHeadModel.from_pretrained(DIR) loads (issue 13, docs/hf.md).
 // Thin app: options, set-up, run.
+#include <filesystem>
+
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/hf/checkpoint.hpp"
@@ -16,6 +18,17 @@ struct Options {
 };
 
 void run(const Options& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // Both files are checked before anything is written: --to naming the Hugging Face folder being
+  // exported replaced the files it was read from, and a config.json that cannot be replaced (a
+  // folder, a read-only mount) failed only after model.safetensors had been overwritten.
+  require(!(fs::is_directory(o.checkpoint, ec) && fs::equivalent(o.checkpoint, o.to, ec)), "--to '", o.to,
+          "' is the checkpoint folder '", o.checkpoint,
+          "': the export would replace the config.json and model.safetensors it reads; choose another folder");
+  app::check_output_dir(o.to, "--to");
+  if (fs::is_directory(o.to, ec))
+    for (const char* f : {"model.safetensors", "config.json"}) app::check_output((fs::path(o.to) / f).string(), "--to");
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   hf::export_gpt2(model, o.to);
   if (!o.quiet)
