@@ -108,6 +108,12 @@ TEST_CASE("hf token ids: text and .npy int32/int64, range checked", "[hf]") {
   CHECK(read_token_ids("hf_ids64.npy", 8) == std::vector<std::int32_t>{1, 6, 2});
   write_file_atomic("hf_idsf.npy", npy_bytes("<f4", "1,", std::string(4, '\0')));
   REQUIRE_THROWS_WITH(read_token_ids("hf_idsf.npy", 8), Catch::Contains("dtype '<f4' is not supported"));
+  // the message lists exactly the dtypes the reader accepts (uint16 among them)
+  REQUIRE_THROWS_WITH(read_token_ids("hf_idsf.npy", 8),
+                      Catch::Contains("accepted: int8 '|i1', int16 '<i2', uint16 '<u2', int32 '<i4', int64 '<i8'"));
+  const std::uint16_t a16[] = {60000, 3};
+  write_file_atomic("hf_idsu16.npy", npy_bytes("<u2", "2,", std::string(reinterpret_cast<const char*>(a16), 4)));
+  CHECK(read_token_ids("hf_idsu16.npy", 60001) == std::vector<std::int32_t>{60000, 3});
   write_file_atomic("hf_idsshort.npy", npy_bytes("<i8", "4,", std::string(8, '\0')));
   REQUIRE_THROWS_WITH(read_token_ids("hf_idsshort.npy", 8), Catch::Contains("needs 32"));
 }

@@ -32,7 +32,8 @@ std::vector<std::int64_t> read_npy(const std::string& path, const std::string& b
           "': .npy header lacks descr");
   const std::string descr = m[1];
   require(descr == "<i4" || descr == "<i8" || descr == "|i1" || descr == "<u2" || descr == "<i2", "--tokens '", path,
-          "': .npy dtype '", descr, "' is not supported (int32 '<i4' or int64 '<i8')");
+          "': .npy dtype '", descr,
+          "' is not supported (accepted: int8 '|i1', int16 '<i2', uint16 '<u2', int32 '<i4', int64 '<i8')");
   require(std::regex_search(h, m, std::regex("'fortran_order':\\s*(True|False)")) && m[1] == "False", "--tokens '",
           path, "': .npy must be C order (fortran_order False)");
   require(std::regex_search(h, m, std::regex("'shape':\\s*\\(([^)]*)\\)")), "--tokens '", path,

@@ -1,8 +1,8 @@
 #pragma once
 // Pre-tokenised input (issue 13): token ids produced by any tokenizer (e.g. the model's own Python
 // tokenizer), for models whose tokenizer causalflow cannot run. Two forms: a text file of
-// whitespace-separated non-negative integers, or a NumPy .npy file of int32 / int64 (little-endian,
-// C order, any shape; read flattened).
+// whitespace-separated non-negative integers, or a NumPy .npy file of int8 / int16 / uint16 / int32 /
+// int64 (little-endian, C order, any shape; read flattened).
 #include <cstdint>
 #include <string>
 #include <vector>
