@@ -110,4 +110,9 @@ TEST_CASE("Layer specs all, single, ranges and lists with out of range rejected"
   CHECK_THROWS_AS(parse_layer_spec("-1", 4), cf::InvalidArgument);
   CHECK_THROWS_AS(parse_layer_spec("2-1", 4), cf::InvalidArgument);
   CHECK_THROWS_AS(parse_layer_spec("a", 4), cf::InvalidArgument);
+  // the message quotes the item as typed (not the empty piece before its '-') and what is allowed
+  CHECK_THROWS_WITH(parse_layer_spec("-1", 4), Catch::Contains("'-1' is not a layer index or range (allowed: all, L, "
+                                                               "A-B or a comma list of them, with 0 <= layer < "
+                                                               "n_layer = 4)"));
+  CHECK_THROWS_WITH(parse_layer_spec("0,1-", 4), Catch::Contains("'1-' is not a layer index"));
 }

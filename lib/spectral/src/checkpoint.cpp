@@ -150,7 +150,9 @@ std::vector<int> parse_layer_spec(const std::string& spec, int n_layer) {
   std::set<int> s;
   std::stringstream ss(spec);
   std::string item;
-  auto to_int = [&](const std::string& t) {
+  // `item` is the comma item as typed ("-1", "1-x"), quoted in the message rather than the
+  // empty or partial piece of it that failed to parse.
+  auto to_int = [&](const std::string& t, const std::string& item) {
     std::size_t pos = 0;
     int v = 0;
     try {
@@ -158,7 +160,10 @@ std::vector<int> parse_layer_spec(const std::string& spec, int n_layer) {
     } catch (const std::exception&) {
       pos = 0;
     }
-    require(pos == t.size() && !t.empty(), "layer spec '", spec, "': '", t, "' is not a layer index");
+    require(pos == t.size() && !t.empty(), "layer spec '", spec, "': '", item,
+            "' is not a layer index or range (allowed: all, L, A-B or a comma list of them, with 0 <= layer < n_layer "
+            "= ",
+            n_layer, ")");
     require(v >= 0 && v < n_layer, "layer spec '", spec, "': layer ", v,
             " is out of range (0 <= layer < n_layer = ", n_layer, ")");
     return v;
@@ -166,9 +171,9 @@ std::vector<int> parse_layer_spec(const std::string& spec, int n_layer) {
   while (std::getline(ss, item, ',')) {
     const auto dash = item.find('-');
     if (dash == std::string::npos) {
-      s.insert(to_int(item));
+      s.insert(to_int(item, item));
     } else {
-      const int a = to_int(item.substr(0, dash)), b = to_int(item.substr(dash + 1));
+      const int a = to_int(item.substr(0, dash), item), b = to_int(item.substr(dash + 1), item);
       require(a <= b, "layer spec '", spec, "': range ", a, "-", b, " is empty (need A <= B)");
       for (int l = a; l <= b; ++l) s.insert(l);
     }
