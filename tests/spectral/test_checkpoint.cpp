@@ -1,6 +1,7 @@
 // Checkpoint reading (docs/checkpoint_format.md) and the model-level weight analysis.
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include "cf/core/error.hpp"
@@ -86,6 +87,16 @@ TEST_CASE("Model weight analysis equals the per-head dense oracle, 2 layers x 3 
   // Only layer 1.
   CHECK(analyse_weights(w, {1}).heads.size() == 3);
   CHECK_THROWS_AS(analyse_weights(w, {2}), cf::InvalidArgument);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("Non-finite attention weights are refused naming the checkpoint, layer and head", "[seed003]") {
+  const std::string path = write_fixture("inf", 2, 2, 8, "full", true, nullptr);
+  AttentionWeights w = read_attention_weights(path);
+  w.layers[1].qk[0] = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_WITH(analyse_weights(w), Catch::Contains("checkpoint '" + path +
+                                                        "': layer 1 head 0: the attention weights W_Q, W_K of this "
+                                                        "head hold inf or NaN"));
   std::remove(path.c_str());
 }
 

@@ -54,12 +54,17 @@ AttentionWeights weights_of_model(const nn::Model<float>& m) {
 AttentionWeights read_attention_weights(const std::string& path) {
 #ifdef CF_SPECTRAL_HAVE_HF
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return weights_of_model(nn::load_model(path));
+  if (std::filesystem::is_directory(path, ec)) {
+    AttentionWeights w = weights_of_model(nn::load_model(path));
+    w.path = path;
+    return w;
+  }
 #endif
   io::File f = io::File::open(path);
   require(f.has_attr("config"), "checkpoint '", path,
           "' has no `config` attribute: not a causalflow checkpoint (see docs/checkpoint_format.md)");
   AttentionWeights w;
+  w.path = path;
   try {
     w.config = nlohmann::json::parse(f.attr_string("config"));
   } catch (const nlohmann::json::exception& e) {

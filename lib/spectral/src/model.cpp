@@ -72,9 +72,11 @@ ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>&
           U.resize(lw.d_model, 2 * lw.d_head);
           U.leftCols(lw.d_head) = lw.W_Q(h).cast<double>();
           U.rightCols(lw.d_head) = lw.W_K(h).cast<double>();
+          require(U.allFinite(), "the attention weights W_Q, W_K of this head hold inf or NaN");
           m.heads[j] = head_result(l, h, lw.attn, analyse_factored_stacked(U, 1.0, opt));
         } catch (const std::exception& e) {
-          throw InvalidArgument(str("layer ", l, " head ", h, ": ", e.what()));
+          throw InvalidArgument(str(w.path.empty() ? std::string() : "checkpoint '" + w.path + "': ", "layer ", l,
+                                    " head ", h, ": ", e.what()));
         }
       });
   }

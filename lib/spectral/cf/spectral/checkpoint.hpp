@@ -36,6 +36,7 @@ struct LayerWeights {
 
 /// The attention part of a checkpoint.
 struct AttentionWeights {
+  std::string path;  ///< the checkpoint file or directory read (named in analysis errors)
   int n_layer = 0, n_head = 0, d_model = 0;
   std::string pos, norm;  ///< config "pos" and "norm"
   nlohmann::json config;  ///< the full `config` attribute
