@@ -7,6 +7,7 @@
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/data/token_file.hpp"
@@ -33,9 +34,7 @@ struct Options {
 std::vector<int> parse_heads(const std::string& spec) {
   if (spec == "all") return {};
   std::vector<int> heads;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : split_list(spec, "--heads")) {
     const std::string msg = app::integer(0, 1 << 20)(item);
     require(msg.empty(), "--heads: expected 'all' or a comma list of head indices >= 0, got '", spec, "' (", msg, ")");
     heads.push_back(std::stoi(item));

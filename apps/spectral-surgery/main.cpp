@@ -53,7 +53,7 @@ void run(const CLI::App& app, const Options& o) {
   const auto& cfg = model.config;
   const std::vector<int> layers = parse_layer_spec(o.layers, cfg.n_layer);
   std::vector<int> lin_layers;
-  if (!o.linear_attention.empty()) lin_layers = parse_layer_spec(o.linear_attention, cfg.n_layer);
+  if (!o.linear_attention.empty()) lin_layers = parse_layer_spec(o.linear_attention, cfg.n_layer, "--linear-attention");
   PerplexitySettings ps;
   ps.context = o.context > 0 ? o.context : cfg.block_size;
   require(ps.context <= cfg.block_size, "--context must be <= block_size = ", cfg.block_size, " (got ", ps.context,

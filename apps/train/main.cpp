@@ -23,6 +23,7 @@
 #include "cf/core/dir_lock.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/file_identity.hpp"
+#include "cf/core/list.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
@@ -141,9 +142,7 @@ nn::ModelConfig model_from_options(const Options& o, int data_vocab) {
   mc.layers = nn::parse_schedule(o.attn, o.n_layer, proto);
   if (!o.d_head.empty()) {
     std::vector<int> dh;
-    std::stringstream ss(o.d_head);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
+    for (const std::string& item : split_list(o.d_head, "--d-head")) {
       const std::string msg = app::integer(1, 4096)(item);
       require(msg.empty(), "--d-head: ", msg);
       dh.push_back(std::stoi(item));

@@ -8,6 +8,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 #include "cf/core/number_file.hpp"
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
@@ -39,6 +40,16 @@ TEST_CASE("output: tables render as aligned text, RFC 4180 CSV and JSON with met
   REQUIRE(output::fmt_int(-1000) == "-1,000");
   REQUIRE(output::fmt_int(12) == "12");
   REQUIRE_THROWS_AS(output::parse_format("xml"), InvalidArgument);
+}
+
+TEST_CASE("split_list: items trimmed; an empty item is refused naming the option", "[core]") {
+  CHECK(cf::split_list("0", "--heads") == std::vector<std::string>{"0"});
+  CHECK(cf::split_list("0, 3 ,a.h5", "--heads") == std::vector<std::string>{"0", "3", "a.h5"});
+  for (const char* bad : {"0,", ",0", "0,,1", "0, ,1"})
+    CHECK_THROWS_WITH(cf::split_list(bad, "--heads"), "--heads: the comma list '" + std::string(bad) +
+                                                          "' has an empty item (a leading, trailing or doubled comma)");
+  CHECK_THROWS_WITH(cf::split_list("", "--heads"), "--heads: empty list");
+  CHECK_THROWS_WITH(cf::split_list(" ", "--heads"), "--heads: empty list");
 }
 
 TEST_CASE("atomic_file: a failed write leaves the previous file intact", "[core]") {

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 
 namespace cf::graph {
 
@@ -14,12 +15,7 @@ Schedule uniform_schedule(const Pattern& p, int L) {
 
 Schedule parse_schedule(const std::string& list, const Pattern& base) {
   Schedule s;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    require(!item.empty(), "empty entry in schedule '", list, "'");
+  for (const std::string& item : split_list(list, "--schedule")) {
     long reps = 1;
     auto star = item.find_first_of("*x");
     std::string name = item;

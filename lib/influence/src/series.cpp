@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 #include "cf/io/hdf5.hpp"
 
 namespace cf::influence {
@@ -23,10 +24,7 @@ std::int64_t checkpoint_step(const std::string& path) {
 std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& items) {
   std::vector<std::string> paths;
   for (const std::string& item : items) {
-    std::stringstream ss(item);
-    std::string part;
-    while (std::getline(ss, part, ',')) {
-      if (part.empty()) continue;
+    for (const std::string& part : split_list(item, "--checkpoint")) {
       if (part.find_first_of("*?[") == std::string::npos) {
         paths.push_back(part);
         continue;

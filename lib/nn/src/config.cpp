@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 
 namespace cf::nn {
 namespace {
@@ -98,11 +99,7 @@ NormKind parse_norm_kind(const std::string& s0) {
 std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer, const LayerConfig& proto) {
   require(n_layer >= 1, "n_layer must be >= 1 (got ", n_layer, ")");
   std::vector<LayerConfig> out;
-  std::stringstream ss(schedule);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::string t = trim(item);
-    require(!t.empty(), "empty entry in attention schedule '", schedule, "'");
+  for (const std::string& t : split_list(schedule, "--attn")) {
     int count = 1;
     // "name*3" or "name x3"
     auto star = t.find('*');

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/data/tokenizer.hpp"
@@ -17,18 +18,6 @@ using output::fmt;
 using output::fmt_int;
 
 namespace {
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) {
-    while (!x.empty() && x.back() == ' ') x.pop_back();
-    while (!x.empty() && x.front() == ' ') x.erase(x.begin());
-    out.push_back(x);
-  }
-  return out;
-}
-
 std::string filler_text(const TaskOptions& o) {
   std::string text = data::load_corpus(o.corpus);
   if (o.max_chars > 0 && static_cast<long long>(text.size()) > o.max_chars) {
@@ -43,7 +32,7 @@ std::string filler_text(const TaskOptions& o) {
 std::vector<int> parse_int_list(const std::string& s, const std::string& what) {
   if (s == "all") return {};
   std::vector<int> out;
-  for (const auto& x : split_list(s)) {
+  for (const auto& x : split_list(s, what)) {
     try {
       std::size_t used = 0;
       out.push_back(std::stoi(x, &used));
@@ -58,7 +47,7 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& what) {
 
 std::vector<double> parse_real_list(const std::string& s, const std::string& what) {
   std::vector<double> out;
-  for (const auto& x : split_list(s)) {
+  for (const auto& x : split_list(s, what)) {
     try {
       std::size_t used = 0;
       out.push_back(std::stod(x, &used));

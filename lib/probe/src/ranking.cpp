@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/probe/detail/report_util.hpp"
 
@@ -34,11 +35,7 @@ const std::vector<std::string>& ranking_families() {
 
 RankingSpec ranking_spec(const TaskOptions& o) {
   RankingSpec s;
-  std::stringstream ss(o.families);
-  std::string f;
-  while (std::getline(ss, f, ',')) {
-    while (!f.empty() && f.front() == ' ') f.erase(f.begin());
-    while (!f.empty() && f.back() == ' ') f.pop_back();
+  for (const std::string& f : split_list(o.families, "--families")) {
     const auto& k = ranking_families();
     require(
         std::find(k.begin(), k.end(), f) != k.end(), "--families: unknown family '", f,

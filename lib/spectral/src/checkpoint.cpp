@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/list.hpp"
 #include "cf/io/hdf5.hpp"
 #ifdef CF_SPECTRAL_HAVE_HF
 #include <filesystem>
@@ -145,16 +146,14 @@ AttentionWeights read_attention_weights(const std::string& path) {
   return w;
 }
 
-std::vector<int> parse_layer_spec(const std::string& spec, int n_layer) {
+std::vector<int> parse_layer_spec(const std::string& spec, int n_layer, const std::string& option) {
   require(n_layer >= 1, "n_layer must be >= 1 (got ", n_layer, ")");
   std::vector<int> out;
-  if (spec == "all" || spec.empty()) {
+  if (spec == "all") {
     for (int l = 0; l < n_layer; ++l) out.push_back(l);
     return out;
   }
   std::set<int> s;
-  std::stringstream ss(spec);
-  std::string item;
   // `item` is the comma item as typed ("-1", "1-x"), quoted in the message rather than the
   // empty or partial piece of it that failed to parse.
   auto to_int = [&](const std::string& t, const std::string& item) {
@@ -173,7 +172,7 @@ std::vector<int> parse_layer_spec(const std::string& spec, int n_layer) {
             " is out of range (0 <= layer < n_layer = ", n_layer, ")");
     return v;
   };
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : split_list(spec, option)) {
     const auto dash = item.find('-');
     if (dash == std::string::npos) {
       s.insert(to_int(item, item));

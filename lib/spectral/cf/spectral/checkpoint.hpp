@@ -51,7 +51,8 @@ struct AttentionWeights {
 AttentionWeights read_attention_weights(const std::string& path);
 
 /// Parse "all" | "L" | "A-B" | "A,B,C-D" into sorted distinct layer indices in [0, n_layer).
-/// Throws cf::InvalidArgument naming the spec, the offending index and n_layer when out of range.
-std::vector<int> parse_layer_spec(const std::string& spec, int n_layer);
+/// Throws cf::InvalidArgument naming the spec, the offending index and n_layer when out of range,
+/// and naming `option` for an empty item (cf/core/list.hpp: "", "0,", "0,,1").
+std::vector<int> parse_layer_spec(const std::string& spec, int n_layer, const std::string& option = "--layers");
 
 }  // namespace cf::spectral
