@@ -1,10 +1,12 @@
 #include "cf/probe/prepare.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "cf/core/error.hpp"
 #include "cf/core/list.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/data/tokenizer.hpp"
@@ -69,8 +71,12 @@ void add_task_options(CLI::App& app, TaskOptions& o) {
   app.add_option("--K", o.K, "boundary-copy: alphabet size K (>= 2)")->capture_default_str();
   app.add_option("--distance", o.distance, "boundary-copy: copy distance d (token p+1 = token p-d)")
       ->capture_default_str();
-  app.add_option("--b", o.b, "boundary-copy, ranking: block size b (phase r = p mod b)")->capture_default_str();
-  app.add_option("--w", o.w, "ranking: bridge width w (h = w/2) of the bridge-window family")->capture_default_str();
+  app.add_option("--b", o.b,
+                 "boundary-copy, ranking: block size b (phase r = p mod b) [default: 4 for boundary-copy, 32 for "
+                 "ranking]")
+      ->check(app::integer(1, std::numeric_limits<int>::max()));
+  app.add_option("--w", o.w, "ranking: bridge width w (h = w/2) of the bridge-window family [default: 32]")
+      ->check(app::integer(1, std::numeric_limits<int>::max()));
   app.add_option("--seq-len", o.seq_len, "boundary-copy: model sequence length (rows hold seq_len + 1 tokens)")
       ->capture_default_str();
   app.add_option("--phases", o.phases, "boundary-copy: scored phases, 'all' or a list such as '0,1'")
@@ -106,7 +112,7 @@ output::Report prepare_task(const TaskOptions& o) {
     BoundaryCopySpec s;
     s.K = o.K;
     s.d = o.distance;
-    s.b = o.b;
+    s.b = o.b > 0 ? o.b : 4;
     s.seq_len = o.seq_len;
     s.phases = parse_int_list(o.phases, "--phases");
     s.readout_rate = o.readout_rate;

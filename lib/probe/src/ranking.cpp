@@ -47,12 +47,13 @@ RankingSpec ranking_spec(const TaskOptions& o) {
   s.rows_train = o.rows_train;
   require(o.context >= 16 && o.context <= 65536, "--context must be in [16, 65536] (got ", o.context, ")");
   // A block longer than the context has no boundary inside it; 2b in 64 bits (b near INT_MAX).
-  require(o.b >= 2 && o.b <= o.context, "--b must be in [2, --context = ", o.context, "] (got ", o.b, ")");
-  require(o.w >= 2 && o.w % 2 == 0 && static_cast<std::int64_t>(o.w) <= 2 * static_cast<std::int64_t>(o.b),
-          "--w must be even with 2 <= w <= 2b = ", 2 * static_cast<std::int64_t>(o.b), " (got ", o.w, ")");
+  const int b = o.b > 0 ? o.b : 32, w = o.w > 0 ? o.w : 32;  // 0: the ranking defaults (prepare.hpp)
+  require(b >= 2 && b <= o.context, "--b must be in [2, --context = ", o.context, "] (got ", b, ")");
+  require(w >= 2 && w % 2 == 0 && static_cast<std::int64_t>(w) <= 2 * static_cast<std::int64_t>(b),
+          "--w must be even with 2 <= w <= 2b = ", 2 * static_cast<std::int64_t>(b), " (got ", w, ")");
   s.context = o.context;
-  s.b = o.b;
-  s.w = o.w;
+  s.b = b;
+  s.w = w;
   s.seed = o.seed;
   return s;
 }
