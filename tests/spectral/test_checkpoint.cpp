@@ -1,5 +1,7 @@
 // Checkpoint reading (docs/checkpoint_format.md) and the model-level weight analysis.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -8,6 +10,7 @@
 #include "cf/io/hdf5.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
+#include "cf/spectral/report.hpp"
 #include "randn.hpp"
 
 using namespace cf::spectral;
@@ -97,6 +100,46 @@ TEST_CASE("Non-finite attention weights are refused naming the checkpoint, layer
   CHECK_THROWS_WITH(analyse_weights(w), Catch::Contains("checkpoint '" + path +
                                                         "': layer 1 head 0: the attention weights W_Q, W_K of this "
                                                         "head hold inf or NaN"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("A head with all-zero W_Q has rho = 0/0: undefined, left out of the layer's rho mean and median",
+          "[seed003]") {
+  const std::string path = write_fixture("zero", 2, 3, 12, "full", true, nullptr);
+  AttentionWeights w = read_attention_weights(path);
+  // W_Q(0) of layer 1 := 0 (a pruned head): the first d_model x d_head block of its qk buffer
+  std::fill(w.layers[1].qk.begin(), w.layers[1].qk.begin() + 12 * 4, 0.f);
+  const ModelSpectrum m = analyse_weights(w);
+  REQUIRE(m.heads.size() == 6);
+  std::vector<double> defined;  // layer 1's other two heads, the independent mean and median
+  for (const auto& h : m.heads) {
+    if (h.layer == 1 && h.head == 0) {
+      CHECK(std::isnan(h.rho));  // ||R|| = ||F|| = 0
+      CHECK(h.norm_M == 0);
+    } else if (h.layer == 1) {
+      REQUIRE(std::isfinite(h.rho));
+      defined.push_back(h.rho);
+    }
+  }
+  REQUIRE(defined.size() == 2);
+  CHECK(m.layers[1].undefined_rho_heads == 1);
+  CHECK(m.layers[0].undefined_rho_heads == 0);
+  CHECK(m.summary.undefined_rho_heads == 1);
+  CHECK(m.layers[1].rho == Approx((defined[0] + defined[1]) / 2).epsilon(1e-12));
+  CHECK(m.layers[1].rho_median == Approx((defined[0] + defined[1]) / 2).epsilon(1e-12));
+  CHECK(std::isfinite(m.summary.rho_median));
+  // JSON: the head's rho is null, the counts are there
+  const nlohmann::json j = to_json(m);
+  CHECK(j["heads"][3]["rho"].is_null());
+  CHECK(j["layers"][1]["undefined_rho_heads"] == 1);
+  CHECK(j["summary"]["undefined_rho_heads"] == 1);
+  // the report names the head and says why
+  CascadeReport r = begin_cascade_report(ErankForm::Entropy, false);
+  add_weight_level(r, m);
+  bool noted = false;
+  for (const auto& n : r.report.notes)
+    noted |= n.find("L1H0") != std::string::npos && n.find("0/0") != std::string::npos;
+  CHECK(noted);
   std::remove(path.c_str());
 }
 

@@ -1,6 +1,8 @@
 #include "cf/spectral/model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "cf/core/error.hpp"
@@ -9,8 +11,9 @@
 namespace cf::spectral {
 
 namespace {
+// the median of the defined values; NaN when there are none (every head's rho 0/0)
 double median(std::vector<double> v) {
-  if (v.empty()) return 0;
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -117,13 +120,19 @@ void aggregate(ModelSpectrum& m) {
       p.erank_R += h->erank_R;
       p.erank_F += h->erank_F;
       p.pr_R += h->pr_R;
-      p.rho += h->rho;
+      // rho = 0/0 (M = 0) is undefined: counted, not averaged (a NaN would poison the layer's mean
+      // and make the median's sort order meaningless)
+      if (std::isnan(h->rho)) {
+        ++p.undefined_rho_heads;
+      } else {
+        p.rho += h->rho;
+        rhos.push_back(h->rho);
+        all_rho.push_back(h->rho);
+      }
       p.max_re_lambda += h->max_re_lambda;
       p.max_re_lambda_max = std::max(p.max_re_lambda_max, h->max_re_lambda);
       p.routing_heads += h->rho > 1;
       p.unstable_heads += h->max_re_lambda > h->lambda_tol;  // above rounding (decomposition.hpp)
-      rhos.push_back(h->rho);
-      all_rho.push_back(h->rho);
       s.erank_R_mean += h->erank_R;
       s.erank_F_mean += h->erank_F;
       s.max_re_lambda_mean += h->max_re_lambda;
@@ -132,12 +141,13 @@ void aggregate(ModelSpectrum& m) {
     p.erank_R /= k;
     p.erank_F /= k;
     p.pr_R /= k;
-    p.rho /= k;
+    p.rho = rhos.empty() ? std::numeric_limits<double>::quiet_NaN() : p.rho / double(rhos.size());
     p.max_re_lambda /= k;
     p.rho_median = median(rhos);
     s.heads += int(hs.size());
     s.routing_heads += p.routing_heads;
     s.unstable_heads += p.unstable_heads;
+    s.undefined_rho_heads += p.undefined_rho_heads;
     m.layers.push_back(p);
   }
   if (s.heads > 0) {

@@ -20,6 +20,19 @@ nlohmann::json num(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 std::vector<double> vec(const Eigen::VectorXd& v) { return {v.data(), v.data() + v.size()}; }
+// rho = 0/0 (M = 0) reads "undefined" in the tables, not "nan"
+std::string rho_text(double rho) { return std::isnan(rho) ? std::string("undefined") : fmt(rho, 4); }
+// the note under a level's tables when some heads have M = 0
+void note_undefined(output::Report& r, const ModelSpectrum& m) {
+  if (m.summary.undefined_rho_heads == 0) return;
+  std::string which;
+  for (const auto& h : m.heads)
+    if (std::isnan(h.rho)) which += str(which.empty() ? "" : ", ", "L", h.layer, "H", h.head);
+  r.notes.push_back(str(m.level, " level: ", m.summary.undefined_rho_heads,
+                        " head(s) with M = 0 (all-zero W_Q or W_K: ", which,
+                        "): rho = 0/0 is undefined (\"undefined\" in the tables, null in JSON) and left out of ",
+                        "the rho mean and median"));
+}
 }  // namespace
 
 output::Table head_table(const ModelSpectrum& m) {
@@ -28,7 +41,7 @@ output::Table head_table(const ModelSpectrum& m) {
             (m.level == "sequence" ? ", mean over texts" : "") + ")";
   t.header = {"layer", "head", "attn", "rho", "erank_R", "erank_F", "pr_R", "rank_R", "norm_M", "max_re_lambda"};
   for (const auto& h : m.heads)
-    t.add_row({std::to_string(h.layer), std::to_string(h.head), h.attn, fmt(h.rho, 4), fmt(h.erank_R, 4),
+    t.add_row({std::to_string(h.layer), std::to_string(h.head), h.attn, rho_text(h.rho), fmt(h.erank_R, 4),
                fmt(h.erank_F, 4), fmt(h.pr_R, 4), std::to_string(h.rank_R), fmt(h.norm_M, 4), fmt(h.max_re_lambda, 4)});
   return t;
 }
@@ -41,7 +54,7 @@ output::Table layer_table(const ModelSpectrum& m, ErankForm form) {
               "rho_median", "routing_heads", "max_re_mean", "max_re_max"};
   for (const auto& p : m.layers)
     t.add_row({std::to_string(p.layer), p.attn, fmt(form == ErankForm::Entropy ? p.erank_R : p.pr_R, 4),
-               fmt(p.erank_F, 4), fmt(p.rho, 4), fmt(p.rho_median, 4), std::to_string(p.routing_heads),
+               fmt(p.erank_F, 4), rho_text(p.rho), rho_text(p.rho_median), std::to_string(p.routing_heads),
                fmt(p.max_re_lambda, 4), fmt(p.max_re_lambda_max, 4)});
   return t;
 }
@@ -81,6 +94,7 @@ nlohmann::json to_json(const ModelSpectrum& m, bool with_sigma) {
                       {"rho_median", num(p.rho_median)},
                       {"routing_heads", p.routing_heads},
                       {"unstable_heads", p.unstable_heads},
+                      {"undefined_rho_heads", p.undefined_rho_heads},
                       {"max_re_lambda_mean", num(p.max_re_lambda)},
                       {"max_re_lambda_max", num(p.max_re_lambda_max)}});
   const auto& s = m.summary;
@@ -91,6 +105,7 @@ nlohmann::json to_json(const ModelSpectrum& m, bool with_sigma) {
            {{"heads", s.heads},
             {"routing_heads", s.routing_heads},
             {"unstable_heads", s.unstable_heads},
+            {"undefined_rho_heads", s.undefined_rho_heads},
             {"rho_median", num(s.rho_median)},
             {"erank_R_mean", s.erank_R_mean},
             {"erank_F_mean", s.erank_F_mean},
@@ -126,6 +141,7 @@ void add_weight_level(CascadeReport& r, const ModelSpectrum& m) {
   r.report.notes.push_back(str("weight level: ", m.summary.heads, " heads, ", m.summary.routing_heads,
                                " with rho > 1, ", m.summary.unstable_heads, " with max Re lambda > 0; median rho ",
                                fmt(m.summary.rho_median, 4), ", mean erank(R) ", fmt(m.summary.erank_R_mean, 4)));
+  note_undefined(r.report, m);
 }
 
 void add_sequence_level(CascadeReport& r, const ModelSpectrum& m, const std::vector<int>& token_counts,
@@ -138,6 +154,7 @@ void add_sequence_level(CascadeReport& r, const ModelSpectrum& m, const std::vec
   r.report.notes.push_back(str("sequence level: ", token_counts.size(), " texts (", tokenizer,
                                " tokens), unmasked scores from the forward pass; median rho ",
                                fmt(m.summary.rho_median, 4), ", mean erank(R) ", fmt(m.summary.erank_R_mean, 4)));
+  note_undefined(r.report, m);
 }
 
 }  // namespace cf::spectral

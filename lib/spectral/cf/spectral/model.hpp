@@ -30,11 +30,15 @@ struct LayerProfile {
   double erank_R = 0, erank_F = 0, pr_R = 0, rho = 0, rho_median = 0, max_re_lambda = 0, max_re_lambda_max = 0;
   int routing_heads = 0;   ///< heads with rho > 1
   int unstable_heads = 0;  ///< heads with max Re lambda > lambda_tol (above rounding)
+  /// heads whose rho is 0/0 (M = 0: all-zero W_Q or W_K, a pruned or dead head); left out of rho
+  /// and rho_median, which are NaN (null in JSON) when no head of the layer has a defined rho
+  int undefined_rho_heads = 0;
 };
 
 /// Model-level summary.
 struct ModelSummary {
   int heads = 0, routing_heads = 0, unstable_heads = 0;
+  int undefined_rho_heads = 0;  ///< rho = 0/0 (LayerProfile::undefined_rho_heads), not in rho_median
   double rho_median = 0, erank_R_mean = 0, erank_F_mean = 0, max_re_lambda_mean = 0;
 };
 
