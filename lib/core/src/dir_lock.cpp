@@ -27,7 +27,11 @@ DirLock::DirLock(const std::string& dir, const std::string& option, const std::s
     if (ec) throw InvalidArgument(str(option, " '", dir, "': cannot create the folder: ", ec.message()));
   }
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0) throw InvalidArgument(str(option, " '", dir, "': cannot open the folder: ", std::strerror(errno)));
+  if (fd_ < 0) {
+    const int e = errno;
+    remove_made();  // the destructor does not run when the constructor throws
+    throw InvalidArgument(str(option, " '", dir, "': cannot open the folder: ", std::strerror(e)));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
     if (e == EWOULDBLOCK) {
@@ -42,12 +46,16 @@ DirLock::DirLock(const std::string& dir, const std::string& option, const std::s
   }
 }
 
-DirLock::~DirLock() {
-  if (fd_ >= 0) ::close(fd_);
+void DirLock::remove_made() {
   for (const std::string& d : made_) {
     std::error_code ec;
     if (!std::filesystem::is_empty(d, ec) || ec || !std::filesystem::remove(d, ec)) break;
   }
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);
+  remove_made();
 }
 
 }  // namespace cf

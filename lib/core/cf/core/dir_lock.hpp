@@ -24,6 +24,7 @@ class DirLock {
   bool created() const { return created_; }  ///< the folder did not exist before
 
  private:
+  void remove_made();  ///< the folders created here that are still empty, leaf first
   std::string dir_;
   std::vector<std::string> made_;  ///< folders created here, leaf first
   int fd_ = -1;
