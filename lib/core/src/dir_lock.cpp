@@ -13,10 +13,9 @@
 
 namespace cf {
 
-DirLock::DirLock(const std::string& dir, const std::string& option, const std::string& tool) : dir_(dir) {
+DirLock::DirLock(const std::string& dir, const std::string& option, const std::string& tool) {
   std::error_code ec;
-  created_ = !std::filesystem::exists(dir, ec);
-  if (created_) {
+  if (!std::filesystem::exists(dir, ec)) {
     // the folders this call creates, leaf first (removed again by the destructor while empty)
     for (std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
          !p.empty() && p != p.root_path() && !std::filesystem::exists(p, ec); p = p.parent_path()) {

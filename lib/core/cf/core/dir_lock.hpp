@@ -21,14 +21,10 @@ class DirLock {
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
 
-  bool created() const { return created_; }  ///< the folder did not exist before
-
  private:
-  void remove_made();  ///< the folders created here that are still empty, leaf first
-  std::string dir_;
+  void remove_made();              ///< the folders created here that are still empty, leaf first
   std::vector<std::string> made_;  ///< folders created here, leaf first
   int fd_ = -1;
-  bool created_ = false;
 };
 
 }  // namespace cf
