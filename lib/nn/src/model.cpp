@@ -360,6 +360,21 @@ void runway_backward(Pass<T>& p, int l, const T* qkv, T* dqkv) {
   }
 }
 
+// fn(b, h) for every sequence b < B and head h < H, one OpenMP task per (sequence, key/value head):
+// the query heads sharing a key/value head (grouped-query attention) accumulate into the same dK,
+// dV columns, so they run in order inside the task (no race). The backward passes' loop.
+template <class Fn>
+void for_each_kv_group(int B, int H, int KV, Fn&& fn) {
+  const int group = H / KV;
+  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+#pragma omp parallel for schedule(dynamic)
+  for (int bg = 0; bg < B * KV; ++bg)
+    omp_errors.run([&] {
+      for (int h = (bg % KV) * group; h < (bg % KV + 1) * group; ++h) fn(bg / KV, h);
+    });
+  omp_errors.rethrow();
+}
+
 // The heads of layer l, dense path: qkv [N, 3 H dh] -> atty [N, H dh], probabilities saved in
 // a.P[l], row statistics in a.lse[l].
 template <class T>
@@ -414,30 +429,20 @@ void heads_backward_dense(Pass<T>& p, int l, const AttnMode& m) {
   const T* qkv = a.qkv[l].data();
   T* dqkv = a.dqkv.data();
   const QkvLayout ql = qkv_layout(p.cfg, l);
-  const int group = H / ql.KV;
-  // One task per (sequence, key/value head): the query heads sharing a key/value head accumulate
-  // into the same dK, dV columns, so they run in order inside the task (no race).
-  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
-#pragma omp parallel for schedule(dynamic)
-  for (int bg = 0; bg < p.B * ql.KV; ++bg)
-    omp_errors.run([&] {
-      for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
-        const int b = bg / ql.KV, bh = b * H + h;
-        const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld();
-        std::vector<T> dd;
-        if (m.sd) dd.resize(Tn);
-        detail::attention_head_backward<T>(spec, Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h),
-                                           ql.ld(), dqkv + off + ql.q(h), dqkv + off + ql.k(h), dqkv + off + ql.v(h),
-                                           a.datty.data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh, HD,
-                                           a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
-                                           a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn,
-                                           m.runway ? a.dS.data() + static_cast<std::size_t>(bh) * Tn * Tn : nullptr,
-                                           m.sd ? dd.data() : nullptr);
-        if (m.sd)
-          for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
-      }
-    });
-  omp_errors.rethrow();
+  for_each_kv_group(p.B, H, ql.KV, [&](int b, int h) {
+    const int bh = b * H + h;
+    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld();
+    std::vector<T> dd;
+    if (m.sd) dd.resize(Tn);
+    detail::attention_head_backward<T>(
+        spec, Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h), ql.ld(), dqkv + off + ql.q(h),
+        dqkv + off + ql.k(h), dqkv + off + ql.v(h), a.datty.data() + static_cast<std::int64_t>(b) * Tn * HD + h * dh,
+        HD, a.P[l].data() + static_cast<std::size_t>(bh) * nb * Tn * Tn,
+        a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn,
+        m.runway ? a.dS.data() + static_cast<std::size_t>(bh) * Tn * Tn : nullptr, m.sd ? dd.data() : nullptr);
+    if (m.sd)
+      for (int t = 0; t < Tn; ++t) a.ddamp(static_cast<std::int64_t>(b * Tn + t), h) = dd[t];
+  });
 }
 
 // Q, K, V of head h of sequence b (grouped-query attention: head h reads kv head h / (H / KV)).
@@ -588,30 +593,21 @@ void heads_backward_tiled(Pass<T>& p, int l, const AttnMode& m) {
   a.rw_dB.assign(bil ? static_cast<std::size_t>(BH) * dh * dh : 0, T(0));
   T* dqkv = a.dqkv.data();
   const QkvLayout ql = qkv_layout(p.cfg, l);
-  const int group = H / ql.KV;
-  // One task per (sequence, key/value head): the query heads sharing a key/value head (grouped-query
-  // attention) accumulate into the same dK, dV columns, so they run in order inside the task.
   with_tiled_scores(p, l, m, damp.data(), true, [&](auto make) {
-    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
-#pragma omp parallel for schedule(dynamic)
-    for (int bg = 0; bg < p.B * ql.KV; ++bg)
-      omp_errors.run([&] {
-        for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
-          const int b = bg / ql.KV, bh = b * H + h;
-          const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
-                             yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
-          detail::HeadQKVGrads<T> g;
-          g.dq = dqkv + off + ql.q(h);
-          g.dk = dqkv + off + ql.k(h);
-          g.dv = dqkv + off + ql.v(h);
-          g.ld = ql.ld();
-          detail::tiled_backward_head(
-              head_qkv(p, l, b, h), make(b, h), plan, a.datty.data() + yo, HD, a.atty[l].data() + yo,
-              nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * (nb - 1) * Tn * dh : nullptr,
-              a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
-        }
-      });
-    omp_errors.rethrow();
+    for_each_kv_group(p.B, H, ql.KV, [&](int b, int h) {
+      const int bh = b * H + h;
+      const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
+                         yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
+      detail::HeadQKVGrads<T> g;
+      g.dq = dqkv + off + ql.q(h);
+      g.dk = dqkv + off + ql.k(h);
+      g.dv = dqkv + off + ql.v(h);
+      g.ld = ql.ld();
+      detail::tiled_backward_head(
+          head_qkv(p, l, b, h), make(b, h), plan, a.datty.data() + yo, HD, a.atty[l].data() + yo,
+          nb > 1 ? a.obr[l].data() + static_cast<std::size_t>(bh) * (nb - 1) * Tn * dh : nullptr,
+          a.lse[l].data() + static_cast<std::size_t>(bh) * nb * Tn, g);
+    });
   });
   if (m.sd) {
     a.ddamp.setZero(p.N, H);
@@ -665,24 +661,17 @@ void heads_backward_linear(Pass<T>& p, int l) {
   Activations<T>& a = p.a;
   const int Tn = p.Tn, H = p.H, dh = head_dim(p.cfg, l), HD = H * dh;
   const QkvLayout ql = qkv_layout(p.cfg, l);
-  const int group = H / ql.KV;
   const T* qkv = a.qkv[l].data();
   T* dqkv = a.dqkv.data();
-  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
-#pragma omp parallel for schedule(dynamic)
-  for (int bg = 0; bg < p.B * ql.KV; ++bg)
-    omp_errors.run([&] {
-      for (int h = (bg % ql.KV) * group; h < (bg % ql.KV + 1) * group; ++h) {
-        const int b = bg / ql.KV, bh = b * H + h;
-        const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
-                           yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
-        detail::linear_head_backward<T>(Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h), ql.ld(),
-                                        a.atty[l].data() + yo, a.datty.data() + yo, HD,
-                                        a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, dqkv + off + ql.q(h),
-                                        dqkv + off + ql.k(h), dqkv + off + ql.v(h));
-      }
-    });
-  omp_errors.rethrow();
+  for_each_kv_group(p.B, H, ql.KV, [&](int b, int h) {
+    const int bh = b * H + h;
+    const std::int64_t off = static_cast<std::int64_t>(b) * Tn * ql.ld(),
+                       yo = static_cast<std::int64_t>(b) * Tn * HD + h * dh;
+    detail::linear_head_backward<T>(Tn, dh, qkv + off + ql.q(h), qkv + off + ql.k(h), qkv + off + ql.v(h), ql.ld(),
+                                    a.atty[l].data() + yo, a.datty.data() + yo, HD,
+                                    a.lin_s[l].data() + static_cast<std::size_t>(bh) * Tn, dqkv + off + ql.q(h),
+                                    dqkv + off + ql.k(h), dqkv + off + ql.v(h));
+  });
 }
 
 // Layer l's heads: the dense oracle (AttentionPath::Dense or a score hook), the prefix-sum kernel
