@@ -10,10 +10,8 @@
 #include "cf/core/list.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
-#include "cf/data/token_file.hpp"
 #include "cf/gpu/device_option.hpp"
-#include "cf/hf/token_ids.hpp"
-#include "cf/hf/tokenizer.hpp"
+#include "cf/hf/token_input.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/capture_report.hpp"
 #include "cf/nn/checkpoint.hpp"
@@ -42,25 +40,6 @@ std::vector<int> parse_heads(const std::string& spec) {
   return heads;
 }
 
-// Token ids of the input, tokenised with the checkpoint's vocabulary.
-std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& cfg, std::string& tokenizer) {
-  if (!o.tokens.empty()) {  // pre-tokenised ids (any tokenizer; docs/hf.md)
-    tokenizer = "ids from " + o.tokens;
-    return hf::read_token_ids(o.tokens, cfg.vocab_size);
-  }
-  if (!o.data.empty()) {
-    const data::TokenData d = data::read_token_files(o.data);
-    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data,
-            " has vocab_size = ", d.meta.vocab_size, " (", d.meta.tokenizer,
-            ") but the checkpoint has vocab_size = ", cfg.vocab_size,
-            "; prepare the data with the tokenizer the model was trained on");
-    tokenizer = d.meta.tokenizer;
-    const auto& s = o.split == "val" ? d.val : d.train;
-    return std::vector<std::int32_t>(s.begin(), s.end());
-  }
-  return hf::tokenize_text_for_checkpoint(o.checkpoint, cfg.vocab_size, o.text, o.gpt2_dir, &tokenizer);
-}
-
 void run(const CLI::App& app, const Options& o) {
   gpu::require_device(gpu::parse_device(o.device), "capture", /*supported=*/false);  // docs/gpu.md
   app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
@@ -73,7 +52,8 @@ void run(const CLI::App& app, const Options& o) {
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,
           " (T <= block_size)");
   std::string tokenizer;
-  const std::vector<std::int32_t> tokens = load_tokens(o, cfg, tokenizer);
+  const std::vector<std::int32_t> tokens =
+      hf::load_token_input({o.tokens, o.data, o.split, o.text, o.gpt2_dir}, o.checkpoint, cfg.vocab_size, &tokenizer);
   const auto windows = nn::capture_windows(tokens, T, o.n_seq);
   nn::CaptureOptions co;
   co.store_probs = !o.no_probs;

@@ -10,7 +10,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
-#include "cf/data/token_file.hpp"
+#include "cf/hf/token_input.hpp"
 #include "cf/influence/capture_input.hpp"
 #include "cf/influence/influence.hpp"
 #include "cf/influence/influence_report.hpp"
@@ -28,22 +28,16 @@ namespace {
 
 struct Options {
   std::vector<std::string> checkpoints;
-  std::string text, data, capture, split = "val", target = "probability", h5, gpt2_dir;
+  std::string text, data, tokens, capture, split = "val", target = "probability", h5, gpt2_dir;
   int n = 0;  // 0 = min(256, block_size)
   int windows = 64;
   int batch = 0;
   app::CommonOptions common;
 };
 
-std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& cfg) {
-  if (!o.data.empty()) {
-    const data::TokenData d = data::read_token_files(o.data);
-    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data,
-            " has vocab_size = ", d.meta.vocab_size, " but the checkpoint has vocab_size = ", cfg.vocab_size);
-    const auto& s = o.split == "val" ? d.val : d.train;
-    return std::vector<std::int32_t>(s.begin(), s.end());
-  }
-  return nn::tokenize_text_for(cfg, o.text, o.gpt2_dir);
+// Token ids of --tokens, --data or --text in the checkpoint's vocabulary (cf/hf/token_input.hpp).
+std::vector<std::int32_t> load_tokens(const Options& o, const std::string& checkpoint, int vocab_size) {
+  return hf::load_token_input({o.tokens, o.data, o.split, o.text, o.gpt2_dir}, checkpoint, vocab_size);
 }
 
 struct Measured {
@@ -66,7 +60,7 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
     require(m.n >= 2, "the capture's sequences have T = ", m.n, " tokens; influence needs n >= 2");
     for (std::size_t i = 0; i < m.w.tokens.size(); ++i) m.w.starts.push_back(static_cast<std::int64_t>(i));
   } else {
-    m.w = influence::influence_windows(load_tokens(o, cfg), n, o.windows);
+    m.w = influence::influence_windows(load_tokens(o, path, cfg.vocab_size), n, o.windows);
   }
   m.r = influence::measure_influence(model, m.w.tokens, influence::parse_target(o.target), o.batch);
   return m;
@@ -85,6 +79,7 @@ void run_single(const Options& o, const std::string& path) {
   ir.report.meta = output::metadata("influence", {{"checkpoint", path},
                                                   {"text", o.text},
                                                   {"data", o.data},
+                                                  {"tokens", o.tokens},
                                                   {"capture", o.capture},
                                                   {"split", o.split},
                                                   {"n", m.n},
@@ -100,6 +95,7 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
   const nlohmann::json meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
                                                              {"text", o.text},
                                                              {"data", o.data},
+                                                             {"tokens", o.tokens},
                                                              {"n", o.n},
                                                              {"windows", o.windows},
                                                              {"target", o.target}});
@@ -133,8 +129,12 @@ void setup(CLI::App& app, Options& o) {
                  "the option repeated; several = a series over training")
       ->required();
   auto* in = app.add_option_group("input", "token input (exactly one)");
-  in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary");
+  in->add_option("--text", o.text,
+                 "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging "
+                 "Face directory's tokenizer.json)");
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
+  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
+      ->check(CLI::ExistingFile);
   in->add_option("--capture", o.capture, "Capture file of this checkpoint: use its N sequences as the windows (n = T)");
   in->require_option(1);
   app.add_option("--split", o.split, "Split of --data to read")

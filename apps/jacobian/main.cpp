@@ -10,7 +10,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
-#include "cf/data/token_file.hpp"
+#include "cf/hf/token_input.hpp"
 #include "cf/influence/capture_input.hpp"
 #include "cf/influence/influence.hpp"
 #include "cf/influence/jacobian_analysis.hpp"
@@ -23,20 +23,14 @@ using namespace cf;
 namespace {
 
 struct Options {
-  std::string checkpoint, text, data, capture, split = "val", gpt2_dir;
+  std::string checkpoint, text, data, tokens, capture, split = "val", gpt2_dir;
   int n = 64, window = 0, layer = 0, span = 0, seed_batch = 0;
   app::CommonOptions common;
 };
 
-std::vector<std::int32_t> load_tokens(const Options& o, const nn::ModelConfig& cfg) {
-  if (!o.data.empty()) {
-    const data::TokenData d = data::read_token_files(o.data);
-    require(d.meta.vocab_size == cfg.vocab_size, "vocabulary mismatch: --data ", o.data,
-            " has vocab_size = ", d.meta.vocab_size, " but the checkpoint has vocab_size = ", cfg.vocab_size);
-    const auto& s = o.split == "val" ? d.val : d.train;
-    return std::vector<std::int32_t>(s.begin(), s.end());
-  }
-  return nn::tokenize_text_for(cfg, o.text, o.gpt2_dir);
+// Token ids of --tokens, --data or --text in the checkpoint's vocabulary (cf/hf/token_input.hpp).
+std::vector<std::int32_t> load_tokens(const Options& o, const std::string& checkpoint, int vocab_size) {
+  return hf::load_token_input({o.tokens, o.data, o.split, o.text, o.gpt2_dir}, checkpoint, vocab_size);
 }
 
 std::string with_suffix(const std::string& path, const std::string& suffix) {
@@ -61,7 +55,7 @@ void run(const Options& o) {
   } else {
     require(o.n <= cfg.block_size, "--n = ", o.n,
             " exceeds the context of the checkpoint (block_size = ", cfg.block_size, ")");
-    w = influence::influence_windows(load_tokens(o, cfg), o.n, o.window + 1);
+    w = influence::influence_windows(load_tokens(o, o.checkpoint, cfg.vocab_size), o.n, o.window + 1);
   }
   const std::vector<std::int32_t>& win = w.tokens.back();
   const int n = static_cast<int>(win.size());
@@ -70,6 +64,7 @@ void run(const Options& o) {
   const nlohmann::json meta = output::metadata("jacobian", {{"checkpoint", o.checkpoint},
                                                             {"text", o.text},
                                                             {"data", o.data},
+                                                            {"tokens", o.tokens},
                                                             {"n", n},
                                                             {"capture", o.capture},
                                                             {"window", o.window},
@@ -92,10 +87,16 @@ void run(const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint written by train (HDF5)")->required();
+  app.add_option("--checkpoint", o.checkpoint,
+                 "Checkpoint written by train (HDF5) or a Hugging Face directory (docs/hf.md)")
+      ->required();
   auto* in = app.add_option_group("input", "token input (exactly one)");
-  in->add_option("--text", o.text, "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary");
+  in->add_option("--text", o.text,
+                 "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging "
+                 "Face directory's tokenizer.json)");
   in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
+  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
+      ->check(CLI::ExistingFile);
   in->add_option("--capture", o.capture, "Capture file of this checkpoint: analyse its sequence --window (n = T)");
   in->require_option(1);
   app.add_option("--split", o.split, "Split of --data to read")

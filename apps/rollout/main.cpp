@@ -15,6 +15,7 @@
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/hf/tokenizer.hpp"
 #include "cf/influence/agreement_table.hpp"
 #include "cf/influence/profile_io.hpp"
 #include "cf/io/hdf5.hpp"
@@ -72,7 +73,8 @@ struct TemporaryCapture {
     require(n <= model.config.block_size, "--n = ", n,
             " exceeds the checkpoint's block_size = ", model.config.block_size,
             " (a checkpoint is captured with T = n)");
-    const auto windows = nn::capture_windows(nn::tokenize_text_for(model.config, text), T, n_seq);
+    const auto windows = nn::capture_windows(
+        hf::tokenize_text_for_checkpoint(checkpoint, model.config.vocab_size, text, "", nullptr), T, n_seq);
     nn::CaptureOptions co;
     co.store_qk = false;
     co.source = text;
@@ -144,8 +146,9 @@ void run_influence_agreement(const Options& o) {
       o.src.n > 0 ? static_cast<int>(std::min<long>(o.src.n, 1L << 30)) : std::min(256, model.config.block_size);
   require(n <= model.config.block_size, "--n = ", n,
           " exceeds the checkpoint's block_size = ", model.config.block_size);
-  const auto w =
-      influence::influence_windows(nn::tokenize_text_for(model.config, o.capture_text), n, o.influence_windows);
+  const auto w = influence::influence_windows(
+      hf::tokenize_text_for_checkpoint(o.src.model, model.config.vocab_size, o.capture_text, "", nullptr), n,
+      o.influence_windows);
   const bool alibi_ok = model.config.pos == nn::PosKind::Alibi;
   const auto src =
       influence::parse_kernel_source(o.kernel_source == "auto" ? (alibi_ok ? "alibi" : "measured") : o.kernel_source);

@@ -40,14 +40,15 @@ std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& 
     }
   }
   require(!paths.empty(), "--checkpoint: no checkpoint given");
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  // one checkpoint needs no order: it is not required to carry a step (an HF directory has none)
+  if (paths.size() == 1) return {{paths[0], 0}};
   std::vector<CheckpointEntry> out;
   for (const auto& p : paths) out.push_back({p, checkpoint_step(p)});
   std::sort(out.begin(), out.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) {
     return a.step != b.step ? a.step < b.step : a.path < b.path;
   });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.path == b.path; }),
-            out.end());
   return out;
 }
 
