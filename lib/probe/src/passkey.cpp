@@ -186,7 +186,13 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(str("task '", o.data, "': ", e.what()));
   }
-  const auto tok = data::Tokenizer::create(d.tokenizer == "gpt2" ? "gpt2" : "byte");
+  // the answer is decoded with the task's tokeniser: a metadata file naming another one than its
+  // token ids were made with (tokenizer "gpt2" over byte ids) decoded every answer wrongly, exit 0
+  require(d.tokenizer == "gpt2" || d.tokenizer == "byte", "task '", o.data, "': passkey answers are decoded with ",
+          "the tokenizer 'byte' or 'gpt2', not '", d.tokenizer, "'");
+  const auto tok = data::Tokenizer::create(d.tokenizer);
+  require(tok.vocab_size() == d.vocab_size, "task '", o.data, "': the tokenizer '", d.tokenizer, "' has ",
+          tok.vocab_size(), " tokens but the task's vocab_size is ", d.vocab_size);
   std::vector<nn::Model<float>> models;
   for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
   check_pair(models, o.checkpoints);
