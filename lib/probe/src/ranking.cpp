@@ -342,7 +342,8 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
       for (double v : margins) mean += v;
       mean /= double(margins.size());
       std::sort(margins.begin(), margins.end());
-      const double med = margins[margins.size() / 2];
+      const std::size_t h = margins.size() / 2;  // an even count: the mean of the two middle values
+      const double med = margins.size() % 2 ? margins[h] : 0.5 * (margins[h - 1] + margins[h]);
       const double acc = c / double(margins.size());
       t.add_row({families[f], fmt_int(static_cast<long long>(margins.size())), fmt(acc, 4), fmt(mean, 4), fmt(med, 4)});
       std::vector<double> by_pos;
