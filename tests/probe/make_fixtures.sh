@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fixtures of the probe app tests: two boundary-copy task files (32 and 16 positions), a model per
 # file (block size 32 and 16) trained for 2 steps, a model with another vocabulary, a text corpus
-# and a file that is not a checkpoint. Usage: make_fixtures.sh BINDIR OUTDIR
+# and a file that is not a checkpoint, a passkey task with a mislabelled tokeniser. Usage: make_fixtures.sh BINDIR OUTDIR
 set -eu
 bin="$1"; out="$2"
 mkdir -p "$out"; cd "$out"
@@ -20,4 +20,9 @@ done
 sed 's/"b": 4,/"b": 0,/' bc32.meta.json > bc_b0.meta.json
 sed 's/"K": 4,/"K": 1000000000000,/' bc32.meta.json > bc_Khuge.meta.json
 grep -q '"b": 0,' bc_b0.meta.json && grep -q '"K": 1000000000000,' bc_Khuge.meta.json
+# a passkey task whose metadata names the gpt2 tokeniser over byte token ids (decoded every answer wrongly)
+"$bin/prepare-data" --task passkey --corpus corpus.txt --lengths 48 --depths 0 --reps 1 --rows-train 4 --out pk48 >/dev/null
+for f in train.bin val.bin train.mask.bin val.mask.bin items.json; do cp pk48.$f pk_gpt2.$f; done
+sed 's/"tokenizer": "byte"/"tokenizer": "gpt2"/' pk48.meta.json > pk_gpt2.meta.json
+grep -q '"tokenizer": "gpt2"' pk_gpt2.meta.json
 echo fixtures ok
