@@ -85,7 +85,8 @@ void setup(CLI::App& app, Options& o) {
       "  prepare-data --corpus notes.txt --tokenizer byte --out notes --format json\n"
       "  prepare-data --corpus brown --max-chars 1000000 --out brown_small --report brown_small.json\n"
       "Files: PREFIX.train.bin / PREFIX.val.bin are raw little-endian uint16 token ids (numpy:\n"
-      "  np.fromfile(f, dtype='<u2')); PREFIX.meta.json = {vocab_size, tokenizer, n_train, n_val, source}.\n"
+      "  np.fromfile(f, dtype='<u2')); PREFIX.meta.json = {vocab_size, tokenizer, n_train, n_val, source, files}\n"
+      "  (files: name, bytes and FNV-1a 64 checksum of each split, checked by every reader).\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (unknown tokenizer, empty or missing corpus).");
 }
 

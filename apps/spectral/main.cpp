@@ -110,7 +110,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoint,
                  "Checkpoint written by `train` (HDF5, docs/checkpoint_format.md) or a Hugging Face directory "
                  "(docs/hf.md); a comma list or a quoted glob (e.g. 'run/step_*.h5' from train --keep-every) plots "
-                 "the weight-level cascade against the step")
+                 "the weight-level cascade against the step (with --level weight)")
       ->required()
       ->check(CLI::Validator(
           [](std::string& s) {
@@ -145,6 +145,7 @@ void setup(CLI::App& app, Options& o) {
       "  spectral --checkpoint ckpt.h5 --level weight --summary-only --plot cascade.svg\n"
       "  spectral --checkpoint ckpt.h5 --texts my_texts.txt --format csv --out heads.csv\n"
       "  spectral --checkpoint ckpt.h5 --layers 0-3 --erank participation --format json\n"
+      "  spectral --checkpoint 'run/step_*.h5' --level weight --plot series.svg   # cascade over training\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (missing attention weights, layers out of range).");
 }
 

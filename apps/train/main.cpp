@@ -473,14 +473,20 @@ void setup(CLI::App& app, Options& o) {
       ->check(app::integer(1, 1 << 30))
       ->capture_default_str();
   gpu::add_device_option(app, o.device);
+  // Before the common options, which then keep it: train's step lines are a log, printed every
+  // --log-every updates whether or not stderr is a terminal (unlike the other tools' progress line).
+  app.add_flag("--quiet", o.common.quiet,
+               "No step lines on stderr (printed every --log-every updates, also when stderr is not a terminal)");
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"
       "  train --corpus brown --steps 600 --out-dir runs/brown\n"
       "  train --data data/brown_byte --attn 'swa*3,full' --w 64 --pos rope --out-dir runs/swa\n"
       "  train --text corpus.txt --attn sd --norm none --sd-eps 0.1 --steps 300\n"
-      "  train --text corpus.txt --resume runs/brown/last.h5 --out-dir runs/brown\n"
+      "  train --corpus brown --resume runs/brown/last.h5 --out-dir runs/brown --steps 1200   # extend run 1\n"
       "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.\n"
+      "--resume needs the data option again (the checkpoint does not store the data) and, for a finished run,\n"
+      "  a larger --steps.\n"
       "Options a run does not use are refused (exit 2): --b/--w/--e/--fusion/--sd-eps without a layer that reads\n"
       "  them, --val-fraction with --data, and with --resume model options that differ from the checkpoint.");
 }

@@ -87,14 +87,16 @@ void add_task_options(CLI::App& app, TaskOptions& o) {
          "--alphabet-start", o.alphabet_start,
          "boundary-copy: first token id of the K-token alphabet (-1: 0 with random filler, 'A' = 65 with a corpus)")
       ->capture_default_str();
-  app.add_option("--rows-train", o.rows_train, "task rows in the training split")->capture_default_str();
-  app.add_option("--rows-val", o.rows_val, "task rows in the validation split (the probe's items)")
+  app.add_option("--rows-train", o.rows_train, "task rows in the training split (every task)")->capture_default_str();
+  app.add_option("--rows-val", o.rows_val,
+                 "validation items (the probe's): boundary-copy rows, ranking items per family; passkey: see --reps")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "task seed (the files are a function of the options and the seed)")
       ->capture_default_str();
   app.add_option("--lengths", o.lengths, "passkey: context lengths in tokens (comma list)")->capture_default_str();
   app.add_option("--depths", o.depths, "passkey: needle depth fractions in [0, 1] (comma list)")->capture_default_str();
-  app.add_option("--reps", o.reps, "passkey: items per (length, depth) cell per split")->capture_default_str();
+  app.add_option("--reps", o.reps, "passkey: validation items per (length, depth) cell (training rows: --rows-train)")
+      ->capture_default_str();
   app.add_option("--families", o.families, "ranking: item families (comma list)")->capture_default_str();
   app.add_option("--context", o.context, "ranking: context length in tokens of needle / boundary items")
       ->capture_default_str();
