@@ -6,6 +6,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/progress.hpp"
 #include "cf/data/task_file.hpp"
 #include "cf/graph/schedule.hpp"
 #include "cf/nn/checkpoint.hpp"
@@ -53,7 +54,9 @@ nn::Model<float> load_probe_model(const std::string& path) {
 }
 
 Progress make_progress(const ProbeOptions& o, const std::string& label) {
-  if (o.quiet) return {};
+  // Like every tool's progress line (docs/conventions.md "Progress"): only on a terminal (or with
+  // CF_PROGRESS=1), never into a redirected stderr or a log file.
+  if (o.quiet || !cf::progress_visible()) return {};
   auto t0 = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   auto last = std::make_shared<double>(-1.0);
   return [=](std::int64_t done, std::int64_t total) {
