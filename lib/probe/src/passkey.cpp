@@ -219,6 +219,7 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
       cnt(li, di) += 1;
     }
     output::Table t;
+    if (o.checkpoints.size() > 1) t.name = model_table_name("passkey_exact_match", m);
     t.title = "passkey exact match: " + o.checkpoints[m] + " (rows = context length, columns = depth)";
     t.header = {"length"};
     for (double x : depths) t.header.push_back("depth " + fmt(x, 3));

@@ -317,6 +317,7 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
     check_model_fits(models[m].config, d.row_len - 1, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
     auto res = evaluate_ranking(models[m], d, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
     output::Table t;
+    if (o.checkpoints.size() > 1) t.name = model_table_name("ranking", m);
     t.title = "ranking: " + o.checkpoints[m] + " (4 balanced candidates, chance 0.25)";
     t.header = {"family", "items", "accuracy", "mean margin (nats)", "median margin"};
     std::size_t maxlen = 0;

@@ -72,6 +72,7 @@ Progress make_progress(const ProbeOptions& o, const std::string& label) {
 void add_paired(output::Report& r, const std::string& title, const PairedResult& p, const ProbeOptions& o,
                 const std::string& key) {
   output::Table t;
+  t.name = "paired_" + key;  // CSV `table` key; the title's slug is "paired" for every part
   t.title = title;
   t.header = {"items", "acc A", "acc B", "A-B", "CI lo", "CI hi", "A only", "B only", "McNemar p"};
   t.add_row({fmt_int(p.n), fmt(p.acc_a, 4), fmt(p.acc_b, 4), fmt(p.ci.estimate, 4), fmt(p.ci.lo, 4), fmt(p.ci.hi, 4),
@@ -141,6 +142,7 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
     require(!ro.empty(), "task '", o.data, "' has no readouts in the rows evaluated");
     const auto ph = summarise_phases(ro, s.K, s.b, o.alpha);
     output::Table t;
+    if (o.checkpoints.size() > 1) t.name = model_table_name("boundary_copy", m);  // CSV: which model
     t.title = "boundary copy: " + o.checkpoints[m] + " (schedule " + sched + ", K = " + std::to_string(s.K) +
               ", d = " + std::to_string(s.d) + ", b = " + std::to_string(s.b) + ")";
     t.header = {"phase", "readouts", "accuracy", "acc bound", "CE", "CE bound", "pi", "p (acc > bound)", "above bound"};

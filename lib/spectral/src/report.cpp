@@ -37,6 +37,7 @@ void note_undefined(output::Report& r, const ModelSpectrum& m) {
 
 output::Table head_table(const ModelSpectrum& m) {
   output::Table t;
+  t.name = m.level + "_per_head";  // CSV `table` key: the title's slug stops at '(' and drops the level
   t.title = "Per-head routing/filtering metrics (" + m.level + " level" +
             (m.level == "sequence" ? ", mean over texts" : "") + ")";
   t.header = {"layer", "head", "attn", "rho", "erank_R", "erank_F", "pr_R", "rank_R", "norm_M", "max_re_lambda"};
@@ -48,6 +49,7 @@ output::Table head_table(const ModelSpectrum& m) {
 
 output::Table layer_table(const ModelSpectrum& m, ErankForm form) {
   output::Table t;
+  t.name = m.level + "_per_layer";
   t.title = "Per-layer profile (" + m.level + " level): spectral cascade = effective routing rank by layer (" +
             (form == ErankForm::Entropy ? "entropy" : "participation-ratio") + " form)";
   t.header = {"layer",      "attn",          "erank_R",     "erank_F",   "rho_mean",

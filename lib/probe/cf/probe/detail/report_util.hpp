@@ -15,6 +15,11 @@ Progress make_progress(const ProbeOptions& o, const std::string& label);
 void add_paired(output::Report& r, const std::string& title, const PairedResult& p, const ProbeOptions& o,
                 const std::string& key);
 void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<std::string>& paths);
+/// CSV `table` key of model m's table when two checkpoints are compared: `base`_A / `base`_B, the
+/// names of the paired tables (the title's slug stops at the ':' before the checkpoint path).
+inline std::string model_table_name(const std::string& base, std::size_t m) {
+  return base + "_" + static_cast<char>('A' + m);
+}
 /// `base` with "_suffix" before the extension ("" stays "").
 std::string plot_path(const std::string& base, const std::string& suffix);
 }  // namespace cf::probe::detail
