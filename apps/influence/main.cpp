@@ -10,6 +10,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/influence/capture_input.hpp"
 #include "cf/influence/influence.hpp"
@@ -113,7 +114,9 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
   if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
 }
 
-void run(const Options& o) {
+void run(const CLI::App& app, const Options& o) {
+  app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
+  app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.h5, "--h5");  // writable, and not an input or the report (before the work)
   influence::parse_target(o.target);
@@ -180,5 +183,5 @@ int main(int argc, char** argv) {
       "backward pass. Several checkpoints: metrics against the training step.",
       "influence"};
   setup(app, o);
-  return app::run(app, argc, argv, [&] { run(o); });
+  return app::run(app, argc, argv, [&] { run(app, o); });
 }

@@ -10,6 +10,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/influence/capture_input.hpp"
 #include "cf/influence/influence.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 struct Options {
   std::string checkpoint, text, data, tokens, capture, split = "val", gpt2_dir;
-  int n = 64, window = 0, layer = 0, span = 0, seed_batch = 0;
+  int n = 64, window = 0, windows = 64, layer = 0, span = 0, seed_batch = 0;
   app::CommonOptions common;
 };
 
@@ -38,7 +39,9 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
   return path.substr(0, dot) + suffix + path.substr(dot);
 }
 
-void run(const Options& o) {
+void run(const CLI::App& app, const Options& o) {
+  app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
+  app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   const auto& cfg = model.config;
@@ -55,23 +58,25 @@ void run(const Options& o) {
   } else {
     require(o.n <= cfg.block_size, "--n = ", o.n,
             " exceeds the context of the checkpoint (block_size = ", cfg.block_size, ")");
-    w = influence::influence_windows(load_tokens(o, o.checkpoint, cfg.vocab_size), o.n, o.window + 1);
+    w = influence::influence_window(load_tokens(o, o.checkpoint, cfg.vocab_size), o.n, o.window, o.windows);
   }
   const std::vector<std::int32_t>& win = w.tokens.back();
   const int n = static_cast<int>(win.size());
   const influence::JacobianAnalysis a = influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch);
 
-  const nlohmann::json meta = output::metadata("jacobian", {{"checkpoint", o.checkpoint},
-                                                            {"text", o.text},
-                                                            {"data", o.data},
-                                                            {"tokens", o.tokens},
-                                                            {"n", n},
-                                                            {"capture", o.capture},
-                                                            {"window", o.window},
-                                                            {"window_start", w.starts.back()},
-                                                            {"layer", o.layer},
-                                                            {"span", r},
-                                                            {"seed_batch", o.seed_batch}});
+  const nlohmann::json meta =
+      output::metadata("jacobian", {{"checkpoint", o.checkpoint},
+                                    {"text", o.text},
+                                    {"data", o.data},
+                                    {"tokens", o.tokens},
+                                    {"n", n},
+                                    {"capture", o.capture},
+                                    {"window", o.window},
+                                    {"windows", o.capture.empty() ? nlohmann::json(o.windows) : nlohmann::json()},
+                                    {"window_start", w.starts.back()},
+                                    {"layer", o.layer},
+                                    {"span", r},
+                                    {"seed_batch", o.seed_batch}});
   influence::JacobianReport jr = influence::jacobian_report(cfg, a, w.starts.back());
   jr.report.meta = meta;
   app::emit(jr.report, o.common);
@@ -103,8 +108,13 @@ void setup(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"val", "train"}))
       ->capture_default_str();
   app.add_option("--n", o.n, "Window length n (<= block size)")->check(CLI::Range(2, 1 << 16))->capture_default_str();
-  app.add_option("--window", o.window, "Which window: the last of window+1 evenly spread ones (capture's rule)")
+  app.add_option("--window", o.window,
+                 "Which window K: window K of --windows evenly spread ones (capture's rule: the window influence "
+                 "--windows W measures as its K-th); with --capture, sequence K")
       ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  app.add_option("--windows", o.windows, "Number W of evenly spread windows --window chooses from (not with --capture)")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--layer", o.layer, "First layer L (h(L) = residual entering block L)")
       ->check(CLI::Range(0, 10000))
@@ -124,6 +134,7 @@ void setup(CLI::App& app, Options& o) {
       "Examples:\n"
       "  jacobian --checkpoint run/best.h5 --text brown --n 64 --plot jac.svg\n"
       "  jacobian --checkpoint run/best.h5 --text brown --n 32 --layer 1 --span 2 --format json --out jac.json\n"
+      "  jacobian --checkpoint run/best.h5 --text brown --n 64 --window 5 --windows 64   # influence's 6th window\n"
       "Exit codes: 0 ok, 1 runtime failure or a failed check (C* > max C_1, nonzero outside the mask),\n"
       "  2 invalid input (n > block size, bad layers, missing/foreign checkpoint).");
 }
@@ -137,5 +148,5 @@ int main(int argc, char** argv) {
       "bound of seed 000 Theorem 3.3 (C*, C_1, zeros outside the mask, Spearman, tightness, gate share).",
       "jacobian"};
   setup(app, o);
-  return app::run(app, argc, argv, [&] { run(o); });
+  return app::run(app, argc, argv, [&] { run(app, o); });
 }

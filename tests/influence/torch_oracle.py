@@ -394,10 +394,11 @@ def jacobian_tests(a, dev, cks):
         d = run_json(base)
         assert d["window_start"] == 0
         check_jacobian(dev, model, d, tok[:n], 0, model.nl, f"{pos} L=0 r={model.nl}")
-        # the last of 3 spread windows, one layer from L = 1, seeds split in batches of 5
-        d = run_json(base + ["--window", "2", "--layer", "1", "--span", "1", "--seed-batch", "5"])
-        s0 = starts(len(tok), n, 3)[2]
-        assert d["window_start"] == s0, f"window_start {d['window_start']} vs {s0}"
+        # window 2 of 5 spread ones (the window influence --windows 5 measures third), one layer
+        # from L = 1, seeds split in batches of 5
+        d = run_json(base + ["--window", "2", "--windows", "5", "--layer", "1", "--span", "1", "--seed-batch", "5"])
+        s0 = starts(len(tok), n, 5)[2]
+        assert 0 < s0 < len(tok) - n - 1 and d["window_start"] == s0, f"window_start {d['window_start']} vs {s0}"
         check_jacobian(dev, model, d, tok[s0:s0 + n], 1, 1, f"{pos} L=1 r=1")
         print(f"jacobian {pos}: blocks, bound, C*, C_1, tightness, Spearman, gate share agree with torch")
     # --capture: sequence --window of the capture (its /tokens) is the window

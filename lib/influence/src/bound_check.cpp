@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cf/core/error.hpp"
 #include "cf/rollout/agreement.hpp"
@@ -80,8 +81,13 @@ BoundCheck check_bound(const Eigen::MatrixXd& J, const std::vector<rollout::RowM
   bc.c_star = std::pow(cr, 1.0 / r);
   bc.c1_max = *std::max_element(c1.begin(), c1.end());
   bc.c_star_within_c1 = bc.c_star <= bc.c1_max * (1 + tolerance);
+  // undefined (NaN: "nan" in tables and CSV, null in JSON) with fewer than two pairs or a constant
+  // side (no ranking to correlate); rollout::spearman would read it as 0, no correlation
   auto sp = [](const std::vector<double>& a, const std::vector<double>& b) {
-    if (a.size() < 2) return 0.0;
+    const auto constant = [](const std::vector<double>& v) {
+      return std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); });
+    };
+    if (a.size() < 2 || constant(a) || constant(b)) return std::numeric_limits<double>::quiet_NaN();
     return rollout::spearman(Eigen::Map<const Eigen::VectorXd>(a.data(), static_cast<long>(a.size())),
                              Eigen::Map<const Eigen::VectorXd>(b.data(), static_cast<long>(b.size())));
   };

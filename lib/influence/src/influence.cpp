@@ -29,19 +29,29 @@ std::string target_name(Target t) {
   return "?";
 }
 
-Windows influence_windows(const std::vector<std::int32_t>& tokens, int n, int count) {
+Windows influence_window(const std::vector<std::int32_t>& tokens, int n, int index, int count) {
   require(n >= 2, "influence needs windows of n >= 2 tokens (got n = ", n, ")");
   require(count >= 1, "--windows must be >= 1 (got ", count, ")");
+  require(index >= 0 && index < count, "--window = ", index, " must be < --windows = ", count);
   const std::int64_t len = static_cast<std::int64_t>(tokens.size());
   require(len >= n + 1, "the input has ", len, " tokens but a window needs n + 1 = ", n + 1,
           " (n inputs and capture's next-token target)");
+  // capture's rule (cf::nn::capture_windows): evenly spread starts
+  const std::int64_t s =
+      count == 1 ? 0 : std::llround(static_cast<double>(index) * static_cast<double>(len - n - 1) / (count - 1));
+  Windows w;
+  w.starts.push_back(s);
+  w.tokens.emplace_back(tokens.begin() + s, tokens.begin() + s + n);
+  return w;
+}
+
+Windows influence_windows(const std::vector<std::int32_t>& tokens, int n, int count) {
+  require(count >= 1, "--windows must be >= 1 (got ", count, ")");
   Windows w;
   for (int i = 0; i < count; ++i) {
-    // capture's rule (cf::nn::capture_windows): evenly spread starts
-    const std::int64_t s =
-        count == 1 ? 0 : std::llround(static_cast<double>(i) * static_cast<double>(len - n - 1) / (count - 1));
-    w.starts.push_back(s);
-    w.tokens.emplace_back(tokens.begin() + s, tokens.begin() + s + n);
+    Windows one = influence_window(tokens, n, i, count);
+    w.starts.push_back(one.starts[0]);
+    w.tokens.push_back(std::move(one.tokens[0]));
   }
   return w;
 }

@@ -39,8 +39,8 @@ struct BoundCheck {
   double c1_max = 0;              ///< max C_1(l) over the span
   bool c_star_within_c1 = false;  ///< C* <= c1_max (1 + tolerance)
   long zero_bound_nonzero_j = 0;  ///< pairs with B_ds = 0 but J_ds > 0 (a bug if > 0)
-  double spearman_offdiag = 0;    ///< Spearman(J_ds, B_ds) over pairs s < d
-  double spearman_diag = 0;       ///< Spearman(J_dd, B_dd) over d
+  double spearman_offdiag = 0;    ///< Spearman(J_ds, B_ds) over pairs s < d (NaN: < 2 pairs or a constant side)
+  double spearman_diag = 0;       ///< Spearman(J_dd, B_dd) over d (NaN likewise)
   Quantiles tightness;            ///< J_ds / (C*^r B_ds) over pairs s <= d with B_ds > 0
   double gate_share = 0;          ///< share of pairs s < d where the gate term exceeds the self term
   long pairs = 0;                 ///< pairs s <= d

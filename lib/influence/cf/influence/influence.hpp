@@ -31,6 +31,9 @@ struct Windows {
   std::vector<std::vector<std::int32_t>> tokens;  ///< count windows of n tokens
 };
 Windows influence_windows(const std::vector<std::int32_t>& tokens, int n, int count);
+/// Window `index` alone of the `count` that influence_windows cuts (the same start and tokens, none
+/// of the others copied): what `jacobian --window K --windows W` analyses. Requires index < count.
+Windows influence_window(const std::vector<std::int32_t>& tokens, int n, int index, int count);
 
 /// Per-window gradient norms of one window set.
 struct InfluenceGradients {
