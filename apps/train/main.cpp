@@ -264,6 +264,20 @@ void take_from_checkpoint(const CLI::App& app, const nlohmann::json& j, nn::Trai
   require(tc.lr > 0, "checkpoint train_config field 'lr' must be > 0 (got ", tc.lr, ")");
 }
 
+// --resume continues exactly only on the data the checkpoint was trained on (the batches are drawn
+// from it): other data (another file, another --val-fraction) is allowed, e.g. to fine-tune, but
+// said. Checkpoints from before the data was recorded (no data_checksum) are taken as they are.
+void note_other_data(const std::string& resume, const nlohmann::json& j, const nn::TrainConfig& tc) {
+  const auto text = [&](const char* key) {
+    return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : std::string();
+  };
+  const std::string was = text("data_checksum");
+  if (was.empty() || was == tc.data_checksum) return;
+  std::cerr << "train: note: --resume '" << resume << "' was trained on data '" << text("data_source") << "' (checksum "
+            << was << "); this run reads '" << tc.data_source << "' (checksum " << tc.data_checksum
+            << "): it continues from the checkpoint, but not as the original run would have\n";
+}
+
 // An unwritable run folder is found before any training, not after the whole run.
 nn::TrainConfig train_config_from_options(const Options& o) {
   nn::TrainConfig tc;
@@ -309,6 +323,8 @@ void run(const CLI::App& app, const Options& o) {
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
   nn::TrainConfig tc = train_config_from_options(o);
+  tc.data_source = data.source;
+  tc.data_checksum = nn::data_checksum(data);
   if (data.row_len > 0 && app.get_option("--seq-len")->count() == 0)
     tc.seq_len = data.row_len - 1;  // aligned task rows (prepare-data --task)
   nn::ModelConfig used;
@@ -323,6 +339,7 @@ void run(const CLI::App& app, const Options& o) {
     used = ck.model.config;
     check_resume_model(app, o, used);
     take_from_checkpoint(app, ck.train_config, tc);
+    note_other_data(o.resume, ck.train_config, tc);
     const std::int64_t end = tc.stop_after > 0 ? std::min(tc.stop_after, tc.max_steps) : tc.max_steps;
     require(end > ck.step, "--resume '", o.resume, "' is at step ", ck.step, " and the run ends at step ", end,
             " (--steps", tc.stop_after > 0 ? " / --stop-after" : "", "): nothing to train; give --steps > ", ck.step);
@@ -485,8 +502,8 @@ void setup(CLI::App& app, Options& o) {
       "  train --text corpus.txt --attn sd --norm none --sd-eps 0.1 --steps 300\n"
       "  train --corpus brown --resume runs/brown/last.h5 --out-dir runs/brown --steps 1200   # extend run 1\n"
       "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.\n"
-      "--resume needs the data option again (the checkpoint does not store the data) and, for a finished run,\n"
-      "  a larger --steps.\n"
+      "--resume needs the data option again (the checkpoint records only its checksum: other data is noted)\n"
+      "  and, for a finished run, a larger --steps.\n"
       "Options a run does not use are refused (exit 2): --b/--w/--e/--fusion/--sd-eps without a layer that reads\n"
       "  them, --val-fraction with --data, and with --resume model options that differ from the checkpoint.");
 }

@@ -174,7 +174,30 @@ nlohmann::json TrainConfig::to_json() const {
           {"eval_interval", eval_interval},
           {"eval_batches", eval_batches},
           {"ckpt_interval", ckpt_interval},
-          {"seed", seed}};
+          {"seed", seed},
+          {"data_source", data_source},
+          {"data_checksum", data_checksum}};
+}
+
+std::string data_checksum(const TrainData& data) {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis and prime
+  const auto add = [&h](std::uint64_t v, int bytes) {
+    for (int k = 0; k < bytes; ++k) {
+      h ^= (v >> (8 * k)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  // the split sizes first: moving the boundary between train and val changes the checksum
+  add(data.train.size(), 8);
+  add(data.val.size(), 8);
+  for (const auto* v : {&data.train, &data.val})
+    for (const std::int32_t t : *v) add(static_cast<std::uint32_t>(t), 4);
+  add(static_cast<std::uint32_t>(data.row_len), 4);
+  for (const auto* m : {&data.train_mask, &data.val_mask})
+    for (const std::uint8_t b : *m) add(b, 1);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 namespace {

@@ -62,8 +62,15 @@ struct TrainConfig {
   std::int64_t ckpt_interval = 100;  ///< write last.h5 every this many updates (and at the end)
   std::int64_t keep_every = 0;       ///< > 0: also keep step_XXXXXX.h5 every this many updates (issue 10)
   std::uint64_t seed = 1337;
+  /// What the run trains on, stored with the options (train_config) so that a --resume can tell
+  /// whether it reads the same data: TrainData::source and data_checksum (empty: not recorded).
+  std::string data_source, data_checksum;
   nlohmann::json to_json() const;
 };
+
+/// FNV-1a 64 (16 hex digits) over the train split, then the validation split and, for aligned task
+/// data, the row length and the masks: equal for the same tokens split the same way.
+std::string data_checksum(const TrainData& data);
 
 /// What the loop reports after every update (for progress lines and the CSV log).
 struct StepInfo {
