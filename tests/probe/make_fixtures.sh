@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fixtures of the probe app tests: two boundary-copy task files (32 and 16 positions), a model per
 # file (block size 32 and 16) trained for 2 steps, a model with another vocabulary, a text corpus
-# and a file that is not a checkpoint, a passkey task with a mislabelled tokeniser. Usage: make_fixtures.sh BINDIR OUTDIR
+# and a file that is not a checkpoint, a passkey task with a mislabelled tokeniser and a model with
+# a larger vocabulary than that task's. Usage: make_fixtures.sh BINDIR OUTDIR
 set -eu
 bin="$1"; out="$2"
 mkdir -p "$out"; cd "$out"
@@ -25,4 +26,6 @@ grep -q '"b": 0,' bc_b0.meta.json && grep -q '"K": 1000000000000,' bc_Khuge.meta
 for f in train.bin val.bin train.mask.bin val.mask.bin items.json; do cp pk48.$f pk_gpt2.$f; done
 sed 's/"tokenizer": "byte"/"tokenizer": "gpt2"/' pk48.meta.json > pk_gpt2.meta.json
 grep -q '"tokenizer": "gpt2"' pk_gpt2.meta.json
+# a model with a larger vocabulary than the passkey task's tokenizer (its answers could not be decoded)
+"$bin/train" --data pk48 --block-size 64 --vocab 300 $common --overwrite --out-dir pkv300 >/dev/null
 echo fixtures ok

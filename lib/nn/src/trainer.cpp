@@ -287,10 +287,18 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     require(cfg.seq_len <= data.row_len - 1, "seq_len ", cfg.seq_len,
             " exceeds the task rows' length - 1 = ", data.row_len - 1, " (aligned task data: use --seq-len ",
             data.row_len - 1, ")");
-  require(data.train.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "training split has ", data.train.size(),
-          " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
-  require(data.val.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "validation split has ", data.val.size(),
-          " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
+  if (data.row_len > 0) {  // aligned rows: a batch takes whole rows, one row per split suffices
+    const auto rows = [&](const std::vector<std::int32_t>& v) {
+      return v.size() / static_cast<std::size_t>(data.row_len);
+    };
+    require(rows(data.train) >= 1 && rows(data.val) >= 1, "aligned task data needs a row of ", data.row_len,
+            " tokens in each split (train ", data.train.size(), ", validation ", data.val.size(), " tokens)");
+  } else {
+    require(data.train.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "training split has ", data.train.size(),
+            " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
+    require(data.val.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "validation split has ", data.val.size(),
+            " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
+  }
   std::filesystem::create_directories(cfg.out_dir);
   const std::string last = cfg.out_dir + "/last.h5", best = cfg.out_dir + "/best.h5", log = cfg.out_dir + "/log.csv";
   ck.train_config = cfg.to_json();

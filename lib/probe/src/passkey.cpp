@@ -207,9 +207,17 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   curve.ylabel = "exact-match accuracy";
   curve.y_min = 0;
   curve.y_max = 1.02;
+  // every model checked before the first is evaluated: the answers are generated tokens decoded
+  // with the task's tokenizer, so the vocabularies must be the same (a larger one could emit ids the
+  // tokenizer cannot decode, found only at the end, or not at all)
   for (std::size_t m = 0; m < models.size(); ++m) {
-    for (int L : lengths)
-      check_model_fits(models[m].config, L, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
+    const std::string what = "--checkpoint '" + o.checkpoints[m] + "'";
+    for (int L : lengths) check_model_fits(models[m].config, L, d.vocab_size, what);
+    require(models[m].config.vocab_size == d.vocab_size, what, ": the model has vocab_size ",
+            models[m].config.vocab_size, " but the task's tokenizer '", d.tokenizer, "' has ", d.vocab_size,
+            ": its generated answers could not be decoded (evaluate a model trained with that tokenizer)");
+  }
+  for (std::size_t m = 0; m < models.size(); ++m) {
     auto res = evaluate_passkey(models[m], d, tok, o.max_new, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
     Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(lengths.size(), depths.size()), cnt = acc;
     for (const auto& x : res) {
