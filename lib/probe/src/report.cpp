@@ -247,6 +247,14 @@ output::Report run_probe(const ProbeOptions& o) {
     r = run_ranking(o, d);
   else
     throw InvalidArgument(str("unknown task '", o.task, "' (known: boundary-copy, passkey, ranking)"));
+  // a percentile interval's ends are single resamples when each tail holds few of them: with
+  // --resamples 1 the "interval" is one resample and may exclude the estimate itself
+  const double tail = o.resamples * (1.0 - o.level) / 2.0;
+  if (o.checkpoints.size() == 2 && tail < 10)
+    r.notes.push_back(str("warning: the bootstrap intervals' ends rest on ", fmt(tail, 3),
+                          " resamples each (--resamples ", o.resamples, " x (1 - --level ", fmt(o.level, 3),
+                          ") / 2 < 10): they are not reliable; use --resamples >= ",
+                          static_cast<long long>(std::ceil(20.0 / (1.0 - o.level))), " (default 2000)"));
   r.meta = output::metadata("probe", {{"task", o.task},
                                       {"data", o.data},
                                       {"checkpoints", o.checkpoints},
