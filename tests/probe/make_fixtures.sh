@@ -20,6 +20,9 @@ for bad in b0 Khuge; do
 done
 sed 's/"b": 4,/"b": 0,/' bc32.meta.json > bc_b0.meta.json
 sed 's/"K": 4,/"K": 1000000000000,/' bc32.meta.json > bc_Khuge.meta.json
+# a task whose meta.json was cut short (a full disk, an interrupted copy): reported as bad JSON
+for f in train.bin val.bin train.mask.bin val.mask.bin; do cp bc32.$f bc_trunc.$f; done
+head -c 60 bc32.meta.json > bc_trunc.meta.json
 grep -q '"b": 0,' bc_b0.meta.json && grep -q '"K": 1000000000000,' bc_Khuge.meta.json
 # a passkey task whose metadata names the gpt2 tokeniser over byte token ids (decoded every answer wrongly)
 "$bin/prepare-data" --task passkey --corpus corpus.txt --lengths 48 --depths 0 --reps 1 --rows-train 4 --out pk48 >/dev/null

@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/progress.hpp"
 #include "cf/data/task_file.hpp"
+#include "cf/data/token_file.hpp"
 #include "cf/graph/schedule.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/probe/boundary_copy.hpp"
@@ -233,6 +235,10 @@ output::Report run_probe(const ProbeOptions& o) {
   require(o.batch >= 1 && o.batch <= 65536, "--batch must be in [1, 65536] (got ", o.batch, ")");
   require(o.max_rows >= 0, "--max-rows must be >= 0 (got ", o.max_rows, ")");
   if (!o.plot.empty()) plot::check_plot_path(o.plot);
+  // a damaged meta.json is reported as what it is (read_token_files names the JSON error), not as
+  // "no task file"
+  if (!data::is_task_file(o.data) && std::filesystem::is_regular_file(o.data + ".meta.json"))
+    data::read_token_files(o.data);
   require(data::is_task_file(o.data), "--data '", o.data, "': no task file (", o.data,
           ".meta.json with row_len; make one with prepare-data --task)");
   const data::TaskData d = data::read_task_files(o.data);
