@@ -117,6 +117,7 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
+  app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.h5, "--h5");  // writable, and not an input or the report (before the work)
   influence::parse_target(o.target);

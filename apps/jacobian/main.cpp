@@ -42,6 +42,7 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
+  app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   const auto& cfg = model.config;
