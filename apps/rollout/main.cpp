@@ -497,7 +497,8 @@ void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--kernel-file", s.kernel_file,
                  "Measured kernels: n rows of n numbers (one layer) or L*n rows; dense path");
   app.add_option("--capture-text", o.capture_text,
-                 "Checkpoint models: text captured in-process for the measured alpha and kernels (file, brown or kjv)")
+                 "Checkpoint models: text captured in-process for the measured alpha and kernels (file, brown or kjv; "
+                 "bytes, GPT-2 BPE, or a Hugging Face directory's tokenizer.json)")
       ->capture_default_str();
   app.add_option("--capture-seqs", o.capture_seqs, "Checkpoint models: number of captured sequences of n tokens")
       ->check(CLI::Range(1, 10000))
