@@ -453,7 +453,7 @@ void add_model_options(CLI::App& app, Options& o) {
   SourceOptions& s = o.src;
   app.add_option("--model", s.model,
                  "Preset (bloom-176b|bloom|bloom-7b1|mpt-7b|mpt-30b|falcon-rw-7b), a capture .h5 file, or a checkpoint "
-                 ".h5 (captured in-process on --capture-text)")
+                 ".h5 or Hugging Face directory (captured in-process on --capture-text)")
       ->capture_default_str();
   app.add_option("--model-config", s.model_config,
                  "Model config (YAML or JSON, the seed 004 reference schema): layers, heads, slopes, head weights, "
