@@ -20,15 +20,36 @@ struct Options {
   probe::TaskOptions task;    // --task mode (lib/probe, docs/probe.md)
 };
 
-void run(const CLI::App& app, const Options& o) {
+// Options that the chosen task (or the plain corpus mode, without --task) would ignore are refused
+// (exit 2, docs/options.md), not dropped: each task reads only the options docs/probe.md lists.
+void refuse_ignored(const CLI::App& app, const Options& o) {
+  const std::string& task = o.task.task;
+  const bool bc = task == "boundary-copy", pk = task == "passkey", rk = task == "ranking";
   app::refuse_unless(app, "--gpt2-dir", o.tokenizer == "gpt2", "--tokenizer gpt2");
+  app::refuse_unless(app, "--val-fraction", task.empty(), "--corpus without --task");
+  // boundary-copy without --corpus writes random alphabet tokens: no text to tokenise or cut
+  const bool reads_text = !bc || !o.corpus.empty();
+  for (const char* name : {"--tokenizer", "--max-chars"})
+    app::refuse_unless(app, name, reads_text, "--corpus (boundary-copy without --corpus uses random alphabet tokens)");
+  for (const char* name : {"--K", "--distance", "--seq-len", "--phases", "--readout-rate", "--alphabet-start"})
+    app::refuse_unless(app, name, bc, "--task boundary-copy");
+  app::refuse_unless(app, "--b", bc || rk, "--task boundary-copy or --task ranking");
+  app::refuse_unless(app, "--rows-val", bc || rk, "--task boundary-copy or --task ranking (passkey: --reps)");
+  for (const char* name : {"--lengths", "--depths", "--reps"}) app::refuse_unless(app, name, pk, "--task passkey");
+  for (const char* name : {"--w", "--families", "--context"}) app::refuse_unless(app, name, rk, "--task ranking");
+  for (const char* name : {"--rows-train", "--seed"})
+    app::refuse_unless(app, name, !task.empty(), "--task boundary-copy, passkey or ranking");
+}
+
+void run(const CLI::App& app, const Options& o) {
+  refuse_ignored(app, o);
   if (!o.task.task.empty()) {  // task files for the probes (cf/probe/prepare.hpp)
     probe::TaskOptions t = o.task;
     t.corpus = o.corpus;
     t.tokenizer = o.tokenizer;
     t.gpt2_dir = o.gpt2_dir;
     t.out = o.out;
-    if (o.max_chars > 0) t.max_chars = o.max_chars;
+    if (app.get_option("--max-chars")->count() > 0) t.max_chars = o.max_chars;  // 0 = all, as in the corpus mode
     output::Report r = probe::prepare_task(t);
     r.meta =
         output::metadata("prepare-data", {{"task", t.task}, {"out", t.out}, {"corpus", t.corpus}, {"seed", t.seed}});
@@ -66,12 +87,15 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--tokenizer", o.tokenizer, "Tokenizer: byte (vocab 256) | gpt2 (GPT-2 BPE, vocab 50,257)")
       ->check(CLI::IsMember({"byte", "gpt2"}))
       ->capture_default_str();
-  app.add_option("--val-fraction", o.val_fraction, "Fraction of the tokens (at the end) kept for validation, 0 < f < 1")
+  app.add_option("--val-fraction", o.val_fraction,
+                 "Fraction of the tokens (at the end) kept for validation, 0 < f < 1 (not with --task)")
       ->check(app::finite(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--out", o.out, "Output prefix: writes PREFIX.train.bin, PREFIX.val.bin, PREFIX.meta.json")
       ->required();
-  app.add_option("--max-chars", o.max_chars, "Use only the first N bytes of the corpus (0 = all)")
+  app.add_option(
+         "--max-chars", o.max_chars,
+         "Use only the first N bytes of the corpus (0 = all) [default with --task: 2000000 bytes of filler text]")
       ->check(app::integer(0))
       ->capture_default_str();
   app.add_option("--gpt2-dir", o.gpt2_dir,
