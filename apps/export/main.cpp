@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
                  "atomically)")
       ->required();
   app.add_flag("--quiet", o.quiet, "No summary line");
+  app::add_version_flag(app);
   app.footer(
       "Examples:\n"
       "  export --checkpoint runs/brown/best.h5 --to hf/brown     # then GPT2LMHeadModel.from_pretrained('hf/brown')\n"

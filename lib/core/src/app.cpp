@@ -118,8 +118,12 @@ void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot, const
         ->capture_default_str();
   if (!app.get_option_no_throw("--quiet"))
     app.add_flag("--quiet", opt.quiet, "No progress lines on stderr (they appear only on a terminal anyway)");
-  app.set_version_flag("--version", std::string("causalflow ") + kVersion + " (" + kGitRevision + ")");
+  add_version_flag(app);
   g_common = &opt;
+}
+
+void add_version_flag(CLI::App& app) {
+  app.set_version_flag("--version", std::string("causalflow ") + kVersion + " (" + kGitRevision + ")");
 }
 
 output::Format resolve_format(const CommonOptions& opt) {

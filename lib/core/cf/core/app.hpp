@@ -33,6 +33,11 @@ struct CommonOptions {
 void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot = true,
                         const std::string& report_flag = "--out");
 
+/// Declare --version on `app`: prints "causalflow VERSION (GIT_REVISION)" and exits 0, before any
+/// required option is checked. add_common_options calls it; a tool without the common options
+/// (export) calls it itself, so that every tool answers --version.
+void add_version_flag(CLI::App& app);
+
 /// The output format after inference (see CommonOptions::format).
 output::Format resolve_format(const CommonOptions& opt);
 
