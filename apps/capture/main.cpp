@@ -41,7 +41,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::require_device(gpu::parse_device(o.device), "capture", /*supported=*/false);  // docs/gpu.md
+  gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
   app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
   app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);

@@ -587,7 +587,7 @@ int main(int argc, char** argv) {
       "  rollout dichotomy --model bloom --n 8 --depth 1000000 --plot dich.svg\n"
       "  rollout jacobian --model bloom-7b1 --n 16 --C 1 --plot jac.svg");
   return app::run(app, argc, argv, [&] {
-    gpu::require_device(gpu::parse_device(o.device), "rollout", /*supported=*/false);  // docs/gpu.md
+    gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
     if (*sweep) return run_sweep(o);
     if (*mono) return run_monotonicity(o);
     if (*verify) return run_verify(o);

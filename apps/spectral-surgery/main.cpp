@@ -43,7 +43,7 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::require_device(gpu::parse_device(o.device), "spectral-surgery", /*supported=*/false);  // docs/gpu.md
+  gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
   require(o.data.empty() != o.text.empty(),
           "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);

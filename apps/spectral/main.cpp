@@ -50,7 +50,7 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::require_device(gpu::parse_device(o.device), "spectral", /*supported=*/false);  // docs/gpu.md
+  gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
   // Sequence-level options with --level weight would be ignored: refused instead.
   for (const char* name : {"--texts", "--tokenizer", "--gpt2-dir", "--max-tokens"})
     app::refuse_unless(app, name, o.level != "weight", "--level sequence or --level both");

@@ -305,7 +305,7 @@ void run(const CLI::App& app, const Options& o) {
   // emulated build on the CPU instead (a test device: no GPU needed)
   const gpu::Device device = gpu::parse_device(o.device);
   const bool emulate = device == gpu::Device::Cuda && gpu::emulation_requested();
-  if (!emulate) gpu::require_device(device, "train", /*supported=*/true);
+  if (!emulate) gpu::require_device(device, /*supported=*/true);
   app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
   // the report or plot must not land on a file the run writes into --out-dir (the report would
   // replace the checkpoint it names)

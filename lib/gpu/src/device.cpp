@@ -35,12 +35,11 @@ DeviceStatus device_status() {
   return s;
 }
 
-void require_device(Device d, const std::string& tool, bool supported) {
+void require_device(Device d, bool supported) {
   if (d == Device::Cpu) return;
   const DeviceStatus s = device_status();
-  if (!s.compiled || s.count == 0)
-    throw InvalidArgument(str(tool, ": --device cuda: ", s.message, "; use --device cpu"));
-  require(supported, tool, ": --device cuda: this tool's CUDA path is not implemented yet (docs/gpu.md lists what ",
+  if (!s.compiled || s.count == 0) throw InvalidArgument(str("--device cuda: ", s.message, "; use --device cpu"));
+  require(supported, "--device cuda: this tool's CUDA path is not implemented yet (docs/gpu.md lists what ",
           "runs on a device); use --device cpu");
 }
 

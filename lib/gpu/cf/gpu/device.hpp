@@ -20,8 +20,10 @@ struct DeviceStatus {
 DeviceStatus device_status();
 
 /// For `--device cuda` in a tool: throws cf::InvalidArgument (exit 2) with device_status()'s
-/// message unless a device is usable, and also when `tool` has no CUDA path yet (`supported`
-/// false: the message says what the tool would need). Does nothing for Device::Cpu.
-void require_device(Device d, const std::string& tool, bool supported);
+/// message unless a device is usable, and also when the tool has no CUDA path yet (`supported`
+/// false: the message says what the tool would need). The message starts with "--device cuda:";
+/// cf::app::run puts the tool's name in front ("rollout: error: --device cuda: ..."). Does nothing
+/// for Device::Cpu.
+void require_device(Device d, bool supported);
 
 }  // namespace cf::gpu
