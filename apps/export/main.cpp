@@ -31,10 +31,11 @@ void run(const Options& o) {
     for (const char* f : {"model.safetensors", "config.json"}) app::check_output((fs::path(o.to) / f).string(), "--to");
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   hf::export_gpt2(model, o.to);
+  const auto s = [](int n) { return n == 1 ? "" : "s"; };  // "1 layer", "2 layers"
   if (!o.quiet)
-    std::printf("exported %s (%d layers x %d, %d heads, vocab %d) to %s/{config.json, model.safetensors}\n",
-                o.checkpoint.c_str(), model.config.n_layer, model.config.d_model, model.config.n_head,
-                model.config.vocab_size, o.to.c_str());
+    std::printf("exported %s (%d layer%s x %d, %d head%s, vocab %d) to %s/{config.json, model.safetensors}\n",
+                o.checkpoint.c_str(), model.config.n_layer, s(model.config.n_layer), model.config.d_model,
+                model.config.n_head, s(model.config.n_head), model.config.vocab_size, o.to.c_str());
 }
 
 }  // namespace

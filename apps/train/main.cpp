@@ -360,8 +360,9 @@ void run(const CLI::App& app, const Options& o) {
   protect_earlier_run(o);
   const std::int64_t nparams = nn::param_count(used);
   if (!o.common.quiet)
-    std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer << " layers, data " << data.source
-              << " (" << fmt_int(static_cast<long long>(data.train.size())) << " train / "
+    std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer
+              << (used.n_layer == 1 ? " layer" : " layers") << ", data " << data.source << " ("
+              << fmt_int(static_cast<long long>(data.train.size())) << " train / "
               << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
               << fmt(data.unigram_entropy, 4) << " nats)"
               << (backend

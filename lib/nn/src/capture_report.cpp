@@ -17,8 +17,8 @@ CaptureReport capture_report(const ModelConfig& cfg, const CaptureSummary& s, co
   output::Report& rep = out.report;
   output::Table t;
   t.title = "capture: " + in.out + " (N = " + std::to_string(s.n_seq) + " sequences of T = " + std::to_string(T) +
-            " tokens, " + std::to_string(cfg.n_layer) + " layers, " + std::to_string(in.heads_stored) +
-            " heads stored)";
+            " tokens, " + std::to_string(cfg.n_layer) + (cfg.n_layer == 1 ? " layer, " : " layers, ") +
+            std::to_string(in.heads_stored) + (in.heads_stored == 1 ? " head stored)" : " heads stored)");
   t.header = {"layer", "attention", "alpha token-mean", "alpha Frobenius", "mean entropy (nats)"};
   nlohmann::json layers = nlohmann::json::array();
   plot::LinePlot& lp = out.alpha_plot;
