@@ -345,6 +345,10 @@ void run(const CLI::App& app, const Options& o) {
             " (--steps", tc.stop_after > 0 ? " / --stop-after" : "", "): nothing to train; give --steps > ", ck.step);
   }
   require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
+  // the run's input checks (seq_len within block_size and the task rows, the data's vocabulary,
+  // split sizes, scored validation targets) before a device is set up, the folder locked or the
+  // header line printed
+  nn::check_train_inputs(used, tc, data);
   std::unique_ptr<nn::UpdateBackend> backend;
   if (device == gpu::Device::Cuda) {
     const std::string why = gpu::device_train_unsupported(used);

@@ -264,25 +264,16 @@ std::string kept_path(const std::string& out_dir, std::int64_t step) {
   return out_dir + "/" + name;
 }
 
-TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
-                  const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
-                  const std::atomic<bool>* stop, UpdateBackend* backend) {
+void check_train_inputs(const ModelConfig& model, const TrainConfig& cfg, const TrainData& data) {
   require(cfg.batch >= 1 && cfg.grad_accum >= 1 && cfg.max_steps >= 1 && cfg.eval_batches >= 1,
           "batch, grad_accum, max_steps and eval_batches must be >= 1");
   require(cfg.ckpt_interval >= 1 && cfg.eval_interval >= 1, "ckpt_interval and eval_interval must be >= 1");
   require(cfg.keep_every >= 0, "keep_every must be >= 0 (got ", cfg.keep_every, ")");
   (void)gemm_backend();  // a bad CF_GEMM is refused before any work (exit 2), not at the first step
-  Checkpoint ck;
-  if (!resume_from.empty()) {
-    ck = load_checkpoint(resume_from, true);
-  } else {
-    ck.model = init_model<float>(model_config, cfg.seed);
-  }
-  Model<float>& model = ck.model;
-  require(cfg.seq_len >= 1 && cfg.seq_len <= model.config.block_size,
-          "seq_len must be in [1, block_size = ", model.config.block_size, "] (got ", cfg.seq_len, ")");
-  require(data.vocab_size <= model.config.vocab_size, "data vocabulary ", data.vocab_size,
-          " exceeds the model's vocab_size ", model.config.vocab_size);
+  require(cfg.seq_len >= 1 && cfg.seq_len <= model.block_size, "seq_len must be in [1, block_size = ", model.block_size,
+          "] (got ", cfg.seq_len, ")");
+  require(data.vocab_size <= model.vocab_size, "data vocabulary ", data.vocab_size, " exceeds the model's vocab_size ",
+          model.vocab_size);
   if (data.row_len > 0)
     require(cfg.seq_len <= data.row_len - 1, "seq_len ", cfg.seq_len,
             " exceeds the task rows' length - 1 = ", data.row_len - 1, " (aligned task data: use --seq-len ",
@@ -299,6 +290,31 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     require(data.val.size() > static_cast<std::size_t>(cfg.seq_len) + 1, "validation split has ", data.val.size(),
             " tokens: needs more than seq_len + 1 = ", cfg.seq_len + 1);
   }
+  if (data.row_len > 0 && data.val_mask.size() == data.val.size()) {
+    // the rows validation_loss reads (the first batch x eval_batches, cycled) must score a
+    // target within seq_len; found here, not at the first evaluation after eval_interval steps
+    const std::size_t L = static_cast<std::size_t>(data.row_len), rows = data.val.size() / L;
+    const std::size_t n = std::min<std::size_t>(rows, static_cast<std::size_t>(cfg.batch) * cfg.eval_batches);
+    bool any = false;
+    for (std::size_t r = 0; r < n && !any; ++r)
+      for (int t = 1; t <= cfg.seq_len && !any; ++t) any = data.val_mask[r * L + static_cast<std::size_t>(t)] != 0;
+    require(any, "validation rows score no target (all loss-mask bytes are 0 within seq_len)");
+  }
+}
+
+TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
+                  const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
+                  const std::atomic<bool>* stop, UpdateBackend* backend) {
+  // a fresh run is checked before the model is initialised, a resumed one once its config is read
+  if (resume_from.empty()) check_train_inputs(model_config, cfg, data);
+  Checkpoint ck;
+  if (!resume_from.empty()) {
+    ck = load_checkpoint(resume_from, true);
+  } else {
+    ck.model = init_model<float>(model_config, cfg.seed);
+  }
+  Model<float>& model = ck.model;
+  if (!resume_from.empty()) check_train_inputs(model.config, cfg, data);
   std::filesystem::create_directories(cfg.out_dir);
   const std::string last = cfg.out_dir + "/last.h5", best = cfg.out_dir + "/best.h5", log = cfg.out_dir + "/log.csv";
   ck.train_config = cfg.to_json();

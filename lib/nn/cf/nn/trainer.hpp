@@ -116,6 +116,13 @@ class UpdateBackend {
   virtual void store(std::vector<float>& params, AdamWState& st) = 0;
 };
 
+/// The checks train() makes on its inputs before any work, for `model` (the model trained: the
+/// fresh config, or a resumed checkpoint's): counts and intervals >= 1, a valid CF_GEMM, seq_len in
+/// [1, block_size] and within aligned task rows, the data's vocabulary within the model's, and
+/// splits longer than seq_len + 1. Throws cf::InvalidArgument naming the violated bound. A tool
+/// calls it before printing anything about the run (train: its header line); train() calls it too.
+void check_train_inputs(const ModelConfig& model, const TrainConfig& cfg, const TrainData& data);
+
 /// Run (or, with resume_from non-empty, continue) training. A fresh run initialises the model
 /// from `model_config` with cfg.seed; a resumed run takes model, optimizer and step from the
 /// checkpoint (model_config ignored). Non-finite loss or gradient norm throws cf::Error naming
