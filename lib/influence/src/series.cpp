@@ -15,6 +15,9 @@ namespace cf::influence {
 
 std::int64_t checkpoint_step(const std::string& path) {
   require(std::filesystem::exists(path), "--checkpoint: file '", path, "' does not exist");
+  require(!std::filesystem::is_directory(path), "--checkpoint '", path,
+          "' is a folder (a Hugging Face directory?): a series over training is ordered by the training step "
+          "train stores in its HDF5 checkpoints; give one folder alone, or train checkpoints");
   const io::File f = io::File::open(path);
   require(f.has_attr("step"), "--checkpoint '", path,
           "' has no training step (root attribute 'step'): not a checkpoint written by train");
