@@ -161,6 +161,13 @@ void check_output_dir(const std::string& dir, const std::string& option) {
   }
 }
 
+// A library message may already begin with the tool's name ("capture: seq_len T ..." from the
+// capture functions the capture tool calls): printed once, not "capture: error: capture: ...".
+static std::string without_own_name(const std::string& name, const char* what) {
+  const std::string m = what, prefix = name + ": ";
+  return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
+}
+
 int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   const std::string name = app.get_name();
   install_temp_cleanup_handlers();
@@ -181,13 +188,13 @@ int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body)
     body();
     return 0;
   } catch (const InvalidArgument& e) {
-    std::cerr << name << ": error: " << e.what() << "\nhint: run '" << name << " --help'\n";
+    std::cerr << name << ": error: " << without_own_name(name, e.what()) << "\nhint: run '" << name << " --help'\n";
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << name << ": error: out of memory (try a smaller --n or fewer layers)\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << name << ": error: " << e.what() << "\n";
+    std::cerr << name << ": error: " << without_own_name(name, e.what()) << "\n";
     return 1;
   }
 }
