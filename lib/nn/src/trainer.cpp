@@ -274,11 +274,10 @@ void check_train_inputs(const ModelConfig& model, const TrainConfig& cfg, const 
           "] (got ", cfg.seq_len, ")");
   require(data.vocab_size <= model.vocab_size, "data vocabulary ", data.vocab_size, " exceeds the model's vocab_size ",
           model.vocab_size);
-  if (data.row_len > 0)
+  if (data.row_len > 0) {  // aligned rows: a batch takes whole rows, one row per split suffices
     require(cfg.seq_len <= data.row_len - 1, "seq_len ", cfg.seq_len,
             " exceeds the task rows' length - 1 = ", data.row_len - 1, " (aligned task data: use --seq-len ",
             data.row_len - 1, ")");
-  if (data.row_len > 0) {  // aligned rows: a batch takes whole rows, one row per split suffices
     const auto rows = [&](const std::vector<std::int32_t>& v) {
       return v.size() / static_cast<std::size_t>(data.row_len);
     };
