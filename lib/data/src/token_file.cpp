@@ -61,15 +61,24 @@ void write_token_files(const std::string& prefix, const TokenSplit& split, const
                       {prefix + ".meta.json", j.dump(2) + "\n"}});  // the manifest last
 }
 
-std::string fnv1a64_hex(const std::string& bytes) {
-  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 offset basis
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ULL;
+void Fnv1a64::add(const void* bytes, std::size_t n) {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    h_ ^= p[i];
+    h_ *= 1099511628211ULL;  // FNV-1a 64 prime
   }
+}
+
+std::string Fnv1a64::hex() const {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h_));
   return buf;
+}
+
+std::string fnv1a64_hex(const std::string& bytes) {
+  Fnv1a64 h;
+  h.add(bytes.data(), bytes.size());
+  return h.hex();
 }
 
 TokenMeta read_token_meta(const std::string& prefix) {

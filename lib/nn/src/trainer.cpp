@@ -180,24 +180,14 @@ nlohmann::json TrainConfig::to_json() const {
 }
 
 std::string data_checksum(const TrainData& data) {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis and prime
-  const auto add = [&h](std::uint64_t v, int bytes) {
-    for (int k = 0; k < bytes; ++k) {
-      h ^= (v >> (8 * k)) & 0xffu;
-      h *= 1099511628211ull;
-    }
-  };
+  data::Fnv1a64 h;  // over the bytes as they lie in memory
   // the split sizes first: moving the boundary between train and val changes the checksum
-  add(data.train.size(), 8);
-  add(data.val.size(), 8);
-  for (const auto* v : {&data.train, &data.val})
-    for (const std::int32_t t : *v) add(static_cast<std::uint32_t>(t), 4);
-  add(static_cast<std::uint32_t>(data.row_len), 4);
-  for (const auto* m : {&data.train_mask, &data.val_mask})
-    for (const std::uint8_t b : *m) add(b, 1);
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  const std::uint64_t sizes[2] = {data.train.size(), data.val.size()};
+  h.add(sizes, sizeof sizes);
+  for (const auto* v : {&data.train, &data.val}) h.add(v->data(), v->size() * sizeof(std::int32_t));
+  h.add(&data.row_len, sizeof data.row_len);
+  for (const auto* m : {&data.train_mask, &data.val_mask}) h.add(m->data(), m->size());
+  return h.hex();
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // <prefix>.val.bin) plus <prefix>.meta.json {"vocab_size", "tokenizer", "n_train", "n_val",
 // "source"}. numpy reads a split with np.fromfile(path, dtype='<u2').
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,17 @@ struct TokenData {
 /// Read and validate all three files (counts must match the metadata; when the meta file carries
 /// the "files" manifest, sizes and checksums too: a mismatch is reported as a mixed token set).
 TokenData read_token_files(const std::string& prefix);
+
+/// FNV-1a 64-bit hash over bytes added piece by piece (the token-set manifest checksum, the
+/// trainer's data checksum); hex() gives 16 lower-case hex digits.
+class Fnv1a64 {
+ public:
+  void add(const void* bytes, std::size_t n);
+  std::string hex() const;
+
+ private:
+  std::uint64_t h_ = 14695981039346656037ULL;  // FNV-1a 64 offset basis
+};
 
 /// FNV-1a 64-bit hash of `bytes`, as 16 lower-case hex digits (the token-set manifest checksum).
 std::string fnv1a64_hex(const std::string& bytes);

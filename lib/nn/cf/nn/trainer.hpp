@@ -68,8 +68,9 @@ struct TrainConfig {
   nlohmann::json to_json() const;
 };
 
-/// FNV-1a 64 (16 hex digits) over the train split, then the validation split and, for aligned task
-/// data, the row length and the masks: equal for the same tokens split the same way.
+/// FNV-1a 64 (data::Fnv1a64, 16 hex digits) over the split sizes, the train split, the validation
+/// split and, for aligned task data, the row length and the masks: equal for the same tokens split
+/// the same way.
 std::string data_checksum(const TrainData& data);
 
 /// What the loop reports after every update (for progress lines and the CSV log).
