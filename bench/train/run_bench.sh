@@ -35,19 +35,28 @@ fi
 # threads is 16-24% faster with it (measured 2026-11-26, docs/benchmarks/train.md). causalflow
 # threads its GEMMs through OpenMP (cf::nn::sgemm_omp) and is unaffected; the tuning is the baseline's.
 tmo=(OPENBLAS_THREAD_TIMEOUT=4)
+field() { sed -n "s/.*[ ]$1=\([0-9.eE+-]*\).*/\1/p" <<<" $2"; }  # field NAME LINE: the value of NAME=...
 echo "# $(date -u '+%F %T UTC') load:$(cut -d' ' -f1-3 /proc/loadavg) OPENBLAS_CORETYPE=${core:-<unset>} ${tmo[*]}"
 for th in 1 2; do
   # GEMM floor of one step and the FMA peak per thread at this moment (on a VM the second vCPU's
   # throughput moves with the host's load; a low peak explains a slow pair)
   if [ -x "$build/bench/bin/bench_gemm_ceiling" ]; then
-    echo -n "threads=$th gemm floor: "
-    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_gemm_ceiling" "${gargs[@]}" 3 | tail -1
+    floor_line=$(env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_gemm_ceiling" "${gargs[@]}" 3 | tail -1)
+    echo "threads=$th gemm floor: $floor_line"
+    floor_s=$(field gemm_step_s "$floor_line")
   fi
   for rep in $(seq "$reps"); do
-    echo -n "threads=$th rep=$rep "
-    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}"
-    echo -n "threads=$th rep=$rep "
-    env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
-      /usr/bin/python3 "$here/torch_train_step.py" "${args[@]}"
+    cf_line=$(env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE "$build/bench/bin/bench_train_step" "${args[@]}")
+    echo "threads=$th rep=$rep $cf_line"
+    torch_line=$(env -u OPENBLAS_L2_SIZE "${coreenv[@]}" "${tmo[@]}" OMP_NUM_THREADS=$th OMP_WAIT_POLICY=PASSIVE LD_PRELOAD="$tc" \
+      /usr/bin/python3 "$here/torch_train_step.py" "${args[@]}")
+    echo "threads=$th rep=$rep $torch_line"
+    # ratio of the pair, and the ceiling: the ratio a step doing nothing but the GEMM floor would
+    # reach against this PyTorch step (no implementation calling the same sgemm can pass it)
+    awk -v th="$th" -v rep="$rep" -v a="$(field tokens_per_s "$cf_line")" -v b="$(field tokens_per_s "$torch_line")" \
+      -v ts="$(field step_s "$torch_line")" -v fs="${floor_s:-}" 'BEGIN {
+        printf "threads=%s rep=%s ratio=%.2f", th, rep, a / b
+        if (fs != "") printf " ceiling=%.2f (torch step / gemm floor)", ts / fs
+        printf "\n" }'
   done
 done
