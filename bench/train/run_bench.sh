@@ -52,7 +52,7 @@ for th in 1 2; do
       /usr/bin/python3 "$here/torch_train_step.py" "${args[@]}")
     echo "threads=$th rep=$rep $torch_line"
     # ratio of the pair, and the ceiling: the ratio a step doing nothing but the GEMM floor would
-    # reach against this PyTorch step (no implementation calling the same sgemm can pass it)
+    # reach against this PyTorch step (passing it needs GEMMs faster than this sgemm)
     awk -v th="$th" -v rep="$rep" -v a="$(field tokens_per_s "$cf_line")" -v b="$(field tokens_per_s "$torch_line")" \
       -v ts="$(field step_s "$torch_line")" -v fs="${floor_s:-}" 'BEGIN {
         printf "threads=%s rep=%s ratio=%.2f", th, rep, a / b
