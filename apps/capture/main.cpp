@@ -12,6 +12,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/hf/token_input.hpp"
+#include "cf/hf/token_input_options.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/capture_report.hpp"
 #include "cf/nn/checkpoint.hpp"
@@ -21,8 +22,9 @@ using namespace cf;
 namespace {
 
 struct Options {
-  std::string checkpoint, text, data, split = "val", heads = "all", out = "capture.h5", gpt2_dir, tokens;
-  int seq_len = 0;  // 0 = min(256, block_size)
+  std::string checkpoint, heads = "all", out = "capture.h5";
+  hf::TokenInput input;  ///< --text | --data | --tokens, --split, --gpt2-dir
+  int seq_len = 0;       // 0 = min(256, block_size)
   int n_seq = 4;
   bool no_qk = false, no_probs = false;
   std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
@@ -42,8 +44,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 
 void run(const CLI::App& app, const Options& o) {
   gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
-  app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
-  app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
+  hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.out, "--out");
   const nn::Model<float> model = nn::load_model(o.checkpoint);
@@ -52,21 +53,22 @@ void run(const CLI::App& app, const Options& o) {
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,
           " (T <= block_size)");
   std::string tokenizer;
-  const std::vector<std::int32_t> tokens =
-      hf::load_token_input({o.tokens, o.data, o.split, o.text, o.gpt2_dir}, o.checkpoint, cfg.vocab_size, &tokenizer);
+  const std::vector<std::int32_t> tokens = hf::load_token_input(o.input, o.checkpoint, cfg.vocab_size, &tokenizer);
   const auto windows = nn::capture_windows(tokens, T, o.n_seq);
   nn::CaptureOptions co;
   co.store_probs = !o.no_probs;
   co.store_qk = !o.no_qk;
   co.heads = parse_heads(o.heads);
-  co.source = !o.data.empty() ? o.data + " (" + o.split + " split)" : !o.tokens.empty() ? o.tokens : o.text;
+  co.source = !o.input.data.empty()     ? o.input.data + " (" + o.input.split + " split)"
+              : !o.input.tokens.empty() ? o.input.tokens
+                                        : o.input.text;
   const nn::CaptureSummary s = nn::capture_model(model, windows, o.out, co);
 
   const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());
   const nlohmann::json meta = output::metadata("capture", {{"checkpoint", o.checkpoint},
-                                                           {"text", o.text},
-                                                           {"data", o.data},
-                                                           {"split", o.split},
+                                                           {"text", o.input.text},
+                                                           {"data", o.input.data},
+                                                           {"split", o.input.split},
                                                            {"seq_len", T},
                                                            {"n_seq", o.n_seq},
                                                            {"heads", o.heads},
@@ -91,17 +93,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoint,
                  "Checkpoint written by train (HDF5) or a Hugging Face directory (docs/hf.md)")
       ->required();
-  auto* in = app.add_option_group("input", "token input (exactly one)");
-  in->add_option("--text", o.text,
-                 "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging "
-                 "Face directory's tokenizer.json)");
-  in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
-  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
-      ->check(CLI::ExistingFile);
-  in->require_option(1);
-  app.add_option("--split", o.split, "Split of --data to read")
-      ->check(CLI::IsMember({"val", "train"}))
-      ->capture_default_str();
+  hf::add_token_input_options(app, o.input);
   app.add_option("--seq-len", o.seq_len, "Tokens per sequence T (<= block size) [default: min(256, block_size)]")
       ->check(app::integer(1, 65536));
   app.add_option("--n-seq", o.n_seq, "Number of sequences N (windows spread evenly over the input)")
@@ -112,7 +104,6 @@ void setup(CLI::App& app, Options& o) {
   app.add_flag("--no-qk", o.no_qk, "Do not store Q and K");
   app.add_flag("--no-probs", o.no_probs, "Do not store attention probabilities (rollout then needs --kernel-file)");
   app.add_option("--out", o.out, "Capture file (HDF5, written atomically)")->capture_default_str();
-  app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
   gpu::add_device_option(app, o.device);
   app::add_common_options(app, o.common, /*with_plot=*/true, "--report");
   app.get_option("--plot")->description("Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");

@@ -12,6 +12,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/hf/token_input.hpp"
+#include "cf/hf/token_input_options.hpp"
 #include "cf/influence/capture_input.hpp"
 #include "cf/influence/influence.hpp"
 #include "cf/influence/influence_report.hpp"
@@ -29,7 +30,8 @@ namespace {
 
 struct Options {
   std::vector<std::string> checkpoints;
-  std::string text, data, tokens, capture, split = "val", target = "probability", h5, gpt2_dir;
+  hf::TokenInput input;  ///< --text | --data | --tokens (or --capture), --split, --gpt2-dir
+  std::string capture, target = "probability", h5;
   int n = 0;  // 0 = min(256, block_size)
   int windows = 64;
   int batch = 0;
@@ -38,7 +40,7 @@ struct Options {
 
 // Token ids of --tokens, --data or --text in the checkpoint's vocabulary (cf/hf/token_input.hpp).
 std::vector<std::int32_t> load_tokens(const Options& o, const std::string& checkpoint, int vocab_size) {
-  return hf::load_token_input({o.tokens, o.data, o.split, o.text, o.gpt2_dir}, checkpoint, vocab_size);
+  return hf::load_token_input(o.input, checkpoint, vocab_size);
 }
 
 struct Measured {
@@ -73,16 +75,16 @@ void run_single(const Options& o, const std::string& path) {
   const auto& r = m.r;
   if (!o.h5.empty())
     influence::write_profile_h5(o.h5, r, m.w.starts, path,
-                                !o.capture.empty() ? o.capture
-                                : o.data.empty()   ? o.text
-                                                   : o.data);
+                                !o.capture.empty()     ? o.capture
+                                : o.input.data.empty() ? o.input.text
+                                                       : o.input.data);
   influence::InfluenceReport ir = influence::influence_report(r, m.w.starts, path, o.target, o.h5);
   ir.report.meta = output::metadata("influence", {{"checkpoint", path},
-                                                  {"text", o.text},
-                                                  {"data", o.data},
-                                                  {"tokens", o.tokens},
+                                                  {"text", o.input.text},
+                                                  {"data", o.input.data},
+                                                  {"tokens", o.input.tokens},
                                                   {"capture", o.capture},
-                                                  {"split", o.split},
+                                                  {"split", o.input.split},
                                                   {"n", m.n},
                                                   {"windows", o.windows},
                                                   {"target", o.target},
@@ -94,9 +96,9 @@ void run_single(const Options& o, const std::string& path) {
 
 void run_series(const Options& o, const std::vector<influence::CheckpointEntry>& cks) {
   const nlohmann::json meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
-                                                             {"text", o.text},
-                                                             {"data", o.data},
-                                                             {"tokens", o.tokens},
+                                                             {"text", o.input.text},
+                                                             {"data", o.input.data},
+                                                             {"tokens", o.input.tokens},
                                                              {"n", o.n},
                                                              {"windows", o.windows},
                                                              {"target", o.target}});
@@ -116,8 +118,7 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
 
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
-  app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
-  app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
+  hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.h5, "--h5");  // writable, and not an input or the report (before the work)
   influence::parse_target(o.target);
@@ -132,18 +133,8 @@ void setup(CLI::App& app, Options& o) {
                  "Checkpoint(s) written by train: a path, a comma list, a glob (quoted, e.g. 'run/step_*.h5'), or "
                  "the option repeated; several = a series over training")
       ->required();
-  auto* in = app.add_option_group("input", "token input (exactly one)");
-  in->add_option("--text", o.text,
-                 "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging "
-                 "Face directory's tokenizer.json)");
-  in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
-  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
-      ->check(CLI::ExistingFile);
-  in->add_option("--capture", o.capture, "Capture file of this checkpoint: use its N sequences as the windows (n = T)");
-  in->require_option(1);
-  app.add_option("--split", o.split, "Split of --data to read")
-      ->check(CLI::IsMember({"val", "train"}))
-      ->capture_default_str();
+  hf::add_token_input_options(app, o.input, &o.capture,
+                              "Capture file of this checkpoint: use its N sequences as the windows (n = T)");
   app.add_option("--n", o.n, "Window length n (2 <= n <= block size) [default: min(256, block_size)]")
       ->check(CLI::Range(2, 1 << 20));
   app.add_option("--windows", o.windows, "Number of windows W (spread evenly over the input, capture's rule)")
@@ -159,7 +150,6 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--h5", o.h5,
                  "Also write an HDF5 file with the per-window matrix (/per_window [W, n], /starts, /yhat)");
-  app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
   app::add_common_options(app, o.common);
   app.get_option("--plot")->description(
       "Plot the profile (one checkpoint) or the metrics against step (several) to FILE.svg|FILE.png");

@@ -12,6 +12,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/hf/token_input.hpp"
+#include "cf/hf/token_input_options.hpp"
 #include "cf/influence/capture_input.hpp"
 #include "cf/influence/influence.hpp"
 #include "cf/influence/jacobian_analysis.hpp"
@@ -24,14 +25,15 @@ using namespace cf;
 namespace {
 
 struct Options {
-  std::string checkpoint, text, data, tokens, capture, split = "val", gpt2_dir;
+  std::string checkpoint, capture;
+  hf::TokenInput input;  ///< --text | --data | --tokens (or --capture), --split, --gpt2-dir
   int n = 64, window = 0, windows = 64, layer = 0, span = 0, seed_batch = 0;
   app::CommonOptions common;
 };
 
 // Token ids of --tokens, --data or --text in the checkpoint's vocabulary (cf/hf/token_input.hpp).
 std::vector<std::int32_t> load_tokens(const Options& o, const std::string& checkpoint, int vocab_size) {
-  return hf::load_token_input({o.tokens, o.data, o.split, o.text, o.gpt2_dir}, checkpoint, vocab_size);
+  return hf::load_token_input(o.input, checkpoint, vocab_size);
 }
 
 std::string with_suffix(const std::string& path, const std::string& suffix) {
@@ -41,8 +43,7 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
-  app::refuse_unless(app, "--split", !o.data.empty(), "--data PREFIX");
-  app::refuse_unless(app, "--gpt2-dir", !o.text.empty(), "--text FILE");
+  hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   const auto& cfg = model.config;
@@ -67,9 +68,9 @@ void run(const CLI::App& app, const Options& o) {
 
   const nlohmann::json meta =
       output::metadata("jacobian", {{"checkpoint", o.checkpoint},
-                                    {"text", o.text},
-                                    {"data", o.data},
-                                    {"tokens", o.tokens},
+                                    {"text", o.input.text},
+                                    {"data", o.input.data},
+                                    {"tokens", o.input.tokens},
                                     {"n", n},
                                     {"capture", o.capture},
                                     {"window", o.window},
@@ -96,18 +97,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--checkpoint", o.checkpoint,
                  "Checkpoint written by train (HDF5) or a Hugging Face directory (docs/hf.md)")
       ->required();
-  auto* in = app.add_option_group("input", "token input (exactly one)");
-  in->add_option("--text", o.text,
-                 "Text file (or brown|kjv), tokenised with the checkpoint's vocabulary (bytes, GPT-2 BPE, or a Hugging "
-                 "Face directory's tokenizer.json)");
-  in->add_option("--data", o.data, "Prefix of prepare-data token files (vocab_size must match the checkpoint)");
-  in->add_option("--tokens", o.tokens, "Pre-tokenised ids: whitespace-separated integers, or a .npy of int32/int64")
-      ->check(CLI::ExistingFile);
-  in->add_option("--capture", o.capture, "Capture file of this checkpoint: analyse its sequence --window (n = T)");
-  in->require_option(1);
-  app.add_option("--split", o.split, "Split of --data to read")
-      ->check(CLI::IsMember({"val", "train"}))
-      ->capture_default_str();
+  hf::add_token_input_options(app, o.input, &o.capture,
+                              "Capture file of this checkpoint: analyse its sequence --window (n = T)");
   app.add_option("--n", o.n, "Window length n (<= block size)")->check(CLI::Range(2, 1 << 16))->capture_default_str();
   app.add_option("--window", o.window,
                  "Which window K: window K of --windows evenly spread ones (capture's rule: the window influence "
@@ -126,7 +117,6 @@ void setup(CLI::App& app, Options& o) {
                  "Seeds (vector-Jacobian products) per batched backward pass (0 = d_model)")
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
-  app.add_option("--gpt2-dir", o.gpt2_dir, "Folder with encoder.json and vocab.bpe for GPT-2 checkpoints");
   app::add_common_options(app, o.common);
   app.get_option("--plot")->description(
       "Heat map of the measured Frobenius block norms to FILE.svg|png; the bound "
