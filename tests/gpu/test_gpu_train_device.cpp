@@ -84,80 +84,13 @@ TEST_CASE("device trainer (CUDA) = cf::nn forward_backward at head dimension 64 
 
 TEST_CASE("device trainer (CUDA) = cf::nn clip_grad_norm + adamw_step (accumulation, clipping, 2 steps)",
           "[gpu][device][train]") {
-  const int B = 1, T = 37;
-  const Case cs = cases()[1];
-  Model<float> model = init_model<float>(cs.cfg, 3);
-  cf::gpu::cuda::Trainer tr(cf::gpu::make_train_plan(cs.cfg, B, T));
-  tr.upload(model.params.data(), nullptr, nullptr);
-  AdamWState st;
-  AdamWConfig ac;
-  for (int step = 1; step <= 2; ++step) {
-    tr.zero_grad();
-    std::vector<std::int32_t> x, y;
-    for (int k = 0; k < 2; ++k) {
-      batch(cs.cfg, B, T, 100 * step + k, x, y);
-      tr.micro_batch(x.data(), y.data());
-    }
-    std::vector<float> g(model.params.size());
-    tr.gradient(g.data());  // the device's gradient, updated by the CPU oracle and by the device
-    for (auto& v : g) v /= 2.f;
-    const double norm_cpu = clip_grad_norm(g, 0.05);
-    const double norm_dev = tr.clip(2, 0.05);
-    INFO("step " << step << " norm " << norm_cpu);
-    CHECK(norm_cpu > 0.05);
-    CHECK(std::abs(norm_dev - norm_cpu) < 1e-6 * norm_cpu);
-    const double lr = 3e-3;
-    adamw_step(model.params, g, st, model.layout, lr, ac);
-    const double bc1 = 1.0 - std::pow(ac.beta1, double(step)), bc2 = 1.0 - std::pow(ac.beta2, double(step));
-    tr.apply(
-        cf::gpu::AdamWUpdate{float(lr), float(ac.beta1), float(ac.beta2), float(bc1), float(bc2), float(ac.eps), 0.f},
-        float(ac.weight_decay));
-    std::vector<float> p(model.params.size()), m(p.size()), v(p.size());
-    tr.download(p.data(), m.data(), v.data());
-    // same gradient in; per element the same float operations up to nvcc's FMA contraction
-    check_tensors(model.layout, p, model.params, 1e-5, "params");
-    check_tensors(model.layout, m, st.m, 1e-5, "m");
-    check_tensors(model.layout, v, st.v, 1e-5, "v");
-    CHECK(tr.finite());
-  }
+  // same gradient in; per element the same float operations up to nvcc's FMA contraction
+  check_clip_adamw<cf::gpu::cuda::Trainer>(1e-5);
 }
 
 TEST_CASE("device trainer (CUDA): the training loop of train --device cuda tracks the CPU loop's loss curve",
           "[gpu][device][train]") {
-  ModelConfig c = small("swa,bridge", PosKind::Learned, NormKind::LayerNorm);
-  TrainData d;
-  d.vocab_size = c.vocab_size;
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 3000; ++i) {
-    const int tok = (rng() % 8 == 0) ? int(rng() % c.vocab_size) : (i * 3 + i / 7) % c.vocab_size;
-    (i < 2700 ? d.train : d.val).push_back(tok);
-  }
-  TrainConfig tc;
-  tc.max_steps = 6;
-  tc.batch = 2;
-  tc.seq_len = 37;
-  tc.grad_accum = 1;
-  tc.lr = 1e-2;
-  tc.min_lr = 1e-3;
-  tc.warmup = 2;
-  tc.eval_interval = 3;
-  tc.eval_batches = 1;
-  tc.ckpt_interval = 3;
-  tc.out_dir = tmpdir("cpu");
-  const TrainResult cpu = train(c, tc, d, "", nullptr, nullptr);
-  tc.out_dir = tmpdir("cuda");
-  auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Cuda);
-  const TrainResult dev = train(c, tc, d, "", nullptr, nullptr, backend.get());
-  REQUIRE(cpu.history.size() == 6);
-  REQUIRE(dev.history.size() == 6);
-  for (std::size_t i = 0; i < 6; ++i) {
-    WARN("step " << i + 1 << ": loss cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss
-                 << "; grad norm cpu " << cpu.history[i].grad_norm << ", device " << dev.history[i].grad_norm);
-    CHECK(std::abs(dev.history[i].loss - cpu.history[i].loss) < 1e-4 * cpu.history[i].loss);
-    CHECK(std::abs(dev.history[i].grad_norm - cpu.history[i].grad_norm) < 1e-3 * cpu.history[i].grad_norm);
-  }
-  CHECK(dev.history.back().loss < dev.history.front().loss);
-  CHECK(std::abs(dev.final_val_loss - cpu.final_val_loss) < 1e-4 * cpu.final_val_loss);
+  check_loop_pair(run_loop_pair(cf::gpu::TrainerBuild::Cuda, tmpdir("cpu"), tmpdir("cuda")), /*warn=*/true);
   for (const char* n : {"cpu", "cuda"})
     fs::remove_all(fs::temp_directory_path() /
                    (std::string("cf_gpu_train_device_") + n + "_" + std::to_string(::getpid())));

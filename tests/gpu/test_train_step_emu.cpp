@@ -106,109 +106,36 @@ TEST_CASE("gpu device trainer (emulated): gradient = central finite difference o
 
 TEST_CASE("gpu device trainer (emulated) = cf::nn clip_grad_norm + adamw_step (accumulation, clipping, 2 steps)",
           "[gpu][emu][train]") {
-  const int B = 1, T = 37;
-  const Case cs = cases()[1];
-  Model<float> model = init_model<float>(cs.cfg, 3);
-  cf::gpu::emu::Trainer tr(cf::gpu::make_train_plan(cs.cfg, B, T));
-  tr.upload(model.params.data(), nullptr, nullptr);
-  AdamWState st;
-  AdamWConfig ac;
-  auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
-  for (int step = 1; step <= 2; ++step) {
-    // two micro-batches, clipped hard (max norm 0.05 < the norm: clipping active)
-    tr.zero_grad();
-    std::vector<std::int32_t> x, y;
-    for (int k = 0; k < 2; ++k) {
-      batch(cs.cfg, B, T, 100 * step + k, x, y);
-      tr.micro_batch(x.data(), y.data());
-    }
-    std::vector<float> g(model.params.size());
-    tr.gradient(g.data());
-    for (auto& v : g) v /= 2.f;  // the oracle: the loop's accumulation rule, then clip, then AdamW
-    const double norm_cpu = clip_grad_norm(g, 0.05);
-    const double norm_dev = tr.clip(2, 0.05);
-    INFO("step " << step << " norm " << norm_cpu);
-    CHECK(norm_cpu > 0.05);
-    CHECK(std::abs(norm_dev - norm_cpu) < 1e-6 * norm_cpu);
-    const double lr = 3e-3;
-    adamw_step(model.params, g, st, model.layout, lr, ac);
-    const double bc1 = 1.0 - std::pow(ac.beta1, double(step)), bc2 = 1.0 - std::pow(ac.beta2, double(step));
-    tr.apply(
-        cf::gpu::AdamWUpdate{float(lr), float(ac.beta1), float(ac.beta2), float(bc1), float(bc2), float(ac.eps), 0.f},
-        float(ac.weight_decay));
-    std::vector<float> p(model.params.size()), m(p.size()), v(p.size());
-    tr.download(p.data(), m.data(), v.data());
-    // same gradient in, same float arithmetic per element: equal to round-off
-    check_tensors(model.layout, p, model.params, 1e-6, "params");
-    check_tensors(model.layout, m, st.m, 1e-5, "m");
-    check_tensors(model.layout, v, st.v, 1e-5, "v");
-    CHECK(tr.finite());
-  }
+  // same gradient in, same float arithmetic per element: equal to round-off
+  check_clip_adamw<cf::gpu::emu::Trainer>(1e-6);
 }
 
 TEST_CASE("gpu device trainer (emulated): the training loop tracks the CPU loop's loss curve and resumes on the CPU",
           "[gpu][emu][train]") {
-  ModelConfig c = small("swa,bridge", PosKind::Learned, NormKind::LayerNorm);
-  TrainData d;
-  d.vocab_size = c.vocab_size;
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 3000; ++i) {
-    const int tok = (rng() % 8 == 0) ? int(rng() % c.vocab_size) : (i * 3 + i / 7) % c.vocab_size;
-    (i < 2700 ? d.train : d.val).push_back(tok);
-  }
-  TrainConfig tc;
-  tc.max_steps = 6;
-  tc.batch = 2;
-  tc.seq_len = 37;
-  tc.grad_accum = 1;
-  tc.lr = 1e-2;
-  tc.min_lr = 1e-3;
-  tc.warmup = 2;
-  tc.eval_interval = 3;
-  tc.eval_batches = 1;
-  tc.ckpt_interval = 3;
-  tc.out_dir = tmpdir("cpu");
-  const TrainResult cpu = train(c, tc, d, "", nullptr, nullptr);
-  tc.out_dir = tmpdir("emu");
-  auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
-  const TrainResult dev = train(c, tc, d, "", nullptr, nullptr, backend.get());
-  REQUIRE(cpu.history.size() == 6);
-  REQUIRE(dev.history.size() == 6);
-  for (std::size_t i = 0; i < 6; ++i) {
-    INFO("step " << i + 1 << ": cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss);
-    if (std::getenv("CF_TEST_VERBOSE"))
-      WARN("step " << i + 1 << ": loss cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss
-                   << "; grad norm cpu " << cpu.history[i].grad_norm << ", device " << dev.history[i].grad_norm);
-    // float round-off grows through the updates (measured agreement: 6 digits)
-    CHECK(std::abs(dev.history[i].loss - cpu.history[i].loss) < 1e-4 * cpu.history[i].loss);
-    CHECK(std::abs(dev.history[i].grad_norm - cpu.history[i].grad_norm) < 1e-3 * cpu.history[i].grad_norm);
-  }
-  CHECK(dev.history.back().loss < dev.history.front().loss);  // it learns
-  CHECK(std::abs(dev.final_val_loss - cpu.final_val_loss) < 1e-4 * cpu.final_val_loss);
+  const std::string cpu_dir = tmpdir("cpu");
+  const LoopPair lp = run_loop_pair(cf::gpu::TrainerBuild::Emulated, cpu_dir, tmpdir("emu"));
+  check_loop_pair(lp, std::getenv("CF_TEST_VERBOSE") != nullptr);
+  const TrainConfig& tc = lp.tc;
   // the device run's checkpoint: same format, the CPU run's parameters to float tolerance
   const Checkpoint ck_dev = load_checkpoint(tc.out_dir + "/last.h5", true);
-  const Checkpoint ck_cpu = load_checkpoint(
-      fs::path(tc.out_dir).parent_path().string() + "/cf_gpu_train_test_cpu_" + std::to_string(::getpid()) + "/last.h5",
-      true);
+  const Checkpoint ck_cpu = load_checkpoint(cpu_dir + "/last.h5", true);
   CHECK(ck_dev.step == 6);
   CHECK(ck_dev.optim.t == 6);
   check_tensors(ck_dev.model.layout, ck_dev.model.params, ck_cpu.model.params, 5e-3, "params after 6 steps");
   // resumable on the CPU: two more updates from the device's last.h5
   TrainConfig more = tc;
   more.max_steps = 8;
-  const TrainResult res = train(c, more, d, tc.out_dir + "/last.h5", nullptr, nullptr);
+  const TrainResult res = train(lp.c, more, lp.d, tc.out_dir + "/last.h5", nullptr, nullptr);
   CHECK(res.steps_done == 8);
   CHECK(std::isfinite(res.last_loss));
   // and on the device build from a CPU checkpoint (the moments travel too)
   TrainConfig more_dev = more;
   more_dev.out_dir = tmpdir("emu_resume");
-  const std::string cpu_last =
-      fs::path(tc.out_dir).parent_path().string() + "/cf_gpu_train_test_cpu_" + std::to_string(::getpid()) + "/last.h5";
-  auto backend2 = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
+  auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
   TrainConfig more_cpu = more;
   more_cpu.out_dir = tmpdir("cpu_resume");
-  const TrainResult r_dev = train(c, more_dev, d, cpu_last, nullptr, nullptr, backend2.get());
-  const TrainResult r_cpu = train(c, more_cpu, d, cpu_last, nullptr, nullptr);
+  const TrainResult r_dev = train(lp.c, more_dev, lp.d, cpu_dir + "/last.h5", nullptr, nullptr, backend.get());
+  const TrainResult r_cpu = train(lp.c, more_cpu, lp.d, cpu_dir + "/last.h5", nullptr, nullptr);
   REQUIRE(r_dev.history.size() == r_cpu.history.size());
   CHECK(std::abs(r_dev.last_loss - r_cpu.last_loss) < 1e-4 * r_cpu.last_loss);
   for (const char* n : {"cpu", "emu", "emu_resume", "cpu_resume"})

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "cf/gpu/train_step.hpp"
 #include "cf/nn/model.hpp"
+#include "cf/nn/optim.hpp"
+#include "cf/nn/trainer.hpp"
 
 namespace cf_test_gpu {
 
@@ -96,6 +99,103 @@ inline void check_tensors(const ParamLayout& lay, const std::vector<float>& got,
     CHECK(r < tol);
   }
   if (std::getenv("CF_TEST_VERBOSE")) WARN(what << ": worst relative difference " << worst);
+}
+
+// Two optimiser steps of the device trainer `Trainer` (cf::gpu::emu::Trainer or cuda::Trainer),
+// two micro-batches each, clipped hard (max norm 0.05 < the norm: clipping active), against the
+// oracle fed the same gradient: the loop's accumulation rule (mean of the micro-batches), then
+// cf::nn clip_grad_norm and adamw_step. `param_tol`: relative tolerance on the parameters.
+template <class Trainer>
+void check_clip_adamw(double param_tol) {
+  const int B = 1, T = 37;
+  const Case cs = cases()[1];
+  Model<float> model = init_model<float>(cs.cfg, 3);
+  Trainer tr(cf::gpu::make_train_plan(cs.cfg, B, T));
+  tr.upload(model.params.data(), nullptr, nullptr);
+  AdamWState st;
+  AdamWConfig ac;
+  for (int step = 1; step <= 2; ++step) {
+    tr.zero_grad();
+    std::vector<std::int32_t> x, y;
+    for (int k = 0; k < 2; ++k) {
+      batch(cs.cfg, B, T, 100 * step + k, x, y);
+      tr.micro_batch(x.data(), y.data());
+    }
+    std::vector<float> g(model.params.size());
+    tr.gradient(g.data());  // the device's gradient, updated by the oracle and by the device
+    for (auto& v : g) v /= 2.f;
+    const double norm_cpu = clip_grad_norm(g, 0.05);
+    const double norm_dev = tr.clip(2, 0.05);
+    INFO("step " << step << " norm " << norm_cpu);
+    CHECK(norm_cpu > 0.05);
+    CHECK(std::abs(norm_dev - norm_cpu) < 1e-6 * norm_cpu);
+    const double lr = 3e-3;
+    adamw_step(model.params, g, st, model.layout, lr, ac);
+    const double bc1 = 1.0 - std::pow(ac.beta1, double(step)), bc2 = 1.0 - std::pow(ac.beta2, double(step));
+    tr.apply(
+        cf::gpu::AdamWUpdate{float(lr), float(ac.beta1), float(ac.beta2), float(bc1), float(bc2), float(ac.eps), 0.f},
+        float(ac.weight_decay));
+    std::vector<float> p(model.params.size()), m(p.size()), v(p.size());
+    tr.download(p.data(), m.data(), v.data());
+    check_tensors(model.layout, p, model.params, param_tol, "params");
+    check_tensors(model.layout, m, st.m, 1e-5, "m");
+    check_tensors(model.layout, v, st.v, 1e-5, "v");
+    CHECK(tr.finite());
+  }
+}
+
+// The training loop (cf::nn::train, 6 steps of a swa+bridge model) on the CPU and with a device
+// build's update backend, over the same data and configuration, checkpoints in cpu_dir / dev_dir.
+struct LoopPair {
+  ModelConfig c;
+  TrainData d;
+  TrainConfig tc;  ///< out_dir = dev_dir
+  TrainResult cpu, dev;
+};
+inline LoopPair run_loop_pair(cf::gpu::TrainerBuild build, const std::string& cpu_dir, const std::string& dev_dir) {
+  LoopPair lp;
+  lp.c = small("swa,bridge", PosKind::Learned, NormKind::LayerNorm);
+  lp.d.vocab_size = lp.c.vocab_size;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 3000; ++i) {
+    const int tok = (rng() % 8 == 0) ? int(rng() % lp.c.vocab_size) : (i * 3 + i / 7) % lp.c.vocab_size;
+    (i < 2700 ? lp.d.train : lp.d.val).push_back(tok);
+  }
+  TrainConfig& tc = lp.tc;
+  tc.max_steps = 6;
+  tc.batch = 2;
+  tc.seq_len = 37;
+  tc.grad_accum = 1;
+  tc.lr = 1e-2;
+  tc.min_lr = 1e-3;
+  tc.warmup = 2;
+  tc.eval_interval = 3;
+  tc.eval_batches = 1;
+  tc.ckpt_interval = 3;
+  tc.out_dir = cpu_dir;
+  lp.cpu = train(lp.c, tc, lp.d, "", nullptr, nullptr);
+  tc.out_dir = dev_dir;
+  auto backend = cf::gpu::make_update_backend(build);
+  lp.dev = train(lp.c, tc, lp.d, "", nullptr, nullptr, backend.get());
+  return lp;
+}
+// The device loop tracks the CPU loop: every step's loss and gradient norm, the final validation
+// loss (float round-off grows through the updates: 6 digits measured), and it learns. `warn`
+// prints the curves (the device run's numbers go to docs/gpu.md).
+inline void check_loop_pair(const LoopPair& lp, bool warn) {
+  const TrainResult &cpu = lp.cpu, &dev = lp.dev;
+  REQUIRE(cpu.history.size() == 6);
+  REQUIRE(dev.history.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    INFO("step " << i + 1 << ": cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss);
+    if (warn)
+      WARN("step " << i + 1 << ": loss cpu " << cpu.history[i].loss << ", device " << dev.history[i].loss
+                   << "; grad norm cpu " << cpu.history[i].grad_norm << ", device " << dev.history[i].grad_norm);
+    CHECK(std::abs(dev.history[i].loss - cpu.history[i].loss) < 1e-4 * cpu.history[i].loss);
+    CHECK(std::abs(dev.history[i].grad_norm - cpu.history[i].grad_norm) < 1e-3 * cpu.history[i].grad_norm);
+  }
+  CHECK(dev.history.back().loss < dev.history.front().loss);  // it learns
+  CHECK(std::abs(dev.final_val_loss - cpu.final_val_loss) < 1e-4 * cpu.final_val_loss);
 }
 
 }  // namespace cf_test_gpu
