@@ -166,6 +166,25 @@ inline Eigen::VectorXd top_desc(Eigen::VectorXd v, Index k) {
   return v.head(std::min<Index>(k, v.size()));
 }
 
+// The Spectra path every partial_* shares: run `eigs` with `rule`; if it converged, the values are
+// take(eigs); else the dense computation where n allows it (dense_fallback_max_n), else the result
+// says "spectra (not converged)" and holds no values.
+template <class Solver, class Take, class Dense>
+void run_spectra(Solver& eigs, Spectra::SortRule rule, Index n, const PartialOptions& opt, PartialResult& r, Take take,
+                 Dense dense) {
+  eigs.init();
+  r.n_converged = eigs.compute(rule, opt.max_iter, opt.tol);
+  if (eigs.info() == Spectra::CompInfo::Successful) {
+    r.values = take(eigs);
+    r.converged = true;
+    r.method = "spectra";
+  } else if (n <= opt.dense_fallback_max_n) {
+    dense("dense (spectra did not converge)");
+  } else {
+    r.method = "spectra (not converged)";
+  }
+}
+
 }  // namespace detail
 
 /// The nev largest singular values (descending) of a symmetric operator (= |eigenvalues| of
@@ -188,17 +207,9 @@ PartialResult partial_singular_values_symmetric(const Op& op, Index nev, const P
   }
   detail::SpectraApply<Op> sop{op};
   Spectra::SymEigsSolver<detail::SpectraApply<Op>> eigs(sop, nev, detail::default_ncv(n, nev, opt.ncv, 1));
-  eigs.init();
-  r.n_converged = eigs.compute(Spectra::SortRule::LargestMagn, opt.max_iter, opt.tol);
-  if (eigs.info() == Spectra::CompInfo::Successful) {
-    r.values = detail::top_desc(eigs.eigenvalues().cwiseAbs(), nev);
-    r.converged = true;
-    r.method = "spectra";
-  } else if (n <= opt.dense_fallback_max_n) {
-    dense("dense (spectra did not converge)");
-  } else {
-    r.method = "spectra (not converged)";
-  }
+  detail::run_spectra(
+      eigs, Spectra::SortRule::LargestMagn, n, opt, r,
+      [&](auto& e) { return detail::top_desc(e.eigenvalues().cwiseAbs(), nev); }, dense);
   return r;
 }
 
@@ -223,17 +234,9 @@ PartialResult partial_singular_values(const Op& op, Index nev, const PartialOpti
   }
   detail::SpectraGram<Op> gop{op};
   Spectra::SymEigsSolver<detail::SpectraGram<Op>> eigs(gop, nev, detail::default_ncv(n, nev, opt.ncv, 1));
-  eigs.init();
-  r.n_converged = eigs.compute(Spectra::SortRule::LargestAlge, opt.max_iter, opt.tol);
-  if (eigs.info() == Spectra::CompInfo::Successful) {
-    r.values = detail::top_desc(eigs.eigenvalues().cwiseMax(0.0).cwiseSqrt(), nev);
-    r.converged = true;
-    r.method = "spectra";
-  } else if (n <= opt.dense_fallback_max_n) {
-    dense("dense (spectra did not converge)");
-  } else {
-    r.method = "spectra (not converged)";
-  }
+  detail::run_spectra(
+      eigs, Spectra::SortRule::LargestAlge, n, opt, r,
+      [&](auto& e) { return detail::top_desc(e.eigenvalues().cwiseMax(0.0).cwiseSqrt(), nev); }, dense);
   return r;
 }
 
@@ -258,17 +261,9 @@ PartialResult partial_max_real_eigenvalue(const Op& op, const PartialOptions& op
   }
   detail::SpectraApply<Op> sop{op};
   Spectra::GenEigsSolver<detail::SpectraApply<Op>> eigs(sop, nev, detail::default_ncv(n, nev, opt.ncv, 3));
-  eigs.init();
-  r.n_converged = eigs.compute(Spectra::SortRule::LargestReal, opt.max_iter, opt.tol);
-  if (eigs.info() == Spectra::CompInfo::Successful) {
-    r.values = Eigen::VectorXd::Constant(1, eigs.eigenvalues().real().maxCoeff());
-    r.converged = true;
-    r.method = "spectra";
-  } else if (n <= opt.dense_fallback_max_n) {
-    dense("dense (spectra did not converge)");
-  } else {
-    r.method = "spectra (not converged)";
-  }
+  detail::run_spectra(
+      eigs, Spectra::SortRule::LargestReal, n, opt, r,
+      [&](auto& e) { return Eigen::VectorXd::Constant(1, e.eigenvalues().real().maxCoeff()); }, dense);
   return r;
 }
 
