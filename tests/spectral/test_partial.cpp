@@ -76,3 +76,38 @@ TEST_CASE("Partial solvers fall back to dense where Spectra cannot apply (small 
   CHECK(r3.method == "dense");
   CHECK(r3.values[0] == Approx(max_real_eigenvalue_dense(M3)));
 }
+
+TEST_CASE("Partial solvers where Spectra does not converge: the dense fallback, else a status without values",
+          "[seed003]") {
+  // one restart with a tolerance no Ritz value meets: Spectra reports NotConverging
+  const Index n = 200;
+  const Eigen::MatrixXd M = randn(n, n, 21);
+  const Parts p = split(M);
+  PartialOptions o;
+  o.max_iter = 1;
+  o.tol = 1e-300;
+  o.ncv = 6;
+  Eigen::BDCSVD<Eigen::MatrixXd> svd(M);
+  const Eigen::VectorXd dF = singular_values_symmetric(p.F);
+  const double re = max_real_eigenvalue_dense(M);
+  // within dense_fallback_max_n: the dense values, labelled as a fallback
+  const PartialResult a = partial_singular_values(DenseOperator{M}, 3, o);
+  const PartialResult b = partial_singular_values_symmetric(DenseOperator{p.F}, 3, o);
+  const PartialResult c = partial_max_real_eigenvalue(DenseOperator{M}, o);
+  for (const PartialResult* r : {&a, &b, &c}) {
+    CHECK(r->method == "dense (spectra did not converge)");
+    CHECK(r->converged);
+  }
+  CHECK((a.values - svd.singularValues().head(3)).norm() <= 1e-12 * svd.singularValues()[0]);
+  CHECK((b.values - dF.head(3)).norm() <= 1e-12 * dF[0]);
+  CHECK(c.values[0] == Approx(re).epsilon(1e-12));
+  // beyond it: no values, converged false, the method says so
+  o.dense_fallback_max_n = n - 1;
+  for (const PartialResult& r :
+       {partial_singular_values(DenseOperator{M}, 3, o), partial_singular_values_symmetric(DenseOperator{p.F}, 3, o),
+        partial_max_real_eigenvalue(DenseOperator{M}, o)}) {
+    CHECK(r.method == "spectra (not converged)");
+    CHECK_FALSE(r.converged);
+    CHECK(r.values.size() == 0);
+  }
+}
