@@ -12,31 +12,51 @@
 #include "cf/rollout/kernel.hpp"
 #include "cf/rollout/rollout.hpp"
 
+namespace {
+
+// A 5-head ALiBi rollout model (uniform, near-uniform, typical and steep slopes; window 0 = full
+// causal) with random per-head deltas in [-2, 2) and head weights summing to 1, the deltas and
+// weights also as the flat arrays the cf::gpu step takes; a random input vector v of length n.
+struct AlibiCase {
+  cf::rollout::AlibiModel model;
+  std::vector<double> deltas, weights;
+  Eigen::VectorXd v;
+};
+AlibiCase random_alibi(std::mt19937& g, long n, long window) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const int H = 5;
+  AlibiCase c;
+  c.model.slopes = {0.0, 1e-4, 0.05, 0.5, 3.0};
+  if (window > 0) c.model.mask.window = window;
+  c.model.delta = Eigen::MatrixXd(1, H);
+  c.deltas.resize(H);
+  c.weights.resize(H);
+  for (int h = 0; h < H; ++h) {
+    c.deltas[h] = c.model.delta(0, h) = 4.0 * u(g) - 2.0;
+    c.weights[h] = 0.1 + u(g);
+  }
+  double ws = 0;
+  for (double x : c.weights) ws += x;
+  for (double& x : c.weights) x /= ws;
+  c.model.head_weights = c.weights;
+  c.v.resize(n);
+  for (long j = 0; j < n; ++j) c.v(j) = u(g);
+  return c;
+}
+
+}  // namespace
+
 TEST_CASE("gpu structured rollout step (affine scans) = cf::rollout::alibi_apply_left, entry by entry",
           "[gpu][thrust]") {
   std::mt19937 g(3);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
   for (long n : {1L, 2L, 37L, 1000L}) {
-    cf::rollout::AlibiModel model;
-    const int H = 5;
-    model.slopes = {0.0, 1e-4, 0.05, 0.5, 3.0};  // uniform head, near-uniform, typical, steep
-    model.delta = Eigen::MatrixXd(1, H);
-    std::vector<double> deltas(H), weights(H);
-    for (int h = 0; h < H; ++h) {
-      deltas[h] = model.delta(0, h) = 4.0 * u(g) - 2.0;
-      weights[h] = 0.1 + u(g);
-    }
-    double ws = 0;
-    for (double x : weights) ws += x;
-    for (double& x : weights) x /= ws;
-    model.head_weights = weights;
-    Eigen::VectorXd v(n);
-    for (long j = 0; j < n; ++j) v(j) = u(g);
-    const Eigen::VectorXd want = cf::rollout::alibi_apply_left(model, 0, v);
+    const AlibiCase c = random_alibi(g, n, 0);
+    const int H = static_cast<int>(c.weights.size());
+    const Eigen::VectorXd want = cf::rollout::alibi_apply_left(c.model, 0, c.v);
     std::vector<double> out(n);
     std::vector<cf::gpu::Affine> scratch(static_cast<std::size_t>(H) * n);
-    cf::gpu::emu::alibi_rollout_apply_left(model.slopes.data(), deltas.data(), weights.data(), H, v.data(), out.data(),
-                                           n, scratch.data());
+    cf::gpu::emu::alibi_rollout_apply_left(c.model.slopes.data(), c.deltas.data(), c.weights.data(), H, c.v.data(),
+                                           out.data(), n, scratch.data());
     for (long j = 0; j < n; ++j) {
       INFO("n = " << n << ", j = " << j);
       REQUIRE(out[j] >= 0.0);
@@ -93,30 +113,15 @@ TEST_CASE("gpu batched symmetric eigensolver (CPU twin): residuals |A V - V diag
 TEST_CASE("gpu structured rollout step on a sliding window (segmented affine scans) = cf::rollout::alibi_apply_left",
           "[gpu][thrust]") {
   std::mt19937 g(5);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  const int H = 5;
   for (long n : {1L, 2L, 37L, 1000L})
     for (long window : {1L, 2L, 3L, 7L, 32L, 999L, 1000L, 5000L}) {
-      cf::rollout::AlibiModel model;
-      model.slopes = {0.0, 1e-4, 0.05, 0.5, 3.0};  // uniform head, near-uniform, typical, steep
-      model.mask.window = window;
-      model.delta = Eigen::MatrixXd(1, H);
-      std::vector<double> deltas(H), weights(H);
-      for (int h = 0; h < H; ++h) {
-        deltas[h] = model.delta(0, h) = 4.0 * u(g) - 2.0;
-        weights[h] = 0.1 + u(g);
-      }
-      double ws = 0;
-      for (double x : weights) ws += x;
-      for (double& x : weights) x /= ws;
-      model.head_weights = weights;
-      Eigen::VectorXd v(n);
-      for (long j = 0; j < n; ++j) v(j) = u(g);
-      const Eigen::VectorXd want = cf::rollout::alibi_apply_left(model, 0, v);
+      const AlibiCase c = random_alibi(g, n, window);
+      const int H = static_cast<int>(c.weights.size());
+      const Eigen::VectorXd want = cf::rollout::alibi_apply_left(c.model, 0, c.v);
       std::vector<double> out(n);
       std::vector<cf::gpu::Affine> scratch(2 * static_cast<std::size_t>(H) * n);
-      cf::gpu::emu::alibi_rollout_apply_left_window(model.slopes.data(), deltas.data(), weights.data(), H, window,
-                                                    v.data(), out.data(), n, scratch.data());
+      cf::gpu::emu::alibi_rollout_apply_left_window(c.model.slopes.data(), c.deltas.data(), c.weights.data(), H, window,
+                                                    c.v.data(), out.data(), n, scratch.data());
       double worst = 0;
       for (long j = 0; j < n; ++j) {
         INFO("n = " << n << ", window = " << window << ", j = " << j);
