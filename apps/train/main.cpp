@@ -67,11 +67,12 @@ bool is_step_file(const std::string& name) {
   return name.rfind("step_", 0) == 0 && name.size() > 8 && name.substr(name.size() - 3) == ".h5";
 }
 
-// The files of an earlier run in `dir` (last.h5, best.h5, log.csv, step_*.h5), for the refusal below.
+// The files of an earlier run in `dir` (last.h5, best.h5, log.csv, loss.svg, step_*.h5), for the
+// refusal below.
 std::vector<std::string> earlier_run_files(const std::string& dir) {
   std::vector<std::string> found;
   std::error_code ec;
-  for (const char* f : {"last.h5", "best.h5", "log.csv"})
+  for (const char* f : {"last.h5", "best.h5", "log.csv", "loss.svg"})
     if (std::filesystem::exists(dir + "/" + f, ec)) found.push_back(f);
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
     if (is_step_file(it->path().filename().string())) found.push_back(it->path().filename().string());
@@ -362,6 +363,10 @@ void run(const CLI::App& app, const Options& o) {
   // this process ends, however it ends; a folder created here and left empty is removed again)
   const DirLock lock(o.out_dir, "--out-dir", "train");
   protect_earlier_run(o);
+  // a run file the user made read-only is not replaced (before the work, not at the first save)
+  for (const char* f : {"last.h5", "best.h5", "log.csv", "loss.svg"})
+    if (std::error_code ec; std::filesystem::exists(o.out_dir + "/" + f, ec))
+      cf::check_output_writable(o.out_dir + "/" + f);
   const std::int64_t nparams = nn::param_count(used);
   if (!o.common.quiet)
     std::cerr << "train: " << fmt_int(nparams) << " parameters, " << used.n_layer

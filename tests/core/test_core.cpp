@@ -103,6 +103,7 @@ TEST_CASE("number_file: comments, separators, empty lines, and malformed tokens"
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <thread>
@@ -271,15 +272,23 @@ TEST_CASE("output path: failures leave the old file and no temporary; stale temp
   }));
   CHECK(read_file(d + "/a.txt") == "old");
   CHECK(!has_temp(d));
-  // a dead process's temporary goes, a live one's (the parent: test runner) and foreign names stay
+  // writing a target sweeps that target's own dead temporaries only: a live one's (the parent:
+  // the test runner), another target's and a user's file shaped like a temporary all stay
   const std::string dead = d + "/a.txt.tmp." + std::to_string(dead_pid());
-  const std::string live = d + "/b.txt.tmp." + std::to_string(static_cast<long>(getppid()));
+  const std::string live = d + "/a.txt.tmp." + std::to_string(static_cast<long>(getppid()));
+  const std::string user = d + "/thesis.tmp." + std::to_string(dead_pid());
   std::ofstream(dead) << "x";
   std::ofstream(live) << "x";
+  std::ofstream(user) << "chapter 1";
   std::ofstream(d + "/notes.tmp.txt") << "x";
   write_file_atomic(d + "/c.txt", "c");
+  CHECK(access(dead.c_str(), F_OK) == 0);  // not c.txt's
+  CHECK(access(user.c_str(), F_OK) == 0);
+  write_file_atomic(d + "/a.txt", "new");
   CHECK(access(dead.c_str(), F_OK) != 0);
   CHECK(access(live.c_str(), F_OK) == 0);
+  CHECK(access(user.c_str(), F_OK) == 0);
+  CHECK(read_file(user) == "chapter 1");
   CHECK(access((d + "/notes.tmp.txt").c_str(), F_OK) == 0);
   // check before long work
   CHECK_NOTHROW(check_output_writable(d + "/new.txt"));
@@ -288,7 +297,7 @@ TEST_CASE("output path: failures leave the old file and no temporary; stale temp
   CHECK_THROWS_AS(check_output_writable(d), Error);
   CHECK_NOTHROW(check_output_dir_writable(d + "/new/deeper"));
   CHECK_THROWS_AS(check_output_dir_writable(d + "/a.txt/sub"), Error);
-  CHECK(list_dir(d).size() == 4);  // a.txt, c.txt, the live temporary, notes.tmp.txt: no probe left
+  CHECK(list_dir(d).size() == 5);  // a.txt, c.txt, the live temporary, thesis.tmp.N, notes.tmp.txt: no probe left
 }
 
 TEST_CASE("output path: a multi-file product commits as one unit", "[core][io]") {
@@ -443,4 +452,65 @@ TEST_CASE("threads: an explicit count is applied, the default is between 1 and t
   CHECK(def.threads <= std::max(def.cores, def.threads));
   CHECK_THROWS_AS(configure_threads(-1), InvalidArgument);
   configure_threads(1);
+}
+
+TEST_CASE("output path: a read-only file is not replaced (exit 2 before the work), its bytes kept", "[core][io]") {
+  const std::string d = fresh_dir("readonly");
+  const std::string f = d + "/mine.json";
+  write_file_atomic(f, "mine");
+  REQUIRE(::chmod(f.c_str(), 0444) == 0);
+  // root may write anything: the refusal reads the mode bits, not only access(2)
+  CHECK_THROWS_AS(check_output_writable(f), InvalidArgument);
+  CHECK_THROWS_WITH(write_file_atomic(f, "theirs"), Catch::Contains("read-only (mode 0444)"));
+  CHECK_THROWS_AS(write_path_atomic(f, [](const std::string& tmp) { std::ofstream(tmp) << "theirs"; }),
+                  InvalidArgument);
+  CHECK_THROWS_AS(write_files_atomic({{d + "/other.bin", "o"}, {f, "theirs"}}), InvalidArgument);
+  CHECK(read_file(f) == "mine");
+  CHECK(access((d + "/other.bin").c_str(), F_OK) != 0);  // nothing of the product was committed
+  CHECK(list_dir(d).size() == 1);
+  REQUIRE(::chmod(f.c_str(), 0644) == 0);
+  write_file_atomic(f, "theirs");
+  CHECK(read_file(f) == "theirs");
+}
+
+TEST_CASE(
+    "output path: a pipe behind /dev/fd (process substitution) and a FIFO with a reader are written through; "
+    "a FIFO nobody reads is refused after a bounded wait, not a hang",
+    "[core][io]") {
+  // `--out >(cmd)`: the shell passes /dev/fd/N, a link to "pipe:[inode]" that names no file
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  std::string got;
+  std::thread reader([&] {
+    char buf[256];
+    ssize_t k;
+    while ((k = ::read(p[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(k));
+  });
+  write_file_atomic("/dev/fd/" + std::to_string(p[1]), "through the pipe");
+  ::close(p[1]);
+  reader.join();
+  ::close(p[0]);
+  CHECK(got == "through the pipe");
+
+  const std::string d = fresh_dir("fifo");
+  const std::string f = d + "/fifo";
+  REQUIRE(::mkfifo(f.c_str(), 0600) == 0);
+  std::string via_fifo;
+  std::thread fifo_reader([&] {  // opens for reading (blocks until the writer opens), reads to EOF
+    const int fd = ::open(f.c_str(), O_RDONLY);
+    char buf[256];
+    ssize_t k;
+    while (fd >= 0 && (k = ::read(fd, buf, sizeof buf)) > 0) via_fifo.append(buf, static_cast<std::size_t>(k));
+    if (fd >= 0) ::close(fd);
+  });
+  write_file_atomic(f, "through the fifo");
+  fifo_reader.join();
+  CHECK(via_fifo == "through the fifo");
+  // no reader: refused (InvalidArgument: exit 2) naming the FIFO, after the 10 s wait
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(write_file_atomic(f, "nobody"), Catch::Contains("FIFO that no process reads"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  struct stat st;
+  REQUIRE(::stat(f.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));  // never replaced by a regular file
 }

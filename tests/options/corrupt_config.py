@@ -16,7 +16,8 @@ except ImportError:
 src, out = sys.argv[1], sys.argv[2]
 
 
-def rewrite(name, key, edit):
+def rewrite(name, key, edit, raw_text=None):
+    """edit(j) changes the parsed JSON; raw_text (if given) replaces the attribute's text as is."""
     dst = f"{out}/{name}.h5"
     shutil.copyfile(src, dst)
     with h5py.File(dst, "r+") as f:
@@ -24,7 +25,7 @@ def rewrite(name, key, edit):
         text = raw.decode() if isinstance(raw, bytes) else str(raw)
         j = json.loads(text)
         edit(j)
-        new = json.dumps(j)
+        new = json.dumps(j) if raw_text is None else raw_text
         dtype = f.attrs.get_id(key).dtype
         del f.attrs[key]
         if h5py.check_string_dtype(dtype) is not None and h5py.check_string_dtype(dtype).length is None:
@@ -53,4 +54,7 @@ rewrite("d_head_string", "config", setitem(["layers", 1, "d_head"], "8"))
 rewrite("lr_string", "train_config", setitem(["lr"], "fast"))
 rewrite("batch_negative", "train_config", setitem(["batch"], -4))
 rewrite("seed_negative", "train_config", setitem(["seed"], -1))
+# not JSON at all: resuming must not fall back to the default options
+rewrite("train_config_not_json", "train_config", lambda j: None, raw_text='{"batch": 2, "lr": 0.003, "ckpt_interval": 1x0}')
+rewrite("train_config_list", "train_config", lambda j: None, raw_text="[1, 2]")
 print("ok")

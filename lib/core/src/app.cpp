@@ -12,6 +12,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/progress.hpp"
 #include "cf/core/threads.hpp"
+#include "cf/core/validators.hpp"
 #include "cf/core/version.hpp"
 
 namespace cf::app {
@@ -168,9 +169,29 @@ static std::string without_own_name(const std::string& name, const char* what) {
   return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
 }
 
+// CLI11 2.1 converts integers with strtoll(..., 0): "010" is octal 8 and "0x10" is 16. Every
+// integer option of every tool (option groups included) is held to plain decimal here, so an
+// option declared with CLI::Range instead of app::integer cannot read a different number than typed.
+void require_decimal_integers(CLI::App& app) {
+  const CLI::Validator decimal(
+      [](std::string& in) -> std::string {
+        const std::size_t i = (!in.empty() && (in[0] == '-' || in[0] == '+')) ? 1 : 0;
+        if (i == in.size() || in.find_first_not_of("0123456789", i) != std::string::npos)
+          return "'" + in + "' is not a whole decimal number";
+        return detail::leading_zero(in, i);
+      },
+      "", "decimal");
+  for (CLI::Option* o : app.get_options()) {
+    const std::string t = o->get_type_name();  // "INT", or "INT:<validator descriptions>"
+    if (t == "INT" || t == "UINT" || t.rfind("INT:", 0) == 0 || t.rfind("UINT:", 0) == 0) o->check(decimal);
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) require_decimal_integers(*sub);
+}
+
 int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   const std::string name = app.get_name();
   install_temp_cleanup_handlers();
+  require_decimal_integers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -191,7 +212,9 @@ int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body)
     std::cerr << name << ": error: " << without_own_name(name, e.what()) << "\nhint: run '" << name << " --help'\n";
     return 2;
   } catch (const std::bad_alloc&) {
-    std::cerr << name << ": error: out of memory (try a smaller --n or fewer layers)\n";
+    std::cerr << name
+              << ": error: out of memory: the problem's sizes (sequence length, model, batch, n) need more "
+                 "memory than this machine has\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << name << ": error: " << without_own_name(name, e.what()) << "\n";

@@ -97,6 +97,49 @@ int fsync_file(const std::string& p) {
   return e;
 }
 
+// Open an existing device / FIFO / socket for writing (no O_CREAT, no O_TRUNC: never replaced).
+// A FIFO that no process reads would block open() forever (a shell's `> fifo` does): it is opened
+// without blocking and retried for kFifoWaitSeconds, then refused naming the FIFO.
+constexpr int kFifoWaitSeconds = 10;
+int open_stream(const std::string& target, const std::string& shown) {
+  struct stat st;
+  if (::stat(target.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) {
+    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail(shown, errno);
+    return fd;
+  }
+  for (int tries = 0;; ++tries) {
+    const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        const int e = errno;
+        ::close(fd);
+        fail(shown, e);
+      }
+      return fd;
+    }
+    if (errno != ENXIO) fail(shown, errno);
+    if (tries >= kFifoWaitSeconds * 10)
+      throw InvalidArgument(str("cannot write '", shown, "': it is a FIFO that no process reads (waited ",
+                                kFifoWaitSeconds, " s); start the reader first, e.g. 'cat ", shown,
+                                " &', or write to a file"));
+    ::usleep(100000);
+  }
+}
+
+// A regular file that nobody may write (no write bit) or this user may not: the user's "do not
+// replace". Replacing by rename needs only the folder's permission, so it is refused here.
+void refuse_read_only(const std::string& target, const std::string& shown) {
+  struct stat st;
+  if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  if ((st.st_mode & 0222) != 0 && ::access(target.c_str(), W_OK) == 0) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  throw InvalidArgument(str("cannot write '", shown, "': the file is read-only (mode ", mode,
+                            "); make it writable (chmod u+w) or choose another name"));
+}
+
 // Straight-through write to stdout or an existing device / FIFO / socket.
 void write_stream(OutputKind kind, const std::string& target, const std::string& shown, const char* data,
                   std::size_t n) {
@@ -105,8 +148,7 @@ void write_stream(OutputKind kind, const std::string& target, const std::string&
     if (const int e = write_all(STDOUT_FILENO, data, n)) fail("-", e);
     return;
   }
-  const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);  // no O_CREAT, no O_TRUNC: never replaced
-  if (fd < 0) fail(shown, errno);
+  const int fd = open_stream(target, shown);
   int e = write_all(fd, data, n);
   if (::close(fd) != 0 && !e && errno != EINTR) e = errno;
   if (e) fail(shown, e);
@@ -131,6 +173,10 @@ std::string temp_sibling(const std::string& target) { return target + ".tmp." + 
 std::pair<OutputKind, std::string> resolve_output(const std::string& path) {
   if (path == "-") return {OutputKind::Stdout, path};
   require(!path.empty(), "output path must not be empty");
+  // A name that leads to a pipe, FIFO, socket or device (process substitution's /dev/fd/63 links
+  // to "pipe:[N]", which names no file) is written through as that stream.
+  if (struct stat fst; ::stat(path.c_str(), &fst) == 0 && !S_ISREG(fst.st_mode) && !S_ISDIR(fst.st_mode))
+    return {OutputKind::Stream, path};
   std::string cur = path;
   for (int hop = 0; hop < 40; ++hop) {
     struct stat st;
@@ -194,8 +240,12 @@ int remove_stale_temps(const std::string& dir, const std::string& prefix) {
   int removed = 0;
   while (const dirent* ent = ::readdir(d)) {
     const std::string name = ent->d_name;
-    const auto at = name.rfind(".tmp.");
-    if (at == std::string::npos || at == 0 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // a target's own temporaries: exactly PREFIX<digits> with PREFIX = "<target name>.tmp."; else
+    // (scratch files of TempFile) any "<prefix>....tmp.<digits>"
+    const bool exact = prefix.size() >= 5 && prefix.compare(prefix.size() - 5, 5, ".tmp.") == 0;
+    const auto at = exact ? prefix.size() - 5 : name.rfind(".tmp.");
+    if (at == std::string::npos || at == 0) continue;
     const std::string digits = name.substr(at + 5);
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const long pid = std::strtol(digits.c_str(), nullptr, 10);
@@ -213,7 +263,8 @@ int remove_stale_temps(const std::string& dir, const std::string& prefix) {
 void write_file_atomic(const std::string& path, const std::string& content) {
   const auto [kind, target] = resolve_output(path);
   if (kind != OutputKind::File) return write_stream(kind, target, path, content.data(), content.size());
-  remove_stale_temps(dir_of(target));
+  refuse_read_only(target, path);
+  remove_stale_temps(dir_of(target), base_of(target) + ".tmp.");
   const std::string tmp = temp_sibling(target);
   register_temp(tmp);
   if (const int e = write_temp(tmp, content, existing_mode(target))) {
@@ -233,7 +284,8 @@ void write_path_atomic(const std::string& path, const std::function<void(const s
     const std::string bytes = read_file(scratch.path());
     return write_stream(kind, target, path, bytes.data(), bytes.size());
   }
-  remove_stale_temps(dir_of(target));
+  refuse_read_only(target, path);
+  remove_stale_temps(dir_of(target), base_of(target) + ".tmp.");
   const std::string tmp = temp_sibling(target);
   const int mode = existing_mode(target);
   register_temp(tmp);
@@ -260,6 +312,7 @@ void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& 
     const auto [kind, target] = resolve_output(path);
     require(kind == OutputKind::File, "'", path, "' is part of a multi-file product and must be a regular file ",
             "(not '-', a device or a FIFO)");
+    refuse_read_only(target, path);
     targets.push_back(target);
   }
   auto remove_all = [&] {
@@ -269,7 +322,7 @@ void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& 
     }
   };
   for (std::size_t i = 0; i < files.size(); ++i) {
-    remove_stale_temps(dir_of(targets[i]));
+    remove_stale_temps(dir_of(targets[i]), base_of(targets[i]) + ".tmp.");
     const std::string tmp = temp_sibling(targets[i]);
     register_temp(tmp);
     temps.push_back(tmp);
@@ -311,6 +364,7 @@ void check_output_writable(const std::string& path) {
     if (::access(target.c_str(), W_OK) != 0) fail(path, errno);
     return;
   }
+  refuse_read_only(target, path);
   const std::string dir = dir_of(target);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

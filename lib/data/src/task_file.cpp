@@ -78,6 +78,8 @@ TaskData read_task_files(const std::string& prefix) {
   d.tokenizer = td.meta.tokenizer;
   d.source = td.meta.source;
   d.row_len = j["row_len"].get<int>();
+  require(!j.contains("task") || j["task"].is_object(), "'", path, "': field 'task' must be an object (got ",
+          j.contains("task") ? j["task"].dump() : "", ")");
   d.task = j.value("task", nlohmann::json::object());
   d.train.tokens = td.train;
   d.val.tokens = td.val;

@@ -69,9 +69,11 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   if (f.has_attr("train_config")) {
     try {
       ck.train_config = nlohmann::json::parse(f.attr_string("train_config"));
-    } catch (const nlohmann::json::exception&) {
-      ck.train_config = nlohmann::json::object();
+    } catch (const nlohmann::json::exception& e) {
+      // never resume with defaults in place of the run's own options
+      throw InvalidArgument(str("'", path, "': train_config attribute is not valid JSON: ", e.what()));
     }
+    require(ck.train_config.is_object(), "'", path, "': train_config attribute is not a JSON object");
   }
   if (f.has_attr("best_val_loss")) {
     ck.best_val_loss = f.attr_double("best_val_loss");

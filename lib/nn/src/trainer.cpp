@@ -415,8 +415,10 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     if (cfg.keep_every > 0 && ck.step % cfg.keep_every == 0)
       sync(), save_checkpoint(kept_path(cfg.out_dir, ck.step), ck);
     if (ck.step % cfg.ckpt_interval == 0 || ck.step == end || stopping) {
-      save_last();
+      // the log first: a kill between the two leaves a log ahead of last.h5 (resume keeps its rows
+      // up to the checkpoint's step), never a checkpoint ahead of its log (rows lost for good)
       write_log(log, res.history);
+      save_last();
     }
     if (stopping) {
       res.interrupted = true;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -12,14 +13,30 @@ namespace cf::probe {
 namespace {
 // An int field of task metadata: nlohmann's get<int>() wraps 1e12 or 2^40 silently (the checks
 // after it would then name a value the file does not hold).
+// (The same for list elements, named key[i], and for the token ids of the alphabet, whose
+// data::Token is 16 bits: 65604 would otherwise be read as 68.)
+std::int64_t int_value(const nlohmann::json& v, const std::string& key, std::int64_t lo, std::int64_t hi) {
+  bool ok = false;
+  if (v.is_number_unsigned())  // hi <= INT64_MAX: a value <= hi converts exactly
+    ok = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+         static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo;
+  else if (v.is_number_integer())
+    ok = v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+  require(ok, "boundary-copy task metadata: field '", key, "' must be an integer in [", lo, ", ", hi, "] (got ",
+          v.dump(), ")");
+  return v.get<std::int64_t>();
+}
 int int_field(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  const bool ok = v.is_number_unsigned()  ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX)
-                  : v.is_number_integer() ? v.get<std::int64_t>() >= INT_MIN && v.get<std::int64_t>() <= INT_MAX
-                                          : false;
-  require(ok, "boundary-copy task metadata: field '", key, "' must be an integer in [", INT_MIN, ", ", INT_MAX,
-          "] (got ", v.dump(), ")");
-  return static_cast<int>(v.get<std::int64_t>());
+  return static_cast<int>(int_value(j.at(key), key, INT_MIN, INT_MAX));
+}
+template <class T>
+std::vector<T> int_list_field(const nlohmann::json& j, const char* key, std::int64_t lo, std::int64_t hi) {
+  const nlohmann::json& a = j.at(key);
+  require(a.is_array(), "boundary-copy task metadata: field '", key, "' must be a list of integers");
+  std::vector<T> out;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    out.push_back(static_cast<T>(int_value(a[i], std::string(key) + "[" + std::to_string(i) + "]", lo, hi)));
+  return out;
 }
 
 std::mt19937_64 row_rng(std::uint64_t seed, std::uint64_t row) {
@@ -119,10 +136,13 @@ BoundaryCopySpec boundary_copy_from_json(const nlohmann::json& j) {
     s.d = int_field(j, "d");
     s.b = int_field(j, "b");
     s.seq_len = int_field(j, "seq_len");
-    s.phases = j.at("phases").get<std::vector<int>>();
+    s.phases = int_list_field<int>(j, "phases", INT_MIN, INT_MAX);
     s.readout_rate = j.at("readout_rate").get<double>();
-    s.alphabet = j.at("alphabet").get<std::vector<data::Token>>();
-    s.seed = j.at("seed").get<std::uint64_t>();
+    s.alphabet = int_list_field<data::Token>(j, "alphabet", 0, std::numeric_limits<data::Token>::max());
+    const nlohmann::json& seed = j.at("seed");
+    require(seed.is_number_unsigned() || (seed.is_number_integer() && seed.get<std::int64_t>() >= 0),
+            "boundary-copy task metadata: field 'seed' must be an integer >= 0 (got ", seed.dump(), ")");
+    s.seed = seed.get<std::uint64_t>();
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(str("malformed boundary-copy task metadata: ", e.what()));

@@ -82,6 +82,7 @@ void add_task_options(CLI::App& app, TaskOptions& o) {
   app.add_option("--phases", o.phases, "boundary-copy: scored phases, 'all' or a list such as '0,1'")
       ->capture_default_str();
   app.add_option("--readout-rate", o.readout_rate, "boundary-copy: probability that an eligible position is a readout")
+      ->check(app::finite(0, 1))
       ->capture_default_str();
   app.add_option(
          "--alphabet-start", o.alphabet_start,
@@ -92,6 +93,7 @@ void add_task_options(CLI::App& app, TaskOptions& o) {
                  "validation items (the probe's): boundary-copy rows, ranking items per family; passkey: see --reps")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "task seed (the files are a function of the options and the seed)")
+      ->check(app::unsigned_integer())
       ->capture_default_str();
   app.add_option("--lengths", o.lengths, "passkey: context lengths in tokens (comma list)")->capture_default_str();
   app.add_option("--depths", o.depths, "passkey: needle depth fractions in [0, 1] (comma list)")->capture_default_str();

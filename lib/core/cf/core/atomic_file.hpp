@@ -81,9 +81,10 @@ void unregister_temp(const std::string& path);
 /// checkpoint) calls this again afterwards instead of restoring SIG_DFL.
 void install_temp_cleanup_handlers();
 
-/// Remove `*.tmp.<PID>` regular files in `dir` (names starting with `prefix`) whose PID is not a
-/// running process (and not this one) and that belong to this user. Returns the number removed.
-/// Errors are ignored (best effort).
+/// Remove stale temporaries in `dir`: regular files of this user named `<prefix><PID>` when
+/// `prefix` ends in ".tmp." (the writers pass "<target name>.tmp.": only that target's own
+/// temporaries, never another file of the folder), else `<prefix>*.tmp.<PID>`, whose PID is not a
+/// running process (and not this one). Returns the number removed. Errors are ignored (best effort).
 int remove_stale_temps(const std::string& dir, const std::string& prefix = "");
 
 /// Throws cf::Error with the reason unless `path` can be written through the output path above:

@@ -29,6 +29,15 @@ inline std::string bound_str(double v) {
   return os.str();
 }
 
+/// "010" would be read by CLI11 as octal 8 (and "019" refused as a bad number): a leading zero
+/// before more digits is refused, naming the decimal the user probably meant. `i`: first digit.
+inline std::string leading_zero(const std::string& in, std::size_t i) {
+  if (in.size() <= i + 1 || in[i] != '0') return {};
+  const std::size_t k = in.find_first_not_of('0', i);
+  const std::string meant = (i ? in.substr(0, 1) : "") + (k == std::string::npos ? "0" : in.substr(k));
+  return "'" + in + "' has a leading zero (read as octal by the parser): write " + meant;
+}
+
 }  // namespace detail
 
 /// A real number that is finite (not nan, inf or out of double range) and lies in [lo, hi]
@@ -76,6 +85,7 @@ inline CLI::Validator integer(long long lo = std::numeric_limits<long long>::min
         std::size_t i = (!in.empty() && (in[0] == '-' || in[0] == '+')) ? 1 : 0;
         if (i == in.size() || in.find_first_not_of("0123456789", i) != std::string::npos)
           return "'" + in + "' is not a whole decimal number";
+        if (const std::string m = detail::leading_zero(in, i); !m.empty()) return m;
         errno = 0;
         const long long v = std::strtoll(in.c_str(), nullptr, 10);
         if (errno == ERANGE || v < lo || v > hi)
@@ -93,6 +103,7 @@ inline CLI::Validator unsigned_integer(unsigned long long hi = std::numeric_limi
         const std::size_t i = (!in.empty() && in[0] == '+') ? 1 : 0;
         if (i == in.size() || in.find_first_not_of("0123456789", i) != std::string::npos)
           return "'" + in + "' is not a whole non-negative decimal number";
+        if (const std::string m = detail::leading_zero(in, i); !m.empty()) return m;
         errno = 0;
         const unsigned long long v = std::strtoull(in.c_str(), nullptr, 10);
         if (errno == ERANGE || v > hi)
