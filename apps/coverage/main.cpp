@@ -62,6 +62,10 @@ void run(const CLI::App& app, const Options& o) {
   q.closure_map = o.coverage_mode == "closure";
   q.block = o.block;
   q.d_max = o.d_max.value_or(2 * o.b);
+  // a closure map of block J has sources only at d <= J b (position 0 is the first): the default
+  // rows stop there (an explicit --d-max beyond it is refused by the library, naming the limit)
+  if (q.closure_map && !o.d_max && o.n >= o.b)
+    q.d_max = std::min<Index>(q.d_max, o.block.value_or(o.n / o.b - 1) * o.b);
   if (!o.runways.empty()) q.runway = parse_runway(o.runways);
   q.K = o.K;
   q.verify = o.verify;

@@ -60,7 +60,13 @@ void note_files(const std::string& option, const std::string& value) {
 void note_command_line(CLI::App& app) {
   for (const CLI::Option* o : app.get_options()) {
     const std::string name = o->get_name().empty() ? std::string("argument") : o->get_name();
-    for (const std::string& v : o->results()) note_files(name, v);
+    for (const std::string& v : o->results()) {
+      // an option typed with an empty value ("--runways ''") is a request the tool would drop
+      // silently where it tests "given" as "non-empty": refused for every option that takes a value
+      if (v.empty() && o->get_expected_min() > 0)
+        throw InvalidArgument(str(name, ": empty value (give a value, or leave the option out)"));
+      note_files(name, v);
+    }
   }
   // option groups are nameless subcommands; a filter that admits all also lists unused ones
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) note_command_line(*sub);

@@ -8,6 +8,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/data/unicode.hpp"
 
 #ifndef CF_NPM_MODULES
@@ -120,7 +121,7 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::load(const std::string& dir_in) {
 
   nlohmann::json enc;
   try {
-    enc = nlohmann::json::parse(enc_text);
+    enc = cf::parse_json(enc_text, "encoder.json");
   } catch (const std::exception& e) {
     throw InvalidArgument(str("'", dir, "/encoder.json' is not valid JSON: ", e.what()));
   }

@@ -4,6 +4,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/data/token_file.hpp"
 
 namespace cf::data {
@@ -59,7 +60,7 @@ bool is_task_file(const std::string& prefix) {
   const std::string path = prefix + ".meta.json";
   if (!std::filesystem::is_regular_file(path)) return false;
   try {
-    const auto j = nlohmann::json::parse(read_file(path));
+    const auto j = cf::parse_json(read_file(path), path);
     return j.is_object() && j.contains("row_len");
   } catch (const std::exception&) {
     return false;
@@ -69,7 +70,7 @@ bool is_task_file(const std::string& prefix) {
 TaskData read_task_files(const std::string& prefix) {
   const TokenData td = read_token_files(prefix);  // validates the token part
   const std::string path = prefix + ".meta.json";
-  const auto j = nlohmann::json::parse(read_file(path));
+  const auto j = cf::parse_json(read_file(path), path);
   require(j.contains("row_len") && j["row_len"].is_number_integer() && j["row_len"].get<long long>() >= 2 &&
               j["row_len"].get<long long>() <= 1 << 20,
           "'", path, "': row_len must be an integer >= 2 (is this a task file? make one with prepare-data --task)");
@@ -93,7 +94,7 @@ TaskData read_task_files(const std::string& prefix) {
   if (std::filesystem::is_regular_file(prefix + ".items.json")) {
     nlohmann::json it;
     try {
-      it = nlohmann::json::parse(read_file(prefix + ".items.json"));
+      it = cf::parse_json(read_file(prefix + ".items.json"), prefix + ".items.json");
     } catch (const std::exception& e) {
       throw InvalidArgument(str("'", prefix, ".items.json' is not valid JSON: ", e.what()));
     }

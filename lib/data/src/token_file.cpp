@@ -9,6 +9,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 
 namespace cf::data {
 
@@ -86,7 +87,7 @@ TokenMeta read_token_meta(const std::string& prefix) {
   const std::string text = read_file(path);  // throws InvalidArgument naming the path
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = cf::parse_json(text);
   } catch (const std::exception& e) {
     throw InvalidArgument(str("'", path, "' is not valid JSON: ", e.what()));
   }
@@ -136,7 +137,7 @@ void check_manifest(const std::string& prefix, const char* which, const std::vec
   const std::string path = prefix + ".meta.json";
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path));
+    j = cf::parse_json(read_file(path), path);
   } catch (const std::exception&) {
     return;  // read_token_meta reported it already
   }

@@ -157,10 +157,19 @@ CoverageMatrix add_coverage_map(Context& c) {
   CoverageMatrix C;
   Index Jblk = -1;
   if (q.closure_map) {
-    // default: the last full block, at least block 1 (it has a predecessor) when there is one;
-    // block 0 when n <= b leaves a single block (the bound nb - 1 is applied last, so always valid)
-    Jblk = q.block ? *q.block : std::min(nb - 1, std::max<Index>(1, q.n / b - 1));
+    // a closure map covers the b phases of one whole block: a partial block's phases past n would
+    // read as "not covered" in every row (full attention showed 0.5), so only whole blocks are mapped
+    require(q.n >= b, "--coverage closure maps a whole block of b = ", b, " phases, but n = ", q.n,
+            " < b: raise --n to at least b or lower --b");
+    // default: the last whole block (block >= 1, which has a predecessor, once n >= 2b)
+    Jblk = q.block ? *q.block : q.n / b - 1;
     require(Jblk >= 0 && Jblk < nb, "--block must satisfy 0 <= J < ceil(n/b) = ", nb, " (got ", Jblk, ")");
+    require((Jblk + 1) * b <= q.n, "--block ", Jblk, " is partial (positions ", Jblk * b, "..", (Jblk + 1) * b - 1,
+            ", but n = ", q.n, "): choose a whole block, 0 <= J <= ", q.n / b - 1);
+    // sources at d > J b would lie before position 0: they do not exist (not "uncovered")
+    require(q.d_max <= Jblk * b, "--d-max ", q.d_max, " reaches before position 0 from block ", Jblk,
+            " (sources exist only for d <= J b = ", Jblk * b,
+            "): lower --d-max or choose a later --block / larger --n");
     C = coverage_matrix_closure(*c.clo, b, Jblk, q.d_max);
   } else {
     C = coverage_matrix_closed_form(q.main, q.d_max);

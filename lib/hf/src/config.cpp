@@ -5,6 +5,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 
 namespace cf::hf {
 
@@ -211,7 +212,7 @@ HfConfig read_hf_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path));
+    j = cf::parse_json(read_file(path), path);
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(str("'", path, "' is not valid JSON (", e.what(), ")"));
   }

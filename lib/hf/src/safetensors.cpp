@@ -14,6 +14,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 
 namespace cf::hf {
 
@@ -34,33 +35,6 @@ std::uint64_t read_le64(const std::uint8_t* p) {
   std::uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
-}
-
-// Reject JSON nested deeper than `max_depth` before handing it to the parser: a safetensors header
-// needs 3 levels (root, entry, shape), and unbounded nesting is a stack/time hazard.
-void check_nesting(const char* s, std::size_t n, int max_depth, const std::string& label) {
-  int depth = 0;
-  bool in_str = false, esc = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    const char c = s[i];
-    if (in_str) {
-      if (esc)
-        esc = false;
-      else if (c == '\\')
-        esc = true;
-      else if (c == '"')
-        in_str = false;
-      continue;
-    }
-    if (c == '"')
-      in_str = true;
-    else if (c == '{' || c == '[') {
-      require(++depth <= max_depth, "safetensors '", label, "': header JSON nested deeper than ", max_depth,
-              " levels (byte ", 8 + i, ")");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
 }
 
 std::uint64_t as_u64(const nlohmann::json& v, const std::string& label, const std::string& what) {
@@ -113,7 +87,8 @@ Header parse_header(const std::uint8_t* data, std::size_t size, const std::strin
           " bytes): truncated file");
   const char* hs = reinterpret_cast<const char*>(data + 8);
   require(hs[0] == '{', "safetensors '", label, "': header does not start with '{'");
-  check_nesting(hs, static_cast<std::size_t>(n), 3, label);
+  // a header needs 3 levels (root, entry, shape); unbounded nesting is a stack/time hazard
+  check_json_nesting(std::string_view(hs, static_cast<std::size_t>(n)), 3, "safetensors header of " + label);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(hs, hs + n);

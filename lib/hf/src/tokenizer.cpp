@@ -7,6 +7,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/gpt2_bpe.hpp"
 #include "cf/data/unicode.hpp"
@@ -111,7 +112,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::load(const std::string& path0) {
   if (std::filesystem::is_directory(path, ec)) path = (std::filesystem::path(path) / "tokenizer.json").string();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path));
+    j = cf::parse_json(read_file(path), path);
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(str("'", path, "' is not valid JSON (", e.what(), ")"));
   }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/io/hdf5.hpp"
 
 namespace cf::influence {
@@ -16,7 +17,7 @@ std::vector<std::vector<std::int32_t>> capture_token_windows(const std::string& 
           "' is not a causalflow capture (run `capture` first)");
   nlohmann::json theirs;
   try {
-    theirs = nlohmann::json::parse(f.attr_string("config"));
+    theirs = cf::parse_json(f.attr_string("config"), "config attribute");
   } catch (const std::exception& e) {
     throw InvalidArgument("--capture: '" + capture_path + "' has a malformed config attribute (" + e.what() + ")");
   }

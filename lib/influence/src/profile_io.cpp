@@ -8,6 +8,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/io/hdf5.hpp"
 #include "cf/rollout/agreement.hpp"
 
@@ -49,7 +50,7 @@ Eigen::VectorXd read_profile(const std::string& path) {
   if (first != std::string::npos && text[first] == '{') {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(text);
+      j = cf::parse_json(text);
     } catch (const std::exception& e) {
       throw InvalidArgument("influence file '" + path + "': invalid JSON (" + e.what() + ")");
     }

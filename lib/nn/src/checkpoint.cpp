@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/hf/checkpoint.hpp"
 #include "cf/io/hdf5.hpp"
 
@@ -58,7 +59,7 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   Checkpoint ck;
   nlohmann::json cj;
   try {
-    cj = nlohmann::json::parse(f.attr_string("config"));
+    cj = cf::parse_json(f.attr_string("config"), path);
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(str("'", path, "': config attribute is not valid JSON: ", e.what()));
   }
@@ -68,7 +69,7 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   ck.step = f.has_attr("step") ? f.attr_int("step") : 0;
   if (f.has_attr("train_config")) {
     try {
-      ck.train_config = nlohmann::json::parse(f.attr_string("train_config"));
+      ck.train_config = cf::parse_json(f.attr_string("train_config"), path);
     } catch (const nlohmann::json::exception& e) {
       // never resume with defaults in place of the run's own options
       throw InvalidArgument(str("'", path, "': train_config attribute is not valid JSON: ", e.what()));

@@ -94,6 +94,11 @@ PerplexityResult evaluate_perplexity(const Model<float>& model, const std::vecto
   PerplexityResult r;
   r.n_tokens = count;
   r.nll = nll / static_cast<double>(count);
+  // finite weights can still overflow float32 in the forward pass (1e38-sized projections): a
+  // NaN or infinite NLL is no perplexity, and printing it as one (or as a zero change) misleads
+  if (!std::isfinite(r.nll))
+    throw Error(str("the mean negative log-likelihood over ", count, " tokens is not finite (", r.nll,
+                    "): the forward pass overflowed float32; check the checkpoint's weights"));
   r.ppl = std::exp(r.nll);
   return r;
 }

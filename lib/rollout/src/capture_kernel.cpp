@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/io/hdf5.hpp"
 #include "cf/rollout/kernel.hpp"
 
@@ -32,7 +33,7 @@ std::vector<RowMatrix> read_capture_kernels(const std::string& path) {
   int L = -1;
   if (f.has_attr("config")) {
     try {
-      const auto cfg = nlohmann::json::parse(f.attr_string("config"));
+      const auto cfg = cf::parse_json(f.attr_string("config"), "config attribute");
       if (cfg.contains("n_layer")) L = cfg["n_layer"].get<int>();
     } catch (const nlohmann::json::exception&) {
       L = -1;

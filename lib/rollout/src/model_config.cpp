@@ -15,6 +15,7 @@
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/rollout/preset.hpp"
 
 namespace cf::rollout {
@@ -197,7 +198,7 @@ json parse_file(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".json" || ext == ".JSON") {
     try {
-      return json::parse(text);
+      return cf::parse_json(text, path);
     } catch (const json::exception& e) {
       throw InvalidArgument(str("model config '", path, "' is not valid JSON: ", e.what()));
     }

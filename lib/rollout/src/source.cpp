@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/io/hdf5.hpp"
 #include "cf/rollout/model_config.hpp"
 #include "cf/rollout/preset.hpp"
@@ -46,7 +47,7 @@ int capture_layers(const std::string& path) {
   const io::File f = io::File::open(path);
   if (!f.has_attr("config")) return -1;
   try {
-    const auto cfg = nlohmann::json::parse(f.attr_string("config"));
+    const auto cfg = cf::parse_json(f.attr_string("config"), "config attribute");
     return cfg.contains("n_layer") ? cfg["n_layer"].get<int>() : -1;
   } catch (const nlohmann::json::exception&) {
     return -1;
@@ -143,7 +144,7 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
     if (o.kernels == "alibi") {
       // content-free ALiBi kernels of the model itself (its config: pos = alibi, slopes
       // 2^(-8(h+1)/H), one mask for every layer), measured alpha; n is free (structured path)
-      const auto cfg = nlohmann::json::parse(io::File::open(cap).attr_string("config"));
+      const auto cfg = cf::parse_json(io::File::open(cap).attr_string("config"), cap);
       require(cfg.value("pos", std::string()) == "alibi", "--kernels alibi: '", o.model, "' has position scheme '",
               cfg.value("pos", std::string("?")), "', not alibi (use --kernels measured: measured kernels fix n = T)");
       const int H = cfg.at("n_head").get<int>();

@@ -11,6 +11,7 @@
 #ifdef CF_SPECTRAL_HAVE_HF
 #include <filesystem>
 
+#include "cf/core/json.hpp"
 #include "cf/nn/model.hpp"
 #endif
 
@@ -67,7 +68,7 @@ AttentionWeights read_attention_weights(const std::string& path) {
   AttentionWeights w;
   w.path = path;
   try {
-    w.config = nlohmann::json::parse(f.attr_string("config"));
+    w.config = cf::parse_json(f.attr_string("config"), "config attribute");
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(str("checkpoint '", path, "': `config` is not valid JSON (", e.what(), ")"));
   }
