@@ -2,6 +2,8 @@
 // train/validation split for `train` (lib/data; format in cf/data/token_file.hpp and docs/data.md).
 // Thin app: an options struct, setup and run (parse the options into a cf::data::PrepareRequest,
 // write the report of cf/data/prepare.hpp; docs/conventions.md).
+#include <filesystem>
+
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/validators.hpp"
@@ -43,6 +45,14 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 
 void run(const CLI::App& app, const Options& o) {
   refuse_ignored(app, o);
+  // every product file, before the work: none may be an input (--corpus x.train.bin --out x) or
+  // the report (--report P.train.bin); a prefix that names a folder would write hidden files
+  const std::string base = std::filesystem::path(o.out).filename().string();
+  require(!base.empty() && base != "." && base != "..", "--out '", o.out,
+          "' must be a file prefix such as data/brown (it names a folder: the files would be hidden '.train.bin' ...)");
+  for (const char* ext : {".train.bin", ".val.bin", ".meta.json"}) app::check_output(o.out + ext, "--out");
+  if (!o.task.task.empty())
+    for (const char* ext : {".train.mask.bin", ".val.mask.bin", ".items.json"}) app::check_output(o.out + ext, "--out");
   if (!o.task.task.empty()) {  // task files for the probes (cf/probe/prepare.hpp)
     probe::TaskOptions t = o.task;
     t.corpus = o.corpus;
@@ -60,7 +70,6 @@ void run(const CLI::App& app, const Options& o) {
   require(o.val_fraction > 0.0 && o.val_fraction < 1.0, "--val-fraction must satisfy 0 < f < 1 (got ", o.val_fraction,
           ")");
   require(o.max_chars >= 0, "--max-chars must be >= 0 (got ", o.max_chars, ")");
-  app::check_output(o.out + ".meta.json", "--out");  // the token set's folder, before the work
   data::PrepareRequest q;
   q.corpus = o.corpus;
   q.tokenizer = o.tokenizer;

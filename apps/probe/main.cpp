@@ -6,26 +6,10 @@
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
-#include "cf/core/file_identity.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
-
-namespace {
-// --data names a prefix, not a file, so the common same-file check (cf::app) does not see the task
-// files behind it: `--out bc.meta.json` replaced the task's metadata and exited 0.
-void refuse_task_file(const std::string& path, const std::string& option, const std::string& prefix) {
-  if (path.empty() || path == "-") return;
-  const FileIdentity out = file_identity(path);
-  static const char* const kTaskFiles[] = {".meta.json", ".items.json",     ".train.bin",
-                                           ".val.bin",   ".train.mask.bin", ".val.mask.bin"};
-  for (const char* suffix : kTaskFiles)
-    if (same_file(out, file_identity(prefix + suffix)))
-      throw InvalidArgument(str(option, " '", path, "' is the task file '", prefix, suffix, "' of --data '", prefix,
-                                "': the run would overwrite it; choose another path"));
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   probe::ProbeOptions o;
@@ -71,8 +55,6 @@ int main(int argc, char** argv) {
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
     o.plot = common.plot;
-    refuse_task_file(common.out, "--out", o.data);
-    refuse_task_file(common.plot, "--plot", o.data);
     app::emit(probe::run_probe(o), common);
   });
 }

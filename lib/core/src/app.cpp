@@ -3,6 +3,7 @@
 #include <glob.h>
 
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <new>
 
@@ -32,10 +33,49 @@ std::vector<NamedFile> g_outputs;  // outputs passed through check_output (new n
 
 // An option value may be a path, a comma list of paths or a quoted glob (influence --checkpoint
 // 'run/step_*.h5'): each existing regular file it names.
+// An input may also name files without naming them: a folder (a Hugging Face checkpoint's
+// config.json and *.safetensors, --gpt2-dir's encoder.json) or a prefix of prepare-data files
+// (--data P: P.meta.json, P.train.bin, ...). Their files count as named too, for the options that
+// read them (an output folder or prefix such as --out-dir / --to is not an input).
+bool output_option(const std::string& option) {
+  for (const char* o : {"--out", "--report", "--plot", "--to", "--h5", "--matrix", "--export"})
+    if (option.rfind(o, 0) == 0) return true;
+  return false;
+}
+// The files a tool reads from a model or tokenizer folder (docs/hf.md); a report the user keeps
+// in the same folder is not one of them.
+bool model_folder_file(const std::string& name) {
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                        "special_tokens_map.json", "encoder.json", "vocab.bpe", "vocab.json", "merges.txt"})
+    if (name == f) return true;
+  const std::string st = ".safetensors", idx = ".safetensors.index.json";
+  auto ends = [&](const std::string& e) {
+    return name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0;
+  };
+  return ends(st) || ends(idx);
+}
+constexpr const char* kPrefixFiles[] = {".meta.json",      ".train.bin",    ".val.bin",
+                                        ".train.mask.bin", ".val.mask.bin", ".items.json"};
+
 void note_files(const std::string& option, const std::string& value) {
+  const bool input = !output_option(option);
   auto note = [&](const std::string& p) {
     const FileIdentity id = file_identity(p);
-    if (id.kind == FileIdentity::Kind::File) g_named.push_back({option, value, id});
+    if (id.kind == FileIdentity::Kind::File) {
+      g_named.push_back({option, value, id});
+    } else if (input && !p.empty()) {
+      for (const char* ext : kPrefixFiles)  // a prefix of prepare-data files
+        if (const FileIdentity f = file_identity(p + ext); f.kind == FileIdentity::Kind::File)
+          g_named.push_back({option, value, f});
+    }
+    std::error_code ec;
+    if (input && std::filesystem::is_directory(p, ec)) {  // the model / tokenizer files of an input folder
+      int k = 0;
+      for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end && k < 10000; it.increment(ec), ++k)
+        if (model_folder_file(it->path().filename().string()))
+          if (const FileIdentity f = file_identity(it->path().string()); f.kind == FileIdentity::Kind::File)
+            g_named.push_back({option, value, f});
+    }
   };
   note(value);
   std::vector<std::string> parts;

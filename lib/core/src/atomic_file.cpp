@@ -365,6 +365,10 @@ void check_output_writable(const std::string& path) {
     return;
   }
   refuse_read_only(target, path);
+  // the temporary sibling "<name>.tmp.<PID>" must fit the file system's name limit too
+  if (base_of(target).size() + 5 + 10 > 255)
+    throw InvalidArgument(str("cannot write '", path, "': the file name is ", base_of(target).size(),
+                              " bytes; at most 240 (its temporary adds '.tmp.<PID>' within the 255-byte limit)"));
   const std::string dir = dir_of(target);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

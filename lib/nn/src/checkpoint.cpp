@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "cf/core/error.hpp"
 #include "cf/core/json.hpp"
@@ -67,6 +68,8 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   ck.model.layout = make_layout(ck.model.config);
   ck.model.params.assign(static_cast<std::size_t>(ck.model.layout.total), 0.f);
   ck.step = f.has_attr("step") ? f.attr_int("step") : 0;
+  // a negative step would resume with a negative learning-rate schedule position
+  require(ck.step >= 0, "'", path, "': step attribute must be >= 0 (got ", ck.step, ")");
   if (f.has_attr("train_config")) {
     try {
       ck.train_config = cf::parse_json(f.attr_string("train_config"), path);
@@ -78,6 +81,9 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   }
   if (f.has_attr("best_val_loss")) {
     ck.best_val_loss = f.attr_double("best_val_loss");
+    // NaN or -inf would never be beaten: best.h5 would silently stop being written
+    require(!std::isnan(ck.best_val_loss) && ck.best_val_loss > -std::numeric_limits<double>::infinity(), "'", path,
+            "': best_val_loss attribute must be a number or +inf (got ", ck.best_val_loss, ")");
     ck.has_best_val = true;
   }
   io::Group p = f.open_group("params");
@@ -86,6 +92,7 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   if (with_optimizer && f.has("optim")) {
     io::Group o = f.open_group("optim");
     ck.optim.t = o.attr_int("t");
+    require(ck.optim.t >= 0, "'", path, "': optim/t (AdamW's step count) must be >= 0 (got ", ck.optim.t, ")");
     ck.optim.m.assign(ck.model.params.size(), 0.f);
     ck.optim.v.assign(ck.model.params.size(), 0.f);
     io::Group m = o.open_group("m"), v = o.open_group("v");
