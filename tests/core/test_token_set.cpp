@@ -35,7 +35,7 @@ TEST_CASE("token set: the manifest catches a mixed set, a failed write leaves th
   // a process killed between two renames: b's train split beside a's meta file
   write_file_atomic(a + ".train.bin", read_file(b + ".train.bin"));
   CHECK_THROWS_WITH(read_token_files(a),
-                    Catch::Contains("mixed or partial token set") && Catch::Contains("a.train.bin"));
+                    Catch::Contains("mixed or partial file set") && Catch::Contains("a.train.bin"));
   // a failed write (the folder vanished under the prefix): no file of the set changes, no temporary
   write_token_files(a, TokenSplit{{1, 2, 3}, {4}}, m);
   const std::string before = read_file(a + ".meta.json") + read_file(a + ".train.bin") + read_file(a + ".val.bin");

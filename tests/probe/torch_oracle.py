@@ -655,6 +655,14 @@ def main():
         with open(os.path.join(o.work, "pk." + f), "rb") as src, open(os.path.join(o.work, "pkhit." + f), "wb") as d:
             d.write(src.read())
     json.dump(items, open(os.path.join(o.work, "pkhit.items.json"), "w"))
+    # the meta file's manifest records items.json's size and checksum (a mixed set is refused):
+    # the edited copy is a new set, so its manifest entry is recomputed
+    text = open(os.path.join(o.work, "pkhit.items.json"), "rb").read()
+    if "files" in meta and "items" in meta["files"]:
+        h = 14695981039346656037
+        for byte in text:
+            h = ((h ^ byte) * 1099511628211) % (1 << 64)
+        meta["files"]["items"].update({"name": "pkhit.items.json", "bytes": len(text), "fnv1a64": f"{h:016x}"})
     json.dump(meta, open(os.path.join(o.work, "pkhit.meta.json"), "w"))
     r2 = passkey_case(tool, o, "pkhit", [ck["pk_full"]])
     check(hits == 0 or sum(x["correct"] for x in r2[0]) >= 1, "pkhit: the oracle's own decodings did not match")

@@ -35,25 +35,19 @@ void write_task_files(const std::string& prefix, const TaskData& d) {
   m.vocab_size = d.vocab_size;
   m.tokenizer = d.tokenizer;
   m.source = d.source;
-  // token files (the meta written there is replaced below, after the masks)
-  write_token_files(prefix, ts, m);
-  write_file_atomic(prefix + ".train.mask.bin",
-                    std::string(reinterpret_cast<const char*>(d.train.mask.data()), d.train.mask.size()));
-  write_file_atomic(prefix + ".val.mask.bin",
-                    std::string(reinterpret_cast<const char*>(d.val.mask.data()), d.val.mask.size()));
+  auto bytes = [](const std::vector<std::uint8_t>& v) { return std::string(v.begin(), v.end()); };
+  std::vector<ExtraFile> extra{{"train.mask", ".train.mask.bin", bytes(d.train.mask)},
+                               {"val.mask", ".val.mask.bin", bytes(d.val.mask)}};
   if (!d.train.items.empty() || !d.val.items.empty())
-    write_file_atomic(prefix + ".items.json",
-                      nlohmann::json{{"train", d.train.items}, {"val", d.val.items}}.dump() + "\n");
-  nlohmann::json j = {{"vocab_size", d.vocab_size},
-                      {"tokenizer", d.tokenizer},
-                      {"n_train", d.train.tokens.size()},
-                      {"n_val", d.val.tokens.size()},
-                      {"source", d.source},
-                      {"row_len", d.row_len},
-                      {"rows_train", d.train.tokens.size() / d.row_len},
-                      {"rows_val", d.val.tokens.size() / d.row_len},
-                      {"task", d.task}};
-  write_file_atomic(prefix + ".meta.json", j.dump(2) + "\n");
+    extra.push_back(
+        {"items", ".items.json", nlohmann::json{{"train", d.train.items}, {"val", d.val.items}}.dump() + "\n"});
+  const nlohmann::json task_meta = {{"row_len", d.row_len},
+                                    {"rows_train", d.train.tokens.size() / d.row_len},
+                                    {"rows_val", d.val.tokens.size() / d.row_len},
+                                    {"task", d.task}};
+  // tokens, masks, items and the task meta as ONE unit, the meta (the manifest of all) last: a
+  // process killed between two renames leaves a set the reader refuses, never a mixed one it reads
+  write_files_atomic(token_file_set(prefix, ts, m, extra, task_meta.dump()));
 }
 
 bool is_task_file(const std::string& prefix) {
@@ -84,17 +78,20 @@ TaskData read_task_files(const std::string& prefix) {
   d.task = j.value("task", nlohmann::json::object());
   d.train.tokens = td.train;
   d.val.tokens = td.val;
-  auto read_mask = [&](const std::string& p, std::size_t n) {
+  auto read_mask = [&](const std::string& p, std::size_t n, const char* key) {
     const std::string bytes = read_file(p);
     require(bytes.size() == n, "mask file '", p, "' has ", bytes.size(), " bytes for ", n, " tokens");
+    check_manifest_entry(prefix, key, bytes);
     return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
   };
-  d.train.mask = read_mask(prefix + ".train.mask.bin", d.train.tokens.size());
-  d.val.mask = read_mask(prefix + ".val.mask.bin", d.val.tokens.size());
+  d.train.mask = read_mask(prefix + ".train.mask.bin", d.train.tokens.size(), "train.mask");
+  d.val.mask = read_mask(prefix + ".val.mask.bin", d.val.tokens.size(), "val.mask");
   if (std::filesystem::is_regular_file(prefix + ".items.json")) {
     nlohmann::json it;
+    const std::string text = read_file(prefix + ".items.json");
+    check_manifest_entry(prefix, "items", text);
     try {
-      it = cf::parse_json(read_file(prefix + ".items.json"), prefix + ".items.json");
+      it = cf::parse_json(text, prefix + ".items.json");
     } catch (const std::exception& e) {
       throw InvalidArgument(str("'", prefix, ".items.json' is not valid JSON: ", e.what()));
     }

@@ -38,28 +38,41 @@ std::string pack_le(const std::vector<Token>& t, int vocab_size, const std::stri
 }
 }  // namespace
 
-void write_token_files(const std::string& prefix, const TokenSplit& split, const TokenMeta& meta) {
+std::vector<std::pair<std::string, std::string>> token_file_set(const std::string& prefix, const TokenSplit& split,
+                                                                const TokenMeta& meta,
+                                                                const std::vector<ExtraFile>& extra,
+                                                                const std::string& extra_meta) {
   require(!prefix.empty(), "token file prefix must not be empty");
   require(meta.vocab_size >= 1 && meta.vocab_size <= 65536, "vocab_size must be in 1..65536 (got ", meta.vocab_size,
           ")");
   const std::string train = pack_le(split.train, meta.vocab_size, "training");
   const std::string val = pack_le(split.val, meta.vocab_size, "validation");
-  auto base = [](const std::string& p) {
-    const auto s = p.rfind('/');
-    return s == std::string::npos ? p : p.substr(s + 1);
+  const auto s = prefix.rfind('/');
+  const std::string base = s == std::string::npos ? prefix : prefix.substr(s + 1);
+  auto entry = [&](const std::string& suffix, const std::string& bytes) {
+    return nlohmann::json{{"name", base + suffix}, {"bytes", bytes.size()}, {"fnv1a64", fnv1a64_hex(bytes)}};
   };
-  nlohmann::json j = {
-      {"vocab_size", meta.vocab_size},
-      {"tokenizer", meta.tokenizer},
-      {"n_train", split.train.size()},
-      {"n_val", split.val.size()},
-      {"source", meta.source},
-      {"files",
-       {{"train", {{"name", base(prefix) + ".train.bin"}, {"bytes", train.size()}, {"fnv1a64", fnv1a64_hex(train)}}},
-        {"val", {{"name", base(prefix) + ".val.bin"}, {"bytes", val.size()}, {"fnv1a64", fnv1a64_hex(val)}}}}}};
-  write_files_atomic({{prefix + ".train.bin", train},
-                      {prefix + ".val.bin", val},
-                      {prefix + ".meta.json", j.dump(2) + "\n"}});  // the manifest last
+  nlohmann::json j = {{"vocab_size", meta.vocab_size},
+                      {"tokenizer", meta.tokenizer},
+                      {"n_train", split.train.size()},
+                      {"n_val", split.val.size()},
+                      {"source", meta.source},
+                      {"files", {{"train", entry(".train.bin", train)}, {"val", entry(".val.bin", val)}}}};
+  std::vector<std::pair<std::string, std::string>> files{{prefix + ".train.bin", train}, {prefix + ".val.bin", val}};
+  for (const ExtraFile& f : extra) {
+    j["files"][f.key] = entry(f.suffix, f.bytes);
+    files.emplace_back(prefix + f.suffix, f.bytes);
+  }
+  if (!extra_meta.empty()) {
+    const nlohmann::json more = nlohmann::json::parse(extra_meta);  // named: items() refers into it
+    for (const auto& [k, v] : more.items()) j[k] = v;
+  }
+  files.emplace_back(prefix + ".meta.json", j.dump(2) + "\n");  // the manifest last
+  return files;
+}
+
+void write_token_files(const std::string& prefix, const TokenSplit& split, const TokenMeta& meta) {
+  write_files_atomic(token_file_set(prefix, split, meta));
 }
 
 void Fnv1a64::add(const void* bytes, std::size_t n) {
@@ -131,9 +144,7 @@ std::vector<Token> read_token_bin(const std::string& path, int vocab_size) {
   return t;
 }
 
-namespace {
-// The manifest check: the split's bytes must be those the meta file was written with.
-void check_manifest(const std::string& prefix, const char* which, const std::vector<Token>& t) {
+void check_manifest_entry(const std::string& prefix, const std::string& key, const std::string& bytes) {
   const std::string path = prefix + ".meta.json";
   nlohmann::json j;
   try {
@@ -141,19 +152,26 @@ void check_manifest(const std::string& prefix, const char* which, const std::vec
   } catch (const std::exception&) {
     return;  // read_token_meta reported it already
   }
-  if (!j.contains("files") || !j["files"].is_object() || !j["files"].contains(which)) return;  // older sets
-  const auto& f = j["files"][which];
+  if (!j.contains("files") || !j["files"].is_object() || !j["files"].contains(key)) return;  // older sets
+  const auto& f = j["files"][key];
+  const std::string name = f.contains("name") && f["name"].is_string() ? f["name"].get<std::string>() : key;
+  const bool size_ok =
+      !f.contains("bytes") || (f["bytes"].is_number_unsigned() && f["bytes"].get<std::size_t>() == bytes.size());
+  const bool sum_ok =
+      !f.contains("fnv1a64") || (f["fnv1a64"].is_string() && f["fnv1a64"].get<std::string>() == fnv1a64_hex(bytes));
+  require(size_ok && sum_ok, "mixed or partial file set: '", name, "' does not match the ",
+          (size_ok ? "checksum" : "size"), " recorded in '", path, "' (an interrupted prepare-data? run it again)");
+}
+
+namespace {
+// The manifest check of a split: its bytes must be those the meta file was written with.
+void check_manifest(const std::string& prefix, const char* which, const std::vector<Token>& t) {
   std::string bytes(2 * t.size(), '\0');
   for (std::size_t i = 0; i < t.size(); ++i) {
     bytes[2 * i] = static_cast<char>(t[i] & 0xFF);
     bytes[2 * i + 1] = static_cast<char>(t[i] >> 8);
   }
-  const bool size_ok =
-      !f.contains("bytes") || (f["bytes"].is_number_unsigned() && f["bytes"].get<std::size_t>() == bytes.size());
-  const bool sum_ok =
-      !f.contains("fnv1a64") || (f["fnv1a64"].is_string() && f["fnv1a64"].get<std::string>() == fnv1a64_hex(bytes));
-  require(size_ok && sum_ok, "mixed or partial token set: '", prefix, ".", which, ".bin' does not match the ",
-          (size_ok ? "checksum" : "size"), " recorded in '", path, "' (an interrupted prepare-data? run it again)");
+  check_manifest_entry(prefix, which, bytes);
 }
 }  // namespace
 

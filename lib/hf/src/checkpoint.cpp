@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
+#include "cf/data/token_file.hpp"
 #include "cf/hf/safetensors.hpp"
 
 namespace cf::hf {
@@ -193,7 +196,44 @@ void import_llama(const TensorStore& st, nn::Model<float>& m) {
 
 }  // namespace
 
+namespace {
+namespace fs = std::filesystem;
+
+// The FNV-1a 64 of a file, read in 1 MiB pieces.
+std::string file_fnv1a64(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  require(static_cast<bool>(in), "cannot read '", path, "'");
+  data::Fnv1a64 h;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.add(buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  return h.hex();
+}
+// A folder written by export_hf records its weights' size and checksum in config.json
+// ("causalflow_weights"): an export interrupted between its two renames (new weights, old config)
+// or weights replaced by hand are refused instead of being read under the wrong configuration.
+void check_export_manifest(const std::string& dir) {
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  const nlohmann::json j = cf::parse_json(read_file(cfg), cfg);
+  if (!j.is_object() || !j.contains("causalflow_weights")) return;  // not (or not yet) ours
+  const nlohmann::json& w = j["causalflow_weights"];
+  require(w.is_object() && w.contains("bytes") && w["bytes"].is_number_unsigned() && w.contains("fnv1a64") &&
+              w["fnv1a64"].is_string(),
+          "'", cfg, "': causalflow_weights must be {\"bytes\": N, \"fnv1a64\": HEX}");
+  const std::string st = (fs::path(dir) / "model.safetensors").string();
+  std::error_code ec;
+  const auto size = fs::file_size(st, ec);
+  require(!ec && size == w["bytes"].get<std::uint64_t>() && file_fnv1a64(st) == w["fnv1a64"].get<std::string>(), "'",
+          st,
+          "' is not the file its config.json was exported with (size or checksum differ: an "
+          "interrupted export? export again)");
+}
+}  // namespace
+
 nn::Model<float> load_hf_model(const std::string& dir) {
+  check_export_manifest(dir);
   const HfConfig h = read_hf_config(dir);
   const TensorStore st(dir);
   nn::Model<float> m;
@@ -323,13 +363,15 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
                        {"scale_attn_weights", true},
                        {"tie_word_embeddings", c.arch.tied_head},
                        {"torch_dtype", "float32"},
-                       {"causalflow_config", nn::to_json(c)}};
+                       {"causalflow_config", nn::to_json(c)},
+                       {"causalflow_weights", {{"bytes", st.size()}, {"fnv1a64", data::fnv1a64_hex(st)}}}};
   const bool created = !fs::exists(dir, ec);
   if (created) fs::create_directories(dir, ec);
   require(fs::is_directory(dir, ec), "cannot create directory '", dir, "'");
   try {
-    write_file_atomic((fs::path(dir) / "model.safetensors").string(), st);
-    write_file_atomic((fs::path(dir) / "config.json").string(), cj.dump(2) + "\n");
+    // one unit, config.json (which records the weights' checksum) last
+    write_files_atomic({{(fs::path(dir) / "model.safetensors").string(), st},
+                        {(fs::path(dir) / "config.json").string(), cj.dump(2) + "\n"}});
   } catch (...) {
     if (created) fs::remove_all(dir, ec);
     throw;

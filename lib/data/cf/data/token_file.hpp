@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cf/data/tokenizer.hpp"
@@ -38,6 +39,24 @@ TokenSplit split_tokens(const std::vector<Token>& tokens, double val_fraction);
 /// reader never accepts a mixed set even if the process dies between two renames. Throws
 /// cf::InvalidArgument if a token is >= meta.vocab_size, cf::Error on I/O failure.
 void write_token_files(const std::string& prefix, const TokenSplit& split, const TokenMeta& meta);
+
+/// A file committed with the token set (task files: the loss masks, items.json): `key` names it
+/// in the manifest, the file is <prefix><suffix>.
+struct ExtraFile {
+  std::string key, suffix, bytes;
+};
+/// What write_token_files commits, as (path, bytes) pairs with the meta file last, plus `extra`
+/// files (recorded in the manifest too) and `extra_meta` fields merged into the meta file (a
+/// JSON object text, e.g. a task's row_len and task description; "" = none). Task files use it
+/// to commit tokens, masks, items and the task meta as ONE unit (cf::write_files_atomic).
+std::vector<std::pair<std::string, std::string>> token_file_set(const std::string& prefix, const TokenSplit& split,
+                                                                const TokenMeta& meta,
+                                                                const std::vector<ExtraFile>& extra = {},
+                                                                const std::string& extra_meta = "");
+
+/// Refuses `bytes` read from <prefix>'s file `key` when the meta file's manifest records another
+/// size or checksum for it (a mixed set after an interrupted write); no manifest entry: accepted.
+void check_manifest_entry(const std::string& prefix, const std::string& key, const std::string& bytes);
 
 /// Read <prefix>.meta.json; throws cf::InvalidArgument naming the file and the missing or bad
 /// field.
