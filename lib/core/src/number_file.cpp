@@ -29,7 +29,7 @@ std::vector<std::vector<double>> read_number_rows(const std::string& path, const
       char* end = nullptr;
       const double x = std::strtod(tok.c_str(), &end);
       require(end && *end == '\0' && std::isfinite(x), what, " '", path, "' line ", lineno, ": not a finite number: '",
-              tok, "'");
+              tok.size() > 40 ? tok.substr(0, 37) + "..." : tok, "'");  // a megabyte token is not echoed whole
       row.push_back(x);
     }
     if (!row.empty()) rows.push_back(std::move(row));

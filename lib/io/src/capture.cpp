@@ -13,6 +13,10 @@ ResidualAlpha residual_alpha(const Eigen::Ref<const Eigen::MatrixXd>& resid_norm
   require(resid_norm.rows() == attn_norm.rows() && resid_norm.cols() == attn_norm.cols(),
           "residual_alpha: norms must have equal shapes (resid ", resid_norm.rows(), " x ", resid_norm.cols(),
           ", attn ", attn_norm.rows(), " x ", attn_norm.cols(), ")");
+  // NaN fails every comparison: an overflowing forward pass (finite weights, inf/NaN norms) is named as such
+  require(resid_norm.allFinite() && attn_norm.allFinite(),
+          "residual_alpha: the residual / attention norms are not finite (the forward pass overflowed float32; check "
+          "the checkpoint's weights)");
   require(resid_norm.minCoeff() >= 0 && attn_norm.minCoeff() >= 0, "residual_alpha: norms must be >= 0");
   const Eigen::Index N = resid_norm.rows(), T = resid_norm.cols();
   auto ratio = [](double a, double x) { return a + x > 0 ? a / (a + x) : 0.0; };

@@ -36,7 +36,7 @@ std::vector<std::vector<std::int32_t>> capture_windows(const std::vector<std::in
   require(n_seq >= 1, "capture: the number of sequences N must be >= 1 (got ", n_seq, ")");
   const std::int64_t len = static_cast<std::int64_t>(tokens.size()), need = static_cast<std::int64_t>(seq_len) + 1;
   require(len >= need, "capture: the input has ", len, " tokens but T + 1 = ", need,
-          " are needed (T inputs and their next-token targets); use a longer text or a smaller --seq-len");
+          " are needed (T inputs and their next-token targets); use a longer text or a shorter sequence length");
   std::vector<std::vector<std::int32_t>> w;
   const std::int64_t span = len - need;
   for (int i = 0; i < n_seq; ++i) {

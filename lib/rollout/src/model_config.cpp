@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -283,6 +284,14 @@ ModelConfigFile load_model_config(const std::string& path) {
       if (slopes[l][h] < 0)
         c.fail(str(f, "[", h, "]"), str("must be >= 0 (ALiBi penalises distance), got ", slopes[l][h]));
   }
+  // the kernels use slope / temperature: a subnormal temperature overflows it (it was reported as
+  // a non-finite ALiBi slope)
+  for (const auto& row : slopes)
+    for (double sl : row)
+      if (!std::isfinite(sl / m.temperature))
+        c.fail("attention_config.softmax_temperature",
+               str("is too small: slope ", sl, " / temperature ", m.temperature,
+                   " overflows (use a temperature >= ", sl / std::numeric_limits<double>::max(), ")"));
   // Head h uses slope min(h, len-1) of its layer's list (the reference's broadcasting); logits / T.
   auto expand = [&](const std::vector<double>& row) {
     std::vector<double> out(H);
