@@ -31,8 +31,6 @@ struct NamedFile {
 std::vector<NamedFile> g_named;    // existing files named by any option (filled after parsing)
 std::vector<NamedFile> g_outputs;  // outputs passed through check_output (new names included)
 
-// An option value may be a path, a comma list of paths or a quoted glob (influence --checkpoint
-// 'run/step_*.h5'): each existing regular file it names.
 // An input may also name files without naming them: a folder (a Hugging Face checkpoint's
 // config.json and *.safetensors, --gpt2-dir's encoder.json) or a prefix of prepare-data files
 // (--data P: P.meta.json, P.train.bin, ...). Their files count as named too, for the options that
@@ -57,6 +55,9 @@ bool model_folder_file(const std::string& name) {
 constexpr const char* kPrefixFiles[] = {".meta.json",      ".train.bin",    ".val.bin",
                                         ".train.mask.bin", ".val.mask.bin", ".items.json"};
 
+// An option value may be a path, a comma list of paths or a quoted glob (influence --checkpoint
+// 'run/step_*.h5'): each existing regular file it names (and, for an input, the files behind a
+// prefix or in a model folder, above).
 void note_files(const std::string& option, const std::string& value) {
   const bool input = !output_option(option);
   auto note = [&](const std::string& p) {
