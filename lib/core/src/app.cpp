@@ -220,17 +220,14 @@ static std::string without_own_name(const std::string& name, const char* what) {
 // integer option of every tool (option groups included) is held to plain decimal here, so an
 // option declared with CLI::Range instead of app::integer cannot read a different number than typed.
 void require_decimal_integers(CLI::App& app) {
-  const CLI::Validator decimal(
-      [](std::string& in) -> std::string {
-        const std::size_t i = (!in.empty() && (in[0] == '-' || in[0] == '+')) ? 1 : 0;
-        if (i == in.size() || in.find_first_not_of("0123456789", i) != std::string::npos)
-          return "'" + in + "' is not a whole decimal number";
-        return detail::leading_zero(in, i);
-      },
-      "", "decimal");
+  // the shared validators, without a description (the help keeps each option's own type text)
+  CLI::Validator decimal = integer(), non_negative = unsigned_integer();
+  decimal.description("");
+  non_negative.description("");
   for (CLI::Option* o : app.get_options()) {
     const std::string t = o->get_type_name();  // "INT", or "INT:<validator descriptions>"
-    if (t == "INT" || t == "UINT" || t.rfind("INT:", 0) == 0 || t.rfind("UINT:", 0) == 0) o->check(decimal);
+    if (t == "INT" || t.rfind("INT:", 0) == 0) o->check(decimal);
+    if (t == "UINT" || t.rfind("UINT:", 0) == 0) o->check(non_negative);  // "-1" would wrap to 2^64 - 1
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) require_decimal_integers(*sub);
 }

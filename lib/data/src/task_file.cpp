@@ -47,7 +47,7 @@ void write_task_files(const std::string& prefix, const TaskData& d) {
                                     {"task", d.task}};
   // tokens, masks, items and the task meta as ONE unit, the meta (the manifest of all) last: a
   // process killed between two renames leaves a set the reader refuses, never a mixed one it reads
-  write_files_atomic(token_file_set(prefix, ts, m, extra, task_meta.dump()));
+  write_files_atomic(token_file_set(prefix, ts, m, extra, task_meta));
 }
 
 bool is_task_file(const std::string& prefix) {

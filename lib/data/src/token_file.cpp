@@ -41,7 +41,7 @@ std::string pack_le(const std::vector<Token>& t, int vocab_size, const std::stri
 std::vector<std::pair<std::string, std::string>> token_file_set(const std::string& prefix, const TokenSplit& split,
                                                                 const TokenMeta& meta,
                                                                 const std::vector<ExtraFile>& extra,
-                                                                const std::string& extra_meta) {
+                                                                const nlohmann::json& extra_meta) {
   require(!prefix.empty(), "token file prefix must not be empty");
   require(meta.vocab_size >= 1 && meta.vocab_size <= 65536, "vocab_size must be in 1..65536 (got ", meta.vocab_size,
           ")");
@@ -63,10 +63,8 @@ std::vector<std::pair<std::string, std::string>> token_file_set(const std::strin
     j["files"][f.key] = entry(f.suffix, f.bytes);
     files.emplace_back(prefix + f.suffix, f.bytes);
   }
-  if (!extra_meta.empty()) {
-    const nlohmann::json more = nlohmann::json::parse(extra_meta);  // named: items() refers into it
-    for (const auto& [k, v] : more.items()) j[k] = v;
-  }
+  if (extra_meta.is_object())
+    for (const auto& [k, v] : extra_meta.items()) j[k] = v;
   files.emplace_back(prefix + ".meta.json", j.dump(2) + "\n");  // the manifest last
   return files;
 }

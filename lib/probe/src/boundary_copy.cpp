@@ -11,10 +11,9 @@
 namespace cf::probe {
 
 namespace {
-// An int field of task metadata: nlohmann's get<int>() wraps 1e12 or 2^40 silently (the checks
-// after it would then name a value the file does not hold).
-// (The same for list elements, named key[i], and for the token ids of the alphabet, whose
-// data::Token is 16 bits: 65604 would otherwise be read as 68.)
+// An integer of task metadata in [lo, hi]: nlohmann's get<int>() wraps 1e12 or 2^40 silently, and
+// a 16-bit data::Token reads an alphabet id 65604 as 68 (the checks after it would then name a
+// value the file does not hold). `key` names the field, key[i] for list elements.
 std::int64_t int_value(const nlohmann::json& v, const std::string& key, std::int64_t lo, std::int64_t hi) {
   bool ok = false;
   if (v.is_number_unsigned())  // hi <= INT64_MAX: a value <= hi converts exactly

@@ -4,6 +4,7 @@
 // "source"}. numpy reads a split with np.fromfile(path, dtype='<u2').
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,13 +47,13 @@ struct ExtraFile {
   std::string key, suffix, bytes;
 };
 /// What write_token_files commits, as (path, bytes) pairs with the meta file last, plus `extra`
-/// files (recorded in the manifest too) and `extra_meta` fields merged into the meta file (a
-/// JSON object text, e.g. a task's row_len and task description; "" = none). Task files use it
-/// to commit tokens, masks, items and the task meta as ONE unit (cf::write_files_atomic).
+/// files (recorded in the manifest too) and the fields of the JSON object `extra_meta` merged into
+/// the meta file (a task's row_len and task description; null = none). Task files use it to
+/// commit tokens, masks, items and the task meta as ONE unit (cf::write_files_atomic).
 std::vector<std::pair<std::string, std::string>> token_file_set(const std::string& prefix, const TokenSplit& split,
                                                                 const TokenMeta& meta,
                                                                 const std::vector<ExtraFile>& extra = {},
-                                                                const std::string& extra_meta = "");
+                                                                const nlohmann::json& extra_meta = nullptr);
 
 /// Refuses `bytes` read from <prefix>'s file `key` when the meta file's manifest records another
 /// size or checksum for it (a mixed set after an interrupted write); no manifest entry: accepted.
