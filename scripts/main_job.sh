@@ -8,10 +8,10 @@ echo "== coverage: SE-Bridge at the paper's geometry (n=1024, b=128, e=64) =="
 "$BIN/coverage" --pattern se-bridge --b 128 --compare swa --plot results/coverage_se-bridge.svg
 echo "(plot: results/coverage_se-bridge.svg)"
 echo
-echo "== notebooks: seed 002 Table 2 (score accounting) =="
-"$BUILD/notebooks/bin/nb_seed002_01_table2_scores"  # notebooks live in build/notebooks/bin
+echo "== notebooks: Boundary repair (Yang) Table 2 (score accounting) =="
+"$BUILD/notebooks/bin/nb_boundary_01_table2_scores"  # notebooks live in build/notebooks/bin
 echo
-echo "== rollout: BLOOM-176B position prior, measured alpha (seed 004 figure, n = 256) =="
+echo "== rollout: BLOOM-176B position prior, measured alpha (Position bias (Herasimchyk et al.) figure, n = 256) =="
 "$BIN/rollout" --model bloom --alpha measured --plot results/rollout_bloom.svg
 echo "(plot: results/rollout_bloom.svg)"
 echo

@@ -1,6 +1,6 @@
 // capture — record what the analysers read from a trained model (issue 4): per layer and head the
 // attention probabilities, Q and K, and the residual-stream norms entering and leaving attention
-// with alpha_l in both SPEC §2 forms, into an HDF5 capture file (docs/checkpoint_format.md).
+// with alpha_l in both docs/spec.md §2 forms, into an HDF5 capture file (docs/checkpoint_format.md).
 // Thin app: an options struct, setup and run over cf/nn/capture.hpp and cf/nn/capture_report.hpp;
 // `rollout --model CAPTURE.h5` consumes the file.
 #include <sstream>
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "capture: run a trained checkpoint over text and record, per layer and head, the attention "
-      "probabilities, Q, K and the residual-stream norms (alpha_l in both SPEC §2 forms) into an HDF5 "
+      "probabilities, Q, K and the residual-stream norms (alpha_l in both docs/spec.md §2 forms) into an HDF5 "
       "capture for rollout / spectral.",
       "capture"};
   setup(app, o);

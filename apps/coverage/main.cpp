@@ -1,4 +1,4 @@
-// coverage — mask-graph reachability and the phase-conditioned coverage functions of seed 002.
+// coverage — mask-graph reachability and the phase-conditioned coverage functions of Boundary repair (Yang).
 // Thin app: an options struct, setup (CLI11 declarations with validators) and run (parse the
 // options into a cf::graph::CoverageRequest, write the report of lib/graph; docs/conventions.md).
 #include <optional>
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "coverage: mask-graph reachability, phase-conditioned coverage C(d, r), score accounting and "
-      "runway counts for block-sparse attention and its boundary repairs (seed 002, SPEC §1).",
+      "runway counts for block-sparse attention and its boundary repairs (Boundary repair (Yang), docs/spec.md §1).",
       "coverage"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });

@@ -1,5 +1,5 @@
-// influence — measured influence of the input positions on the next-token prediction (seed 004,
-// Eq. 6; SPEC §2): I_j = mean over windows of ||d p(yhat | x) / d e_j||, normalised to sum 1, from
+// influence — measured influence of the input positions on the next-token prediction (Position bias (Herasimchyk et al.),
+// Eq. 6; docs/spec.md §2): I_j = mean over windows of ||d p(yhat | x) / d e_j||, normalised to sum 1, from
 // the model's own backward pass. One checkpoint: the profile (table / CSV / JSON, HDF5 with the
 // per-window matrix on request) and its plot; several (a list or a glob, e.g. the step_*.h5 of
 // `train --keep-every`): summary metrics against the training step and their plot.
@@ -169,7 +169,7 @@ void setup(CLI::App& app, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{
-      "influence: measured influence of each input position on the next-token prediction (seed 004 Eq. 6): "
+      "influence: measured influence of each input position on the next-token prediction (Position bias (Herasimchyk et al.) Eq. 6): "
       "I_j = mean over windows of ||d p(yhat|x) / d e_j||_2, normalised to sum 1, from the model's own "
       "backward pass. Several checkpoints: metrics against the training step.",
       "influence"};

@@ -1,5 +1,5 @@
-// jacobian — exact Jacobian block norms of a trained model against the runway bound of seed 000
-// (Theorem 3.3; SPEC §2): J_ds = ||d h_d(L+r) / d h_s(L)|| (Frobenius and spectral) beside
+// jacobian — exact Jacobian block norms of a trained model against the runway bound of Runway (Lee & Clark)
+// (Theorem 3.3; docs/spec.md §2): J_ds = ||d h_d(L+r) / d h_s(L)|| (Frobenius and spectral) beside
 // B = [(I + A(L+r-1)) ... (I + A(L))]_ds from the model's head-mean attention on the same window,
 // split into self term and gate; the smallest C* with J <= C*^r B, the one-layer constants C_1(l),
 // the check C* <= max C_1 and exact zeros outside the mask, Spearman(J, B), tightness and the gate
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "jacobian: exact Jacobian block norms ||d h_d(L+r)/d h_s(L)|| of a trained checkpoint against the runway "
-      "bound of seed 000 Theorem 3.3 (C*, C_1, zeros outside the mask, Spearman, tightness, gate share).",
+      "bound of Runway (Lee & Clark) Theorem 3.3 (C*, C_1, zeros outside the mask, Spearman, tightness, gate share).",
       "jacobian"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });

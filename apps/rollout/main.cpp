@@ -1,6 +1,6 @@
-// rollout — residual-aware attention rollout and position-bias theory of seed 004, plus the
+// rollout — residual-aware attention rollout and position-bias theory of Position bias (Herasimchyk et al.), plus the
 // infinite-depth dichotomy (Theorem 5.4), monotonicity checks, context sweeps and the Jacobian
-// bound of seed 000. Thin app: one options struct, a set-up (cf::rollout::make_source) and one run
+// bound of Runway (Lee & Clark). Thin app: one options struct, a set-up (cf::rollout::make_source) and one run
 // function per subcommand that reports lib/rollout results (docs/conventions.md, docs/rollout.md).
 #include <unistd.h>
 
@@ -138,7 +138,7 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
   return t;
 }
 
-/// `--model CHECKPOINT --influence auto|FILE`: the seed 004 Tables 2-5 comparison on the model's own
+/// `--model CHECKPOINT --influence auto|FILE`: the Position bias (Herasimchyk et al.) Tables 2-5 comparison on the model's own
 /// windows (cf/influence/agreement_table.hpp; docs/influence.md).
 void run_influence_agreement(const Options& o) {
   const nn::Model<float> model = nn::load_model(o.src.model);
@@ -211,7 +211,7 @@ void run_rollout(const Options& o) {
   nlohmann::json summary = nlohmann::json::object(), variants = nlohmann::json::object();
   rep.tables.push_back(variant_table(vs, influence,
                                      "Last-row rollout p_j = P(L)[n-1, j], " + s.name + ", n = " + std::to_string(s.n) +
-                                         ", L = " + std::to_string(s.L) + " (seed 004, Eq. 3)",
+                                         ", L = " + std::to_string(s.L) + " (Position bias (Herasimchyk et al.), Eq. 3)",
                                      summary));
   for (const auto& v : vs) variants[v.key] = std::vector<double>(v.p.data(), v.p.data() + v.p.size());
   rep.body = {{"summary", summary}, {"variants", variants}};
@@ -295,7 +295,7 @@ void run_sweep(const Options& o) {
   rep.meta = output::metadata("rollout sweep", params);
   output::Table t;
   t.title = "Context-length sweep of the last-row rollout, " + s.name + ", L = " + std::to_string(s.L) +
-            " (seed 004, Eq. 3; primacy / recency = mass of the first / last ceil(n/10) positions)";
+            " (Position bias (Herasimchyk et al.), Eq. 3; primacy / recency = mass of the first / last ceil(n/10) positions)";
   t.header = {"variant", "n", "p_0", "p_n-1", "primacy", "recency", "argmin", "min", "seconds"};
   nlohmann::json js = nlohmann::json::array();
   for (const auto& r : rows) {
@@ -347,7 +347,7 @@ void run_monotonicity(const Options& o) {
   rep.meta = output::metadata("rollout monotonicity", s.params);
   output::Table t;
   t.title =
-      "Stochastic monotonicity of Abar(l) (seed 004, Assumption 4.1 / Definition A.1), n = " + std::to_string(s.n) +
+      "Stochastic monotonicity of Abar(l) (Position bias (Herasimchyk et al.), Assumption 4.1 / Definition A.1), n = " + std::to_string(s.n) +
       ", tolerance 1e-10";
   t.header = {"kernel", "layer", "triples", "violation rate", "mean gap", "expected shortfall", "max gap"};
   nlohmann::json rows = nlohmann::json::array();
@@ -426,12 +426,12 @@ void run_jacobian(const Options& o) {
   params["target"] = d;
   rep.meta = output::metadata("rollout jacobian", params);
   output::Table t;
-  t.title = "Jacobian bound (seed 000, Theorem 3.3): C^r [(I + A(r)) ... (I + A(1))]_{d,s}, d = " + std::to_string(d) +
+  t.title = "Jacobian bound (Runway (Lee & Clark), Theorem 3.3): C^r [(I + A(r)) ... (I + A(1))]_{d,s}, d = " + std::to_string(d) +
             ", r = " + std::to_string(ks.size()) + " layers, C = " + fmt(o.C);
   t.header = {"s", "bound", "self term", "gate x runway", "gate share"};
   nlohmann::json rows = nlohmann::json::array();
   plot::LinePlot lp;
-  lp.title = "Jacobian bound (seed 000 Theorem 3.3) of target d = " + std::to_string(d) + ", " + s.name;
+  lp.title = "Jacobian bound (Runway (Lee & Clark) Theorem 3.3) of target d = " + std::to_string(d) + ", " + s.name;
   lp.xlabel = "source position s";
   lp.ylabel = "bound entry [(I + A(r)) ... (I + A(1))]_{d,s} (C^r included)";
   plot::Series sb{"bound", {}, {}}, ss{"self term", {}, {}}, sg{"gate x runway", {}, {}};
@@ -456,7 +456,7 @@ void add_model_options(CLI::App& app, Options& o) {
                  ".h5 or Hugging Face directory (captured in-process on --capture-text)")
       ->capture_default_str();
   app.add_option("--model-config", s.model_config,
-                 "Model config (YAML or JSON, the seed 004 reference schema): layers, heads, slopes, head weights, "
+                 "Model config (YAML or JSON, the Position bias (Herasimchyk et al.) reference schema): layers, heads, slopes, head weights, "
                  "alpha schedule, per-head content, mask; replaces --model");
   app.add_option("--dataset", s.dataset,
                  "Presets: measured alpha schedule and content prior of fineweb-edu (default) | dclm | wikipedia")
@@ -516,8 +516,8 @@ void add_model_options(CLI::App& app, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{
-      "rollout: residual-aware attention rollout of seed 004 (position bias: U-shaped priors, primacy and "
-      "recency forces, infinite-depth collapse) and the Jacobian bound of seed 000. Modes: default rollout, "
+      "rollout: residual-aware attention rollout of Position bias (Herasimchyk et al.) (position bias: U-shaped priors, primacy and "
+      "recency forces, infinite-depth collapse) and the Jacobian bound of Runway (Lee & Clark). Modes: default rollout, "
       "'sweep', 'monotonicity', 'verify', 'dichotomy', 'jacobian'.",
       "rollout"};
   app.fallthrough();
@@ -564,7 +564,7 @@ int main(int argc, char** argv) {
   dich->add_option("--schedule2", o.deep_alpha2, "Summable schedule (power:A0,BETA with BETA > 1)")
       ->capture_default_str();
   dich->add_option("--eps", o.eps, "Lemma 5.3 epsilon in [0, 1] [default 0: smallest kernel weight]");
-  auto* jac = app.add_subcommand("jacobian", "Seed 000 Theorem 3.3 bound for one target over all sources");
+  auto* jac = app.add_subcommand("jacobian", "Runway (Lee & Clark) Theorem 3.3 bound for one target over all sources");
   jac->add_option("--C", o.C, "Per-layer constant C > 0")->capture_default_str();
   jac->add_option("--target", o.target, "Target position d in [0, n) [default: n-1]");
   for (auto* sub : {sweep, mono, verify, dich, jac}) sub->fallthrough();
@@ -578,7 +578,7 @@ int main(int argc, char** argv) {
       "  rollout --model mpt-7b --alpha power1:0.5,1.2 --mask swa:64 --format csv\n"
       "  rollout --model bloom --influence influence.txt\n"
       "  rollout sweep --model bloom --n 64,128,...,65536 --plot sweep.svg\n"
-      "  rollout --model run/best.h5 --alpha measured --influence auto --n 128   # seed 004 Tables 2-5 layout\n"
+      "  rollout --model run/best.h5 --alpha measured --influence auto --n 128   # Position bias (Herasimchyk et al.) Tables 2-5 layout\n"
       "  rollout --model run/capture.h5 --alpha measured               # measured alpha and kernels\n"
       "  rollout --model run/best.h5 --alpha measured --n 128          # a checkpoint: captured on KJV text first\n"
       "  rollout --model run/capture.h5 --kernel-file kernels.txt --alpha measured\n"

@@ -1,5 +1,5 @@
 // spectral-surgery — validation perplexity with each head's interaction truncated, linearised or
-// replaced at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3);
+// replaced at run time, against the unmodified baseline (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3);
 // per-layer and cumulative linearisation sweeps as tables and plots.
 // Thin app: an options struct, setup (CLI11 declarations with validators) and run (parse the options
 // into a cf::spectral::SurgeryRequest, write the report of lib/spectral; docs/conventions.md).
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "spectral-surgery: validation perplexity with attention interactions truncated (routing / filtering "
       "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
-      "attention at run time, against the unmodified baseline (seed 003 §5.1, §6, App. B; SPEC §3).",
+      "attention at run time, against the unmodified baseline (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3).",
       "spectral-surgery"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });

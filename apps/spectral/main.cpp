@@ -1,5 +1,5 @@
-// spectral — routing/filtering decomposition of every attention head of a checkpoint (seed 003,
-// SPEC §3): per-head table, per-layer profile (the spectral cascade), CSV/JSON, cascade plot.
+// spectral — routing/filtering decomposition of every attention head of a checkpoint (Routing/filtering (Jamil & Kapadia),
+// docs/spec.md §3): per-head table, per-layer profile (the spectral cascade), CSV/JSON, cascade plot.
 // Thin app: an options struct, setup (CLI11 declarations with validators) and run (analyse with
 // lib/spectral, write the report that cf/spectral/report.hpp assembles; docs/conventions.md).
 #include <fstream>
@@ -65,7 +65,7 @@ void run(const CLI::App& app, const Options& o) {
   require(!want_seq || o.level == "both",
           "--level sequence needs the trainer's forward pass (lib/nn), which this build lacks; use --level weight");
 #endif
-  const std::string texts_path = o.texts.empty() ? std::string(CF_DATA_DIR) + "/texts/seed003_eval.txt" : o.texts;
+  const std::string texts_path = o.texts.empty() ? std::string(CF_DATA_DIR) + "/texts/routing_eval.txt" : o.texts;
   const AttentionWeights w = read_attention_weights(o.checkpoint);
   const std::vector<int> layers = parse_layer_spec(o.layers, w.n_layer);
   AnalysisOptions aopt;
@@ -118,8 +118,8 @@ void setup(CLI::App& app, Options& o) {
           },
           "PATH|LIST|GLOB"));
   app.add_option("--texts", o.texts,
-                 "Text set for the sequence level, one text per non-empty line [default: data/texts/seed003_eval.txt, "
-                 "the six sentences of seed 003 App. A]");
+                 "Text set for the sequence level, one text per non-empty line [default: data/texts/routing_eval.txt, "
+                 "the six sentences of Routing/filtering (Jamil & Kapadia) App. A]");
   app.add_option("--level", o.level, "weight (W_Q W_K^T) | sequence (Q K^T / sqrt(d_k) on the texts) | both")
       ->check(CLI::IsMember({"weight", "sequence", "both"}))
       ->capture_default_str();
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "spectral: routing/filtering decomposition M = F + R of every attention head of a checkpoint "
-      "(seed 003, SPEC §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
+      "(Routing/filtering (Jamil & Kapadia), docs/spec.md §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
       "(the spectral cascade) and per model.",
       "spectral"};
   setup(app, o);

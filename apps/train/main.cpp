@@ -452,7 +452,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--sd-eps", o.sd_eps, "S-D damping offset eps (> 0)")
       ->check(app::finite_above(0))
       ->capture_default_str();
-  app.add_flag("--no-bias", o.no_bias, "no qkv bias (attention output bias kept, as in seed 003 Table 1)");
+  app.add_flag("--no-bias", o.no_bias, "no qkv bias (attention output bias kept, as in Routing/filtering (Jamil & Kapadia) Table 1)");
   app.add_option("--steps", o.steps, "total optimizer updates (defines the schedule)")
       ->check(app::integer(1, kMaxSteps))
       ->capture_default_str();
@@ -522,7 +522,7 @@ void setup(CLI::App& app, Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"train: train a small GPT-style model on the CPU (every attention variant of SPEC §4)", "train"};
+  CLI::App app{"train: train a small GPT-style model on the CPU (every attention variant of docs/spec.md §4)", "train"};
   setup(app, o);
   const int rc = app::run(app, argc, argv, [&] { run(app, o); });
   if (rc == 0 && g_stop.load()) return 130;

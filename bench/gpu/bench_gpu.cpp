@@ -3,7 +3,7 @@
 //       tokens/s of one training update of cf::gpu::cuda::Trainer (forward, backward, clip,
 //       AdamW; the step of bench_train_step.cpp) and the device memory it holds
 //   bench_gpu rollout LOG2_N HEADS STEPS
-//       one structured ALiBi rollout step (seed 004 Eqs. 1-3) on the device
+//       one structured ALiBi rollout step (Position bias (Herasimchyk et al.) Eqs. 1-3) on the device
 //       (cf::gpu::cuda::alibi_rollout_apply_left) and on the CPU (cf::rollout::alibi_apply_left),
 //       STEPS steps each, the largest relative difference between them
 //   bench_gpu eig N BATCH REPS

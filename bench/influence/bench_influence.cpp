@@ -1,8 +1,8 @@
 // Benchmark of lib/influence (issue 10, acceptance 3; numbers in docs/benchmarks.md). Not a test.
-//  1. influence (seed 004 Eq. 6) for W = 64 windows of n = 256 on a 4-layer 256-wide byte model
+//  1. influence (Position bias (Herasimchyk et al.) Eq. 6) for W = 64 windows of n = 256 on a 4-layer 256-wide byte model
 //     (4 heads) against 64 forward+backward training passes on the same windows (one training
 //     forward_backward of the batch of 64 windows); target: within 1.5x.
-//  2. exact Jacobian blocks (seed 000 Theorem 3.3) for n = 128 across the 4 layers (L = 0, r = 4):
+//  2. exact Jacobian blocks (Runway (Lee & Clark) Theorem 3.3) for n = 128 across the 4 layers (L = 0, r = 4):
 //     the number of vector-Jacobian products and batched backward passes it needs, and the cost of
 //     one batched pass (B = d_model seeds on a causal prefix) against a training pass of the same
 //     shape. Timing all 128 targets takes minutes on a loaded 2-core machine: the passes for a

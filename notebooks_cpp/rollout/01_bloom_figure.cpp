@@ -1,5 +1,5 @@
-// Notebook 01 — seed 004, figures "bloom" and "bloom_content" (reference copies in
-// ../shared/data/position-bias/figures/): BLOOM-176B (70 layers, 112 heads, simple ALiBi slopes),
+// Notebook 01 — Position bias (Herasimchyk et al.), figures "bloom" and "bloom_content" (reference figures of the
+// paper's public reference code): BLOOM-176B (70 layers, 112 heads, simple ALiBi slopes),
 // measured FineWeb-Edu alpha, n = 256.
 // Should print: variant (b) p_0 = 0.0203, p_255 = 0.0252, min 0.00253 at 61;
 //               variant (c) p_0 = 0.0137, p_255 = 0.0446, min 0.00206 at 49.
@@ -38,7 +38,7 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 004 BLOOM-176B rollout figures (variants b and c); writes bloom_rollout.csv",
+  CLI::App app{"Notebook: Position bias (Herasimchyk et al.) BLOOM-176B rollout figures (variants b and c); writes bloom_rollout.csv",
                "nb_rollout_01_bloom_figure"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });

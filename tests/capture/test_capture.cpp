@@ -1,8 +1,8 @@
 // The capture hook of lib/nn (ForwardHooks::on_layer), the capture driver (cf/nn/capture.hpp) and
 // the measured rollout kernels read back from a capture (cf/rollout/kernel.hpp): probabilities are
-// row-stochastic and respect the seed 002 masks, equal independent recomputations from the captured
+// row-stochastic and respect the Boundary repair (Yang) masks, equal independent recomputations from the captured
 // Q and K, the norms equal recomputation from the hidden states, the hook leaves the logits
-// bit-identical, and alpha_l in the file equals SPEC §2 / seed 004 Eq. 1 recomputed from the norms.
+// bit-identical, and alpha_l in the file equals docs/spec.md §2 / Position bias (Herasimchyk et al.) Eq. 1 recomputed from the norms.
 #include <unistd.h>
 
 #include <Eigen/Dense>
@@ -129,8 +129,8 @@ cf::graph::Mask graph_mask(const LayerConfig& lc, int T) {
 
 }  // namespace
 
-TEST_CASE("capture hook: probabilities are row-stochastic and zero outside the seed 002 masks, T = 29",
-          "[capture][seed002]") {
+TEST_CASE("capture hook: probabilities are row-stochastic and zero outside the Boundary repair (Yang) masks, T = 29",
+          "[capture][boundary]") {
   const int T = 29;
   for (auto fusion : {cf::graph::Fusion::Branch, cf::graph::Fusion::Union}) {
     const ModelConfig c = config("full,block,swa,bridge,pbb,se-bridge,runway-dot,sd,linear", 9, PosKind::Rope, fusion);
@@ -148,7 +148,7 @@ TEST_CASE("capture hook: probabilities are row-stochastic and zero outside the s
       for (int h = 0; h < c.n_head; ++h) {
         const MatD P = head_matrix(s.probs, h, T, T);
         for (int i = 0; i < T; ++i) {
-          // branch fusion (seed 002 Eq. 35) reports the block softmax plus one softmax per bridge j
+          // branch fusion (Boundary repair (Yang) Eq. 35) reports the block softmax plus one softmax per bridge j
           // whose write-back set R_j holds the row (and has a causal source): 1 + that count
           double want = 1;
           if (bridged && fusion == cf::graph::Fusion::Branch)
@@ -299,9 +299,9 @@ TEST_CASE("capture_windows spreads N windows of T + 1 tokens evenly and rejects 
 }
 
 TEST_CASE(
-    "capture file: alpha in both SPEC 2 forms equals Eq. 1 recomputed from the stored norms, and rollout "
+    "capture file: alpha in both docs/spec.md §2 forms equals Eq. 1 recomputed from the stored norms, and rollout "
     "kernels are the head and sequence mean",
-    "[capture][seed004]") {
+    "[capture][position_bias]") {
   const ModelConfig c = config("full,bridge,linear", 3, PosKind::Learned, cf::graph::Fusion::Branch, 64);
   const Model<float> m = random_model(c, 7);
   const int T = 24, N = 3;

@@ -162,7 +162,7 @@ double max_rel(const std::vector<float>& a, const std::vector<double>& b) {
 
 // S-D (skew logits, diagonal damping) and runway rewiring (dot and bilinear log-beta bias) in the
 // tiled kernels against the dense head of lib/nn run in double (cf::nn::detail::attention_head_*,
-// with the runway bias -softplus(tau) built here from seed 000 Eqs. 8-14 as lib/nn's
+// with the runway bias -softplus(tau) built here from Runway (Lee & Clark) Eqs. 8-14 as lib/nn's
 // runway_forward does, and the runway gradients from the oracle's logit gradient dS).
 void check_extras(cf::graph::PatternKind kind, bool branch, Extra extra, bool alibi, bool rope, int T, int dh,
                   int bb = 12, int w = 10, int e = 4) {

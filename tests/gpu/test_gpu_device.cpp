@@ -246,7 +246,7 @@ TEST_CASE(
                       std::abs(got[i].a - out[i].a) / (1 + std::abs(out[i].a))});
   CHECK(worst < 1e-12);
 
-  // the causal structured rollout step (seed 004 Eqs. 1-3) at n = 2^20: every entry
+  // the causal structured rollout step (Position bias (Herasimchyk et al.) Eqs. 1-3) at n = 2^20: every entry
   const int H = 4;
   const long nr = 1L << 20;
   const std::vector<double> slopes = {0.0, 1e-4, 0.3, 2.0}, deltas = {0.5, -1.0, 0.0, 1.5},

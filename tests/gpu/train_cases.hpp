@@ -59,7 +59,7 @@ inline std::vector<Case> cases() {
   s.layers[0].d_head = 12;  // H d_head = 24 != d_model
   s.arch.mlp_bias = false;
   v.push_back({"se-bridge(branch)+pbb(branch)+bridge(union), d_head 12, no MLP bias", s});
-  // centered bridges with b < w <= 2b: two bridge branches (seed 002 Eq. 35)
+  // centered bridges with b < w <= 2b: two bridge branches (Boundary repair (Yang) Eq. 35)
   ModelConfig o = small("bridge,pbb", PosKind::Alibi, NormKind::LayerNorm);
   for (auto& l : o.layers) l.b = 8, l.w = 12;
   v.push_back({"bridge+pbb with overlapping write-back sets (b 8, w 12), ALiBi", o});

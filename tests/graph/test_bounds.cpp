@@ -1,4 +1,4 @@
-// Accuracy bounds (seed 002 §3.3, §3.8-3.9): checked against the best accuracy achievable on a
+// Accuracy bounds (Boundary repair (Yang) §3.3, §3.8-3.9): checked against the best accuracy achievable on a
 // random masked stack, observed numerically (tests/graph/network.hpp).
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -12,7 +12,7 @@
 using namespace cf::graph;
 
 TEST_CASE("Theorem 2 (boundary-copy lower bound): a fixed-block stack reaches accuracy 1/K and CE >= log K",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   std::mt19937_64 rng(61);
   std::normal_distribution<double> N(0, 1);
   for (int K : {2, 3, 7}) {
@@ -51,7 +51,7 @@ TEST_CASE("Theorem 2 (boundary-copy lower bound): a fixed-block stack reaches ac
 }
 
 TEST_CASE("Proposition 3 (coverage-limited accuracy): best accuracy = pi + (1-pi)/K on mixed probes",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   std::mt19937_64 rng(71);
   std::normal_distribution<double> N(0, 1);
   const Index b = 8, n = 40;
@@ -96,7 +96,7 @@ TEST_CASE("Proposition 3 (coverage-limited accuracy): best accuracy = pi + (1-pi
   }
 }
 
-TEST_CASE("pi_D from phase probes equals the covered fraction of (u, t) pairs on a sequence", "[graph][seed002]") {
+TEST_CASE("pi_D from phase probes equals the covered fraction of (u, t) pairs on a sequence", "[graph][boundary]") {
   Pattern p;
   p.kind = PatternKind::SeBridge;
   p.b = 16;
@@ -118,7 +118,7 @@ TEST_CASE("pi_D from phase probes equals the covered fraction of (u, t) pairs on
   REQUIRE(covered_fraction(closure(uniform_schedule(p, 1), n), pairs) == Approx(covered_fraction(m, pairs)));
 }
 
-TEST_CASE("U_D and rho_D (seed 002 Eq. 33) and bound preconditions", "[graph][seed002]") {
+TEST_CASE("U_D and rho_D (Boundary repair (Yang) Eq. 33) and bound preconditions", "[graph][boundary]") {
   // U_D: accuracy gain per added score; rho_D: share of the SWA-over-Block gap recovered.
   REQUIRE(cost_normalised_gain(0.6, 0.4, 195744, 66048) == Approx(0.2 / (195744 - 66048)));
   REQUIRE(swa_gap_recovery(0.55, 0.4, 0.7) == Approx(0.5));

@@ -1,4 +1,4 @@
-// Phase-conditioned coverage functions (seed 002 §3.5-3.6, SPEC §1), each checked against the
+// Phase-conditioned coverage functions (Boundary repair (Yang) §3.5-3.6, docs/spec.md §1), each checked against the
 // edge sets built straight from the set definitions, on random geometries (n not a multiple of b,
 // windows clipped at both ends).
 #include <catch2/catch.hpp>
@@ -23,20 +23,20 @@ static void check_pattern_kind(PatternKind kind, std::uint64_t seed) {
   }
 }
 
-TEST_CASE("C_Block (Eq. 18) equals direct coverage of the block edge set", "[graph][seed002]") {
+TEST_CASE("C_Block (Eq. 18) equals direct coverage of the block edge set", "[graph][boundary]") {
   check_pattern_kind(PatternKind::Block, 21);
 }
-TEST_CASE("C_SWA (Eq. 22) equals direct coverage of the sliding-window edge set", "[graph][seed002]") {
+TEST_CASE("C_SWA (Eq. 22) equals direct coverage of the sliding-window edge set", "[graph][boundary]") {
   check_pattern_kind(PatternKind::Swa, 22);
 }
-TEST_CASE("C_PBB (Eq. 23) equals direct coverage of the PBB edge set", "[graph][seed002]") {
+TEST_CASE("C_PBB (Eq. 23) equals direct coverage of the PBB edge set", "[graph][boundary]") {
   check_pattern_kind(PatternKind::Pbb, 23);
 }
 TEST_CASE("C_Bridge = C_PBB (Eq. 23, Prop. 2) equals direct coverage of the centered Bridge edge set",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   check_pattern_kind(PatternKind::Bridge, 24);
 }
-TEST_CASE("C_SE (Eq. 24) equals direct coverage of the SE-Bridge edge set", "[graph][seed002]") {
+TEST_CASE("C_SE (Eq. 24) equals direct coverage of the SE-Bridge edge set", "[graph][boundary]") {
   check_pattern_kind(PatternKind::SeBridge, 25);
 }
 TEST_CASE("C_Full equals direct coverage of the full causal edge set", "[graph]") {
@@ -44,7 +44,7 @@ TEST_CASE("C_Full equals direct coverage of the full causal edge set", "[graph]"
 }
 
 TEST_CASE("Theorem 3 (coverage-conditioned direct repair): a bridge window gives (u,t) iff u∈S_j, t∈R_j, u<=t",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   std::mt19937_64 rng(31);
   for (const auto& g : test::random_geometries(rng, 30, 150, 20)) {
     for (auto p : test::random_patterns(rng, g.b)) {
@@ -65,7 +65,7 @@ TEST_CASE("Theorem 3 (coverage-conditioned direct repair): a bridge window gives
 }
 
 TEST_CASE("Proposition 2 (redundant pre-boundary write-back): A_bridge(t) ⊆ A_block(t) for p-h <= t < p",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   std::mt19937_64 rng(41);
   for (const auto& g : test::random_geometries(rng, 30, 150, 20)) {
     Pattern p = test::random_patterns(rng, g.b)[3];  // centered Bridge, h <= b
@@ -82,7 +82,7 @@ TEST_CASE("Proposition 2 (redundant pre-boundary write-back): A_bridge(t) ⊆ A_
 }
 
 TEST_CASE("Proposition 4 (coverage non-equivalence): with b = w and 0 < e < b-1, SWA and SE are not nested",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   for (Index b : {3, 4, 8, 32, 128}) {
     for (Index e = 1; e < b - 1; ++e) {
       Pattern swa, se;
@@ -116,7 +116,7 @@ TEST_CASE("Proposition 4 (coverage non-equivalence): with b = w and 0 < e < b-1,
 }
 
 TEST_CASE("coverage: one-layer closure map equals the closed form, and Block closure at depth equals C_Block",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   for (PatternKind k : {PatternKind::Block, PatternKind::Swa, PatternKind::Pbb, PatternKind::SeBridge}) {
     Pattern p;
     p.kind = k;

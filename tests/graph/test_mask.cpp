@@ -1,4 +1,4 @@
-// Mask graphs (SPEC §1): the interval form agrees with the set definitions, and bad parameters
+// Mask graphs (docs/spec.md §1): the interval form agrees with the set definitions, and bad parameters
 // are rejected with the violated constraint named.
 #include <catch2/catch.hpp>
 #include <random>
@@ -10,7 +10,7 @@
 
 using namespace cf::graph;
 
-TEST_CASE("mask: interval sources equal the set definitions on random geometries", "[graph][seed002]") {
+TEST_CASE("mask: interval sources equal the set definitions on random geometries", "[graph][boundary]") {
   std::mt19937_64 rng(7);
   for (const auto& g : test::random_geometries(rng, 40, 160, 24)) {
     for (const auto& p : test::random_patterns(rng, g.b)) {
@@ -41,7 +41,7 @@ TEST_CASE("mask: dense export is causal, has self edges, and matches the edge pr
   REQUIRE_THROWS_AS(dense_mask(make_mask(p, 100000)), cf::InvalidArgument);
 }
 
-TEST_CASE("mask: bridge windows follow SPEC §1 (one per boundary, clipped)", "[graph][seed002]") {
+TEST_CASE("mask: bridge windows follow docs/spec.md §1 (one per boundary, clipped)", "[graph][boundary]") {
   Pattern p;
   p.kind = PatternKind::SeBridge;
   p.b = 128;

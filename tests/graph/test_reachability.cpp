@@ -1,4 +1,4 @@
-// Structural dependency sets R_l(t) (seed 002 §3.1-3.2, SPEC §1).
+// Structural dependency sets R_l(t) (Boundary repair (Yang) §3.1-3.2, docs/spec.md §1).
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -9,7 +9,7 @@
 
 using namespace cf::graph;
 
-TEST_CASE("closure: fast interval closure equals brute-force closure on random schedules", "[graph][seed002]") {
+TEST_CASE("closure: fast interval closure equals brute-force closure on random schedules", "[graph][boundary]") {
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<int> nl(1, 5);
   for (const auto& g : test::random_geometries(rng, 30, 120, 20)) {
@@ -25,7 +25,7 @@ TEST_CASE("closure: fast interval closure equals brute-force closure on random s
   }
 }
 
-TEST_CASE("closure: R_l(t) grows with depth and always contains t", "[graph][seed002]") {
+TEST_CASE("closure: R_l(t) grows with depth and always contains t", "[graph][boundary]") {
   Pattern p;
   p.kind = PatternKind::Pbb;
   p.b = 16;
@@ -41,7 +41,7 @@ TEST_CASE("closure: R_l(t) grows with depth and always contains t", "[graph][see
   }
 }
 
-TEST_CASE("Lemma 1 (structural dependency invariance): inputs outside R_L(t) never change h_t", "[graph][seed002]") {
+TEST_CASE("Lemma 1 (structural dependency invariance): inputs outside R_L(t) never change h_t", "[graph][boundary]") {
   std::mt19937_64 rng(3);
   std::normal_distribution<double> N(0, 1);
   for (const auto& g : std::vector<test::Geometry>{{23, 5}, {30, 7}, {17, 4}}) {
@@ -67,7 +67,7 @@ TEST_CASE("Lemma 1 (structural dependency invariance): inputs outside R_L(t) nev
   }
 }
 
-TEST_CASE("Theorem 1 (fixed-block reachability barrier): R_l(t) ⊆ B_j ∩ P_t at every depth", "[graph][seed002]") {
+TEST_CASE("Theorem 1 (fixed-block reachability barrier): R_l(t) ⊆ B_j ∩ P_t at every depth", "[graph][boundary]") {
   std::mt19937_64 rng(5);
   for (const auto& g : test::random_geometries(rng, 25, 150, 20)) {
     Pattern p;
@@ -86,7 +86,7 @@ TEST_CASE("Theorem 1 (fixed-block reachability barrier): R_l(t) ⊆ B_j ∩ P_t 
 }
 
 TEST_CASE("Corollary 1 (adjacent boundary unreachable): p-1 ∉ R_l(p) under Block, reachable once repaired",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   for (Index b : {1, 2, 5, 16}) {
     const Index n = 7 * b + 3;
     Pattern p;
@@ -96,7 +96,7 @@ TEST_CASE("Corollary 1 (adjacent boundary unreachable): p-1 ∉ R_l(p) under Blo
     p.kind = PatternKind::Block;
     const auto Rb = closure_brute_force(uniform_schedule(p, 9), n);
     for (Index q = b; q < n; q += b) REQUIRE(Rb[q][q - 1] == 0);
-    // Contrast: one PBB or SE-Bridge layer restores the edge (Lemma 2 of seed 002 needs just one).
+    // Contrast: one PBB or SE-Bridge layer restores the edge (Lemma 2 of Boundary repair (Yang) needs just one).
     for (PatternKind k : {PatternKind::Pbb, PatternKind::SeBridge}) {
       p.kind = k;
       const Closure c = closure(uniform_schedule(p, 1), n);
@@ -106,7 +106,7 @@ TEST_CASE("Corollary 1 (adjacent boundary unreachable): p-1 ∉ R_l(p) under Blo
 }
 
 TEST_CASE("Proposition 1 (boundary-phase reachability): a fraction (b-d)/b of phases reaches d, 0 for d >= b",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   for (Index b : {1, 3, 8, 13}) {
     const Index n = 5 * b;
     Pattern p;

@@ -1,4 +1,4 @@
-// Runway path counts (seed 000 Def. 3.1, SPEC §1).
+// Runway path counts (Runway (Lee & Clark) Def. 3.1, docs/spec.md §1).
 #include <catch2/catch.hpp>
 #include <functional>
 
@@ -22,7 +22,7 @@ static std::vector<long long> enumerate_paths(const Mask& m, Index s, Index d) {
 }
 
 TEST_CASE("Runway counts in the complete causal graph: C(d-s-1, l-1) per length and 2^(d-s-1) - 1 in all",
-          "[graph][seed000]") {
+          "[graph][runway]") {
   Pattern full;
   const Mask m = make_mask(full, 40);
   for (Index s : {0, 3}) {
@@ -42,7 +42,7 @@ TEST_CASE("Runway counts in the complete causal graph: C(d-s-1, l-1) per length 
   REQUIRE(big.log2_runway == Approx(499.0));
 }
 
-TEST_CASE("Runway counts in masked graphs equal brute-force path enumeration", "[graph][seed000]") {
+TEST_CASE("Runway counts in masked graphs equal brute-force path enumeration", "[graph][runway]") {
   for (PatternKind k :
        {PatternKind::Block, PatternKind::Swa, PatternKind::Pbb, PatternKind::SeBridge, PatternKind::Bridge}) {
     Pattern p;

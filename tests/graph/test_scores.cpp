@@ -1,4 +1,4 @@
-// Attention-score accounting (seed 002 Table 2 and §6.9, SPEC §1).
+// Attention-score accounting (Boundary repair (Yang) Table 2 and §6.9, docs/spec.md §1).
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -16,8 +16,8 @@ static Pattern pat(PatternKind k, Index b = 128, Index w = 128, Index e = 64) {
   return p;
 }
 
-TEST_CASE("scores: published branch accounting at n=1024, b=w=128, e=64", "[graph][seed002]") {
-  // Published facts: seed 002 Table 2 (attention scores per head at n = 1024), restated in SPEC §1:
+TEST_CASE("scores: published branch accounting at n=1024, b=w=128, e=64", "[graph][boundary]") {
+  // Published facts: Boundary repair (Yang) Table 2 (attention scores per head at n = 1024), restated in docs/spec.md §1:
   // Block 66,048; SWA 122,944; Bridge 123,840; PBB 123,840; SE 195,744; Full 524,800.
   const Index n = 1024;
   REQUIRE(scores_branch(make_mask(pat(PatternKind::Block), n)) == 66048);
@@ -26,16 +26,16 @@ TEST_CASE("scores: published branch accounting at n=1024, b=w=128, e=64", "[grap
   REQUIRE(scores_branch(make_mask(pat(PatternKind::Pbb), n)) == 123840);
   REQUIRE(scores_branch(make_mask(pat(PatternKind::SeBridge), n)) == 195744);
   REQUIRE(scores_branch(make_mask(pat(PatternKind::Full), n)) == 524800);
-  // SE / SWA = 1.59x (seed 002 Table 2).
+  // SE / SWA = 1.59x (Boundary repair (Yang) Table 2).
   REQUIRE(195744.0 / 122944.0 == Approx(1.59).margin(0.005));
-  // Write-back coverage (seed 002, SPEC §1): Bridge 896, PBB 448, SE 448 of 1024.
+  // Write-back coverage (Boundary repair (Yang), docs/spec.md §1): Bridge 896, PBB 448, SE 448 of 1024.
   REQUIRE(write_back(make_mask(pat(PatternKind::Bridge), n)) == 896);
   REQUIRE(write_back(make_mask(pat(PatternKind::Pbb), n)) == 448);
   REQUIRE(write_back(make_mask(pat(PatternKind::SeBridge), n)) == 448);
 }
 
-TEST_CASE("scores: published union accounting at n=8192, b=128, h=64", "[graph][seed002]") {
-  // Published facts: seed 002 §6.9 (unique edges): SWA 1,040,448; PBB union 786,432;
+TEST_CASE("scores: published union accounting at n=8192, b=128, h=64", "[graph][boundary]") {
+  // Published facts: Boundary repair (Yang) §6.9 (unique edges): SWA 1,040,448; PBB union 786,432;
   // Full 33,558,528; 3:1 schedules PBB+Full 35,917,824 and SWA+Full 36,679,872.
   const Index n = 8192;
   REQUIRE(scores_union(make_mask(pat(PatternKind::Swa), n)) == 1040448);
@@ -47,7 +47,7 @@ TEST_CASE("scores: published union accounting at n=8192, b=128, h=64", "[graph][
 }
 
 TEST_CASE("scores: union accounting equals counted dense edges, branch accounting equals counted triangles",
-          "[graph][seed002]") {
+          "[graph][boundary]") {
   std::mt19937_64 rng(51);
   for (const auto& g : test::random_geometries(rng, 30, 200, 24)) {
     for (const auto& p : test::random_patterns(rng, g.b)) {

@@ -1,4 +1,4 @@
-// Seed 000 on trained models (issue 10): exact Jacobian blocks against the Theorem 3.3 bound
+// Runway (Lee & Clark) on trained models (issue 10): exact Jacobian blocks against the Theorem 3.3 bound
 // (C* <= max C_1, exact zeros outside the mask, Spearman(J, B) reported) and Lemma 3.4 /
 // Theorem 3.5 (a common-mode key shift leaves the attention weights unchanged and passes through
 // as delta_c W_V).
@@ -24,8 +24,8 @@ std::vector<std::int32_t> corpus_window(int n, int offset) {
 
 }  // namespace
 
-TEST_CASE("Theorem 3.3 (seed 000): C* <= max C_1 and exact zeros outside the mask on two trained models",
-          "[influence][seed000]") {
+TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): C* <= max C_1 and exact zeros outside the mask on two trained models",
+          "[influence][runway]") {
   struct Variant {
     std::string name, attn;
     nn::PosKind pos;
@@ -57,7 +57,7 @@ TEST_CASE("Theorem 3.3 (seed 000): C* <= max C_1 and exact zeros outside the mas
     const std::vector<rollout::RowMatrix> A(la.A.begin(), la.A.end());
     const BoundCheck bc = check_bound(J.frobenius, A, c1, 1e-9);
     const BoundCheck bs = check_bound(J.spectral, A, c1, 1e-9);
-    std::cout << "[seed 000 Theorem 3.3] " << v.name << " (" << v.attn << "), n = " << n << ", r = " << Ln
+    std::cout << "[Runway (Lee & Clark) Theorem 3.3] " << v.name << " (" << v.attn << "), n = " << n << ", r = " << Ln
               << ": C* = " << bc.c_star << " <= max C_1 = " << bc.c1_max << ", Spearman(J, B) off-diagonal "
               << bc.spearman_offdiag << ", diagonal " << bc.spearman_diag << ", gate > self share " << bc.gate_share
               << ", tightness median " << bc.tightness.median << "\n";
@@ -70,7 +70,7 @@ TEST_CASE("Theorem 3.3 (seed 000): C* <= max C_1 and exact zeros outside the mas
   }
 }
 
-TEST_CASE("check_bound: C* and C_1 against a brute-force computation on a hand-built example", "[influence][seed000]") {
+TEST_CASE("check_bound: C* and C_1 against a brute-force computation on a hand-built example", "[influence][runway]") {
   // two layers, n = 3: A(0) uniform causal, A(1) attends to the previous token (self at 0)
   rollout::RowMatrix A0 = rollout::RowMatrix::Zero(3, 3), A1 = rollout::RowMatrix::Zero(3, 3);
   for (int i = 0; i < 3; ++i)

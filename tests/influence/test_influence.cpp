@@ -1,5 +1,5 @@
-// Tests of lib/influence (issue 10): the measured influence of seed 004 Eq. 6 and the exact
-// Jacobian blocks of seed 000 Theorem 3.3 against central finite differences in double precision,
+// Tests of lib/influence (issue 10): the measured influence of Position bias (Herasimchyk et al.) Eq. 6 and the exact
+// Jacobian blocks of Runway (Lee & Clark) Theorem 3.3 against central finite differences in double precision,
 // the chain rule across layers, window placement (capture's rule) and profile files.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -92,8 +92,8 @@ std::vector<std::vector<std::int32_t>> random_windows(int W, int n, int vocab, u
 
 }  // namespace
 
-TEST_CASE("Eq. 6 (seed 004): input gradients equal central differences at every position, every target",
-          "[influence][seed004][grad]") {
+TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): input gradients equal central differences at every position, every target",
+          "[influence][position_bias][grad]") {
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
     nn::Model<double> m = fd_model(pos);
     const int n = 7, C = m.config.d_model;
@@ -132,8 +132,8 @@ TEST_CASE("Eq. 6 (seed 004): input gradients equal central differences at every 
   }
 }
 
-TEST_CASE("Eq. 6 (seed 004): yhat is the argmax next token; one batched pass equals one pass per window",
-          "[influence][seed004]") {
+TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): yhat is the argmax next token; one batched pass equals one pass per window",
+          "[influence][position_bias]") {
   nn::Model<double> m = fd_model(nn::PosKind::Learned);
   const auto windows = random_windows(4, 6, m.config.vocab_size - 1, 9);
   const InfluenceGradients all = influence_gradients(m, windows, Target::Probability);
@@ -153,7 +153,7 @@ TEST_CASE("Eq. 6 (seed 004): yhat is the argmax next token; one batched pass equ
   }
 }
 
-TEST_CASE("Eq. 6 (seed 004): profile = mean over windows normalised once (not per window)", "[influence][seed004]") {
+TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): profile = mean over windows normalised once (not per window)", "[influence][position_bias]") {
   nn::Model<float> m = nn::cast_model<float>(fd_model(nn::PosKind::Alibi));
   const auto windows = random_windows(5, 8, m.config.vocab_size - 1, 4);
   const InfluenceResult r = measure_influence(m, windows, Target::Probability, 2);
@@ -217,7 +217,7 @@ TEST_CASE("profile files: JSON, CSV with a header and plain numbers read back no
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("Theorem 3.3 (seed 000): exact Jacobian blocks equal central differences", "[influence][seed000][grad]") {
+TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): exact Jacobian blocks equal central differences", "[influence][runway][grad]") {
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
     nn::Model<double> m = fd_model(pos, "swa,full");
     const int n = 6, C = m.config.d_model;
@@ -265,7 +265,7 @@ TEST_CASE("Theorem 3.3 (seed 000): exact Jacobian blocks equal central differenc
   }
 }
 
-TEST_CASE("Theorem 3.3 (seed 000): Jacobian blocks compose by the chain rule across layers", "[influence][seed000]") {
+TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): Jacobian blocks compose by the chain rule across layers", "[influence][runway]") {
   nn::Model<double> m = fd_model(nn::PosKind::Alibi, "block,full");
   const int n = 7;
   const auto w = random_windows(1, n, m.config.vocab_size - 1, 8)[0];

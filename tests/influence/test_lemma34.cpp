@@ -1,4 +1,4 @@
-// Lemma 3.4 / Theorem 3.5 of seed 000 (SPEC.md section 2) on a trained model: adding a common-mode
+// Lemma 3.4 / Theorem 3.5 of Runway (Lee & Clark) (docs/spec.md section 2) on a trained model: adding a common-mode
 // shift delta_c to the representation every key and value is computed from (k_j -> k_j + delta_c W_K,
 // v_j -> v_j + delta_c W_V for every j) leaves the attention weights unchanged (softmax translation
 // invariance: the score of query i moves by the row constant q_i . delta_c W_K / sqrt(d_head)) and
@@ -16,9 +16,9 @@
 using namespace cf;
 
 TEST_CASE(
-    "Lemma 3.4 / Theorem 3.5 (seed 000): a common-mode key shift leaves attention unchanged and passes "
+    "Lemma 3.4 / Theorem 3.5 (Runway (Lee & Clark)): a common-mode key shift leaves attention unchanged and passes "
     "through as delta_c W_V",
-    "[influence][seed000]") {
+    "[influence][runway]") {
   const nn::Model<float> m = test::train_tiny("lemma34", "full,swa", nn::PosKind::Alibi, 2, 30);
   const auto& cfg = m.config;
   const int n = 20, C = cfg.d_model, H = cfg.n_head, dh = nn::head_dim(cfg, 0), HD = H * dh;

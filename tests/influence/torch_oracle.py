@@ -7,7 +7,7 @@ pre-LayerNorm blocks, eps 1e-5, tanh GELU, tied head; learned / no positions / A
 backward pass (lib/nn gradient seeds, lib/influence) cannot hide in the reference. Gradients come
 from torch autograd in float64.
 
-Checked (docs/influence.md, SPEC §2):
+Checked (docs/influence.md, docs/spec.md §2):
   influence  windows cut by capture's rule (starts), yhat = argmax at the last position, p_yhat,
              g_j = ||d target / d e_j||_2 (per window, /per_window of --h5), mean_g and the profile
              (normalised once, after averaging) for every --target; --batch K splitting changes
@@ -88,7 +88,7 @@ class Model:
         q, k, v = (z.unflatten(-1, (H, dh)).transpose(-2, -3) for z in qkv.split(H * dh, dim=-1))
         s = q @ k.transpose(-1, -2) / math.sqrt(dh)
         i = torch.arange(n, dtype=DT)
-        if self.cfg["pos"] == "alibi":  # b_ij = -m_h (i - j), m_h = 2^(-8 (h+1) / H) (SPEC §2, §7.3)
+        if self.cfg["pos"] == "alibi":  # b_ij = -m_h (i - j), m_h = 2^(-8 (h+1) / H) (docs/spec.md §2, §7.3)
             m = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], dtype=DT)
             s = s - m[:, None, None] * (i[:, None] - i[None, :])
         s = s.masked_fill(i[None, :] > i[:, None], float("-inf"))

@@ -1,4 +1,4 @@
-// Capture files: the residual mixing coefficient alpha (SPEC §2, seed 004 Eq. 1) from per-token
+// Capture files: the residual mixing coefficient alpha (docs/spec.md §2, Position bias (Herasimchyk et al.) Eq. 1) from per-token
 // norms against direct matrix computations, and the streaming capture writer (layout, shapes,
 // h5py compatibility, incomplete captures never replace a file).
 #include <unistd.h>
@@ -21,7 +21,7 @@ std::string tmp_path(const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("Eq. 1 residual mixing coefficient alpha in token-mean and Frobenius forms", "[io][seed004]") {
+TEST_CASE("Eq. 1 residual mixing coefficient alpha in token-mean and Frobenius forms", "[io][position_bias]") {
   // Independent computation: draw the residual stream X_n (T x d) and attention output A_n per
   // sample, compute alpha from the matrices themselves, and compare with residual_alpha fed only
   // the per-token norms.

@@ -1,4 +1,4 @@
-// ELU+1 linear attention in its prefix-sum form (issue 12; SPEC §3) against the dense T x T oracle
+// ELU+1 linear attention in its prefix-sum form (issue 12; docs/spec.md §3) against the dense T x T oracle
 // of cf/nn/detail/attention.hpp (HeadSpec::linear), an independent computation of the same
 // definition: out_i = sum_{j<=i} phi(q_i).phi(k_j) v_j / sum_{j<=i} phi(q_i).phi(k_j). Lengths
 // cross the 64-row chunks of the prefix-sum kernel (1, 63, 64, 65, 150, 200), so the carried state

@@ -1,4 +1,4 @@
-// Tiled attention (issue 12) against the dense oracle, and bridge branch fusion per seed 002
+// Tiled attention (issue 12) against the dense oracle, and bridge branch fusion per Boundary repair (Yang)
 // Eq. 35 (issue 9). The dense path computes and masks T x T scores per head; the tiled path visits
 // only admitted 64 x 64 key tiles with an online softmax and recomputes the probabilities in the
 // backward. Both run the same model on the same batch; every output is compared.
@@ -190,7 +190,7 @@ TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O
   const detail::TilePlan plan = detail::make_tile_plan(detail::layer_branches(lc, Tn), Tn);
   REQUIRE(plan.branches.size() == 1);
   std::int64_t admitted = detail::admitted(plan.branches[0]);
-  // Σ_t min(t+1, w) (seed 002 Table 2 accounting, via lib/graph)
+  // Σ_t min(t+1, w) (Boundary repair (Yang) Table 2 accounting, via lib/graph)
   cf::graph::Pattern p;
   p.kind = cf::graph::PatternKind::Swa;
   p.w = 128;
@@ -298,9 +298,9 @@ TEST_CASE("Tile plan: a rectangle several branches visit is one share slot (firs
 }
 
 TEST_CASE(
-    "Seed 002 Eq. 35: branch fusion sums one softmax per bridge (b = 8, w = 12: rows 10-13 sum to 3), "
+    "Boundary repair (Yang) Eq. 35: branch fusion sums one softmax per bridge (b = 8, w = 12: rows 10-13 sum to 3), "
     "consistent with lib/graph's branch score count",
-    "[nn][tiled][seed002]") {
+    "[nn][tiled][boundary]") {
   using cf::graph::Fusion;
   for (AttentionPath path : {AttentionPath::Tiled, AttentionPath::Dense}) {
     INFO((path == AttentionPath::Tiled ? "tiled" : "dense"));
@@ -337,7 +337,7 @@ TEST_CASE(
   }
   // the same count for centered bridges (S_j = R_j, so each bridge softmax is a causal triangle
   // over S_j) at a few shapes, b < w <= 2b included. For pbb and se-bridge lib/graph's branch
-  // accounting counts the whole triangle over S_j (seed 002 Table 2: the bridge attention runs on
+  // accounting counts the whole triangle over S_j (Boundary repair (Yang) Table 2: the bridge attention runs on
   // its window) while only the rows of R_j are written back; the trainer computes those rows
   // only, so its count is smaller (checked: <=, and equal to the rows-of-R_j count)
   for (auto kind : {AttnKind::Bridge, AttnKind::Pbb, AttnKind::SeBridge})
@@ -371,9 +371,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "Seed 002 Eq. 35 gradients: branch-fused centered bridge with b < w <= 2b matches finite differences, "
+    "Boundary repair (Yang) Eq. 35 gradients: branch-fused centered bridge with b < w <= 2b matches finite differences, "
     "tiled and dense",
-    "[nn][grad][seed002]") {
+    "[nn][grad][boundary]") {
   for (AttentionPath path : {AttentionPath::Tiled, AttentionPath::Dense}) {
     INFO((path == AttentionPath::Tiled ? "tiled" : "dense"));
     const ModelConfig c = cfg_of("bridge,bridge", 2, PosKind::Learned, cf::graph::Fusion::Branch, 8, 12, 4, 30);

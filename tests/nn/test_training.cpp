@@ -1,6 +1,6 @@
 // Parameter counts (acceptance 2), optimizer and training behaviour (acceptance 3), checkpoints
 // and bad files (acceptance 5), inference hooks and strided perplexity, and the mask structure of
-// the trained attention checked against the seed 002 definitions.
+// the trained attention checked against the Boundary repair (Yang) definitions.
 #include <omp.h>
 #include <unistd.h>
 
@@ -60,7 +60,7 @@ TrainData synthetic_data(std::size_t n, int V, std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE(
-    "Parameter counts: runway-dot equals standard, runway-bilinear adds n_layer d_head^2, S-D and no-LN per SPEC 3",
+    "Parameter counts: runway-dot equals standard, runway-bilinear adds n_layer d_head^2, S-D and no-LN per docs/spec.md §3",
     "[nn][params]") {
   for (int L : {1, 3}) {
     for (int dh : {4, 8}) {
@@ -84,8 +84,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("Seed 003 Table 1: GPT-2 small without qkv bias has 124,412,160 parameters", "[nn][params][seed003]") {
-  // Published: seed 003, Table 1, "Model parameters" row: Standard 124,412,160; S-D + LN
+TEST_CASE("Routing/filtering (Jamil & Kapadia) Table 1: GPT-2 small without qkv bias has 124,412,160 parameters", "[nn][params][routing]") {
+  // Published: Routing/filtering (Jamil & Kapadia), Table 1, "Model parameters" row: Standard 124,412,160; S-D + LN
   // 124,513,680; S-D without LN 124,475,280.
   CHECK(param_count(gpt2_small_config("full", /*qkv_bias=*/false)) == 124412160);
   // The S-D columns match when the S-D model also has no attention output bias (H d_model + H
@@ -410,8 +410,8 @@ TEST_CASE("evaluate_perplexity with overlapping stride equals per-token brute fo
   CHECK(r.ppl == Approx(std::exp(nll / n)).epsilon(1e-5));
 }
 
-TEST_CASE("Theorem 1 (fixed-block reachability barrier) holds in the trained block attention", "[nn][seed002]") {
-  // Seed 002 Theorem 1: with the block mask at every layer, position t depends only on positions
+TEST_CASE("Theorem 1 (fixed-block reachability barrier) holds in the trained block attention", "[nn][boundary]") {
+  // Boundary repair (Yang) Theorem 1: with the block mask at every layer, position t depends only on positions
   // of its own block at or before t. Checked through gradients of the loss at one target with
   // respect to the learned position rows: nonzero exactly on B_j cap [0, t].
   ModelConfig c = small_config("block", 3, 8, 2, 11, 12);

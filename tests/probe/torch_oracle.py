@@ -11,11 +11,11 @@ What it does: writes small task files (prepare-data --task), trains small learne
 (train), runs `probe ... --format json` and recomputes every number from the files alone:
   * a float64 torch forward pass of the HDF5 checkpoint (docs/checkpoint_format.md): pre-LN GPT-2,
     learned or no positions, tied head, GELU-tanh, full / block / swa / bridge / pbb / se-bridge
-    attention (branch or union fusion, SPEC section 1, Eqs. 34-36); checked first against the torch-only
+    attention (branch or union fusion, docs/spec.md section 1, Eqs. 34-36); checked first against the torch-only
     GPT-2 of tests/hf/hf_reference.py on an `export`ed full-attention model;
   * boundary copy (docs/probe.md): readout p = i - 1 for each scored token i, label = token i,
     prediction = argmax over the K alphabet logits, CE over the K tokens renormalised, covered =
-    p - d in the all-layer closure R_L(p) of the checkpoint's mask schedule (SPEC section 1, Lemma 1),
+    p - d in the all-layer closure R_L(p) of the checkpoint's mask schedule (docs/spec.md section 1, Lemma 1),
     pi, the Prop. 3 bounds pi + (1-pi)/K and (1-pi) log K, the exact one-sided binomial p-value
     P(X >= correct | n, bound) by rational arithmetic and the Bonferroni flag;
   * passkey: greedy decoding of --max-new tokens, exact match of the leading digit run, per cell;
@@ -160,7 +160,7 @@ def attend(s, v, lay, n):
 
 
 def edges(lay, n):
-    """(base edge matrix [t, s], [bridge edge sets as (src mask over s broadcast, write-back rows)]) per SPEC 1."""
+    """(base edge matrix [t, s], [bridge edge sets as (src mask over s broadcast, write-back rows)]) per docs/spec.md §1."""
     t = torch.arange(n)[:, None]
     s = torch.arange(n)[None, :]
     causal = s <= t

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Acceptance 5 of issue 9: every shipped position-bias config of the seed 004 reference
+"""Acceptance 5 of issue 9: every shipped position-bias config of the Position bias (Herasimchyk et al.) reference
 implementation (data/position-bias/config/rollout, github ml-uhh/position-bias @ a514e09) runs
 through `rollout --model-config` and gives the reference's numbers.
 
 The oracle is an independent numpy transcription of the reference's model, written from its
-documented semantics (seed 004 Eqs. 1-4, SPEC.md section 2) and not from causalflow's code:
+documented semantics (Position bias (Herasimchyk et al.) Eqs. 1-4, docs/spec.md section 2) and not from causalflow's code:
 dense n x n masked softmax of -m_h (i-j) + content per head (content of head min(h, len-1) only,
 so a single score applies to head 0 alone, as the reference builds it), uniform or given head
 weights, R = (1 - lambda) I + lambda A, P = R(L) ... R(1), p = last row. Compared entry by entry

@@ -1,5 +1,5 @@
 // Model configs (`--model-config`), dataset selection (`--dataset`), the power-decay indexing and
-// acceptance 5 of issue 9: every shipped position-bias config of the seed 004 reference
+// acceptance 5 of issue 9: every shipped position-bias config of the Position bias (Herasimchyk et al.) reference
 // implementation (data/position-bias/config/rollout, github ml-uhh/position-bias @ a514e09) is
 // expressible with rollout options or --model-config. The reference's own numbers are checked by
 // the numpy oracle tests/rollout/reference_configs.py (CTest "rollout app: reference configs").

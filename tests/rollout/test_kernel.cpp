@@ -1,4 +1,4 @@
-// Kernels, masks, slope recipes, presets and schedules (SPEC.md sections 2 and 7).
+// Kernels, masks, slope recipes, presets and schedules (docs/spec.md sections 2 and 7).
 #include <catch2/catch.hpp>
 
 #include "cf/core/error.hpp"
@@ -62,7 +62,7 @@ TEST_CASE("Masks and alpha specifications parse or fail with a message", "[rollo
 }
 
 TEST_CASE("Presets load with the published model shapes", "[rollout]") {
-  // Model facts (SPEC.md section 6): falcon-rw-7b 36 x 64, mpt-7b 32 x 32, mpt-30b 48 x 64,
+  // Model facts (docs/spec.md section 6): falcon-rw-7b 36 x 64, mpt-7b 32 x 32, mpt-30b 48 x 64,
   // bloom-7b1 30 x 32, bloom-176b 70 x 112.
   struct Shape {
     const char* name;

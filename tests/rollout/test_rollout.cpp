@@ -1,4 +1,4 @@
-// Rollout paths (seed 004, SPEC.md section 2): the published BLOOM-176B curve, and the structured
+// Rollout paths (Position bias (Herasimchyk et al.), docs/spec.md section 2): the published BLOOM-176B curve, and the structured
 // O(L H n) path against the dense O(L n^2) oracle on random configurations.
 #include <catch2/catch.hpp>
 #include <random>
@@ -21,9 +21,9 @@ AlibiModel preset_model(const Preset& p, bool content) {
 }
 }  // namespace
 
-TEST_CASE("Published BLOOM-176B residual-aware rollout at n 256 (variant b)", "[rollout][seed004]") {
-  // Published fact (seed 004, Fig. bloom; reference figure data/position-bias/figures/bloom.png
-  // and SPEC.md section 2 "Check"): BLOOM-176B, 70 layers, 112 heads, measured FineWeb-Edu alpha,
+TEST_CASE("Published BLOOM-176B residual-aware rollout at n 256 (variant b)", "[rollout][position_bias]") {
+  // Published fact (Position bias (Herasimchyk et al.), Fig. bloom; reference figure data/position-bias/figures/bloom.png
+  // and docs/spec.md section 2 "Check"): BLOOM-176B, 70 layers, 112 heads, measured FineWeb-Edu alpha,
   // n = 256: p_0 ~ 0.0203, p_255 ~ 0.0252, minimum ~ 0.0025 near position 61.
   const Preset p = load_preset("bloom");
   REQUIRE(p.layers == 70);
@@ -103,8 +103,8 @@ TEST_CASE("Structured path is stable at n 65536 with slopes near 1 and near 0", 
   CHECK(p.sum() == Approx(1.0).epsilon(1e-10));
 }
 
-TEST_CASE("Published BLOOM-176B rollout with content at n 256 (variant c)", "[rollout][seed004]") {
-  // Published figure (seed 004, Fig. bloom_content; data/position-bias/figures/bloom_content.png),
+TEST_CASE("Published BLOOM-176B rollout with content at n 256 (variant c)", "[rollout][position_bias]") {
+  // Published figure (Position bias (Herasimchyk et al.), Fig. bloom_content; data/position-bias/figures/bloom_content.png),
   // values read off the plot: p_0 ~ 0.0137, p_254 ~ 0.022, p_255 ~ 0.0445, flat minimum ~ 0.002
   // between positions 30 and 80. Content = per layer and head diagonal scores (FineWeb-Edu, raw q.k).
   const Preset p = load_preset("bloom");
@@ -119,8 +119,8 @@ TEST_CASE("Published BLOOM-176B rollout with content at n 256 (variant c)", "[ro
   CHECK(s.argmin <= 80);
 }
 
-TEST_CASE("Only the simple slope recipe reproduces the published BLOOM-176B curve", "[rollout][seed004]") {
-  // SPEC.md section 2: the reference code used 2^(-8h/H) for every H, also H = 112. BLOOM's own
+TEST_CASE("Only the simple slope recipe reproduces the published BLOOM-176B curve", "[rollout][position_bias]") {
+  // docs/spec.md section 2: the reference code used 2^(-8h/H) for every H, also H = 112. BLOOM's own
   // recipe (hf) gives different slopes for 112 heads and misses the published p_0 ~ 0.0203.
   const Preset p = load_preset("bloom");
   AlibiModel simple, hf;

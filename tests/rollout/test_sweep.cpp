@@ -63,7 +63,7 @@ TEST_CASE("A sweep needs a structured model", "[rollout][sweep]") {
   CHECK_THROWS_AS(sweep_context(s, {64}), cf::InvalidArgument);
 }
 
-TEST_CASE("BLOOM-176B: the content-free primacy arm all but vanishes by n = 8192", "[rollout][sweep][seed004]") {
+TEST_CASE("BLOOM-176B: the content-free primacy arm all but vanishes by n = 8192", "[rollout][sweep][position_bias]") {
   // Issue 10: with the measured FineWeb-Edu schedule and no content (variant (b)), the primacy arm
   // of the U shape (p_0 ~ 0.0203 and 12% of the mass on the first tenth at n = 256, the published
   // curve) decays with n while the recency end stays at p_(n-1) ~ 0.0252: at n = 8192 p_0 is below
@@ -79,7 +79,7 @@ TEST_CASE("BLOOM-176B: the content-free primacy arm all but vanishes by n = 8192
   REQUIRE(b256);
   REQUIRE(b1024);
   REQUIRE(b8192);
-  CHECK(b256->summary.first == Approx(0.0203).margin(0.00005));  // published (seed 004, Fig. bloom)
+  CHECK(b256->summary.first == Approx(0.0203).margin(0.00005));  // published (Position bias (Herasimchyk et al.), Fig. bloom)
   CHECK(b256->summary.primacy > 0.1);
   CHECK(b1024->summary.primacy < 0.01);
   CHECK(b8192->summary.first < 1e-15);

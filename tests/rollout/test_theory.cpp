@@ -1,4 +1,4 @@
-// Theory of seed 004 (Lemmas A.2-A.5, Propositions 4.2-4.5, Theorem 5.4) and seed 000
+// Theory of Position bias (Herasimchyk et al.) (Lemmas A.2-A.5, Propositions 4.2-4.5, Theorem 5.4) and Runway (Lee & Clark)
 // (Theorem 3.3), each checked against an independent computation: explicit matrix products,
 // brute-force enumeration, or closed forms evaluated separately.
 #include <catch2/catch.hpp>
@@ -56,7 +56,7 @@ bool monotone_brute(const RowMatrix& K) {
 }
 }  // namespace
 
-TEST_CASE("Monotonicity statistics match brute-force triple counts", "[rollout][seed004]") {
+TEST_CASE("Monotonicity statistics match brute-force triple counts", "[rollout][position_bias]") {
   RowMatrix K(3, 3);
   K << 1, 0, 0,       //
       0.2, 0.8, 0,    //
@@ -77,7 +77,7 @@ TEST_CASE("Monotonicity statistics match brute-force triple counts", "[rollout][
   }
 }
 
-TEST_CASE("Lemma A.2 order preservation under a stochastically monotone kernel", "[rollout][seed004]") {
+TEST_CASE("Lemma A.2 order preservation under a stochastically monotone kernel", "[rollout][position_bias]") {
   std::mt19937_64 rng(1);
   for (int t = 0; t < 30; ++t) {
     const long n = 4 + t % 20;
@@ -91,7 +91,7 @@ TEST_CASE("Lemma A.2 order preservation under a stochastically monotone kernel",
   }
 }
 
-TEST_CASE("Lemma A.3 residual kernels inherit stochastic monotonicity", "[rollout][seed004]") {
+TEST_CASE("Lemma A.3 residual kernels inherit stochastic monotonicity", "[rollout][position_bias]") {
   std::mt19937_64 rng(2);
   for (double a : {0.0, 0.1, 0.5, 0.93, 1.0}) {
     const RowMatrix K = random_monotone(rng, 25);
@@ -106,12 +106,12 @@ TEST_CASE("Lemma A.3 residual kernels inherit stochastic monotonicity", "[rollou
   CHECK(monotone_brute(alibi_kernel_dense(m, 0, 40)));
 }
 
-TEST_CASE("Lemma A.4 rowwise dominance implies dominance after one step", "[rollout][seed004]") {
+TEST_CASE("Lemma A.4 rowwise dominance implies dominance after one step", "[rollout][position_bias]") {
   std::mt19937_64 rng(3);
   for (int t = 0; t < 20; ++t) {
     const long n = 5 + t;
     // K' = residual kernel of K with a < 1: each row of K' is later than K's (mass moved to the
-    // diagonal, the latest admissible position), Eq. 8 of seed 004.
+    // diagonal, the latest admissible position), Eq. 8 of Position bias (Herasimchyk et al.).
     const RowMatrix K = random_monotone(rng, n);
     const RowMatrix Kp = residual_kernel(K, 0.4);
     for (long i = 0; i < n; ++i) REQUIRE(precedes_brute(K.row(i).transpose(), Kp.row(i).transpose()));
@@ -120,7 +120,7 @@ TEST_CASE("Lemma A.4 rowwise dominance implies dominance after one step", "[roll
   }
 }
 
-TEST_CASE("Lemma A.5 monotone-vector propagation", "[rollout][seed004]") {
+TEST_CASE("Lemma A.5 monotone-vector propagation", "[rollout][position_bias]") {
   std::mt19937_64 rng(4);
   std::uniform_real_distribution<double> U(0, 1);
   for (int t = 0; t < 20; ++t) {
@@ -134,7 +134,7 @@ TEST_CASE("Lemma A.5 monotone-vector propagation", "[rollout][seed004]") {
   }
 }
 
-TEST_CASE("Proposition 4.2 primacy drift on BLOOM-176B and random monotone kernels", "[rollout][seed004]") {
+TEST_CASE("Proposition 4.2 primacy drift on BLOOM-176B and random monotone kernels", "[rollout][position_bias]") {
   const Preset p = load_preset("bloom");
   AlibiModel m;
   m.slopes = p.slopes;
@@ -163,7 +163,7 @@ TEST_CASE("Proposition 4.2 primacy drift on BLOOM-176B and random monotone kerne
   }
 }
 
-TEST_CASE("Proposition 4.3 stronger residual gives recency", "[rollout][seed004]") {
+TEST_CASE("Proposition 4.3 stronger residual gives recency", "[rollout][position_bias]") {
   std::mt19937_64 rng(6);
   std::uniform_real_distribution<double> U(0, 1);
   for (int t = 0; t < 8; ++t) {
@@ -181,7 +181,7 @@ TEST_CASE("Proposition 4.3 stronger residual gives recency", "[rollout][seed004]
   }
 }
 
-TEST_CASE("Proposition 4.4 recency-favouring ALiBi bias gives recency", "[rollout][seed004]") {
+TEST_CASE("Proposition 4.4 recency-favouring ALiBi bias gives recency", "[rollout][position_bias]") {
   const Preset p = load_preset("mpt-7b");
   const long n = 40;
   AlibiModel biased, flat;
@@ -200,7 +200,7 @@ TEST_CASE("Proposition 4.4 recency-favouring ALiBi bias gives recency", "[rollou
                        rollout_last_row_dense([&](int) { return kb[0]; }, p.alpha_measured, n)));
 }
 
-TEST_CASE("Proposition 4.5 diagonal content gives recency for delta above 0 and primacy below", "[rollout][seed004]") {
+TEST_CASE("Proposition 4.5 diagonal content gives recency for delta above 0 and primacy below", "[rollout][position_bias]") {
   const long n = 24;
   AlibiModel m;
   m.slopes = alibi_slopes_simple(8);
@@ -230,7 +230,7 @@ TEST_CASE("Proposition 4.5 diagonal content gives recency for delta above 0 and 
   }
 }
 
-TEST_CASE("Theorem 5.4 part i summable alpha keeps the diagonal mass above the product bound", "[rollout][seed004]") {
+TEST_CASE("Theorem 5.4 part i summable alpha keeps the diagonal mass above the product bound", "[rollout][position_bias]") {
   AlibiModel m;
   m.slopes = {0.5, 0.05};
   const RowMatrix K = alibi_kernel_dense(m, 0, 5);
@@ -251,7 +251,7 @@ TEST_CASE("Theorem 5.4 part i summable alpha keeps the diagonal mass above the p
   CHECK(std::stod(d.self_mass) > 0.1);  // no collapse
 }
 
-TEST_CASE("Theorem 5.4 part ii non-summable alpha collapses onto token 0 below double range", "[rollout][seed004]") {
+TEST_CASE("Theorem 5.4 part ii non-summable alpha collapses onto token 0 below double range", "[rollout][position_bias]") {
   AlibiModel m;
   m.slopes = {0.7};
   const RowMatrix K = alibi_kernel_dense(m, 0, 4);
@@ -273,7 +273,7 @@ TEST_CASE("Theorem 5.4 part ii non-summable alpha collapses onto token 0 below d
 }
 
 TEST_CASE("Theorem 3.3 Jacobian bound equals the brute-force path sum and splits into self and gate",
-          "[rollout][seed000]") {
+          "[rollout][runway]") {
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<double> U(0, 1);
   const long n = 5;
@@ -315,7 +315,7 @@ TEST_CASE("Theorem 3.3 Jacobian bound equals the brute-force path sum and splits
   CHECK_THROWS_AS(jacobian_bound(A, 0.0), cf::InvalidArgument);
 }
 
-TEST_CASE("Influence agreement Spearman and W1 against closed forms", "[rollout][seed004]") {
+TEST_CASE("Influence agreement Spearman and W1 against closed forms", "[rollout][position_bias]") {
   Eigen::VectorXd x(5), y(5);
   x << 0.1, 0.4, 0.2, 0.2, 0.1;
   y << 1, 5, 3, 4, 2;

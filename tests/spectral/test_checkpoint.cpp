@@ -45,7 +45,7 @@ std::string write_fixture(const std::string& name, int L, int H, int D, const st
 }
 }  // namespace
 
-TEST_CASE("Checkpoint reader returns W_Q and W_K as transposed c_attn row blocks, 2 layers x 3 heads", "[seed003]") {
+TEST_CASE("Checkpoint reader returns W_Q and W_K as transposed c_attn row blocks, 2 layers x 3 heads", "[routing]") {
   std::vector<Eigen::MatrixXd> raw;
   const std::string path = write_fixture("layout", 2, 3, 12, "full", true, &raw);
   const AttentionWeights w = read_attention_weights(path);
@@ -65,7 +65,7 @@ TEST_CASE("Checkpoint reader returns W_Q and W_K as transposed c_attn row blocks
   std::remove(path.c_str());
 }
 
-TEST_CASE("Model weight analysis equals the per-head dense oracle, 2 layers x 3 heads, d = 12", "[seed003]") {
+TEST_CASE("Model weight analysis equals the per-head dense oracle, 2 layers x 3 heads, d = 12", "[routing]") {
   std::vector<Eigen::MatrixXd> raw;
   const std::string path = write_fixture("model", 2, 3, 12, "sd", true, &raw);
   const AttentionWeights w = read_attention_weights(path);
@@ -93,7 +93,7 @@ TEST_CASE("Model weight analysis equals the per-head dense oracle, 2 layers x 3 
   std::remove(path.c_str());
 }
 
-TEST_CASE("Non-finite attention weights are refused naming the checkpoint, layer and head", "[seed003]") {
+TEST_CASE("Non-finite attention weights are refused naming the checkpoint, layer and head", "[routing]") {
   const std::string path = write_fixture("inf", 2, 2, 8, "full", true, nullptr);
   AttentionWeights w = read_attention_weights(path);
   w.layers[1].qk[0] = std::numeric_limits<float>::infinity();
@@ -104,7 +104,7 @@ TEST_CASE("Non-finite attention weights are refused naming the checkpoint, layer
 }
 
 TEST_CASE("A head with all-zero W_Q has rho = 0/0: undefined, left out of the layer's rho mean and median",
-          "[seed003]") {
+          "[routing]") {
   const std::string path = write_fixture("zero", 2, 3, 12, "full", true, nullptr);
   AttentionWeights w = read_attention_weights(path);
   // W_Q(0) of layer 1 := 0 (a pruned head): the first d_model x d_head block of its qk buffer
@@ -143,7 +143,7 @@ TEST_CASE("A head with all-zero W_Q has rho = 0/0: undefined, left out of the la
   std::remove(path.c_str());
 }
 
-TEST_CASE("A checkpoint without attention weights is rejected with a clear message", "[seed003]") {
+TEST_CASE("A checkpoint without attention weights is rejected with a clear message", "[routing]") {
   const std::string path = write_fixture("noattn", 1, 2, 8, "full", false, nullptr);
   try {
     read_attention_weights(path);
@@ -155,7 +155,7 @@ TEST_CASE("A checkpoint without attention weights is rejected with a clear messa
   CHECK_THROWS_AS(read_attention_weights("/nonexistent/ckpt.h5"), cf::InvalidArgument);
 }
 
-TEST_CASE("Layer specs all, single, ranges and lists with out of range rejected", "[seed003]") {
+TEST_CASE("Layer specs all, single, ranges and lists with out of range rejected", "[routing]") {
   CHECK(parse_layer_spec("all", 3) == std::vector<int>{0, 1, 2});
   CHECK(parse_layer_spec("1", 3) == std::vector<int>{1});
   CHECK(parse_layer_spec("0-2,1", 4) == std::vector<int>{0, 1, 2});

@@ -1,4 +1,4 @@
-// Tests of the routing/filtering decomposition (seed 003 §2-4, SPEC §3). Every check compares with
+// Tests of the routing/filtering decomposition (Routing/filtering (Jamil & Kapadia) §2-4, docs/spec.md §3). Every check compares with
 // an independent computation: entry sums, general eigensolvers, the dense oracle.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -19,7 +19,7 @@ constexpr double kAgree = 1e-8;
 
 }  // namespace
 
-TEST_CASE("Frobenius split identity ||M||^2 = ||F||^2 + ||R||^2 for random 1..40 x 1..40", "[seed003]") {
+TEST_CASE("Frobenius split identity ||M||^2 = ||F||^2 + ||R||^2 for random 1..40 x 1..40", "[routing]") {
   for (Index n : {1, 2, 7, 40}) {
     const Eigen::MatrixXd M = randn(n, n, 11 + unsigned(n));
     const Parts p = split(M);
@@ -38,7 +38,7 @@ TEST_CASE("Frobenius split identity ||M||^2 = ||F||^2 + ||R||^2 for random 1..40
   }
 }
 
-TEST_CASE("Skew routing part has even rank and purely imaginary eigenvalues", "[seed003]") {
+TEST_CASE("Skew routing part has even rank and purely imaginary eigenvalues", "[routing]") {
   for (Index n : {5, 6, 33}) {
     const Parts p = split(randn(n, n, 100 + unsigned(n)));
     Eigen::EigenSolver<Eigen::MatrixXd> es(p.R, false);
@@ -61,7 +61,7 @@ TEST_CASE("Skew routing part has even rank and purely imaginary eigenvalues", "[
   CHECK(h.R.numerical_rank <= 6);
 }
 
-TEST_CASE("Effective rank of one rotation plane is 2 and of k equal values is k", "[seed003]") {
+TEST_CASE("Effective rank of one rotation plane is 2 and of k equal values is k", "[routing]") {
   // A single rotation plane: R = a (u v^T - v u^T) with orthonormal u, v.
   Eigen::MatrixXd R = Eigen::MatrixXd::Zero(6, 6);
   R(0, 3) = 2.5;
@@ -78,7 +78,7 @@ TEST_CASE("Effective rank of one rotation plane is 2 and of k equal values is k"
   CHECK_THROWS_AS(effective_rank_entropy(Eigen::VectorXd::Constant(2, -1.0)), cf::InvalidArgument);
 }
 
-TEST_CASE("Routing-filtering ratio rho on a pure rotation, a symmetric matrix and a mix", "[seed003]") {
+TEST_CASE("Routing-filtering ratio rho on a pure rotation, a symmetric matrix and a mix", "[routing]") {
   Eigen::MatrixXd M(2, 2);
   M << 1, 2, -2, 1;  // F = I, R = [[0,2],[-2,0]]: ||R||_F = 2 sqrt 2, ||F||_F = sqrt 2 -> rho = 2.
   const HeadSpectrum h = analyse_dense(M);
@@ -89,7 +89,7 @@ TEST_CASE("Routing-filtering ratio rho on a pure rotation, a symmetric matrix an
   CHECK(h.max_re_lambda == Approx(1.0).epsilon(1e-12));
 }
 
-TEST_CASE("Proposition 1 (S-D stability) every eigenvalue of S - D has Re <= 0, random n = 2..120", "[seed003]") {
+TEST_CASE("Proposition 1 (S-D stability) every eigenvalue of S - D has Re <= 0, random n = 2..120", "[routing]") {
   std::mt19937 g(7);
   std::uniform_real_distribution<double> U(0.0, 2.0);
   for (Index n : {2, 3, 17, 120}) {
@@ -112,7 +112,7 @@ TEST_CASE("Proposition 1 (S-D stability) every eigenvalue of S - D has Re <= 0, 
   CHECK(analyse_dense(M).max_re_lambda > 0);
 }
 
-TEST_CASE("Factorised weight-level decomposition agrees with the dense one to 1e-8, d = 64..200", "[seed003]") {
+TEST_CASE("Factorised weight-level decomposition agrees with the dense one to 1e-8, d = 64..200", "[routing]") {
   struct Case {
     Index d, dk;
     double scale;
@@ -144,7 +144,7 @@ TEST_CASE("Factorised weight-level decomposition agrees with the dense one to 1e
   }
 }
 
-TEST_CASE("Factorised decomposition rejects mismatched or non-finite factors", "[seed003]") {
+TEST_CASE("Factorised decomposition rejects mismatched or non-finite factors", "[routing]") {
   CHECK_THROWS_AS(analyse_factored(randn(5, 2, 1), randn(5, 3, 2)), cf::InvalidArgument);
   Eigen::MatrixXd A = randn(4, 2, 3);
   A(0, 0) = std::nan("");
@@ -152,7 +152,7 @@ TEST_CASE("Factorised decomposition rejects mismatched or non-finite factors", "
   CHECK_THROWS_AS(split(randn(3, 4, 1)), cf::InvalidArgument);
 }
 
-TEST_CASE("Thin-QR R factor satisfies R^T R = U^T U on well and ill conditioned 300 x 16 inputs", "[seed003]") {
+TEST_CASE("Thin-QR R factor satisfies R^T R = U^T U on well and ill conditioned 300 x 16 inputs", "[routing]") {
   Eigen::MatrixXd U = randn(300, 16, 77);
   for (double tiny : {1.0, 1e-7}) {
     U.col(3) *= tiny;  // second pass: cond ~ 1e7 -> Householder branch

@@ -10,7 +10,7 @@
 using namespace cf::spectral;
 using cf::spectral::test::randn;
 
-TEST_CASE("Spectra partial singular values of F and R match dense, n = 400, factored d_k = 16", "[seed003]") {
+TEST_CASE("Spectra partial singular values of F and R match dense, n = 400, factored d_k = 16", "[routing]") {
   const Index n = 400, dk = 16;
   const Eigen::MatrixXd Q = randn(n, dk, 1), K = randn(n, dk, 2);
   const double scale = 0.25;
@@ -31,7 +31,7 @@ TEST_CASE("Spectra partial singular values of F and R match dense, n = 400, fact
   CHECK((rR.values - dR.head(nev)).cwiseAbs().maxCoeff() <= 1e-8 * dR[0]);
 }
 
-TEST_CASE("Spectra max Re lambda of S - D matches the dense eigensolver, n = 300", "[seed003]") {
+TEST_CASE("Spectra max Re lambda of S - D matches the dense eigensolver, n = 300", "[routing]") {
   const Index n = 300, dk = 8;
   const Eigen::MatrixXd Q = randn(n, dk, 3), K = randn(n, dk, 4);
   const FactoredOperator op{Q, K, 1.0 / std::sqrt(double(dk))};
@@ -53,7 +53,7 @@ TEST_CASE("Spectra max Re lambda of S - D matches the dense eigensolver, n = 300
   CHECK(r2.values[0] == Approx(max_real_eigenvalue_dense(M)).margin(1e-6));
 }
 
-TEST_CASE("Partial solvers fall back to dense where Spectra cannot apply (small n, nev >= n - 1)", "[seed003]") {
+TEST_CASE("Partial solvers fall back to dense where Spectra cannot apply (small n, nev >= n - 1)", "[routing]") {
   const Eigen::MatrixXd M = randn(5, 5, 1);
   const PartialResult r = partial_singular_values(DenseOperator{M}, 4);
   CHECK(r.method == "dense");
@@ -78,7 +78,7 @@ TEST_CASE("Partial solvers fall back to dense where Spectra cannot apply (small 
 }
 
 TEST_CASE("Partial solvers where Spectra does not converge: the dense fallback, else a status without values",
-          "[seed003]") {
+          "[routing]") {
   // one restart with a tolerance no Ritz value meets: Spectra reports NotConverging
   const Index n = 200;
   const Eigen::MatrixXd M = randn(n, n, 21);

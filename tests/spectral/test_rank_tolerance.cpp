@@ -52,7 +52,7 @@ AnalysisOptions float32_options() {
 
 }  // namespace
 
-TEST_CASE("Sequence-level rank_R and rank_F of float32 scores count no round-off, n = 160, d_k = 24", "[seed003]") {
+TEST_CASE("Sequence-level rank_R and rank_F of float32 scores count no round-off, n = 160, d_k = 24", "[routing]") {
   const Scores sc = make_scores(-1.0, 11);
   const HeadSpectrum exact = analyse_dense(sc.Md);  // double: exact rank d_k for F and R here
   REQUIRE(exact.F.numerical_rank == kDk);
@@ -71,7 +71,7 @@ TEST_CASE("Sequence-level rank_R and rank_F of float32 scores count no round-off
   CHECK(f32.R.sigma[kDk - 1] > 100 * rank_tolerance(kN, float32_options()) * f32.R.sigma[0]);
 }
 
-TEST_CASE("Instability of float32 scores is decided above rounding: stable and unstable heads, n = 160", "[seed003]") {
+TEST_CASE("Instability of float32 scores is decided above rounding: stable and unstable heads, n = 160", "[routing]") {
   // Stable head: nonzero eigenvalues all Re < 0, the other n - d_k are exactly 0 in exact
   // arithmetic; float32 rounding moves them by ~1e-7 ||M|| to either side.
   const Scores st = make_scores(-1.0, 21);
@@ -92,7 +92,7 @@ TEST_CASE("Instability of float32 scores is decided above rounding: stable and u
   CHECK(u32.max_re_lambda == Approx(un.max_re_nonzero).epsilon(1e-4));
 }
 
-TEST_CASE("Odd routing ranks are refused: singular values of the skew part come in pairs, n = 9", "[seed003]") {
+TEST_CASE("Odd routing ranks are refused: singular values of the skew part come in pairs, n = 9", "[routing]") {
   const Eigen::MatrixXd M = randn(9, 9, 5);
   const Eigen::VectorXd sR = singular_values_skew(split(M).R);
   // The pairing itself: sigma_1 = sigma_2, sigma_3 = sigma_4, ... (and one zero for odd n).

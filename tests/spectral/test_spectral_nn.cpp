@@ -41,7 +41,7 @@ const char* kText =
     "The cat sat on the mat and then it slowly walked to the door. The quick brown fox jumps over the lazy dog. ";
 }  // namespace
 
-TEST_CASE("Surgery at full rank reproduces the baseline perplexity exactly, standard and S-D, T = 32", "[seed003]") {
+TEST_CASE("Surgery at full rank reproduces the baseline perplexity exactly, standard and S-D, T = 32", "[routing]") {
   for (const char* attn : {"full", "sd"}) {
     const nn::Model<float> m = nn::init_model<float>(tiny(attn, true), 5);
     const auto tokens = random_tokens(300, 1);
@@ -68,7 +68,7 @@ TEST_CASE("Surgery at full rank reproduces the baseline perplexity exactly, stan
   }
 }
 
-TEST_CASE("Concurrent evaluation of interventions equals one-by-one evaluation, T = 32", "[seed003]") {
+TEST_CASE("Concurrent evaluation of interventions equals one-by-one evaluation, T = 32", "[routing]") {
   const nn::Model<float> m = nn::init_model<float>(tiny("full", true), 6);
   const auto tokens = random_tokens(400, 2);
   const PerplexitySettings ps{32, 16};
@@ -102,7 +102,7 @@ TEST_CASE("Concurrent evaluation of interventions equals one-by-one evaluation, 
   CHECK_THROWS_AS(evaluate_interventions(m, tokens, {Intervention{}, bad}, ps), cf::InvalidArgument);
 }
 
-TEST_CASE("Linearize hook substitutes the top routing pair and scalar filtering per head", "[seed003]") {
+TEST_CASE("Linearize hook substitutes the top routing pair and scalar filtering per head", "[routing]") {
   const nn::Model<float> m = nn::init_model<float>(tiny("full", true), 6);
   const auto tokens = random_tokens(20, 2);
   Intervention iv;
@@ -127,7 +127,7 @@ TEST_CASE("Linearize hook substitutes the top routing pair and scalar filtering 
   CHECK(checked == 2);
 }
 
-TEST_CASE("Rank validation rejects k above min(context, 2 d_head) and layers out of range", "[seed003]") {
+TEST_CASE("Rank validation rejects k above min(context, 2 d_head) and layers out of range", "[routing]") {
   const nn::ModelConfig c = tiny("full", true);  // d_head = 8 -> bound 16
   CHECK_NOTHROW(validate_rank(c, {0, 1}, Component::Both, 16, 32));
   CHECK_THROWS_AS(validate_rank(c, {0, 1}, Component::Routing, 17, 32), cf::InvalidArgument);
@@ -145,7 +145,7 @@ TEST_CASE("Rank validation rejects k above min(context, 2 d_head) and layers out
   CHECK_NOTHROW(validate_rank(c, {0}, Component::Routing, 4, 32));
 }
 
-TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence level", "[seed003]") {
+TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence level", "[routing]") {
   // Train a tiny S–D model without any LayerNorm for 60 updates, then check every head's
   // intercepted S - D on held-out text: all eigenvalues have Re <= 0 (float32 scores: tolerance
   // 1e-5 ||M|| for the rounding of the stored matrix).
@@ -193,8 +193,8 @@ TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence l
   std::filesystem::remove_all(tc.out_dir);
 }
 
-TEST_CASE("Sequence-level ranks of the float32 forward pass stay within 2 d_head, T = 32", "[seed003]") {
-  // rank F, rank R <= 2 d_head = 16 for Q K^T / sqrt(d_k) (SPEC §3); float32 rounding of the
+TEST_CASE("Sequence-level ranks of the float32 forward pass stay within 2 d_head, T = 32", "[routing]") {
+  // rank F, rank R <= 2 d_head = 16 for Q K^T / sqrt(d_k) (docs/spec.md §3); float32 rounding of the
   // 32 x 32 score matrices must not be counted (decomposition.hpp AnalysisOptions).
   for (const char* attn : {"full", "swa"}) {
     const nn::Model<float> m = nn::init_model<float>(tiny(attn, true), 9);

@@ -1,4 +1,4 @@
-// Surgery math (seed 003 §5.1, §6, App. B; SPEC §3): Eckart–Young against brute force, exact
+// Surgery math (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3): Eckart–Young against brute force, exact
 // identity at full rank, linearisation invariants, ELU+1 linear attention against the quadratic
 // formula.
 #include <catch2/catch.hpp>
@@ -25,7 +25,7 @@ Eigen::MatrixXd als_rank_k(const Eigen::MatrixXd& X, Index k, unsigned seed, int
 }
 }  // namespace
 
-TEST_CASE("Eckart-Young optimality of the rank-1 truncation against a brute-force grid, 2 x 2", "[seed003]") {
+TEST_CASE("Eckart-Young optimality of the rank-1 truncation against a brute-force grid, 2 x 2", "[routing]") {
   const Eigen::MatrixXd X = randn(2, 2, 42);
   const Eigen::MatrixXd X1 = truncate_rank(X, 1);
   const double err = (X - X1).norm();
@@ -46,7 +46,7 @@ TEST_CASE("Eckart-Young optimality of the rank-1 truncation against a brute-forc
 }
 
 TEST_CASE("Eckart-Young optimality of rank-k truncation of F and R against alternating least squares, n = 12",
-          "[seed003]") {
+          "[routing]") {
   const Parts p = split(randn(12, 12, 3));
   for (const Eigen::MatrixXd* X : {&p.F, &p.R}) {
     for (Index k : {1, 2, 4, 6}) {
@@ -67,7 +67,7 @@ TEST_CASE("Eckart-Young optimality of rank-k truncation of F and R against alter
   }
 }
 
-TEST_CASE("Surgery at full rank is the identity bit for bit", "[seed003]") {
+TEST_CASE("Surgery at full rank is the identity bit for bit", "[routing]") {
   const Eigen::MatrixXd M = randn(9, 9, 5);
   for (Component c : {Component::Routing, Component::Filtering, Component::Both}) {
     for (Index k : {Index(-1), Index(9), Index(50)}) {
@@ -81,7 +81,7 @@ TEST_CASE("Surgery at full rank is the identity bit for bit", "[seed003]") {
 }
 
 TEST_CASE("Top rotation plane by Lanczos equals the SVD rank-2 truncation of a skew matrix, n = 3 to 160",
-          "[seed003]") {
+          "[routing]") {
   for (Index n : {Index(3), Index(20), Index(33), Index(64), Index(128), Index(160)}) {
     // Dense Gaussian skew (small gaps between planes) and a score-like skew part of Q K^T
     // (rank <= 2 d_k = 16, decaying planes).
@@ -103,7 +103,7 @@ TEST_CASE("Top rotation plane by Lanczos equals the SVD rank-2 truncation of a s
   CHECK(truncate_skew_top_pair(Eigen::MatrixXd::Zero(50, 50)).norm() == 0.0);
 }
 
-TEST_CASE("Remove routing and remove filtering leave the other part intact", "[seed003]") {
+TEST_CASE("Remove routing and remove filtering leave the other part intact", "[routing]") {
   const Eigen::MatrixXd M = randn(7, 7, 8);
   const Parts p = split(M);
   const Eigen::MatrixXd noR = apply_surgery(M, SurgerySpec{Component::Routing, 0});
@@ -116,7 +116,7 @@ TEST_CASE("Remove routing and remove filtering leave the other part intact", "[s
   CHECK((q.R - truncate_rank(p.R, 2)).norm() <= 1e-12 * M.norm());
 }
 
-TEST_CASE("Linearize keeps the top routing pair and one filtering scalar per head", "[seed003]") {
+TEST_CASE("Linearize keeps the top routing pair and one filtering scalar per head", "[routing]") {
   const Eigen::MatrixXd M = randn(10, 10, 9);
   const Parts p = split(M);
   const Eigen::MatrixXd L = linearize_standard(M);
@@ -138,7 +138,7 @@ TEST_CASE("Linearize keeps the top routing pair and one filtering scalar per hea
   CHECK((split(Lsd).R - q.R).norm() <= 1e-12);
 }
 
-TEST_CASE("ELU+1 linear attention equals the quadratic causal formula, n = 16", "[seed003]") {
+TEST_CASE("ELU+1 linear attention equals the quadratic causal formula, n = 16", "[routing]") {
   const Index n = 16, dk = 4, dv = 3;
   const Eigen::MatrixXd Q = randn(n, dk, 1), K = randn(n, dk, 2), V = randn(n, dv, 3);
   const Eigen::MatrixXd out = linear_attention_elu1(Q, K, V);
@@ -156,7 +156,7 @@ TEST_CASE("ELU+1 linear attention equals the quadratic causal formula, n = 16", 
   }
 }
 
-TEST_CASE("Surgery inputs are validated", "[seed003]") {
+TEST_CASE("Surgery inputs are validated", "[routing]") {
   CHECK_THROWS_AS(parse_component("mixing"), cf::InvalidArgument);
   CHECK(parse_component("routing") == Component::Routing);
   CHECK_THROWS_AS(truncate_rank(randn(3, 3, 1), -2), cf::InvalidArgument);

@@ -89,7 +89,7 @@ struct AlibiGather {
   }
 };
 
-// ---- sliding window of w >= 2 keys (twin of lib/rollout's sweep_window_blocked, SPEC §2): row i
+// ---- sliding window of w >= 2 keys (twin of lib/rollout's sweep_window_blocked, docs/spec.md §2): row i
 // admits k_i = min(i+1, w) keys, so its coefficients are alibi_row(m, delta, min(i, w-1)).
 // Positions are cut into blocks of B = w-1; the window (j, j+B] covers the tail of j's block
 // (a within-block suffix sum Suf_{j+1}) and a head of the next block starting at s (a within-block

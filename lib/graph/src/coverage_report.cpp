@@ -266,7 +266,7 @@ void add_runways(Context& c) {
                            {"by_length", by}};
   output::Table t;
   t.title = str("Runway of (s=", rs, ", d=", rd, ") in one ", describe(c.q.main),
-                " layer: paths of length >= 2 (seed 000 Def. 3.1)");
+                " layer: paths of length >= 2 (Runway (Lee & Clark) Def. 3.1)");
   t.header = {"direct edge", "runway paths", "log2"};
   t.add_row({rc.direct_edge ? "yes" : "no", big_str(rc.runway), fmt(rc.log2_runway, 6)});
   c.rep.tables.push_back(t);
@@ -311,7 +311,7 @@ void add_accuracy(Context& c) {
   const double s_m = double(q.fusion == "branch" ? c.br : c.un), s_b = double(scores_branch(blk));
   nlohmann::json aj = {{"model", acc.at("model")}, {"block", acc.at("block")}};
   output::Table t;
-  t.title = "Accuracy diagnostics (seed 002 Eq. 33): U_D per added score, rho_D share of the SWA gap recovered";
+  t.title = "Accuracy diagnostics (Boundary repair (Yang) Eq. 33): U_D per added score, rho_D share of the SWA gap recovered";
   t.header = {"quantity", "value"};
   if (s_m != s_b) {
     aj["U_D"] = cost_normalised_gain(acc.at("model"), acc.at("block"), s_m, s_b);

@@ -1,4 +1,4 @@
-// Measured Jacobians against seed 000 Theorem 3.3, see cf/influence/bound_check.hpp.
+// Measured Jacobians against Runway (Lee & Clark) Theorem 3.3, see cf/influence/bound_check.hpp.
 #include "cf/influence/bound_check.hpp"
 
 #include <algorithm>

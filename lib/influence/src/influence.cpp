@@ -1,4 +1,4 @@
-// Measured influence (seed 004 Eq. 6), see cf/influence/influence.hpp.
+// Measured influence (Position bias (Herasimchyk et al.) Eq. 6), see cf/influence/influence.hpp.
 #include "cf/influence/influence.hpp"
 
 #include <algorithm>

@@ -24,7 +24,7 @@ InfluenceReport influence_report(const InfluenceResult& r, const std::vector<std
   InfluenceReport out;
   output::Report& rep = out.report;
   output::Table t;
-  t.title = "Measured influence I_j (seed 004 Eq. 6, target " + target + "), " + checkpoint +
+  t.title = "Measured influence I_j (Position bias (Herasimchyk et al.) Eq. 6, target " + target + "), " + checkpoint +
             ": n = " + std::to_string(n) + ", " + std::to_string(W) + " windows, " + std::to_string(r.backward_passes) +
             " batched backward pass(es)";
   t.header = {"position", "influence", "mean_g"};
@@ -50,7 +50,7 @@ InfluenceReport influence_report(const InfluenceResult& r, const std::vector<std
               {"mean_g", std::vector<double>(r.mean_g.data(), r.mean_g.data() + r.mean_g.size())},
               {"summary", summary_json(r.profile)}};
   plot::LinePlot& lp = out.plot;
-  lp.title = "Measured influence (seed 004 Eq. 6), " + target + " target, n = " + std::to_string(n);
+  lp.title = "Measured influence (Position bias (Herasimchyk et al.) Eq. 6), " + target + " target, n = " + std::to_string(n);
   lp.xlabel = "input position j";
   lp.ylabel = "I_j (normalised mean gradient norm)";
   plot::Series se{"measured influence", {}, {}};
@@ -66,7 +66,7 @@ InfluenceReport influence_series_report(const std::vector<CheckpointEntry>& cks,
   InfluenceReport out;
   output::Report& rep = out.report;
   output::Table t;
-  t.title = "Measured influence over training (seed 004 Eq. 6, target " + target + ")";
+  t.title = "Measured influence over training (Position bias (Herasimchyk et al.) Eq. 6, target " + target + ")";
   t.header = {"step", "checkpoint", "I_0", "I_n-1", "argmin", "primacy", "recency", "spearman vs last"};
   nlohmann::json rows = nlohmann::json::array();
   plot::Series s0{"I_0", {}, {}}, sl{"I_n-1", {}, {}}, sp{"primacy mass", {}, {}}, sr{"recency mass", {}, {}};
@@ -93,7 +93,7 @@ InfluenceReport influence_series_report(const std::vector<CheckpointEntry>& cks,
   rep.body = {{"target", target}, {"checkpoints", rows}};
   rep.notes.push_back("primacy / recency = influence mass of the first / last ceil(n/10) positions");
   plot::LinePlot& lp = out.plot;
-  lp.title = "Measured influence over training (seed 004 Eq. 6)";
+  lp.title = "Measured influence over training (Position bias (Herasimchyk et al.) Eq. 6)";
   lp.xlabel = "training step";
   lp.ylabel = "influence mass";
   lp.series = {s0, sl, sp, sr};

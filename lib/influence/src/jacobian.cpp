@@ -1,4 +1,4 @@
-// Exact Jacobian block norms (seed 000 Theorem 3.3), see cf/influence/jacobian.hpp.
+// Exact Jacobian block norms (Runway (Lee & Clark) Theorem 3.3), see cf/influence/jacobian.hpp.
 #include "cf/influence/jacobian.hpp"
 
 #include <Eigen/Eigenvalues>

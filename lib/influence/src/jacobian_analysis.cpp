@@ -1,4 +1,4 @@
-// Seed 000 Theorem 3.3 confrontation, see cf/influence/jacobian_analysis.hpp.
+// Runway (Lee & Clark) Theorem 3.3 confrontation, see cf/influence/jacobian_analysis.hpp.
 #include "cf/influence/jacobian_analysis.hpp"
 
 #include <chrono>

@@ -71,7 +71,7 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
   }
   rep.tables.push_back(lt);
   output::Table st;
-  st.title = "Theorem 3.3 (seed 000): J_ds <= C^r [(I + A(L+r-1)) ... (I + A(L))]_ds, L = " + std::to_string(a.layer) +
+  st.title = "Theorem 3.3 (Runway (Lee & Clark)): J_ds <= C^r [(I + A(L+r-1)) ... (I + A(L))]_ds, L = " + std::to_string(a.layer) +
              ", r = " + std::to_string(r) + ", n = " + std::to_string(n);
   st.header = {"norm",
                "C*",
@@ -97,7 +97,7 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
       "A(l) = head mean of the attention weights on the same window; layers marked row-normalised are "
       "branch-fused bridges whose rows summed to 2 where the bridge admits a key");
   rep.notes.push_back(
-      "gate > self share over pairs s < d: seed 000 Eqs. 6-7 direct-path gate times runway product "
+      "gate > self share over pairs s < d: Runway (Lee & Clark) Eqs. 6-7 direct-path gate times runway product "
       "vs the residual self term");
   rep.body = {{"layer", a.layer},
               {"span", r},

@@ -35,7 +35,7 @@ std::vector<BranchRows> layer_branches(const LayerConfig& lc, int Tn) {
   }
   std::vector<BranchRows> out{std::move(base)};
   if (!branch_fusion) return out;
-  // one softmax per bridge window j (seed 002 Eq. 35), windows packed into branches whose
+  // one softmax per bridge window j (Boundary repair (Yang) Eq. 35), windows packed into branches whose
   // write-back sets are disjoint
   std::vector<BranchRows> bridges;
   std::vector<graph::Index> last_r_hi;

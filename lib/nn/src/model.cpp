@@ -261,7 +261,7 @@ void rope_qk(const Pass<T>& p, int l, T* qkv, bool inverse) {
   }
 }
 
-// S-D diagonal damping d = softplus(x W_d^T + b_d) + eps, [N, H] (seed 003, SPEC 3).
+// S-D diagonal damping d = softplus(x W_d^T + b_d) + eps, [N, H] (Routing/filtering (Jamil & Kapadia), docs/spec.md §3).
 template <class T>
 void sd_damping_forward(Pass<T>& p, int l, const T* in) {
   const LayerOffsets& o = p.lay.layer[l];
@@ -280,7 +280,7 @@ void sd_damping_backward(Pass<T>& p, int l, const T* in, MatR<T>& dn) {
   linear_backward(dn.data(), p.G + o.damp_w, p.G + o.damp_b, dz.data(), in, p.W + o.damp_w, p.N, p.C, p.H);
 }
 
-// Runway rewiring (seed 000 Eqs. 8-14): tau_{i,m} from the last head's values (dot: v_{i-1}.v_m /
+// Runway rewiring (Runway (Lee & Clark) Eqs. 8-14): tau_{i,m} from the last head's values (dot: v_{i-1}.v_m /
 // sqrt(dh); bilinear: v_{i-1}^T B v_m), bias log beta = -softplus(tau) on eligible edges
 // 1 <= m <= i-2, shared by every head of the sequence. a.tau[l], a.rbias: [B, T, T].
 template <class T>

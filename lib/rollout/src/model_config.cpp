@@ -1,4 +1,4 @@
-// Model configs in the schema of the seed 004 reference implementation (cf/rollout/model_config.hpp).
+// Model configs in the schema of the Position bias (Herasimchyk et al.) reference implementation (cf/rollout/model_config.hpp).
 // YAML is converted to a JSON value first, so both formats share one validator.
 #include "cf/rollout/model_config.hpp"
 
@@ -249,7 +249,7 @@ ModelConfigFile load_model_config(const std::string& path) {
       m.model.mask.window = c.integer(mc["window_size"], "mask_config.window_size", 1, 1L << 40);
     } else if (type == "full") {
       c.fail("mask_config.mask_type",
-             "'full' (bidirectional) is outside the causal rollout of seed 004; use causal "
+             "'full' (bidirectional) is outside the causal rollout of Position bias (Herasimchyk et al.); use causal "
              "or sliding_window");
     } else {
       c.fail("mask_config.mask_type", "must be causal or sliding_window, got " + show(mc["mask_type"]));

@@ -1,4 +1,4 @@
-// Structured rollout for ALiBi kernels with constant-plus-diagonal content (SPEC.md section 2).
+// Structured rollout for ALiBi kernels with constant-plus-diagonal content (docs/spec.md section 2).
 //
 // Head h of layer l has, on row i with k_i = min(i+1, w) admitted keys, weights
 //   A[i,j] = a_i r^(i-j) for j < i,  A[i,i] = d_i,  r = exp(-m_h),

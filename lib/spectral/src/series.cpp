@@ -27,7 +27,7 @@ std::vector<SeriesPoint> spectral_series(const std::vector<std::pair<std::string
 
 output::Table series_table(const std::vector<SeriesPoint>& s) {
   output::Table t;
-  t.title = "Spectral cascade over training (seed 003 App. D): weight level";
+  t.title = "Spectral cascade over training (Routing/filtering (Jamil & Kapadia) App. D): weight level";
   t.header = {"step", "checkpoint", "mean erank(R)", "median rho", "routing heads", "erank(R) per layer"};
   for (const auto& p : s) {
     std::string per;

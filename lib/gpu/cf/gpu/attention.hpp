@@ -2,7 +2,7 @@
 // Host side of the tiled attention kernels (cf/gpu/kernels/attention.cuh): the mask of one
 // layer as per-row interval lists per branch plus the tile visit lists, built once per (layer,
 // T) on the host. The tiles a query tile visits are exactly those holding an admitted key of one
-// of its rows, so the work follows the mask's score count (seed 002 Table 2), not T^2.
+// of its rows, so the work follows the mask's score count (Boundary repair (Yang) Table 2), not T^2.
 #include <cstdint>
 #include <vector>
 
@@ -42,7 +42,7 @@ struct AttentionShape {
 struct AttentionExtras {
   /// S-D (skew logits scale (q_i.k_j - k_i.q_j) with diagonal damping): damping [B, H, T].
   const float* damp = nullptr;
-  /// Runway rewiring (seed 000 Eqs. 8-14): the last head's values of sequence b at
+  /// Runway rewiring (Runway (Lee & Clark) Eqs. 8-14): the last head's values of sequence b at
   /// runway_v + b * runway_stride, T rows of dh floats; null = no runway.
   const float* runway_v = nullptr;
   std::int64_t runway_stride = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// Accuracy bounds and diagnostics of seed 002 §3.3, §3.8-3.9 (SPEC §1): the K-way boundary-copy
+// Accuracy bounds and diagnostics of Boundary repair (Yang) §3.3, §3.8-3.9 (docs/spec.md §1): the K-way boundary-copy
 // bound (Theorem 2), the coverage-limited bound (Prop. 3), the probe coverage pi_D (Eq. 28), the
 // cost-normalised gain U_D (Eq. 33) and the SWA-gap recovery rho_D.
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
-// Phase-conditioned coverage functions of seed 002 §3.5-3.6 (SPEC §1). A target t = jb + r
+// Phase-conditioned coverage functions of Boundary repair (Yang) §3.5-3.6 (docs/spec.md §1). A target t = jb + r
 // (0 <= r < b) and a source u = t - d are "covered" when u can reach t: by a direct edge of one
-// layer (the paper's C functions) or through the L-layer closure of a schedule (SPEC §7 option 6).
+// layer (the paper's C functions) or through the L-layer closure of a schedule (docs/spec.md §7 option 6).
 #include <Eigen/Core>
 #include <string>
 #include <vector>
@@ -13,7 +13,7 @@ namespace cf::graph {
 
 using CoverageMatrix = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic>;
 
-/// C_Block(d, r) = [d <= r] (seed 002 Eq. 18, Prop. 1).
+/// C_Block(d, r) = [d <= r] (Boundary repair (Yang) Eq. 18, Prop. 1).
 bool coverage_block(Index d, Index r);
 /// C_SWA(d, r) = [0 <= d < w] (Eq. 22).
 bool coverage_swa(Index d, Index w);

@@ -1,6 +1,6 @@
 #pragma once
-// The report of the `coverage` tool (seed 002; docs/coverage.md): score accounting, the coverage
-// map C(d, r), closure sizes, coverage comparison (Prop. 4), runway counts (seed 000 Def. 3.1),
+// The report of the `coverage` tool (Boundary repair (Yang); docs/coverage.md): score accounting, the coverage
+// map C(d, r), closure sizes, coverage comparison (Prop. 4), runway counts (Runway (Lee & Clark) Def. 3.1),
 // probe bounds (Prop. 3, Theorem 2), accuracy diagnostics (Eq. 33) and brute-force verification,
 // each as a table plus a JSON section. The app only parses options into a CoverageRequest.
 #include <map>

@@ -1,6 +1,6 @@
 #pragma once
 // Sets of positions as sorted, disjoint, non-adjacent closed intervals [lo, hi]. Every mask of
-// SPEC §1 gives each target a union of a few intervals of sources, and every dependency set
+// docs/spec.md §1 gives each target a union of a few intervals of sources, and every dependency set
 // R_l(t) of those masks stays a short interval list, so closures scale to n = 65,536 and beyond
 // without n x n bitsets (issue 2).
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Attention masks as directed graphs over positions (seed 002 §3, SPEC §1). An edge (s, t) means
+// Attention masks as directed graphs over positions (Boundary repair (Yang) §3, docs/spec.md §1). An edge (s, t) means
 // target t may read source s in one layer (s <= t). Masks are implicit: a Mask answers
 // "which sources may t read" as an IntervalSet, so nothing of size n x n is materialised.
 #include <Eigen/Core>
@@ -10,10 +10,10 @@
 
 namespace cf::graph {
 
-/// The mask families of SPEC §1.
+/// The mask families of docs/spec.md §1.
 enum class PatternKind { Full, Block, Swa, Bridge, Pbb, SeBridge };
 
-/// How bridge messages combine with the block path in a trained model (seed 002 Eqs. 34-36):
+/// How bridge messages combine with the block path in a trained model (Boundary repair (Yang) Eqs. 34-36):
 /// Branch = two separately normalised softmaxes added; Union = one softmax over E_block ∪ E_bridge.
 /// The structural edge set is the same; only score accounting differs.
 enum class Fusion { Branch, Union };
@@ -31,7 +31,7 @@ struct Pattern {
 };
 
 /// One bridge window at boundary p = jb: sources S = [s_lo, s_hi), write-back R = [r_lo, r_hi),
-/// both already clipped to [0, n) (SPEC §1).
+/// both already clipped to [0, n) (docs/spec.md §1).
 struct BridgeWindow {
   Index p;
   Index s_lo, s_hi, r_lo, r_hi;
@@ -56,7 +56,7 @@ std::string describe(const Pattern& p);
 /// Check a pattern's parameters against sequence length n; throws cf::InvalidArgument naming the
 /// violated constraint: 1 <= n <= 2^31 and b, w, e <= 2^31 (kMaxLength: every count of this
 /// library then fits in int64); b >= 1; swa: w >= 1; bridge/pbb: w even, 2 <= w <= 2b
-/// (h <= b is what the closed forms of seed 002 assume); se-bridge: 1 <= e <= b.
+/// (h <= b is what the closed forms of Boundary repair (Yang) assume); se-bridge: 1 <= e <= b.
 void validate(const Pattern& p, Index n);
 
 /// Make a mask after validate().
@@ -73,10 +73,10 @@ std::vector<BridgeWindow> bridge_windows(const Mask& m);
 /// prefix) and of every bridge window whose write-back set contains t. 0 <= t < n.
 IntervalSet sources(const Mask& m, Index t);
 
-/// Sources from the bridge windows alone (E_bridge of seed 002 Eq. 20), for target t.
+/// Sources from the bridge windows alone (E_bridge of Boundary repair (Yang) Eq. 20), for target t.
 IntervalSet bridge_sources(const Mask& m, Index t);
 
-/// Whether (s, t) is an edge, decided directly from the set definitions of SPEC §1 (no interval
+/// Whether (s, t) is an edge, decided directly from the set definitions of docs/spec.md §1 (no interval
 /// arithmetic): the independent oracle used by the brute-force checks.
 bool has_edge_brute_force(const Mask& m, Index s, Index t);
 

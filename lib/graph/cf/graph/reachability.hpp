@@ -1,5 +1,5 @@
 #pragma once
-// Structural dependency sets R_l(t) of seed 002 Lemma 1 (SPEC §1):
+// Structural dependency sets R_l(t) of Boundary repair (Yang) Lemma 1 (docs/spec.md §1):
 //   R_0(t) = {t};  R_{l+1}(t) = R_l(t) ∪ ⋃_{(s,t) ∈ E(l+1)} R_l(s).
 // R_L(t) holds exactly the input positions that can influence h_t after L layers.
 #include <cstdint>
@@ -28,7 +28,7 @@ struct Closure {
 
 /// Closure of a schedule on n positions (layer 1 = schedule.layers[0]).
 /// Fast path: when every source set and every R_l(s) is a single interval [lo(s), s] (true for all
-/// patterns of SPEC §1), R_{l+1}(t) = [min_{s ∈ sources(t)} lo_l(s), t] via a sparse-table range
+/// patterns of docs/spec.md §1), R_{l+1}(t) = [min_{s ∈ sources(t)} lo_l(s), t] via a sparse-table range
 /// minimum, O(n log n) per layer; otherwise a general interval-merge path. Throws
 /// cf::InvalidArgument if the schedule is invalid for n.
 Closure closure(const Schedule& schedule, Index n);

@@ -1,5 +1,5 @@
 #pragma once
-// Runway path counts of seed 000 (Def. 3.1, SPEC §1): the runway of (s, d) is the set of paths
+// Runway path counts of Runway (Lee & Clark) (Def. 3.1, docs/spec.md §1): the runway of (s, d) is the set of paths
 // s -> d of length >= 2 with distinct vertices in a mask graph. Counts overflow 64 bits quickly
 // (2^(d-s-1) - 1 in the complete causal graph), so they are exact big integers.
 #include <boost/multiprecision/cpp_int.hpp>
@@ -28,10 +28,10 @@ struct RunwayCount {
 /// Throws cf::InvalidArgument unless 0 <= s < d < n and d - s <= 1,000,000.
 RunwayCount runway_count(const Mask& m, Index s, Index d, bool by_length = false, Index max_gap_by_length = 2048);
 
-/// Closed form for the complete causal graph: C(d-s-1, l-1) paths of length l (seed 000).
+/// Closed form for the complete causal graph: C(d-s-1, l-1) paths of length l (Runway (Lee & Clark)).
 BigInt complete_graph_paths_of_length(Index s, Index d, Index l);
 
-/// Closed form for the complete causal graph: runway size 2^(d-s-1) - 1 (seed 000).
+/// Closed form for the complete causal graph: runway size 2^(d-s-1) - 1 (Runway (Lee & Clark)).
 BigInt complete_graph_runway(Index s, Index d);
 
 /// log2 of a positive big integer (for display and plots).

@@ -1,5 +1,5 @@
 #pragma once
-// Per-layer mask schedules (SPEC §1: "E may differ per layer", e.g. "pbb,pbb,pbb,full").
+// Per-layer mask schedules (docs/spec.md §1: "E may differ per layer", e.g. "pbb,pbb,pbb,full").
 #include <string>
 #include <vector>
 

@@ -1,6 +1,6 @@
 #pragma once
-// Rollout against measured influence on the model's own windows (seed 004, section 6, Tables 2-5;
-// SPEC §2 and §7): Spearman and W1/(n-1) of the rollout variants (a) attention-only, (b)
+// Rollout against measured influence on the model's own windows (Position bias (Herasimchyk et al.), section 6, Tables 2-5;
+// docs/spec.md §2 and §7): Spearman and W1/(n-1) of the rollout variants (a) attention-only, (b)
 // residual-aware, (c) residual-aware + constant-plus-diagonal content against the measured
 // influence profile (Eq. 6), with the kernels taken from one of two sources:
 //  - alibi: the model's content-free ALiBi kernels (its slopes 2^(-8h/H), its causal or sliding
@@ -30,7 +30,7 @@ std::string kernel_source_name(KernelSource s);
 void require_kernel_source(const nn::ModelConfig& cfg, KernelSource source);
 
 /// What one forward pass per window measures (means over the windows, all of length n):
-///  - alpha_token_mean / alpha_frobenius [L]: SPEC §2 alpha_l in both forms (seed 004 Eq. 1);
+///  - alpha_token_mean / alpha_frobenius [L]: docs/spec.md §2 alpha_l in both forms (Position bias (Herasimchyk et al.) Eq. 1);
 ///  - kernels [L] of n x n: head-mean attention, each head's rows normalised (branch fusion), mean
 ///    over windows (as cf::rollout::read_capture_kernels);
 ///  - content_delta [L, H]: the constant-plus-diagonal content of Prop. 4.5 from the content logits
@@ -65,7 +65,7 @@ struct Agreement {
 Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasurements& m, KernelSource source,
                             const Eigen::VectorXd& influence, bool frobenius_alpha = false);
 
-/// The seed 004 Tables 2-5 layout: one table of Spearman and one of W1/(n-1), a row for the model
+/// The Position bias (Herasimchyk et al.) Tables 2-5 layout: one table of Spearman and one of W1/(n-1), a row for the model
 /// (`model_name`) and a column per variant ("not defined" where undefined), plus the variants'
 /// summaries, the kernel source and alpha in the notes / JSON body (keys: kernel_source, alpha,
 /// influence, variants{key: {defined, spearman, w1_normalised, p}}).

@@ -1,7 +1,7 @@
 #pragma once
-// Measured Jacobians against the bound of seed 000 Theorem 3.3 (SPEC.md section 2):
+// Measured Jacobians against the bound of Runway (Lee & Clark) Theorem 3.3 (docs/spec.md section 2):
 //   J_ds = ||d h_d(L+r) / d h_s(L)|| <= C^r B_ds,  B = (I + A(L+r-1)) ... (I + A(L)),
-// B split into the self term and the direct-path gate times the runway product (seed 000
+// B split into the self term and the direct-path gate times the runway product (Runway (Lee & Clark)
 // Eqs. 6-7, cf::rollout::jacobian_bound). The theorem leaves C open; this reports the smallest
 // C* that makes the bound hold on every pair, the one-layer constants
 //   C_1(l) = max_{w <= d, (I + A(l))_dw > 0} ||d h_d(l+1) / d h_w(l)|| / (I + A(l))_dw,

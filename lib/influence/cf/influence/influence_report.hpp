@@ -1,5 +1,5 @@
 #pragma once
-// The reports of the `influence` tool (seed 004 Eq. 6; docs/influence.md): one checkpoint's
+// The reports of the `influence` tool (Position bias (Herasimchyk et al.) Eq. 6; docs/influence.md): one checkpoint's
 // measured profile I_j (table per position, summary notes, JSON arrays, profile plot), or a series
 // of checkpoints summarised against the training step (I_0, I_n-1, argmin, primacy / recency mass,
 // Spearman against the last profile, metrics plot). The app only parses options and measures.

@@ -1,5 +1,5 @@
 #pragma once
-// Exact Jacobian block norms of a trained model (seed 000, Lee & Clark, Theorem 3.3; SPEC.md
+// Exact Jacobian block norms of a trained model (Runway (Lee & Clark), Lee & Clark, Theorem 3.3; docs/spec.md
 // section 2):  J_ds = || d h_d(L+r) / d h_s(L) ||,  h(l) the residual stream entering block l
 // (a whole block, attention plus MLP, is one layer; h(n_layer) is taken before the final norm),
 // both in the Frobenius and in the spectral norm, and the head-mean attention A(l) on the same
@@ -42,7 +42,7 @@ template <class T>
 JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r,
                                bool keep_blocks = false, int seed_batch = 0);
 
-/// Head-mean attention A(l) of every layer on `tokens` (seed 000's A; SPEC section 2), n x n lower
+/// Head-mean attention A(l) of every layer on `tokens` (Runway (Lee & Clark)'s A; docs/spec.md section 2), n x n lower
 /// triangular, each row normalised to sum 1 in double. Rows of branch-fused bridge layers sum to 2
 /// where the bridge branch admits a key (cf::nn::LayerActivations): `row_normalised[l]` says that
 /// layer l had rows summing to more than 1 + 1e-4 before the normalisation.

@@ -1,5 +1,5 @@
 #pragma once
-// The whole seed 000 Theorem 3.3 confrontation for one window of a trained model (issue 10):
+// The whole Runway (Lee & Clark) Theorem 3.3 confrontation for one window of a trained model (issue 10):
 // exact block norms J between h(L) and h(L+r) (cf/influence/jacobian.hpp), the bound B built from
 // the model's head-mean attention on the same window (cf::rollout::jacobian_bound) with its self /
 // gate split, the one-layer constants C_1(l) of every layer of the span with the zero check outside

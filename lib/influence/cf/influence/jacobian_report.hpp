@@ -1,5 +1,5 @@
 #pragma once
-// The report of the `jacobian` tool (seed 000 Theorem 3.3; docs/influence.md): one-layer constants
+// The report of the `jacobian` tool (Runway (Lee & Clark) Theorem 3.3; docs/influence.md): one-layer constants
 // C_1(l) with the zero check outside the mask, the span check C* <= max C_1 in both norms, Spearman
 // and tightness of J against the bound, and the lower triangles of J, B, self and gate terms in the
 // JSON body; heat maps of measured J and of the scaled bound. The app only parses options, picks

@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoint series over training (issue 10, "Over training"; seed 003 App. D, seed 004): the
+// Checkpoint series over training (issue 10, "Over training"; Routing/filtering (Jamil & Kapadia) App. D, Position bias (Herasimchyk et al.)): the
 // checkpoints kept by `train --keep-every K` (step_XXXXXX.h5) given as a list or a glob, ordered
 // by their training step, for tools that plot a metric against the step (influence, spectral).
 // Library target cf_checkpoint_series (cf_io only), so tools without the trainer can use it.

@@ -1,8 +1,8 @@
 #pragma once
 // Capture files (docs/checkpoint_format.md "Capture files"): per layer and head the attention
 // probabilities, Q and K, and the per-token norms of the residual stream entering the attention
-// block and of the attention output, plus the residual mixing coefficients alpha_l of SPEC §2
-// (seed 004 Eq. 1) in both forms. Written by `capture`, read by `rollout` / `spectral`.
+// block and of the attention output, plus the residual mixing coefficients alpha_l of docs/spec.md §2
+// (Position bias (Herasimchyk et al.) Eq. 1) in both forms. Written by `capture`, read by `rollout` / `spectral`.
 // The writer streams one (layer, sequence) at a time, so captures larger than memory are fine.
 #include <Eigen/Core>
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 namespace cf::io {
 
-/// Residual mixing coefficient of one layer in the two forms of SPEC §2.
+/// Residual mixing coefficient of one layer in the two forms of docs/spec.md §2.
 struct ResidualAlpha {
   double token_mean = 0;  ///< mean over samples of mean_t ||a_t|| / (||x_t|| + ||a_t||)
   double frobenius = 0;   ///< mean over samples of ||A||_F / (||X||_F + ||A||_F)  (Eq. 1)
@@ -24,7 +24,7 @@ struct ResidualAlpha {
 /// block, attn_norm(n, t) = ||a_t||_2 after the output projection; both N x T with N, T >= 1 and
 /// non-negative entries. Uses ||X||_F = sqrt(sum_t ||x_t||^2). A token (or sample) whose two
 /// norms are both 0 contributes alpha = 0. Throws cf::InvalidArgument on shape mismatch or
-/// negative entries. Reference: SPEC §2 (seed 004 Eq. 1 and the token-averaged variant of its code).
+/// negative entries. Reference: docs/spec.md §2 (Position bias (Herasimchyk et al.) Eq. 1 and the token-averaged variant of its code).
 ResidualAlpha residual_alpha(const Eigen::Ref<const Eigen::MatrixXd>& resid_norm,
                              const Eigen::Ref<const Eigen::MatrixXd>& attn_norm);
 

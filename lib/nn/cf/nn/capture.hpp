@@ -2,7 +2,7 @@
 // Captures for the analysers (issue 4, docs/checkpoint_format.md "Capture files"): run a model
 // over token windows with the ForwardHooks::on_layer hook and stream, per layer and sequence, the
 // attention probabilities, Q, K and the residual-stream norms into an HDF5 capture through
-// cf::io::write_capture_atomic, which also stores alpha_l in both forms of SPEC §2 (seed 004
+// cf::io::write_capture_atomic, which also stores alpha_l in both forms of docs/spec.md §2 (Position bias (Herasimchyk et al.)
 // Eq. 1). `rollout --model CAPTURE.h5` reads the file back (cf/rollout/kernel.hpp).
 #include <cstdint>
 #include <string>
@@ -44,8 +44,8 @@ struct CaptureOptions {
 
 /// Per-layer results of a capture.
 struct CaptureLayerSummary {
-  double alpha_token_mean = 0;  ///< SPEC §2 token-averaged alpha_l (the published form)
-  double alpha_frobenius = 0;   ///< SPEC §2 Eq. 1, ||A||_F / (||X||_F + ||A||_F), mean over sequences
+  double alpha_token_mean = 0;  ///< docs/spec.md §2 token-averaged alpha_l (the published form)
+  double alpha_frobenius = 0;   ///< docs/spec.md §2 Eq. 1, ||A||_F / (||X||_F + ||A||_F), mean over sequences
   double entropy = 0;           ///< mean attention_row_entropy over the stored heads and the sequences (nats)
 };
 

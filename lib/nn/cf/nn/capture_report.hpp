@@ -1,6 +1,6 @@
 #pragma once
 // The report of the `capture` tool (issue 4; docs/checkpoint_format.md "Capture files"): one row
-// per layer with alpha_l in both SPEC §2 forms (seed 004 Eq. 1) and the mean attention entropy,
+// per layer with alpha_l in both docs/spec.md §2 forms (Position bias (Herasimchyk et al.) Eq. 1) and the mean attention entropy,
 // the JSON body, notes (mean loss, the uniform-head entropy reference, the next command) and the
 // plot of alpha_l by layer. The app only parses options, loads tokens and calls capture_model.
 #include <cstddef>

@@ -1,5 +1,5 @@
 #pragma once
-// Model configuration of the embedded trainer (issue 4, SPEC §4): a decoder-only, pre-LN (or
+// Model configuration of the embedded trainer (issue 4, docs/spec.md §4): a decoder-only, pre-LN (or
 // norm-free) GPT with tied embeddings and one attention variant per layer. The JSON form is the
 // `config` attribute of checkpoints (docs/checkpoint_format.md).
 #include <cstdint>
@@ -12,23 +12,23 @@
 namespace cf::nn {
 
 /// Attention variant of one layer. Full/Block/Swa/Bridge/Pbb/SeBridge are softmax attention
-/// restricted to the mask families of SPEC §1 (seed 002); RunwayDot/RunwayBilinear are full causal
-/// attention with runway-aware rewiring (seed 000 Eqs. 8-14, SPEC §4); Sd is skew-routing plus
-/// diagonal-damping attention (seed 003, SPEC §3); Linear is ELU+1 linear attention (SPEC §3).
+/// restricted to the mask families of docs/spec.md §1 (Boundary repair (Yang)); RunwayDot/RunwayBilinear are full causal
+/// attention with runway-aware rewiring (Runway (Lee & Clark) Eqs. 8-14, docs/spec.md §4); Sd is skew-routing plus
+/// diagonal-damping attention (Routing/filtering (Jamil & Kapadia), docs/spec.md §3); Linear is ELU+1 linear attention (docs/spec.md §3).
 enum class AttnKind { Full, Block, Swa, Bridge, Pbb, SeBridge, RunwayDot, RunwayBilinear, Sd, Linear };
 
 /// Position scheme: learned table (wpe), rotary (RoPE, base 10000, interleaved pairs (2i, 2i+1)),
-/// ALiBi (slopes 2^(-8(h+1)/H), the "simple" scheme of SPEC §7.3) or none.
+/// ALiBi (slopes 2^(-8(h+1)/H), the "simple" scheme of docs/spec.md §7.3) or none.
 enum class PosKind { Learned, Rope, Alibi, None };
 
-/// Normalisation: pre-LN LayerNorm (ln_1, ln_2, ln_f) or none at all (SPEC §3/§4 S–D variant);
+/// Normalisation: pre-LN LayerNorm (ln_1, ln_2, ln_f) or none at all (docs/spec.md §3/§4 S–D variant);
 /// RMSNorm (weight only, x / sqrt(mean(x^2) + eps) * w; Llama-family imports, issue 13).
 enum class NormKind { LayerNorm, None, RMSNorm };
 
 /// One layer's attention. b = block size, w = window / bridge width (bridge h = w/2), e = SE-Bridge
-/// extension (SPEC §1 notation); fusion = how bridge messages join the block path (seed 002
+/// extension (docs/spec.md §1 notation); fusion = how bridge messages join the block path (Boundary repair (Yang)
 /// Eqs. 34-36); d_head = head dimension of this layer (0 = d_model / n_head); sd_eps = fixed
-/// positive damping offset of S–D attention (SPEC §7.11; eps = 0 diverges).
+/// positive damping offset of S–D attention (docs/spec.md §7.11; eps = 0 diverges).
 struct LayerConfig {
   AttnKind attn = AttnKind::Full;
   int b = 128, w = 128, e = 64;
@@ -115,7 +115,7 @@ std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer
 
 /// GPT-2 small's shape: 12 layers x 768, 12 heads, vocabulary 50,257, block 1024, learned
 /// positions, pre-LN, `attn` (a schedule, see parse_schedule) at every layer. qkv_bias = false
-/// (attention output bias kept) is the "Standard" model of seed 003 Table 1.
+/// (attention output bias kept) is the "Standard" model of Routing/filtering (Jamil & Kapadia) Table 1.
 ModelConfig gpt2_small_config(const std::string& attn = "full", bool qkv_bias = true);
 
 /// Effective head dimension of layer l (d_head, or d_model / n_head when 0).
@@ -137,8 +137,8 @@ ModelConfig config_from_json(const nlohmann::json& j);
 
 /// Total number of trainable parameters (tied embeddings counted once). Runway-dot adds none,
 /// runway-bilinear adds d_head^2 per such layer, S–D adds H (d_model + 1) per such layer, norm =
-/// none removes 4 d_model per layer + 2 d_model (SPEC §3/§4). GPT-2 small (12 x 768, 12 heads,
-/// vocab 50257, block 1024, learned positions) without qkv bias has 124,412,160 (seed 003 Table 1).
+/// none removes 4 d_model per layer + 2 d_model (docs/spec.md §3/§4). GPT-2 small (12 x 768, 12 heads,
+/// vocab 50257, block 1024, learned positions) without qkv bias has 124,412,160 (Routing/filtering (Jamil & Kapadia) Table 1).
 std::int64_t param_count(const ModelConfig& c);
 
 }  // namespace cf::nn

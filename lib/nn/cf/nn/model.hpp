@@ -17,7 +17,7 @@ namespace cf::nn {
 
 /// Score hook: called once per (layer, head) and sequence with the UNMASKED T x T score matrix
 /// M = Q K^T / sqrt(d_head) (S–D layers: S - D), row = query, before ALiBi / runway biases,
-/// masking and softmax (seed 003 §3, SPEC §3 "intercept M at run time"). It may modify M in place;
+/// masking and softmax (Routing/filtering (Jamil & Kapadia) §3, docs/spec.md §3 "intercept M at run time"). It may modify M in place;
 /// the modified matrix is what gets masked and normalised. Not called for linear-attention layers.
 using ScoreHook = std::function<void(int layer, int head, Eigen::Ref<Eigen::MatrixXf> scores)>;
 
@@ -26,7 +26,7 @@ using ScoreHook = std::function<void(int layer, int head, Eigen::Ref<Eigen::Matr
 /// Shapes: H = n_head, T = seq_len, C = d_model, dh = d_head of this layer.
 ///  - attn_probs [H, T, T], row = query i, column = key j: the weights that multiply V, after the
 ///    hook, ALiBi / runway biases, masking and softmax; zero outside the mask. Branch fusion of
-///    bridge patterns (bridge, pbb, se-bridge with fusion = branch, seed 002 Eq. 35): the SUM of
+///    bridge patterns (bridge, pbb, se-bridge with fusion = branch, Boundary repair (Yang) Eq. 35): the SUM of
 ///    the block softmax and one softmax per bridge j, so a row sums to 1 + the number of bridges
 ///    whose write-back set holds it (2 rows of a centered bridge with b < w <= 2b lie in two), and
 ///    the head output is exactly attn_probs V. Linear (ELU+1) layers: the normalised
@@ -37,7 +37,7 @@ using ScoreHook = std::function<void(int layer, int head, Eigen::Ref<Eigen::Matr
 ///    (x_l, before ln_1), the attention sub-layer output after c_proj (the quantity added to the
 ///    residual), and the residual leaving it (resid_in + attn_out).
 ///  - resid_in_norm, attn_out_norm, resid_out_norm [T]: per-token Euclidean norms of those three
-///    (accumulated in double), the inputs of alpha_l (SPEC §2, seed 004 Eq. 1).
+///    (accumulated in double), the inputs of alpha_l (docs/spec.md §2, Position bias (Herasimchyk et al.) Eq. 1).
 struct LayerActivations {
   int layer = 0;  ///< 0..L-1
   int seq = 0;    ///< sequence index b in the batch, 0..B-1
@@ -60,7 +60,7 @@ using CaptureHook = std::function<void(const LayerActivations& layer)>;
 
 /// Inference-time interventions (spectral surgery) and observation (capture). `on_scores` may be
 /// empty. `linearize[l]` true replaces layer l's attention by ELU+1 linear attention computed from
-/// the same Q, K, V (SPEC §3 "replacing a layer by ELU+1 linear attention"); shorter vectors mean
+/// the same Q, K, V (docs/spec.md §3 "replacing a layer by ELU+1 linear attention"); shorter vectors mean
 /// false for the rest. `on_layer` (may be empty) receives each layer's attention probabilities,
 /// Q, K and residual-stream quantities (LayerActivations); it costs nothing when empty.
 struct ForwardHooks {

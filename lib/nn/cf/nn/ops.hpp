@@ -435,7 +435,7 @@ void rope_apply(T* x, int Tn, int dh, std::int64_t ld, bool inverse, int rot = 0
   }
 }
 
-/// ALiBi slope of head h of H: 2^(-8 (h+1) / H) (SPEC §7.3 "simple" scheme).
+/// ALiBi slope of head h of H: 2^(-8 (h+1) / H) (docs/spec.md §7.3 "simple" scheme).
 inline double alibi_slope(int h, int H) { return std::pow(2.0, -8.0 * (h + 1) / H); }
 
 /// Numerically stable softplus log(1 + e^x) and logistic sigmoid.

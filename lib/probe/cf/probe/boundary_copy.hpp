@@ -1,5 +1,5 @@
 #pragma once
-// K-way boundary copy (seed 002 §3.3 Theorem 2, Prop. 3; SPEC §1, §5) in next-token framing: the
+// K-way boundary copy (Boundary repair (Yang) §3.3 Theorem 2, Prop. 3; docs/spec.md §1, §5) in next-token framing: the
 // readout is input position p, its target is stream token p+1, and the task makes token p+1 equal
 // to token p-d (d = 1 is the paper's task). The label (token p-d) is a fresh uniform draw from a
 // K-token alphabet and nothing else in the row copies it, so it is independent of every token the

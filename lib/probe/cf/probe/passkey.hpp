@@ -1,5 +1,5 @@
 #pragma once
-// Passkey retrieval (seed 000 §C.2, SPEC §5): the needle "The passkey is NNNNN." is placed at a
+// Passkey retrieval (Runway (Lee & Clark) §C.2, docs/spec.md §5): the needle "The passkey is NNNNN." is placed at a
 // depth fraction of filler text, the prompt ends with "The passkey is", the model decodes greedily
 // and an item counts only if the decoded digits are exactly the five of the passkey.
 #include <cstdint>

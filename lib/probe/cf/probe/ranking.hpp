@@ -1,5 +1,5 @@
 #pragma once
-// Candidate ranking (seed 002 §5, SPEC §5): single-fact prompts whose answer is one of four
+// Candidate ranking (Boundary repair (Yang) §5, docs/spec.md §5): single-fact prompts whose answer is one of four
 // balanced candidates (the correct slot cycles through 0..3; the other three are distinct values
 // of the same list), ranked by the summed NLL of each candidate's tokens after the prompt.
 // Families: needle (fact at a depth of filler text, query at the end), bridge-window (the fact's

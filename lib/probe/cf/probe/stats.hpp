@@ -1,5 +1,5 @@
 #pragma once
-// Exact tests and resampling intervals for probe results (SPEC §5 "paired statistics", seed 002
+// Exact tests and resampling intervals for probe results (docs/spec.md §5 "paired statistics", Boundary repair (Yang)
 // §5): binomial tails in log space, the one-sided exact binomial test of an accuracy against the
 // coverage bound (Prop. 3) with a Bonferroni correction, the exact two-sided McNemar test on the
 // discordant pairs of two classifiers scored on the same items, and a paired percentile bootstrap

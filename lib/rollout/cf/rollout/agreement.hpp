@@ -1,6 +1,6 @@
 #pragma once
-// Agreement of a rollout distribution with a measured influence profile (seed 004, Eq. 6 and
-// section 5; SPEC.md section 2): Spearman rank correlation and W1 / (n - 1).
+// Agreement of a rollout distribution with a measured influence profile (Position bias (Herasimchyk et al.), Eq. 6 and
+// section 5; docs/spec.md section 2): Spearman rank correlation and W1 / (n - 1).
 #include <Eigen/Dense>
 #include <string>
 

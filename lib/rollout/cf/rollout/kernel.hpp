@@ -1,5 +1,5 @@
 #pragma once
-// Attention kernels for the rollout of seed 004 (SPEC.md section 2): causal / sliding-window
+// Attention kernels for the rollout of Position bias (Herasimchyk et al.) (docs/spec.md section 2): causal / sliding-window
 // masks, ALiBi slopes, constant-plus-diagonal content, and the dense expected kernel
 // Abar(l) = sum_h w_h A(l,h). Notation: n positions, L layers, H heads, row i = query, col j = key.
 #include <Eigen/Dense>
@@ -12,7 +12,7 @@ namespace cf::rollout {
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 /// Attention mask: full causal (j <= i) or sliding window of width w (i-w+1 <= j <= i, self
-/// included; SPEC.md section 0). Implemented here as a predicate (no lib/graph dependency).
+/// included; docs/spec.md section 0). Implemented here as a predicate (no lib/graph dependency).
 struct Mask {
   long window = 0;  ///< 0 = full causal; w >= 1 = sliding window admitting w keys
   /// True iff query i may read key j.
@@ -26,7 +26,7 @@ struct Mask {
 /// Parse "causal" | "swa:W" (W >= 1); throws cf::InvalidArgument otherwise.
 Mask parse_mask(const std::string& spec);
 
-/// ALiBi slopes, recipe `simple`: m_h = 2^(-8h/H), h = 1..H (reference code of seed 004, any H).
+/// ALiBi slopes, recipe `simple`: m_h = 2^(-8h/H), h = 1..H (reference code of Position bias (Herasimchyk et al.), any H).
 /// H >= 1.
 std::vector<double> alibi_slopes_simple(int H);
 
@@ -41,7 +41,7 @@ std::vector<double> alibi_slopes(const std::string& recipe, int H);
 /// A structured ALiBi model: every layer l and head h has the kernel
 ///   A(l,h)[i,j] ∝ exp(-m_h (i-j) + delta(l,h) [i = j]) on the mask, 0 elsewhere
 /// (constant-plus-diagonal content of Prop. 4.5: the constant c_l cancels in the softmax).
-/// The expected kernel is Abar(l) = sum_h w_h A(l,h) (seed 004 Eq. 4).
+/// The expected kernel is Abar(l) = sum_h w_h A(l,h) (Position bias (Herasimchyk et al.) Eq. 4).
 struct AlibiModel {
   std::vector<double> slopes;        ///< H slopes m_h >= 0 (already scaled, e.g. by 1/sqrt(d_head))
   Eigen::MatrixXd delta;             ///< L x H diagonal content; L x 1 or 1 x 1 broadcast; empty = 0
@@ -102,7 +102,7 @@ void require_capture_file(const std::string& path);
 bool capture_has_kernels(const std::string& path);
 
 /// Measured expected kernels from a capture: for each layer l (0..L-1, L = number of layer_{l}
-/// groups), Abar(l+1) = the uniform mean over the stored heads (seed 004 Eq. 4, SPEC §2) and over
+/// groups), Abar(l+1) = the uniform mean over the stored heads (Position bias (Herasimchyk et al.) Eq. 4, docs/spec.md §2) and over
 /// the N captured sequences of the rows of /layer_{l}/attn_probs [N, H, T, T], each head's row
 /// divided by its sum first (branch-fused bridge layers store the sum of the two branches'
 /// weights, so their rows sum to 2 where the bridge admits a key). Returns L row-stochastic,

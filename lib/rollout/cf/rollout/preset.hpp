@@ -1,6 +1,6 @@
 #pragma once
-// Model presets (data/presets/*.json, converted from the reference code of seed 004,
-// github ml-uhh/position-bias, MIT) and alpha schedules (SPEC.md sections 2 and 7.2).
+// Model presets (data/presets/*.json, converted from the reference code of Position bias (Herasimchyk et al.),
+// github ml-uhh/position-bias, MIT) and alpha schedules (docs/spec.md sections 2 and 7.2).
 #include <Eigen/Dense>
 #include <map>
 #include <string>
@@ -48,7 +48,7 @@ std::string canonical_preset_name(const std::string& name);
 /// file, cf::Error if the file cannot be read.
 Preset load_preset(const std::string& name, const std::string& data_dir = "");
 
-/// A parsed alpha schedule specification (SPEC.md 7.2).
+/// A parsed alpha schedule specification (docs/spec.md §7.2).
 struct AlphaSpec {
   enum class Kind { Measured, Constant, Power, File } kind = Kind::Measured;
   double value = 0;  ///< Constant: alpha; Power: a0

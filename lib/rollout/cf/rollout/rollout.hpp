@@ -1,5 +1,5 @@
 #pragma once
-// Residual-aware attention rollout (seed 004, Eqs. 1-3; SPEC.md section 2):
+// Residual-aware attention rollout (Position bias (Herasimchyk et al.), Eqs. 1-3; docs/spec.md section 2):
 //   R(l) = (1 - alpha_l) I + alpha_l Abar(l),  P(L) = R(L) R(L-1) ... R(1),
 //   p_j = P(L)[n-1, j] (influence of input j on the next-token position).
 // Two paths: a general dense one (any kernels, O(L n^2) per layer after the kernels are built)

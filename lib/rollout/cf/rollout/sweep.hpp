@@ -1,5 +1,5 @@
 #pragma once
-// Context-length sweeps of the rollout variants (issue 10, seed 004 section 6.2): for each n the
+// Context-length sweeps of the rollout variants (issue 10, Position bias (Herasimchyk et al.) section 6.2): for each n the
 // summary of every variant's last-row distribution (p_0, p_(n-1), primacy and recency mass,
 // argmin, min), computed on the structured O(L H n) path.
 #include <string>

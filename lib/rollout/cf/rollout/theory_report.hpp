@@ -1,6 +1,6 @@
 #pragma once
 // Reports of the theory subcommands of `rollout` (docs/rollout.md): `verify` checks the
-// finite-depth forces of seed 004 (Props. 4.2-4.5) on a model's kernels and on random
+// finite-depth forces of Position bias (Herasimchyk et al.) (Props. 4.2-4.5) on a model's kernels and on random
 // stochastically monotone stacks, plus the structured vs dense rollout entry by entry; `dichotomy`
 // follows one row of the layer product to large depth in 50-digit arithmetic beside the bounds of
 // Theorem 5.4. The app only parses options and builds the RolloutSource.

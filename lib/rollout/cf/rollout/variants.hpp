@@ -1,5 +1,5 @@
 #pragma once
-// The rollout variants of seed 004 section 6.2 (SPEC.md section 2) for one source:
+// The rollout variants of Position bias (Herasimchyk et al.) section 6.2 (docs/spec.md section 2) for one source:
 //   (a) attention-only: alpha = 1, no content;  (b) residual-aware: the source's alpha, no content;
 //   (c) residual-aware + constant-plus-diagonal content (structured sources with content only).
 // A table of per-variant profiles that callers extend (e.g. a measured influence beside them).

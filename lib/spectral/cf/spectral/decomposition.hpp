@@ -1,7 +1,7 @@
 #pragma once
-// Routing/filtering decomposition of an attention interaction matrix (seed 003 §2, SPEC §3).
+// Routing/filtering decomposition of an attention interaction matrix (Routing/filtering (Jamil & Kapadia) §2, docs/spec.md §3).
 //
-// Notation (SPEC §3): M is a head's interaction matrix, either the weight kernel W = W_Q W_K^T
+// Notation (docs/spec.md §3): M is a head's interaction matrix, either the weight kernel W = W_Q W_K^T
 // (d x d, rank <= d_k) or the sequence-level score matrix Q K^T / sqrt(d_k) (n x n, UNMASKED).
 // M = F + R with F = (M + M^T)/2 (filtering, symmetric) and R = (M - M^T)/2 (routing, skew).
 // rho = ||R||_F / ||F||_F; erank = exp(-sum p_i log p_i) with p_i = sigma_i / sum sigma.
@@ -18,21 +18,21 @@ struct Parts {
 };
 
 /// Split a square matrix M (n x n, n >= 1) into F = (M + M^T)/2 and R = (M - M^T)/2
-/// (seed 003 §2). Throws cf::InvalidArgument unless M is square and non-empty.
+/// (Routing/filtering (Jamil & Kapadia) §2). Throws cf::InvalidArgument unless M is square and non-empty.
 Parts split(const Eigen::MatrixXd& M);
 
-/// Entropy effective rank exp(-sum_i p_i log p_i), p_i = sigma_i / sum_j sigma_j (seed 003 §2).
+/// Entropy effective rank exp(-sum_i p_i log p_i), p_i = sigma_i / sum_j sigma_j (Routing/filtering (Jamil & Kapadia) §2).
 /// sigma: singular values (any order), every entry >= 0. Returns 0 for an all-zero vector; one
 /// rotation plane (two equal values) gives exactly 2. Throws cf::InvalidArgument on a negative
 /// or non-finite entry.
 double effective_rank_entropy(const Eigen::VectorXd& sigma);
 
-/// Participation-ratio effective rank (sum sigma_i)^2 / sum sigma_i^2 (SPEC §7 option 8; uses
+/// Participation-ratio effective rank (sum sigma_i)^2 / sum sigma_i^2 (docs/spec.md §7 option 8; uses
 /// the same weights p_i as the entropy form, so k equal values give k). sigma as above; 0 for an
 /// all-zero vector.
 double effective_rank_participation(const Eigen::VectorXd& sigma);
 
-/// Routing-filtering ratio rho = ||R||_F / ||F||_F (seed 003 §2; rho > 1: routing head).
+/// Routing-filtering ratio rho = ||R||_F / ||F||_F (Routing/filtering (Jamil & Kapadia) §2; rho > 1: routing head).
 /// Norms must be >= 0; returns +inf when ||F||_F = 0 < ||R||_F and NaN when both are 0.
 double routing_filtering_ratio(double norm_R, double norm_F);
 
@@ -67,12 +67,12 @@ struct AnalysisOptions {
   bool spectrum_M = true;
 };
 
-/// All per-head metrics of seed 003 §2-3 for one interaction matrix.
+/// All per-head metrics of Routing/filtering (Jamil & Kapadia) §2-3 for one interaction matrix.
 struct HeadSpectrum {
   Index n = 0;       ///< dimension of M (d at weight level, n tokens at sequence level)
   Spectrum M, F, R;  ///< M.sigma is empty when options.spectrum_M is false
   double rho = 0;    ///< ||R||_F / ||F||_F
-  /// max_i Re lambda_i(M) (> lambda_tol: dynamically unstable head, seed 003 §3); NaN when not computed.
+  /// max_i Re lambda_i(M) (> lambda_tol: dynamically unstable head, Routing/filtering (Jamil & Kapadia) §3); NaN when not computed.
   double max_re_lambda = 0;
   /// Rounding level of max_re_lambda: n u ||M||_F (AnalysisOptions); values up to it are noise.
   double lambda_tol = 0;
@@ -95,7 +95,7 @@ bool is_unstable(const HeadSpectrum& h);
 /// and finite.
 HeadSpectrum analyse_dense(const Eigen::MatrixXd& M, const AnalysisOptions& opt = {});
 
-/// Factorised analysis of M = scale * A B^T without forming M (SPEC §3 "weight level never forms
+/// Factorised analysis of M = scale * A B^T without forming M (docs/spec.md §3 "weight level never forms
 /// a dense d x d SVD"). A, B: m x r (weight level: A = W_Q, B = W_K, m = d, r = d_k, scale = 1;
 /// sequence level: A = Q, B = K, m = n, r = d_k, scale = 1/sqrt(d_k)).
 ///

@@ -1,6 +1,6 @@
 #pragma once
 // Partial spectra of large interaction matrices with Spectra (Krylov-Schur / implicitly restarted
-// Arnoldi), with a dense Eigen fallback where Spectra cannot apply (SPEC §3: "Large
+// Arnoldi), with a dense Eigen fallback where Spectra cannot apply (docs/spec.md §3: "Large
 // sequence-level matrices use Spectra's partial solvers, with a dense Eigen fallback").
 //
 // Operators (STYLE habit 4) are any type with
@@ -74,7 +74,7 @@ struct SkewPart {
   }
 };
 
-/// Op - diag(d): the S–D interaction S - D of seed 003 §4 when Op is the skew routing part.
+/// Op - diag(d): the S–D interaction S - D of Routing/filtering (Jamil & Kapadia) §4 when Op is the skew routing part.
 template <class Op>
 struct DiagonalShift {
   const Op& op;
@@ -240,7 +240,7 @@ PartialResult partial_singular_values(const Op& op, Index nev, const PartialOpti
   return r;
 }
 
-/// max_i Re lambda_i of a general square operator (the instability measure of seed 003 §3).
+/// max_i Re lambda_i of a general square operator (the instability measure of Routing/filtering (Jamil & Kapadia) §3).
 /// Spectra GenEigsSolver (LargestReal, nev = min(6, n - 3)) when n > dense_max_n, else
 /// Eigen::EigenSolver on the materialised operator. values holds one entry: the maximum.
 template <class Op>

@@ -12,7 +12,7 @@
 
 namespace cf::spectral {
 
-/// Which effective-rank form the profile/plot headline uses (SPEC §7 option 8).
+/// Which effective-rank form the profile/plot headline uses (docs/spec.md §7 option 8).
 enum class ErankForm { Entropy, Participation };
 ErankForm parse_erank_form(const std::string& name);  ///< "entropy" | "participation"
 
@@ -27,7 +27,7 @@ nlohmann::json to_json(const ModelSpectrum& m, bool with_sigma = true);
 /// Cascade series: x = layer, y = mean effective routing rank (headline form).
 plot::Series cascade_series(const ModelSpectrum& m, ErankForm form, const std::string& label);
 
-/// The report of the `spectral` tool (seed 003 §3, §5.2; docs/spectral.md) being assembled: the
+/// The report of the `spectral` tool (Routing/filtering (Jamil & Kapadia) §3, §5.2; docs/spectral.md) being assembled: the
 /// report (tables, JSON body, notes; the tool sets meta) and the cascade plot, one series per level.
 struct CascadeReport {
   output::Report report;

@@ -1,5 +1,5 @@
 #pragma once
-// The spectral cascade over training (issue 10; seed 003 App. D: the cascade emerging during
+// The spectral cascade over training (issue 10; Routing/filtering (Jamil & Kapadia) App. D: the cascade emerging during
 // training): the weight-level analysis of each checkpoint of a series (e.g. the step_XXXXXX.h5
 // kept by `train --keep-every`), reduced to per-step metrics for a plot against the step.
 #include <cstdint>

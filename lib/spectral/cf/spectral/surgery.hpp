@@ -1,5 +1,5 @@
 #pragma once
-// Spectral surgery on one head's interaction (seed 003 §5.1, §6, App. B; SPEC §3 "Surgery"):
+// Spectral surgery on one head's interaction (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3 "Surgery"):
 // truncate the routing part R and/or the filtering part F of M to rank k by SVD (Eckart–Young),
 // remove a part, or "linearize" (top singular PAIR of R, one scalar of filtering per head).
 // These functions transform an n x n sequence-level matrix; the run-time substitution inside a
@@ -19,7 +19,7 @@ Component parse_component(const std::string& name);
 std::string component_name(Component c);
 
 /// How "make filtering one scalar per head" picks the scalar for standard attention
-/// (SPEC §7 option 10). On an n x n F, trace F / n and mean(diag F) are the same number; the two
+/// (docs/spec.md §7 option 10). On an n x n F, trace F / n and mean(diag F) are the same number; the two
 /// names are kept so outputs record the choice the paper's text offers.
 enum class ScalarFiltering { TraceOverN, MeanDiag };
 
@@ -38,7 +38,7 @@ Eigen::MatrixXd truncate_rank(const Eigen::MatrixXd& X, Index k);
 /// to ~1e-10 relative whenever sigma_1 > sigma_3 (when sigma_1 = sigma_3 the best plane is not
 /// unique; both are optimal). n <= 2 returns S, S = 0 returns 0; n <= 32, or a start vector that
 /// misses the top plane, uses truncate_rank(S, 2). Skewness is assumed, not checked.
-/// Used by linearize_standard / linearize_sd (seed 003 §6 "top singular pair of R").
+/// Used by linearize_standard / linearize_sd (Routing/filtering (Jamil & Kapadia) §6 "top singular pair of R").
 Eigen::MatrixXd truncate_skew_top_pair(const Eigen::MatrixXd& S);
 
 /// One surgery: which component, to which rank; rank < 0 means "keep full rank".
@@ -55,24 +55,24 @@ struct SurgerySpec {
 /// (docs/spectral.md "Odd routing ranks").
 Eigen::MatrixXd apply_surgery(const Eigen::MatrixXd& M, const SurgerySpec& spec);
 
-/// Linearise a standard-attention head (seed 003 §6): R -> its top singular pair (rank 2,
+/// Linearise a standard-attention head (Routing/filtering (Jamil & Kapadia) §6): R -> its top singular pair (rank 2,
 /// truncate_skew_top_pair) and F -> s I with s = trace F / n (= mean diag F). M: n x n, n >= 1.
 Eigen::MatrixXd linearize_standard(const Eigen::MatrixXd& M, ScalarFiltering mode = ScalarFiltering::TraceOverN);
 
-/// Linearise an S–D head (seed 003 §5.1, §6): routing S (n x n, skew) -> its top singular pair
+/// Linearise an S–D head (Routing/filtering (Jamil & Kapadia) §5.1, §6): routing S (n x n, skew) -> its top singular pair
 /// (truncate_skew_top_pair), damping d (n entries, > 0) -> its mean. Returns S' - mean(d) I (the pre-mask logits).
 Eigen::MatrixXd linearize_sd(const Eigen::MatrixXd& S, const Eigen::VectorXd& d);
 
-/// The S–D interaction S - diag(d) (seed 003 §4) for skew S (n x n) and damping d (n).
+/// The S–D interaction S - diag(d) (Routing/filtering (Jamil & Kapadia) §4) for skew S (n x n) and damping d (n).
 Eigen::MatrixXd sd_interaction(const Eigen::MatrixXd& S, const Eigen::VectorXd& d);
 
-/// Causal ELU+1 linear attention (SPEC §3, seed 003 §7.2): phi(x) = elu(x) + 1,
+/// Causal ELU+1 linear attention (docs/spec.md §3, Routing/filtering (Jamil & Kapadia) §7.2): phi(x) = elu(x) + 1,
 /// out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i), S_i = sum_{j<=i} phi(k_j) v_j^T,
 /// z_i = sum_{j<=i} phi(k_j). Q, K: n x d_k; V: n x d_v; returns n x d_v. O(n d_k d_v).
 Eigen::MatrixXd linear_attention_elu1(const Eigen::MatrixXd& Q, const Eigen::MatrixXd& K, const Eigen::MatrixXd& V);
 
 /// Largest rank a surgery can meaningfully request for a head with key dimension d_k on
-/// sequences of n tokens: rank(F), rank(R) <= min(n, 2 d_k) (SPEC §3).
+/// sequences of n tokens: rank(F), rank(R) <= min(n, 2 d_k) (docs/spec.md §3).
 Index max_component_rank(Index n, Index d_k);
 
 }  // namespace cf::spectral

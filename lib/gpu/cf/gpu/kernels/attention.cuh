@@ -3,7 +3,7 @@
 // (issue 14; the CUDA twin of the trainer's tiled attention, lib/nn/cf/nn/detail/attention_tiled.hpp).
 // FlashAttention-style: a block owns one tile of TILE query rows (one thread per row) and visits
 // only the key tiles its rows admit (host-built lists, cf/gpu/attention.hpp), with an online
-// softmax per branch, so no T x T matrix exists. Branch fusion (seed 002 Eqs. 34-35): every branch
+// softmax per branch, so no T x T matrix exists. Branch fusion (Boundary repair (Yang) Eqs. 34-35): every branch
 // is its own softmax and the head output is the sum of the branch outputs; the log-sum-exp of each
 // (row, branch) and each branch's normalised output are saved for the backward pass, which
 // recomputes the probabilities tile by tile (dQ per query tile, dK/dV per key tile: no atomics).
@@ -12,7 +12,7 @@
 //   s_ij = scale q_i.k_j                                  (softmax heads)
 //   s_ij = scale (q_i.k_j - k_i.q_j) - [i = j] damp_i     (S-D: skew logits, diagonal damping)
 //   s_ij -= slope_h (i - j)                               (ALiBi; slope 0 = none)
-//   s_ij -= softplus(tau_ij) for 1 <= j <= i - 2          (runway rewiring, seed 000 Eqs. 8-14:
+//   s_ij -= softplus(tau_ij) for 1 <= j <= i - 2          (runway rewiring, Runway (Lee & Clark) Eqs. 8-14:
 //       log beta = -softplus(tau), tau_ij = u_i . vl_j with u_i = c vl_{i-1}, c = 1/sqrt(dh)
 //       (dot) or u_i = B^T vl_{i-1} (bilinear); vl = the last head's values of the sequence)
 // RoPE is applied to q and k before the call (an elementwise rotation, cf::nn::rope_apply).
@@ -108,7 +108,7 @@ __device__ __forceinline__ float dot_row(const float* a, const float* b, int dh)
   return s;
 }
 
-/// Runway edge: 1 <= j <= i - 2 (seed 000: the keys a runway can bypass).
+/// Runway edge: 1 <= j <= i - 2 (Runway (Lee & Clark): the keys a runway can bypass).
 __device__ __forceinline__ bool runway_edge(int i, int j) { return j >= 1 && j <= i - 2; }
 
 /// log(1 + e^x) as cf::nn::softplus (x > 20: x) and the logistic sigmoid.

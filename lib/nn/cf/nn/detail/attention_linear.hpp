@@ -1,6 +1,6 @@
 #pragma once
 // ELU+1 causal linear attention of one head of one sequence in its prefix-sum form (issue 12;
-// SPEC §3 "replacing a layer by ELU+1 linear attention"; Katharopoulos et al. 2020):
+// docs/spec.md §3 "replacing a layer by ELU+1 linear attention"; Katharopoulos et al. 2020):
 //
 //   phi(x) = elu(x) + 1,  out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i),
 //   S_i = sum_{j<=i} phi(k_j) v_j^T,  z_i = sum_{j<=i} phi(k_j),

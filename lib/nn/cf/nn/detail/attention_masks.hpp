@@ -1,6 +1,6 @@
 #pragma once
 // The admitted keys of every attention branch of a layer, from lib/graph's interval representation
-// (seed 002 §3, SPEC §1), in the two forms the attention kernels use: per-row interval lists (the
+// (Boundary repair (Yang) §3, docs/spec.md §1), in the two forms the attention kernels use: per-row interval lists (the
 // tiled kernels: which key tiles a query tile visits, and the exact mask inside partial tiles) and
 // dense T x T 0/1 masks (the dense oracle path). Internal to lib/nn.
 #include <algorithm>
@@ -19,8 +19,8 @@ struct BranchRows {
 };
 
 /// The softmax branches of layer `lc` at length Tn. Full, runway, S-D and linear layers: one causal
-/// branch. Block and SWA, and bridges with fusion = union: one branch over graph::sources (seed 002
-/// Eq. 36 for union). Bridges with fusion = branch (seed 002 Eq. 35: the block softmax plus ONE
+/// branch. Block and SWA, and bridges with fusion = union: one branch over graph::sources (Boundary repair (Yang)
+/// Eq. 36 for union). Bridges with fusion = branch (Boundary repair (Yang) Eq. 35: the block softmax plus ONE
 /// softmax per bridge j over its sources S_j, for the queries in its write-back set R_j): the block
 /// branch, then the bridges packed greedily into as few branches as possible such that no query row
 /// lies in two write-back sets of the same branch (a row's softmax in a branch is then exactly its

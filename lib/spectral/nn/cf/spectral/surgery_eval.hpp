@@ -1,5 +1,5 @@
 #pragma once
-// Spectral surgery at run time (seed 003 §5.1, §6, App. B; SPEC §3): validation perplexity
+// Spectral surgery at run time (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3): validation perplexity
 // (overlapping-stride) with each selected layer's interaction M replaced by its truncation /
 // linearisation through the trainer's score hook, or the layer replaced by ELU+1 linear
 // attention; per-layer and cumulative front-to-back linearisation sweeps.
@@ -56,7 +56,7 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
 std::vector<Intervention> sweep_interventions(const std::vector<int>& layers, bool linear_attention, bool cumulative);
 
 /// Check a requested rank against the model: 0 <= k <= min(context, 2 d_head(l)) for every
-/// selected layer (SPEC §3: rank F, rank R <= 2 d_k; S–D filtering alone: k <= context), and k
+/// selected layer (docs/spec.md §3: rank F, rank R <= 2 d_k; S–D filtering alone: k <= context), and k
 /// even whenever the routing part is truncated (Routing, Both; k >= context is full rank and
 /// allowed): singular values of a skew matrix come in pairs. Throws cf::InvalidArgument ("rank k
 /// larger than possible" / "is odd") naming k, the layer and the bound.

@@ -1,5 +1,5 @@
 #pragma once
-// The report of the `spectral-surgery` tool (seed 003 §5.1, §6, App. B; SPEC §3; docs/spectral.md):
+// The report of the `spectral-surgery` tool (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3; docs/spectral.md):
 // validation tokens from a token set or a text file, then one concurrent batch of perplexities
 // (baseline, the requested surgery, per-layer / cumulative sweep rows) rendered as the main table,
 // the sweep tables, the JSON body and the linearisation-cost plot. The app only parses options

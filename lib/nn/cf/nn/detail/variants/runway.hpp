@@ -1,5 +1,5 @@
 #pragma once
-// Tiled-attention variant unit: runway rewiring (seed 000 Eqs. 8-14; issue 12, one variant = one
+// Tiled-attention variant unit: runway rewiring (Runway (Lee & Clark) Eqs. 8-14; issue 12, one variant = one
 // unit), a wrapper over the dot-product scores (with or without ALiBi): logits plus the bias
 // log beta = -softplus(tau_{i,m}) on the eligible edges 1 <= m <= i-2, with tau computed per tile
 // from the last head's values vl: tau = c v_{i-1}.v_m (dot, c = 1/sqrt(dh)) or v_{i-1}^T B v_m

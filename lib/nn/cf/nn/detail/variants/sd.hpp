@@ -1,5 +1,5 @@
 #pragma once
-// Tiled-attention variant unit: S-D skew scores with diagonal damping (seed 003, SPEC §3; issue 12,
+// Tiled-attention variant unit: S-D skew scores with diagonal damping (Routing/filtering (Jamil & Kapadia), docs/spec.md §3; issue 12,
 // one variant = one unit). Logits of a tile: scale (Q_I K_J^T - K_I Q_J^T) minus the damping d_i
 // on the diagonal i = j; gradients: the four GEMMs of the skew product and d damp_i = -dS_ii.
 // The damping values themselves (d = eps + softplus(x W_d + b_d) per token and head) are computed
@@ -8,7 +8,7 @@
 
 namespace cf::nn::detail {
 
-/// S-D scores (scale = 1/(2 sqrt(d_head)) in the trainer, SPEC §7.11). damp: the head's T damping
+/// S-D scores (scale = 1/(2 sqrt(d_head)) in the trainer, docs/spec.md §7.11). damp: the head's T damping
 /// values; ddamp: T gradient values (accumulated; null in a forward pass).
 template <class T>
 struct SdScores {

@@ -1,4 +1,4 @@
-// Seed 002 (Yang, boundary repair), Table 2 and §6.9: attention-score accounting per head.
+// Boundary repair (Yang) (Yang, boundary repair), Table 2 and §6.9: attention-score accounting per head.
 // Should print, at n = 1024, b = w = 128, e = 64 (branch accounting):
 //   Block 66,048 | SWA 122,944 | Bridge 123,840 | PBB 123,840 | SE-Bridge 195,744 | Full 524,800
 //   write-back: Bridge 896, PBB 448, SE 448; SE / SWA = 1.59x
@@ -14,7 +14,7 @@ using namespace cf::graph;
 
 int report() {
   Pattern base;  // b = w = 128, e = 64
-  std::printf("Seed 002 Table 2: attention scores per head, n = 1024, b = w = 128, e = 64\n\n");
+  std::printf("Boundary repair (Yang) Table 2: attention scores per head, n = 1024, b = w = 128, e = 64\n\n");
   std::printf("| pattern | branch scores | x SWA | x Full | write-back |\n|---|---|---|---|---|\n");
   const double swa = double(scores_branch({[&] {
                                              Pattern p = base;
@@ -30,7 +30,7 @@ int report() {
     std::printf("| %s | %lld | %.2fx | %.3fx | %lld |\n", describe(p).c_str(), (long long)scores_branch(m),
                 scores_branch(m) / swa, scores_branch(m) / 524800.0, (long long)write_back(m));
   }
-  std::printf("\nSeed 002 §6.9: unique edges (union accounting), n = 8192, b = 128, h = 64\n\n");
+  std::printf("\nBoundary repair (Yang) §6.9: unique edges (union accounting), n = 8192, b = 128, h = 64\n\n");
   std::printf("| mask | union scores |\n|---|---|\n");
   for (const char* s : {"swa", "pbb", "full", "pbb,pbb,pbb,full", "swa,swa,swa,full"}) {
     const Schedule sc = parse_schedule(s, base);
@@ -41,7 +41,7 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 002 Table 2 attention-score accounting", "nb_seed002_01_table2_scores"};
+  CLI::App app{"Notebook: Boundary repair (Yang) Table 2 attention-score accounting", "nb_boundary_01_table2_scores"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

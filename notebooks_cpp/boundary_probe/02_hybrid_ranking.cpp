@@ -1,10 +1,10 @@
-// Seed 002 §6.9 hybrid schedules on the candidate-ranking families (issue 11): a 3:1 local/full
+// Boundary repair (Yang) §6.9 hybrid schedules on the candidate-ranking families (issue 11): a 3:1 local/full
 // schedule (block, block, block, full) vs all-local (block x 4) of the same size and steps,
 // trained on the ranking rows (prompt + correct candidate, loss on the candidate), evaluated on
 // held-out items: accuracy per family (chance 0.25), margins, prompt-token NLL by position, and
 // paired McNemar / bootstrap per family. Reports what it finds.
 //
-// Usage: nb_seed002_probe_02_hybrid [--mode quick|full] [--out DIR] [--threads N]
+// Usage: nb_boundary_probe_02_hybrid [--mode quick|full] [--out DIR] [--threads N]
 
 #include <chrono>
 #include <cstdio>
@@ -106,7 +106,7 @@ int report(const notebook::Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_seed002_probe_02_hybrid",
-                       "Notebook: seed 002 hybrid 3:1 local/full schedule vs all-local on candidate ranking",
-                       "results/seed002_hybrid_ranking", report);
+  return notebook::run(argc, argv, "nb_boundary_probe_02_hybrid",
+                       "Notebook: Boundary repair (Yang) hybrid 3:1 local/full schedule vs all-local on candidate ranking",
+                       "results/boundary_hybrid_ranking", report);
 }

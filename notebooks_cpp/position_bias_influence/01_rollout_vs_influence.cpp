@@ -1,11 +1,11 @@
-// Seed 004 (Herasimchyk et al.), section 6 and Tables 2-5 at small scale: train a small ALiBi
+// Position bias (Herasimchyk et al.) (Herasimchyk et al.), section 6 and Tables 2-5 at small scale: train a small ALiBi
 // model and a learned-position model on the Brown corpus (bytes), measure alpha_l, the content
 // prior and the influence profile of Eq. 6 on evenly spread windows, and compare the rollout
 // variants (a) attention-only, (b) residual-aware, (c) residual-aware + constant-plus-diagonal
 // content with the measured profile (Spearman, W1/(n-1)). The paper's claim: (b) and (c) track the
 // measured profile better than (a). This program reports whatever comes out, with its numbers.
 // Figures: one per model with the four curves (docs/influence.md shows the full-mode ones).
-//   nb_seed004_01_rollout_vs_influence [--full] [--out-dir DIR]
+//   nb_position_bias_01_rollout_vs_influence [--full] [--out-dir DIR]
 // quick (CTest): 4 layers x 64 wide, 150 steps of 8 x 64 tokens, n = 48, 16 windows; full: the same
 // model trained 600 steps, n = 64, 64 windows (run time in docs/influence.md).
 #include <chrono>
@@ -33,7 +33,7 @@ int report(const notebook::Options& opt) {
   const int n = full ? 64 : 48, W = full ? 64 : 16;
   int failures = 0;
   std::printf(
-      "Seed 004 Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
+      "Position bias (Herasimchyk et al.) Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
       full ? "full" : "quick", n, W);
   std::printf("| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content |\n");
   std::printf("|---|---|---|---|---|---|\n");
@@ -80,8 +80,8 @@ int report(const notebook::Options& opt) {
         std::printf("\n");
       }
       const std::string fig =
-          out_dir + "/seed004_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
-      plot::save(influence::agreement_plot(ag, infl.profile, std::string("seed 004, ") + nn::pos_name(pos) + " model"),
+          out_dir + "/position_bias_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
+      plot::save(influence::agreement_plot(ag, infl.profile, std::string("Position bias (Herasimchyk et al.), ") + nn::pos_name(pos) + " model"),
                  fig);
     }
     if (std::abs(infl.profile.sum() - 1) > 1e-9) ++failures;
@@ -90,7 +90,7 @@ int report(const notebook::Options& opt) {
     std::printf(" | | |\n");
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\nfigures: %s/seed004_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n",
+  std::printf("\nfigures: %s/position_bias_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n",
               out_dir.c_str());
   std::printf("run time: %.1f s\n", sec);
   return failures == 0 ? 0 : 1;
@@ -99,7 +99,7 @@ int report(const notebook::Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_seed004_01_rollout_vs_influence",
-                       "Notebook: seed 004 rollout kernels vs measured influence on trained models",
-                       "seed004_influence_out", report);
+  return notebook::run(argc, argv, "nb_position_bias_01_rollout_vs_influence",
+                       "Notebook: Position bias (Herasimchyk et al.) rollout kernels vs measured influence on trained models",
+                       "position_bias_influence_out", report);
 }

@@ -1,4 +1,4 @@
-// Seed 000 (Lee & Clark, runway cascades), Theorem 3.3 on trained models: exact Jacobian block
+// Runway (Lee & Clark) (Lee & Clark, runway cascades), Theorem 3.3 on trained models: exact Jacobian block
 // norms ||d h_d(L+r) / d h_s(L)|| of a standard (full attention) and a runway-rewired (runway-dot,
 // Eqs. 8-14) model trained on the Brown corpus (bytes), against the bound
 // C^r [(I + A(L+r-1)) ... (I + A(L))]_ds built from the models' own head-mean attention: the smallest
@@ -6,7 +6,7 @@
 // must be exactly zero), Spearman(J, B) off the diagonal and on it, the tightness distribution, and
 // the share of pairs where the direct-path gate (runway) term exceeds the self term.
 // Heat maps measured vs bound per model.
-//   nb_seed000_01_jacobian_vs_bound [--full] [--out-dir DIR]
+//   nb_runway_01_jacobian_vs_bound [--full] [--out-dir DIR]
 // quick (CTest): 3 layers x 32 wide, 150 steps, n = 24; full: 4 x 32, 500 steps, n = 32.
 #include <chrono>
 #include <cmath>
@@ -43,7 +43,7 @@ int report(const notebook::Options& opt) {
   const nn::TrainData data = nn::load_corpus_bytes("brown", 0.05);
   const int n = full ? 32 : 24;
   int failures = 0;
-  std::printf("Seed 000 Theorem 3.3 on trained Brown byte models (%s mode), n = %d, L = 0, r = n_layer\n\n",
+  std::printf("Runway (Lee & Clark) Theorem 3.3 on trained Brown byte models (%s mode), n = %d, L = 0, r = n_layer\n\n",
               full ? "full" : "quick", n);
   std::printf(
       "| model | norm | C* | max C_1 | C* <= max C_1 | zeros outside mask | Spearman off-diag | Spearman diag | "
@@ -83,22 +83,22 @@ int report(const notebook::Options& opt) {
     std::printf("|  | C_1(l) Frobenius |");
     for (const auto& o : a.one_layer_frobenius) std::printf(" %.4g", o.c1);
     std::printf(" | | | | | | | |\n");
-    heatmap(a.J.frobenius, "seed 000: measured ||dh_d(r)/dh_s(0)||_F, " + attn + " (log10)",
-            out_dir + "/seed000_" + attn + "_measured.svg");
-    heatmap(a.bound.bound * std::pow(a.frobenius.c_star, a.span), "seed 000: bound C*^r B_ds, " + attn + " (log10)",
-            out_dir + "/seed000_" + attn + "_bound.svg");
+    heatmap(a.J.frobenius, "Runway (Lee & Clark): measured ||dh_d(r)/dh_s(0)||_F, " + attn + " (log10)",
+            out_dir + "/runway_" + attn + "_measured.svg");
+    heatmap(a.bound.bound * std::pow(a.frobenius.c_star, a.span), "Runway (Lee & Clark): bound C*^r B_ds, " + attn + " (log10)",
+            out_dir + "/runway_" + attn + "_bound.svg");
     std::printf("|  | cost | %lld VJPs, %lld batched passes, %.1f s | | | | | | | |\n", (long long)a.vjps,
                 (long long)a.backward_calls, a.seconds_jacobians);
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\nfigures: %s/seed000_*_{measured,bound}.svg\nrun time: %.1f s\n", out_dir.c_str(), sec);
+  std::printf("\nfigures: %s/runway_*_{measured,bound}.svg\nrun time: %.1f s\n", out_dir.c_str(), sec);
   return failures == 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_seed000_01_jacobian_vs_bound",
-                       "Notebook: seed 000 Theorem 3.3, exact Jacobian blocks vs the bound on trained models",
-                       "seed000_jacobian_out", report);
+  return notebook::run(argc, argv, "nb_runway_01_jacobian_vs_bound",
+                       "Notebook: Runway (Lee & Clark) Theorem 3.3, exact Jacobian blocks vs the bound on trained models",
+                       "runway_jacobian_out", report);
 }

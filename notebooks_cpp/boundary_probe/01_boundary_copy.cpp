@@ -1,4 +1,4 @@
-// Seed 002's central claim on trained models (Theorem 2, Prop. 3; issue 11 acceptance 2): train
+// Boundary repair (Yang)'s central claim on trained models (Theorem 2, Prop. 3; issue 11 acceptance 2): train
 // Block, SWA, PBB and SE-Bridge models of the same size and steps on K-way boundary copy (d = 1,
 // small b so every phase r = p mod b is visible), measure top-1 accuracy per phase and compare it
 // with each model's coverage bound pi + (1 - pi)/K, pi from the all-layer closure of its own mask
@@ -6,7 +6,7 @@
 // exact binomial, Bonferroni over phases, alpha = 0.05); the repaired patterns reach phase 0,
 // which Block cannot (Corollary 1); paired McNemar of Block vs SE-Bridge on the same readouts.
 //
-// Usage: nb_seed002_probe_01_boundary_copy [--mode quick|full] [--out DIR] [--threads N]
+// Usage: nb_boundary_probe_01_boundary_copy [--mode quick|full] [--out DIR] [--threads N]
 //   quick (CTest): tiny data and 30 steps, checks the pipeline and the bound invariant only.
 //   full: the documented run of docs/probe.md (about 4 x 1500 steps; minutes on 2 busy cores).
 // Exit 1 if a phase is significantly above its bound (a contradiction of Theorem 2 to report),
@@ -191,7 +191,7 @@ int report(const notebook::Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_seed002_probe_01_boundary_copy",
-                       "Notebook: seed 002 K-way boundary copy on trained models vs the coverage bound",
-                       "results/seed002_boundary_copy", report);
+  return notebook::run(argc, argv, "nb_boundary_probe_01_boundary_copy",
+                       "Notebook: Boundary repair (Yang) K-way boundary copy on trained models vs the coverage bound",
+                       "results/boundary_boundary_copy", report);
 }

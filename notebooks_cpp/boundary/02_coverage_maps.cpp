@@ -1,4 +1,4 @@
-// Seed 002 §3.5-3.6 (Eqs. 18, 22-24): coverage maps C(d, r) of Block, SWA, PBB and SE-Bridge at
+// Boundary repair (Yang) §3.5-3.6 (Eqs. 18, 22-24): coverage maps C(d, r) of Block, SWA, PBB and SE-Bridge at
 // b = w = 128, e = 64, d = 0..256, written as SVG heat maps to the folder given as argument
 // (default: results/). Should print the reachable-phase fraction at d = 64, 128, 192:
 //   block 0.5 0 0 | swa 1 0 0 | pbb 1 0 0 | se-bridge 1 0.5 0 (Prop. 1; Eqs. 22-24).
@@ -17,8 +17,8 @@ int report(const std::string& dir);
 
 // Command line: --help describes the report; unknown options are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 002 coverage maps of block, SWA, PBB and SE-Bridge as SVG heat maps",
-               "nb_seed002_02_coverage_maps"};
+  CLI::App app{"Notebook: Boundary repair (Yang) coverage maps of block, SWA, PBB and SE-Bridge as SVG heat maps",
+               "nb_boundary_02_coverage_maps"};
   std::string dir = "results";
   app.add_option("dir", dir, "Folder for the SVG maps (created if needed)")->capture_default_str();
   int rc = 0;

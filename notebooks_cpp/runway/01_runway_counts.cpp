@@ -1,9 +1,9 @@
-// Seed 000 (Lee & Clark, runway cascades), Def. 3.1: the runway of (s, d) is the set of paths
+// Runway (Lee & Clark) (Lee & Clark, runway cascades), Def. 3.1: the runway of (s, d) is the set of paths
 // s -> d of length >= 2 with distinct (strictly increasing) positions. In the complete causal graph
 // it has 2^(d-s-1) - 1 paths (C(d-s-1, l-1) of length l); sparse masks cut it down. This report
 // counts runways exactly (big integers, dynamic programming over the mask's edge intervals), checks
 // the causal counts against the closed form, and shows how block, SWA and the boundary repairs of
-// seed 002 change the number of indirect routes between two positions (b = w = 16, e = 8).
+// Boundary repair (Yang) change the number of indirect routes between two positions (b = w = 16, e = 8).
 #include <cstdio>
 #include <string>
 
@@ -23,7 +23,7 @@ int report() {
   const PatternKind kinds[] = {PatternKind::Full,   PatternKind::Swa, PatternKind::Block,
                                PatternKind::Bridge, PatternKind::Pbb, PatternKind::SeBridge};
   std::printf(
-      "Seed 000 Def. 3.1: runway sizes log2(#paths of length >= 2) from s = %lld to d = s + gap,\n"
+      "Runway (Lee & Clark) Def. 3.1: runway sizes log2(#paths of length >= 2) from s = %lld to d = s + gap,\n"
       "n = %lld, b = w = 16, e = 8 (-inf: no runway; * = (s, d) is also a direct edge)\n\n",
       (long long)s, (long long)n);
   std::printf("| pattern |");
@@ -61,8 +61,8 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: seed 000 runway counts (exact, checked against the closed form; exit 1 on a mismatch)",
-               "nb_seed000_01_runway_counts"};
+  CLI::App app{"Notebook: Runway (Lee & Clark) runway counts (exact, checked against the closed form; exit 1 on a mismatch)",
+               "nb_runway_01_runway_counts"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

@@ -1,10 +1,10 @@
-// Seed 000 §5.3 / App. C.2 on small models (issue 11): standard causal attention vs runway-aware
-// rewiring (dot and bilinear, SPEC §4) trained on the same passkey rows (Brown filler, byte
+// Runway (Lee & Clark) §5.3 / App. C.2 on small models (issue 11): standard causal attention vs runway-aware
+// rewiring (dot and bilinear, docs/spec.md §4) trained on the same passkey rows (Brown filler, byte
 // tokens, loss on the five answer digits only), then exact-match passkey retrieval over context
 // length x depth with greedy decoding, heatmaps side by side, the depth curve, and paired McNemar
 // / bootstrap of standard vs each rewired model on the same items. Reports what it finds.
 //
-// Usage: nb_seed000_passkey_01 [--mode quick|full] [--out DIR] [--threads N]
+// Usage: nb_runway_passkey_01 [--mode quick|full] [--out DIR] [--threads N]
 //   quick (CTest): tiny data, 20 steps: the pipeline and the statistics' consistency only.
 //   full: the documented run of docs/probe.md.
 
@@ -108,7 +108,7 @@ int report(const notebook::Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_seed000_passkey_01",
-                       "Notebook: seed 000 passkey retrieval, standard vs runway-rewired models",
-                       "results/seed000_passkey", report);
+  return notebook::run(argc, argv, "nb_runway_passkey_01",
+                       "Notebook: Runway (Lee & Clark) passkey retrieval, standard vs runway-rewired models",
+                       "results/runway_passkey", report);
 }
