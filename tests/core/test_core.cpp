@@ -42,7 +42,7 @@ TEST_CASE("output: tables render as aligned text, RFC 4180 CSV and JSON with met
   REQUIRE_THROWS_AS(output::parse_format("xml"), InvalidArgument);
 }
 
-TEST_CASE("split_list: items trimmed; an empty item is refused naming the option", "[core]") {
+TEST_CASE("split_list: items trimmed, an empty item is refused naming the option", "[core]") {
   CHECK(cf::split_list("0", "--heads") == std::vector<std::string>{"0"});
   CHECK(cf::split_list("0, 3 ,a.h5", "--heads") == std::vector<std::string>{"0", "3", "a.h5"});
   for (const char* bad : {"0,", ",0", "0,,1", "0, ,1"})
@@ -206,7 +206,7 @@ TEST_CASE("output path: a FIFO is written straight through and stays a FIFO", "[
   CHECK(!has_temp(d));
 }
 
-TEST_CASE("input path: a FIFO, a folder or a device is refused at once; process substitution still reads",
+TEST_CASE("input path: a FIFO, a folder or a device is refused at once, process substitution still reads",
           "[core][io]") {
   // A FIFO with no writer used to block read_file forever: the alarm turns a regression into a
   // failed run (SIGALRM) instead of a hang.
@@ -263,7 +263,7 @@ TEST_CASE("output path: a character device is written straight through and stays
   CHECK(!has_temp(d));
 }
 
-TEST_CASE("output path: failures leave the old file and no temporary; stale temporaries are swept", "[core][io]") {
+TEST_CASE("output path: failures leave the old file and no temporary, stale temporaries are swept", "[core][io]") {
   const std::string d = fresh_dir("stale");
   write_file_atomic(d + "/a.txt", "old");
   REQUIRE_THROWS(write_path_atomic(d + "/a.txt", [](const std::string& tmp) {
@@ -430,7 +430,7 @@ TEST_CASE("plot: constant maps draw, 0/1 maps get a two-colour legend, clipping 
   CHECK(read_file(d + "/const.svg").find("<image") != std::string::npos);
 }
 
-TEST_CASE("progress: the line shows done/total, percent and an ETA; durations read naturally", "[core][progress]") {
+TEST_CASE("progress: the line shows done/total, percent and an ETA, durations read naturally", "[core][progress]") {
   Progress p("capture", 4);
   p.advance(1);
   const std::string l = p.line();
@@ -474,7 +474,7 @@ TEST_CASE("output path: a read-only file is not replaced (exit 2 before the work
 }
 
 TEST_CASE(
-    "output path: a pipe behind /dev/fd (process substitution) and a FIFO with a reader are written through; "
+    "output path: a pipe behind /dev/fd (process substitution) and a FIFO with a reader are written through, "
     "a FIFO nobody reads is refused after a bounded wait, not a hang",
     "[core][io]") {
   // `--out >(cmd)`: the shell passes /dev/fd/N, a link to "pipe:[inode]" that names no file

@@ -77,7 +77,7 @@ TEST_CASE("emulation: atomicAdd is atomic across concurrent blocks", "[gpu][emu]
   REQUIRE(sum == 10000.0f);
 }
 
-TEST_CASE("emulation: an exception in a kernel thread reaches the caller; bad launches refused", "[gpu][emu]") {
+TEST_CASE("emulation: an exception in a kernel thread reaches the caller, bad launches refused", "[gpu][emu]") {
   REQUIRE_THROWS_WITH(([&] { CF_LAUNCH(throwing_kernel, dim3(3), dim3(16), 7); }()), "kernel failure");
   REQUIRE_THROWS_AS(([&] { CF_LAUNCH(throwing_kernel, dim3(1), dim3(2048), 7); }()), cf::gpu::emu::LaunchError);
 }

@@ -170,7 +170,7 @@ TEST_CASE("device: windowed rollout step and RoPE = the CPU-executed twins", "[g
 }
 
 TEST_CASE(
-    "device: strided batched GEMM (cuBLAS) = its CPU twin; batched eigensolver (cuSOLVER): residuals, "
+    "device: strided batched GEMM (cuBLAS) = its CPU twin, batched eigensolver (cuSOLVER): residuals, "
     "eigenvalues = the CPU twin's",
     "[gpu][device]") {
   for (const auto& [m, n, k, batch] : std::vector<std::array<int, 4>>{{7, 5, 13, 3}, {128, 200, 96, 4}, {1, 1, 1, 1}}) {

@@ -126,7 +126,7 @@ TEST_CASE("gpu AdamW update (Thrust on OpenMP) = cf::nn::adamw_step over a model
   CHECK(max_rel(v1, st.v) == 0.0);
 }
 
-TEST_CASE("gpu affine scan by key = the sequential recurrence; blocked scans agree (associativity)", "[gpu][thrust]") {
+TEST_CASE("gpu affine scan by key = the sequential recurrence, blocked scans agree (associativity)", "[gpu][thrust]") {
   // S_j = a_j S_{j-1} + c_j per segment: the structured rollout's suffix recurrences (lib/rollout)
   const std::int64_t n = 5000;
   std::mt19937 gen(11);

@@ -118,7 +118,7 @@ TEST_CASE("hf token ids: text and .npy int32/int64, range checked", "[hf]") {
   REQUIRE_THROWS_WITH(read_token_ids("hf_idsshort.npy", 8), Catch::Contains("needs 32"));
 }
 
-TEST_CASE("hf token ids: a .npy shape with a negative or malformed dimension is refused; a FIFO at once", "[hf]") {
+TEST_CASE("hf token ids: a .npy shape with a negative or malformed dimension is refused, a FIFO at once", "[hf]") {
   auto npy = [](const std::string& shape, const std::string& data) { return npy_bytes("<i4", shape, data); };
   const std::int32_t a[] = {1, 2};
   const std::string two(reinterpret_cast<const char*>(a), 8);

@@ -132,7 +132,7 @@ TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): input gradients equal cen
   }
 }
 
-TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): yhat is the argmax next token; one batched pass equals one pass per window",
+TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): yhat is the argmax next token, one batched pass equals one pass per window",
           "[influence][position_bias]") {
   nn::Model<double> m = fd_model(nn::PosKind::Learned);
   const auto windows = random_windows(4, 6, m.config.vocab_size - 1, 9);

@@ -155,7 +155,7 @@ TEST_CASE("Every shipped reference config loads and is expressible with rollout 
   CHECK(count == 33);
 }
 
-TEST_CASE("Model config: JSON and YAML give the same model; per-layer slopes, weights and temperature",
+TEST_CASE("Model config: JSON and YAML give the same model, per-layer slopes, weights and temperature",
           "[rollout][config]") {
   const std::string yaml = write_temp("m.yaml", R"(name: tiny
 sequence_length: 40
