@@ -16,6 +16,7 @@
 #include "cf/nn/capture.hpp"
 #include "cf/nn/capture_report.hpp"
 #include "cf/nn/checkpoint.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -47,7 +48,7 @@ void run(const CLI::App& app, const Options& o) {
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.out, "--out");
-  const nn::Model<float> model = nn::load_model(o.checkpoint);
+  const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   const nn::ModelConfig& cfg = model.config;
   const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,

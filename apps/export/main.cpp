@@ -7,6 +7,7 @@
 #include "cf/core/error.hpp"
 #include "cf/hf/checkpoint.hpp"
 #include "cf/nn/model.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -29,7 +30,7 @@ void run(const Options& o) {
   app::check_output_dir(o.to, "--to");
   if (fs::is_directory(o.to, ec))
     for (const char* f : {"model.safetensors", "config.json"}) app::check_output((fs::path(o.to) / f).string(), "--to");
-  const nn::Model<float> model = nn::load_model(o.checkpoint);
+  const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   hf::export_gpt2(model, o.to);
   const auto s = [](int n) { return n == 1 ? "" : "s"; };  // "1 layer", "2 layers"
   if (!o.quiet)

@@ -17,11 +17,12 @@
 #include "cf/influence/influence.hpp"
 #include "cf/influence/influence_report.hpp"
 #include "cf/influence/profile_io.hpp"
-#include "cf/influence/series.hpp"
+#include "cf/model/series.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/rollout/agreement.hpp"
 #include "cf/rollout/rollout.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 using output::fmt;
@@ -70,7 +71,7 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
 }
 
 void run_single(const Options& o, const std::string& path) {
-  const nn::Model<float> model = nn::load_model(path);
+  const nn::Model<float> model = cf::model::load_model(path);
   const Measured m = measure(o, model, path);
   const auto& r = m.r;
   if (!o.h5.empty())
@@ -104,7 +105,7 @@ void run_series(const Options& o, const std::vector<influence::CheckpointEntry>&
                                                              {"target", o.target}});
   std::vector<Eigen::VectorXd> profiles;
   for (const auto& ck : cks) {
-    const nn::Model<float> model = nn::load_model(ck.path);
+    const nn::Model<float> model = cf::model::load_model(ck.path);
     profiles.push_back(measure(o, model, ck.path).r.profile);
     require(profiles.back().size() == profiles.front().size(), "checkpoint '", ck.path,
             "' gives n = ", profiles.back().size(), " but '", cks.front().path, "' gives n = ", profiles.front().size(),
@@ -122,7 +123,7 @@ void run(const CLI::App& app, const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.h5, "--h5");  // writable, and not an input or the report (before the work)
   influence::parse_target(o.target);
-  const auto cks = influence::expand_checkpoints(o.checkpoints);
+  const auto cks = model::expand_checkpoints(o.checkpoints);
   if (cks.size() == 1) return run_single(o, cks[0].path);
   require(o.h5.empty(), "--h5 writes one profile: give a single --checkpoint");
   run_series(o, cks);

@@ -19,6 +19,7 @@
 #include "cf/influence/jacobian_report.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -45,7 +46,7 @@ void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
-  const nn::Model<float> model = nn::load_model(o.checkpoint);
+  const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   const auto& cfg = model.config;
   require(o.layer < cfg.n_layer, "--layer = ", o.layer, " must be < n_layer = ", cfg.n_layer);
   const int r = o.span > 0 ? o.span : cfg.n_layer - o.layer;

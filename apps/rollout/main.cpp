@@ -31,6 +31,7 @@
 #include "cf/rollout/sweep.hpp"
 #include "cf/rollout/theory_report.hpp"
 #include "cf/rollout/variants.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 using namespace cf::rollout;
@@ -68,7 +69,7 @@ struct TemporaryCapture {
   TempFile file{"cf_rollout_capture"};  // registered: removed on exit, error and SIGINT/SIGTERM
   std::string path = file.path();
   TemporaryCapture(const std::string& checkpoint, const std::string& text, long n, int n_seq) {
-    const nn::Model<float> model = nn::load_model(checkpoint);
+    const nn::Model<float> model = cf::model::load_model(checkpoint);
     const int T = n > 0 ? static_cast<int>(std::min<long>(n, 1L << 30)) : std::min(256, model.config.block_size);
     require(n <= model.config.block_size, "--n = ", n,
             " exceeds the checkpoint's block_size = ", model.config.block_size,
@@ -141,7 +142,7 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
 /// `--model CHECKPOINT --influence auto|FILE`: the Position bias (Herasimchyk et al.) Tables 2-5 comparison on the model's own
 /// windows (cf/influence/agreement_table.hpp; docs/influence.md).
 void run_influence_agreement(const Options& o) {
-  const nn::Model<float> model = nn::load_model(o.src.model);
+  const nn::Model<float> model = cf::model::load_model(o.src.model);
   const int n =
       o.src.n > 0 ? static_cast<int>(std::min<long>(o.src.n, 1L << 30)) : std::min(256, model.config.block_size);
   require(n <= model.config.block_size, "--n = ", n,

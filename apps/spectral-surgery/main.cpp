@@ -14,6 +14,7 @@
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/surgery_eval.hpp"
 #include "cf/spectral/surgery_report.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 using namespace cf::spectral;
@@ -49,7 +50,7 @@ void run(const CLI::App& app, const Options& o) {
   refuse_ignored(app, o);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   (void)read_attention_weights(o.checkpoint);  // clear message for a checkpoint without attention weights
-  const nn::Model<float> model = nn::load_model(o.checkpoint);
+  const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   const auto& cfg = model.config;
   const std::vector<int> layers = parse_layer_spec(o.layers, cfg.n_layer);
   std::vector<int> lin_layers;

@@ -11,14 +11,12 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
-#include "cf/influence/series.hpp"
+#include "cf/model/series.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
 #include "cf/spectral/report.hpp"
 #include "cf/spectral/series.hpp"
-#ifdef CF_SPECTRAL_HAVE_NN
 #include "cf/spectral/sequence.hpp"
-#endif
 
 using namespace cf;
 using namespace cf::spectral;
@@ -57,14 +55,10 @@ void run(const CLI::App& app, const Options& o) {
   const ErankForm form = parse_erank_form(o.erank);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   if (o.checkpoint.find_first_of("*?[,") != std::string::npos) {
-    const auto cks = influence::expand_checkpoints({o.checkpoint});
+    const auto cks = model::expand_checkpoints({o.checkpoint});
     if (cks.size() > 1) return run_series(o, cks, form);
   }
   const bool want_weight = o.level != "sequence", want_seq = o.level != "weight";
-#ifndef CF_SPECTRAL_HAVE_NN
-  require(!want_seq || o.level == "both",
-          "--level sequence needs the trainer's forward pass (lib/nn), which this build lacks; use --level weight");
-#endif
   const std::string texts_path = o.texts.empty() ? std::string(CF_DATA_DIR) + "/texts/routing_eval.txt" : o.texts;
   const AttentionWeights w = read_attention_weights(o.checkpoint);
   const std::vector<int> layers = parse_layer_spec(o.layers, w.n_layer);
@@ -84,7 +78,6 @@ void run(const CLI::App& app, const Options& o) {
                            {"norm", w.norm}};
   if (want_weight) add_weight_level(cr, analyse_weights(w, layers, aopt));
   bool seq_done = false;
-#ifdef CF_SPECTRAL_HAVE_NN
   if (want_seq) {
     SequenceOptions so;
     so.texts_path = texts_path;
@@ -98,7 +91,6 @@ void run(const CLI::App& app, const Options& o) {
     params["tokenizer"] = sa.tokenizer;
     seq_done = true;
   }
-#endif
   if (want_seq && !seq_done)
     cr.report.notes.push_back("sequence level skipped: this build has no trainer forward pass (lib/nn)");
   cr.report.meta = output::metadata("spectral", params);

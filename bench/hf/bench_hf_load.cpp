@@ -12,6 +12,7 @@
 #include "cf/core/error.hpp"
 #include "cf/hf/safetensors.hpp"
 #include "cf/nn/model.hpp"
+#include "cf/model/load.hpp"
 
 namespace {
 
@@ -27,7 +28,7 @@ int bench(const std::string& dir, int reps) {
       for (const auto& n : st.names()) values += st.read(n, st.info(n).shape).size();
     }
     auto t1 = clk::now();
-    const auto m = cf::nn::load_model(dir);
+    const auto m = cf::model::load_model(dir);
     auto t2 = clk::now();
     best_st = std::min(best_st, std::chrono::duration<double>(t1 - t0).count());
     best_model = std::min(best_model, std::chrono::duration<double>(t2 - t1).count());

@@ -1,4 +1,4 @@
-// Boundary repair (Yang) (Yang, boundary repair), Table 2 and §6.9: attention-score accounting per head.
+// Boundary repair (Yang) (boundary repair), Table 2 and §6.9: attention-score accounting per head.
 // Should print, at n = 1024, b = w = 128, e = 64 (branch accounting):
 //   Block 66,048 | SWA 122,944 | Bridge 123,840 | PBB 123,840 | SE-Bridge 195,744 | Full 524,800
 //   write-back: Bridge 896, PBB 448, SE 448; SE / SWA = 1.59x

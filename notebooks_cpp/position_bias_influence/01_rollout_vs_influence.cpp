@@ -1,4 +1,4 @@
-// Position bias (Herasimchyk et al.) (Herasimchyk et al.), section 6 and Tables 2-5 at small scale: train a small ALiBi
+// Position bias (Herasimchyk et al.), section 6 and Tables 2-5 at small scale: train a small ALiBi
 // model and a learned-position model on the Brown corpus (bytes), measure alpha_l, the content
 // prior and the influence profile of Eq. 6 on evenly spread windows, and compare the rollout
 // variants (a) attention-only, (b) residual-aware, (c) residual-aware + constant-plus-diagonal
@@ -20,6 +20,7 @@
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
 #include "cf/notebook/cli.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -56,7 +57,7 @@ int report(const notebook::Options& opt) {
     tc.eval_interval = tc.max_steps;
     tc.ckpt_interval = tc.max_steps;
     const nn::TrainResult tr = nn::train(c, tc, data, "", nullptr, nullptr);
-    const nn::Model<float> model = nn::load_model(tc.out_dir + "/last.h5");
+    const nn::Model<float> model = cf::model::load_model(tc.out_dir + "/last.h5");
     const auto w = influence::influence_windows(data.val, n, W);
     const auto infl = influence::measure_influence(model, w.tokens, influence::Target::Probability);
     const auto meas = influence::measure_model(model, w.tokens);

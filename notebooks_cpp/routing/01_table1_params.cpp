@@ -1,4 +1,4 @@
-// Routing/filtering (Jamil & Kapadia) (Jamil & Kapadia, routing and filtering), Table 1 "Model parameters" row, from the
+// Routing/filtering (Jamil & Kapadia) (routing and filtering), Table 1 "Model parameters" row, from the
 // trainer's own parameter layout (cf::nn::make_layout, the tensors a checkpoint holds).
 // Published: Standard 124,412,160 | S–D + LN 124,513,680 | S–D without LN 124,475,280.
 // The same numbers are asserted in tests/nn/test_training.cpp. Reading of the table (docs/trainer.md):

@@ -1,4 +1,4 @@
-// Runway (Lee & Clark) (Lee & Clark, runway cascades), Def. 3.1: the runway of (s, d) is the set of paths
+// Runway (Lee & Clark) (runway cascades), Def. 3.1: the runway of (s, d) is the set of paths
 // s -> d of length >= 2 with distinct (strictly increasing) positions. In the complete causal graph
 // it has 2^(d-s-1) - 1 paths (C(d-s-1, l-1) of length l); sparse masks cut it down. This report
 // counts runways exactly (big integers, dynamic programming over the mask's edge intervals), checks

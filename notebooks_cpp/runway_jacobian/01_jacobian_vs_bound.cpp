@@ -1,4 +1,4 @@
-// Runway (Lee & Clark) (Lee & Clark, runway cascades), Theorem 3.3 on trained models: exact Jacobian block
+// Runway (Lee & Clark) (runway cascades), Theorem 3.3 on trained models: exact Jacobian block
 // norms ||d h_d(L+r) / d h_s(L)|| of a standard (full attention) and a runway-rewired (runway-dot,
 // Eqs. 8-14) model trained on the Brown corpus (bytes), against the bound
 // C^r [(I + A(L+r-1)) ... (I + A(L))]_ds built from the models' own head-mean attention: the smallest
@@ -19,6 +19,7 @@
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
 #include "cf/notebook/cli.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -67,7 +68,7 @@ int report(const notebook::Options& opt) {
     tc.eval_interval = tc.max_steps;
     tc.ckpt_interval = tc.max_steps;
     nn::train(c, tc, data, "", nullptr, nullptr);
-    const nn::Model<float> model = nn::load_model(tc.out_dir + "/last.h5");
+    const nn::Model<float> model = cf::model::load_model(tc.out_dir + "/last.h5");
     const std::vector<std::int32_t> w(data.val.begin() + 1000, data.val.begin() + 1000 + n);
     const influence::JacobianAnalysis a = influence::analyse_jacobian(model, w, 0, c.n_layer);
     long nonzero = 0, outside = 0;

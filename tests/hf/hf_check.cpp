@@ -16,11 +16,12 @@
 
 #include "cf/hf/safetensors.hpp"
 #include "cf/nn/model.hpp"
+#include "cf/model/load.hpp"
 
 namespace {
 
 int logits(const std::string& dir) {
-  const cf::nn::Model<float> m = cf::nn::load_model(dir);
+  const cf::nn::Model<float> m = cf::model::load_model(dir);
   std::ifstream tf(dir + "/tokens.txt");
   std::vector<std::int32_t> tok{std::istream_iterator<std::int32_t>(tf), std::istream_iterator<std::int32_t>()};
   const int T = static_cast<int>(tok.size()), V = m.config.vocab_size;
@@ -55,7 +56,7 @@ int logits(const std::string& dir) {
 }
 
 int same(const std::string& a, const std::string& b) {
-  const cf::nn::Model<float> x = cf::nn::load_model(a), y = cf::nn::load_model(b);
+  const cf::nn::Model<float> x = cf::model::load_model(a), y = cf::model::load_model(b);
   if (x.layout.total != y.layout.total) {
     std::printf("different sizes %lld vs %lld\n", static_cast<long long>(x.layout.total),
                 static_cast<long long>(y.layout.total));

@@ -6,6 +6,7 @@
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/trainer.hpp"
+#include "cf/model/load.hpp"
 
 namespace cf::test {
 
@@ -37,7 +38,7 @@ inline nn::Model<float> train_tiny(const std::string& name, const std::string& a
   tc.eval_batches = 1;
   const nn::TrainData data = nn::load_text_bytes(CF_TEST_CORPUS, 0.2);
   nn::train(c, tc, data, "", nullptr, nullptr);
-  nn::Model<float> m = nn::load_model(tc.out_dir + "/last.h5");
+  nn::Model<float> m = cf::model::load_model(tc.out_dir + "/last.h5");
   std::filesystem::remove_all(tc.out_dir);
   return m;
 }

@@ -9,6 +9,7 @@
 #include "cf/nn/trainer.hpp"
 #include "cf/spectral/sequence.hpp"
 #include "cf/spectral/surgery_eval.hpp"
+#include "cf/model/load.hpp"
 
 using namespace cf::spectral;
 namespace nn = cf::nn;
@@ -164,7 +165,7 @@ TEST_CASE("Proposition 1 (S-D stability) on trained S-D no-LN layers, sequence l
   tc.ckpt_interval = 60;
   const nn::TrainResult tr = nn::train(tiny("sd", false), tc, data, "", nullptr, nullptr);
   REQUIRE(tr.steps_done == 60);
-  const nn::Model<float> m = nn::load_model(tc.out_dir + "/last.h5");
+  const nn::Model<float> m = cf::model::load_model(tc.out_dir + "/last.h5");
   int heads = 0;
   nn::ForwardHooks hooks;
   hooks.on_scores = [&](int, int, Eigen::Ref<Eigen::MatrixXf> M) {

@@ -5,7 +5,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/gpu/trainer.hpp"
-#include "cf/nn/detail/attention_masks.hpp"
+#include "cf/nn/attention_masks.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/ops.hpp"
 #include "cf/nn/params.hpp"
@@ -53,8 +53,8 @@ TrainPlan make_train_plan(const nn::ModelConfig& c, int B, int T) {
     tl.proj_w = o.proj_w, tl.proj_b = o.proj_b, tl.ln2_w = o.ln2_w, tl.ln2_b = o.ln2_b;
     tl.fc_w = o.fc_w, tl.fc_b = o.fc_b, tl.fcproj_w = o.fcproj_w, tl.fcproj_b = o.fcproj_b;
     std::vector<std::vector<std::uint8_t>> dense;
-    for (const auto& br : nn::detail::layer_branches(c.layers[static_cast<std::size_t>(l)], T))
-      dense.push_back(nn::detail::dense_mask(br, T));
+    for (const auto& br : nn::layer_branches(c.layers[static_cast<std::size_t>(l)], T))
+      dense.push_back(nn::dense_mask(br, T));
     std::vector<const std::uint8_t*> ptrs;
     for (const auto& d : dense) ptrs.push_back(d.data());
     tl.mask = tiled_mask_from_dense(ptrs, T);

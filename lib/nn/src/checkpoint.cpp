@@ -6,13 +6,13 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/json.hpp"
-#include "cf/hf/checkpoint.hpp"
 #include "cf/io/hdf5.hpp"
 
 namespace cf::nn {
 
 namespace {
 io::Shape shape_of(const ParamInfo& t) { return io::Shape(t.shape.begin(), t.shape.end()); }
+}  // namespace
 
 // A NaN or inf weight makes every downstream number NaN (or, through a max or a sort, a silently
 // wrong finite one: jacobian reported C = 0 for a layer with one NaN weight); train never writes
@@ -26,7 +26,6 @@ void require_finite(const std::vector<float>& values, const ParamLayout& layout,
                                   values[static_cast<std::size_t>(t.offset + i)], " at element ", i,
                                   "); the file is damaged or was not written by a finished update"));
 }
-}  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   const auto& lay = ck.model.layout;
@@ -104,16 +103,6 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
     require_finite(ck.optim.v, ck.model.layout, path, "AdamW second moment of");
   }
   return ck;
-}
-
-Model<float> load_model(const std::string& checkpoint_path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(checkpoint_path, ec)) {
-    Model<float> m = hf::load_hf_model(checkpoint_path);
-    require_finite(m.params, m.layout, checkpoint_path, "parameter");
-    return m;
-  }
-  return load_checkpoint(checkpoint_path, false).model;
 }
 
 }  // namespace cf::nn

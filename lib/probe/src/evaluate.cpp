@@ -4,7 +4,6 @@
 
 #include "cf/core/error.hpp"
 #include "cf/graph/bounds.hpp"
-#include "cf/nn/detail/activations.hpp"
 #include "cf/probe/stats.hpp"
 
 namespace cf::probe {

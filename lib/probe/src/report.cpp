@@ -17,6 +17,7 @@
 #include "cf/probe/evaluate.hpp"
 #include "cf/probe/passkey.hpp"
 #include "cf/probe/ranking.hpp"
+#include "cf/model/load.hpp"
 
 namespace cf::probe {
 
@@ -49,7 +50,7 @@ std::string plot_path(const std::string& base, const std::string& suffix) {
 
 nn::Model<float> load_probe_model(const std::string& path) {
   try {
-    return nn::load_model(path);
+    return cf::model::load_model(path);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(str("--checkpoint '", path, "': cannot read the model and its mask schedule: ", e.what()));
   }

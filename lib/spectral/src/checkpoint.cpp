@@ -8,16 +8,14 @@
 #include "cf/core/error.hpp"
 #include "cf/core/list.hpp"
 #include "cf/io/hdf5.hpp"
-#ifdef CF_SPECTRAL_HAVE_HF
 #include <filesystem>
 
 #include "cf/core/json.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/model.hpp"
-#endif
 
 namespace cf::spectral {
 
-#ifdef CF_SPECTRAL_HAVE_HF
 namespace {
 // The attention weights of a loaded model (a Hugging Face checkpoint directory, issue 13): the query
 // rows of c_attn, then for each head the key rows of its key/value head (grouped-query attention
@@ -51,17 +49,14 @@ AttentionWeights weights_of_model(const nn::Model<float>& m) {
   return w;
 }
 }  // namespace
-#endif
 
 AttentionWeights read_attention_weights(const std::string& path) {
-#ifdef CF_SPECTRAL_HAVE_HF
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    AttentionWeights w = weights_of_model(nn::load_model(path));
+    AttentionWeights w = weights_of_model(cf::model::load_model(path));
     w.path = path;
     return w;
   }
-#endif
   io::File f = io::File::open(path);
   require(f.has_attr("config"), "checkpoint '", path,
           "' has no `config` attribute: not a causalflow checkpoint (see docs/checkpoint_format.md)");

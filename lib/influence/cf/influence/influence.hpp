@@ -1,5 +1,5 @@
 #pragma once
-// Measured influence of Position bias (Herasimchyk et al.) (Herasimchyk et al., Eq. 6; docs/spec.md section 2):
+// Measured influence of Position bias (Herasimchyk et al.) (Eq. 6; docs/spec.md section 2):
 //   yhat = argmax_v p(v | x) at the last position (fixed once per window),
 //   g_j  = || d target(yhat | x) / d e_j ||_2, e_j = the input vector AT position j (token plus
 //          position embedding as used at j: the encoder output, not the embedding-table row),

@@ -10,7 +10,7 @@
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/influence/influence.hpp"
-#include "cf/influence/series.hpp"
+#include "cf/model/series.hpp"
 
 namespace cf::influence {
 

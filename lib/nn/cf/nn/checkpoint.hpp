@@ -30,4 +30,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck);
 /// whose shape differs from the config's layout.
 Checkpoint load_checkpoint(const std::string& path, bool with_optimizer = true);
 
+/// Throw cf::InvalidArgument naming `path`, the tensor and the element when `values` (laid out by
+/// `layout`) holds a NaN or an infinity; `what` names the array ("parameter", "AdamW first moment of").
+void require_finite(const std::vector<float>& values, const ParamLayout& layout, const std::string& path,
+                    const char* what);
+
 }  // namespace cf::nn

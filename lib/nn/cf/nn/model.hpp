@@ -156,10 +156,4 @@ struct PerplexityResult {
 PerplexityResult evaluate_perplexity(const Model<float>& model, const std::vector<std::int32_t>& tokens, int context,
                                      int stride, const ForwardHooks* hooks = nullptr);
 
-/// Load a model from a checkpoint written by `train` (docs/checkpoint_format.md), or from a
-/// Hugging Face checkpoint directory (config.json + safetensors; cf/hf/checkpoint.hpp, docs/hf.md)
-/// when `checkpoint_path` is a directory; throws cf::InvalidArgument for a missing, truncated or
-/// foreign file (see cf/nn/checkpoint.hpp).
-Model<float> load_model(const std::string& checkpoint_path);
-
 }  // namespace cf::nn

@@ -1,5 +1,5 @@
 #pragma once
-// Jacobian sensitivity bound of Runway (Lee & Clark) (Lee & Clark, Theorem 3.3 / A.1; docs/spec.md section 2):
+// Jacobian sensitivity bound of Runway (Lee & Clark) (Theorem 3.3 / A.1; docs/spec.md section 2):
 //   || d h_d(L+r) / d h_s(L) || <= C^r [ (I + A(L+r-1)) ... (I + A(L)) ]_{ds},
 // newest layer on the left, no 1/2 normalisation (entries can grow like 2^r), and its split into
 // the self (residual) term and the direct-path gate times the runway product:

@@ -44,7 +44,7 @@ struct AttentionWeights {
 };
 
 /// Read the attention weights of `path` (an HDF5 checkpoint, or a Hugging Face checkpoint
-/// directory loaded through cf::nn::load_model, docs/hf.md). Throws cf::InvalidArgument (exit 2 in apps) naming the
+/// directory loaded through cf::model::load_model, docs/hf.md). Throws cf::InvalidArgument (exit 2 in apps) naming the
 /// file and the problem when it is missing, not a causalflow checkpoint, has no `config`, or
 /// lacks `/params/h.{l}.attn.c_attn.weight` of shape [3 H d_head, d_model] (e.g. "checkpoint
 /// without attention weights").

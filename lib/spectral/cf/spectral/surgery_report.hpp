@@ -3,7 +3,7 @@
 // validation tokens from a token set or a text file, then one concurrent batch of perplexities
 // (baseline, the requested surgery, per-layer / cumulative sweep rows) rendered as the main table,
 // the sweep tables, the JSON body and the linearisation-cost plot. The app only parses options
-// into a SurgeryRequest. Part of target cf_spectral_nn (needs lib/nn and lib/data).
+// into a SurgeryRequest.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
-// Checkpoint series, see cf/influence/series.hpp.
-#include "cf/influence/series.hpp"
+// Checkpoint series, see cf/model/series.hpp.
+#include "cf/model/series.hpp"
 
 #include <glob.h>
 
@@ -11,7 +11,7 @@
 #include "cf/core/list.hpp"
 #include "cf/io/hdf5.hpp"
 
-namespace cf::influence {
+namespace cf::model {
 
 std::int64_t checkpoint_step(const std::string& path) {
   require(std::filesystem::exists(path), "--checkpoint: file '", path, "' does not exist");
@@ -55,4 +55,4 @@ std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& 
   return out;
 }
 
-}  // namespace cf::influence
+}  // namespace cf::model

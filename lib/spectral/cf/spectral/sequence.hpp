@@ -2,7 +2,6 @@
 // Sequence-level routing/filtering analysis (Routing/filtering (Jamil & Kapadia) §3, App. A; docs/spec.md §3): the UNMASKED score
 // matrix M = Q K^T / sqrt(d_k) (S–D layers: S - D) of every head on given texts, intercepted from
 // the trainer's forward pass (cf::nn::ForwardHooks::on_scores), decomposed and averaged over texts.
-// Part of target cf_spectral_nn (needs lib/nn and lib/data).
 #include <string>
 #include <vector>
 

@@ -3,7 +3,6 @@
 // (overlapping-stride) with each selected layer's interaction M replaced by its truncation /
 // linearisation through the trainer's score hook, or the layer replaced by ELU+1 linear
 // attention; per-layer and cumulative front-to-back linearisation sweeps.
-// Part of target cf_spectral_nn (needs lib/nn).
 #include <string>
 #include <vector>
 

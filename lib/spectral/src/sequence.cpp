@@ -8,6 +8,7 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/tokenizer.hpp"
+#include "cf/model/load.hpp"
 
 namespace cf::spectral {
 
@@ -90,7 +91,7 @@ ModelSpectrum analyse_sequences(const nn::Model<float>& model, const std::vector
 
 SequenceAnalysis analyse_sequences(const std::string& checkpoint, const std::vector<int>& layers,
                                    const SequenceOptions& opt) {
-  const nn::Model<float> model = nn::load_model(checkpoint);
+  const nn::Model<float> model = cf::model::load_model(checkpoint);
   SequenceAnalysis r;
   const auto texts = tokenize_texts(opt.texts_path, opt.tokenizer, opt.gpt2_dir, model.config.vocab_size,
                                     std::min(opt.max_tokens, model.config.block_size), &r.tokenizer);

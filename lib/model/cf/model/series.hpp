@@ -2,12 +2,12 @@
 // Checkpoint series over training (issue 10, "Over training"; Routing/filtering (Jamil & Kapadia) App. D, Position bias (Herasimchyk et al.)): the
 // checkpoints kept by `train --keep-every K` (step_XXXXXX.h5) given as a list or a glob, ordered
 // by their training step, for tools that plot a metric against the step (influence, spectral).
-// Library target cf_checkpoint_series (cf_io only), so tools without the trainer can use it.
+// Part of lib/model (the one model loader: cf/model/load.hpp reads each entry).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace cf::influence {
+namespace cf::model {
 
 /// One checkpoint of a series: its path and the training step stored in it (root attribute `step`).
 struct CheckpointEntry {
@@ -17,7 +17,7 @@ struct CheckpointEntry {
 
 /// Expand `items` (each a path, a comma-separated list of paths, or a glob pattern with * ? [..])
 /// into checkpoints sorted by step, then path; duplicates removed. A single checkpoint is returned
-/// as given (step 0, its step never read): it may be any model nn::load_model reads, a Hugging Face
+/// as given (step 0, its step never read): it may be any model cf::model::load_model reads, a Hugging Face
 /// directory included. Throws cf::InvalidArgument naming the item when a pattern matches nothing,
 /// or, for several, a file is missing or has no `step` attribute.
 std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& items);
@@ -25,4 +25,4 @@ std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& 
 /// The training step stored in a checkpoint (root attribute `step`); throws cf::InvalidArgument.
 std::int64_t checkpoint_step(const std::string& path);
 
-}  // namespace cf::influence
+}  // namespace cf::model
