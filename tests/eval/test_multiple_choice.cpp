@@ -60,7 +60,7 @@ TEST_CASE("layouts: the harness v0.4 prompts of ARC, PIQA, HellaSwag, Commonsens
   CHECK(detect_layout(hs) == McLayout::Hellaswag);
   it = mc_item_from_json(hs, McLayout::Hellaswag, McTemplate::Harness);
   CHECK(it.context == "Run: A man runs. He jumps");
-  CHECK(it.choices == std::vector<std::string>{". up.", "down"});
+  CHECK(it.choices == std::vector<std::string>{" up.", "down"});  // no space before [title]: only the bracket goes
   CHECK(it.gold == 1);
   const json csqa = json::parse(
       R"({"question": {"stem": " S ", "question_concept": "c", "choices": [{"label": "A", "text": "t0"}, {"label": "B", "text": "t1"}]}, "answerKey": "B"})");

@@ -333,7 +333,12 @@ McItem mc_item_from_json(const nlohmann::json& j, McLayout layout, McTemplate tp
 
 std::vector<McItem> read_mc_file(const std::string& path, McLayout layout, McTemplate tpl, int max_items,
                                  McLayout* resolved) {
-  const std::string all = read_file(path);
+  std::string all;
+  try {
+    all = read_file(path);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str("--data: ", e.what()));
+  }
   std::vector<McItem> items;
   std::size_t pos = 0;
   if (all.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;  // a UTF-8 byte-order mark
