@@ -17,6 +17,9 @@ split of the harness's _encode_pair, the byte tokenizer (UTF-8 bytes), the harne
 checkpoint (the model of tests/probe/torch_oracle.py, rebuilt from docs/checkpoint_format.md). Checks:
   * summed log-likelihood of every (item, choice) equal to the tool's items[*].loglik to 1e-5 relative,
     for --batch 1, 5 and 64 and for the Hugging Face folder of the same weights;
+  * a Hugging Face llama folder with its own tokenizer.json (tests/hf/hf_reference.py's random llama and
+    tests/hf/tokenizer_fixture.py's vocabulary) on data/generic_lowercase.jsonl, scored by the torch
+    llama of hf_reference.py, left truncation at its 64 positions included;
   * n_chars = Python len(choice), n_tokens = len(continuation ids);
   * pred / pred_norm_char / pred_norm_token = numpy.argmax of loglik, loglik / len(choice),
     loglik / n_tokens (first maximum), from the oracle's own numbers (a float64 near tie, gap below
@@ -106,11 +109,11 @@ def read_items(path, layout):
     return items
 
 
-def enc(s):  # the byte tokenizer
+def byte_enc(s):  # the byte tokenizer
     return list(s.encode("utf-8"))
 
 
-def encode_pair(context, continuation):  # lm_eval/api/model.py TemplateLM._encode_pair
+def encode_pair(context, continuation, enc=byte_enc):  # lm_eval/api/model.py TemplateLM._encode_pair
     n_spaces = len(context) - len(context.rstrip())
     if n_spaces > 0:
         continuation = context[-n_spaces:] + continuation
@@ -120,22 +123,24 @@ def encode_pair(context, continuation):  # lm_eval/api/model.py TemplateLM._enco
     return ctx, whole[len(ctx):]
 
 
-def loglik(model, ctx, cont):
-    """harness _loglikelihood_tokens: inp = (ctx + cont)[-(max_length + 1):][:-1], the last len(cont) logits."""
-    bs = model.cfg["block_size"]
+def loglik(forward, bs, ctx, cont):
+    """harness _loglikelihood_tokens: inp = (ctx + cont)[-(max_length + 1):][:-1], the last len(cont) logits.
+    forward: token list -> logits [T, V]."""
     inp = (ctx + cont)[-(bs + 1):][:-1]
-    logits = model.forward(torch.tensor([inp]))[0]
+    logits = forward(inp)
     lp = torch.log_softmax(logits[len(inp) - len(cont):], dim=-1)
     return float(lp[torch.arange(len(cont)), torch.tensor(cont)].sum()), len(ctx) + len(cont) - 1 - len(inp)
 
 
-def oracle(model, items):
+def oracle(model, items, enc=byte_enc, forward=None, bs=None):
+    if forward is None:
+        forward, bs = (lambda inp: model.forward(torch.tensor([inp]))[0]), model.cfg["block_size"]
     out = []
     for line, context, choices, gold in items:
         ll, nt, dropped = [], [], 0
         for c in choices:
-            ctx, cont = encode_pair(context, " " + c)
-            v, d = loglik(model, ctx, cont)
+            ctx, cont = encode_pair(context, " " + c, enc)
+            v, d = loglik(forward, bs, ctx, cont)
             ll.append(v)
             nt.append(len(cont))
             dropped = max(dropped, d)
@@ -210,6 +215,33 @@ def mcnemar(n01, n10):
     return min(1.0, 2 * sum(math.comb(N, i) for i in range(m + 1)) / 2 ** N)
 
 
+def hf_tokenizer_json(o):
+    """A Hugging Face llama folder with its own tokenizer.json (tests/hf: hf_reference.py's random llama and
+    tokenizer_fixture.py's byte-level vocabulary 'a'..'z', ' ', '\\n' without merges, so a character is
+    its index in that alphabet), scored by the torch llama of hf_reference.py (RoPE, RMSNorm, SwiGLU)."""
+    hf = os.path.join(HERE, "..", "hf")
+    spec = importlib.util.spec_from_file_location("hf_reference", os.path.join(hf, "hf_reference.py"))
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    src, d = os.path.join(o.work, "llama"), os.path.join(o.work, "llama_tok")
+    ref.make("llama", src)
+    subprocess.run([sys.executable, os.path.join(hf, "tokenizer_fixture.py"), src, d], check=True,
+                   capture_output=True)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    w = ref.read_dir(d)
+    alphabet = "abcdefghijklmnopqrstuvwxyz \n"
+    path = os.path.join(o.data, "generic_lowercase.jsonl")
+    items = read_items(path, "generic")
+    rf = oracle(None, items, enc=lambda s: [alphabet.index(c) for c in s],
+                forward=lambda inp: ref.forward_llama(w, cfg, torch.tensor(inp)), bs=cfg["max_position_embeddings"])
+    check(any(r["dropped"] > 0 for r in rf), "the lowercase fixture is not truncated by the llama folder")
+    for batch in (1, 4):
+        js = run_eval(o, path, [d], "--batch", batch)
+        check(js["models"][0]["tokenizer"] == "tokenizer.json", f"tokenizer {js['models'][0]['tokenizer']}")
+        compare_model(f"llama tokenizer.json batch {batch}", js["models"][0], rf)
+    print(f"Hugging Face llama folder with tokenizer.json: {len(items)} items within {REL} relative of float64")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--eval", required=True)
@@ -258,6 +290,7 @@ def main():
     check(r.returncode == 2 and "line 1" in r.stderr and "block_size 32" in r.stderr,
           f"--truncate refuse: exit {r.returncode}, {r.stderr.strip()}")
     print(f"truncation: {ref[0]['dropped']} context tokens dropped on the left, as the harness")
+    hf_tokenizer_json(o)
     for n in NOTES:
         print("note:", n)
     if FAILS:
