@@ -2,6 +2,7 @@
 // lm-evaluation-harness context / continuation split, and batched forward passes that sum the
 // continuation's log-likelihood.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -75,6 +76,9 @@ int argmax_first(const std::vector<double>& v) {
 }
 
 namespace {
+// Bytes of logits one forward pass may hold (the largest buffer for a 50,257-token vocabulary).
+constexpr double kLogitBudget = 1024.0 * 1024.0 * 1024.0;
+
 // One (item, choice) row: the model input and where its continuation is scored.
 struct Row {
   std::size_t item = 0, choice = 0;
@@ -138,28 +142,36 @@ std::vector<McScore> score_items(const nn::Model<float>& model, const std::vecto
   std::vector<std::int32_t> x, y;
   std::vector<float> lp;
   const std::int64_t total = static_cast<std::int64_t>(rows.size());
-  for (std::size_t r0 = 0; r0 < rows.size(); r0 += static_cast<std::size_t>(batch)) {
-    const std::size_t r1 = std::min(rows.size(), r0 + static_cast<std::size_t>(batch));
+  // rows longest first (as the harness orders its requests), so a batch pads little; a batch also
+  // stops where its logits (rows x length x vocab floats) would pass kLogitBudget bytes
+  std::vector<std::size_t> order(rows.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return rows[a].input.size() > rows[b].input.size(); });
+  const double per_token = 4.0 * model.config.vocab_size;
+  for (std::size_t r0 = 0; r0 < order.size();) {
+    const int T = std::max(1, static_cast<int>(rows[order[r0]].input.size()));
+    const auto fit = static_cast<std::size_t>(std::max(1.0, std::floor(kLogitBudget / (per_token * T))));
+    const std::size_t r1 = std::min({order.size(), r0 + static_cast<std::size_t>(batch), r0 + fit});
     const int B = static_cast<int>(r1 - r0);
-    int T = 1;
-    for (std::size_t r = r0; r < r1; ++r) T = std::max(T, static_cast<int>(rows[r].input.size()));
     // right padding with token 0 and no target: causal masks keep it out of the scored positions
     x.assign(static_cast<std::size_t>(B) * T, 0);
     y.assign(static_cast<std::size_t>(B) * T, -1);
     for (int b = 0; b < B; ++b) {
-      const Row& r = rows[r0 + static_cast<std::size_t>(b)];
+      const Row& r = rows[order[r0 + static_cast<std::size_t>(b)]];
       std::copy(r.input.begin(), r.input.end(), x.begin() + static_cast<std::ptrdiff_t>(b) * T);
       for (std::size_t j = 0; j < r.targets.size(); ++j)
         y[static_cast<std::size_t>(b) * T + static_cast<std::size_t>(r.first) + j] = r.targets[j];
     }
     nn::forward_backward<float>(model, x.data(), y.data(), B, T, nullptr, ws, nullptr, &lp);
     for (int b = 0; b < B; ++b) {
-      const Row& r = rows[r0 + static_cast<std::size_t>(b)];
+      const Row& r = rows[order[r0 + static_cast<std::size_t>(b)]];
       double s = 0;
       for (std::size_t j = 0; j < r.targets.size(); ++j)
         s += static_cast<double>(lp[static_cast<std::size_t>(b) * T + static_cast<std::size_t>(r.first) + j]);
       out[r.item].loglik[r.choice] = s;
     }
+    r0 = r1;
     if (progress) progress(static_cast<std::int64_t>(r1), total);
   }
   for (const auto& [d, src] : copies)

@@ -194,12 +194,16 @@ std::vector<std::string> texts(const nlohmann::json& v, const std::string& full)
 
 // An index written as a JSON integer or a decimal string ("2": HellaSwag's label).
 long long index_value(const nlohmann::json& v, const std::string& full) {
-  if (v.is_number_unsigned()) return static_cast<long long>(std::min<std::uint64_t>(v.get<std::uint64_t>(), 1u << 30));
+  if (v.is_number_unsigned())
+    require(v.get<std::uint64_t>() <= 1000000000u, "gold out of range: field '", full, "' = ", v.get<std::uint64_t>(),
+            " is beyond any choice index");
   if (v.is_number_integer()) return v.get<long long>();
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
-    require(!s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos, "field '", full,
+    require(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos, "field '", full,
             "' must be a whole number (got \"", s.substr(0, 40), "\")");
+    require(s.size() <= 9, "gold out of range: field '", full, "' = \"", s.substr(0, 40),
+            "\" is beyond any choice index");
     return std::stoll(s);
   }
   throw InvalidArgument(str("field '", full, "' must be a whole number (got ", type_name(v), ")"));
@@ -355,7 +359,7 @@ std::vector<McItem> read_mc_file(const std::string& path, McLayout layout, McTem
     if (s.find_first_not_of(" \t") == std::string_view::npos) continue;
     nlohmann::json j;
     try {
-      j = parse_json(s, "line");
+      j = parse_json(s, "the item");
     } catch (const nlohmann::json::exception& e) {
       throw InvalidArgument(str(where(), "not valid JSON (", e.what(), ")"));
     } catch (const InvalidArgument& e) {
@@ -367,7 +371,8 @@ std::vector<McItem> read_mc_file(const std::string& path, McLayout layout, McTem
       it.line = line;
       items.push_back(std::move(it));
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(str(where(), e.what(), " (layout ", layout_name(layout), ")"));
+      throw InvalidArgument(
+          str(where(), e.what(), layout == McLayout::Auto ? std::string() : " (layout " + layout_name(layout) + ")"));
     }
   }
   require(!items.empty(), "--data '", path, "' holds no item (an empty file, or only blank lines)");

@@ -115,9 +115,10 @@ int argmax_first(const std::vector<double>& v);
 /// Called after each forward pass with (rows done, rows total); may be empty.
 using McProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 
-/// Score encoded items: one row per (item, choice), context + continuation minus its last token,
-/// packed `batch` rows per forward pass (right-padded; causal masks make the padding invisible to
-/// the scored positions). A row longer than the model's block_size keeps its last block_size
+/// Score encoded items: one row per (item, choice), context + continuation minus its last token;
+/// identical rows computed once; rows ordered longest first and packed up to `batch` rows per
+/// forward pass (fewer where the pass's logits would pass 1 GiB), right-padded (causal masks make
+/// the padding invisible to the scored positions). A row longer than the model's block_size keeps its last block_size
 /// tokens when `truncate_left` (lm-evaluation-harness: (context + continuation)[-(max_length+1):]
 /// [:-1]); a continuation of more than block_size tokens, or any overlong row without
 /// truncate_left, throws cf::InvalidArgument naming the item's line (items[i].line).
