@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "cf/core/error.hpp"
@@ -117,8 +118,11 @@ output::Report run_eval(const EvalOptions& o) {
                          {"block_size", model.config.block_size},
                          {"vocab_size", model.config.vocab_size}};
     std::int64_t truncated = 0;
-    plot::Series acc{o.checkpoints.size() > 1 ? std::string(1, char('A' + m)) + ": " + ck : ck, {}, {}};
-    plot::Series lo{"CI lo " + std::string(1, char('A' + m)), {}, {}}, hi{"CI hi " + std::string(1, char('A' + m)), {}, {}};
+    // markers only and vertical interval bars: NaN rows break gnuplot's lines between the points
+    const std::string tag = o.checkpoints.size() > 1 ? std::string(1, char('A' + m)) + ": " : "";
+    plot::Series acc{tag + ck, {}, {}}, bars{tag + fmt(100 * o.level, 3) + "% interval", {}, {}};
+    const double off = o.checkpoints.size() > 1 ? (m == 0 ? -0.08 : 0.08) : 0.0;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     for (int k = 0; k < 3; ++k) {
       const auto oc = outcomes(sc, items, k);
       const std::vector<double> d(oc.begin(), oc.end());
@@ -128,12 +132,10 @@ output::Report run_eval(const EvalOptions& o) {
       jm[kMetrics[k]] = {{"value", ci.estimate}, {"correct", correct}, {"ci_lo", ci.lo}, {"ci_hi", ci.hi}};
       t.add_row({ck, kMetrics[k], fmt_int(correct), fmt_int(static_cast<long long>(n)), fmt(ci.estimate, 4),
                  fmt(ci.lo, 4), fmt(ci.hi, 4)});
-      acc.x.push_back(k);
-      acc.y.push_back(ci.estimate);
-      lo.x.push_back(k);
-      lo.y.push_back(ci.lo);
-      hi.x.push_back(k);
-      hi.y.push_back(ci.hi);
+      acc.x.insert(acc.x.end(), {k + off, nan});
+      acc.y.insert(acc.y.end(), {ci.estimate, nan});
+      bars.x.insert(bars.x.end(), {k + off, k + off, nan});
+      bars.y.insert(bars.y.end(), {ci.lo, ci.hi, nan});
     }
     nlohmann::json ji = nlohmann::json::array();
     for (std::size_t i = 0; i < n; ++i) {
@@ -155,9 +157,8 @@ output::Report run_eval(const EvalOptions& o) {
     if (truncated > 0)
       r.notes.push_back(str(ck, ": ", truncated, " item(s) longer than block_size ", model.config.block_size,
                             ": their context was cut on the left (items[*].dropped_tokens)"));
+    lp.series.push_back(bars);  // the estimates' markers are drawn over their bars
     lp.series.push_back(acc);
-    lp.series.push_back(lo);
-    lp.series.push_back(hi);
     all.push_back(std::move(sc));
   }
   r.tables.push_back(t);
