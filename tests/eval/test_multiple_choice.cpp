@@ -4,6 +4,8 @@
 // split, first-maximum ties, and score_items against an unbatched forward_logits recomputation.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "cf/core/error.hpp"
 #include "cf/nn/model.hpp"
@@ -178,4 +180,42 @@ TEST_CASE("mean_bootstrap_ci holds the accuracy of 10 outcomes", "[eval][stats]"
   CHECK(ci.hi >= 0.7);
   CHECK(ci.lo >= 0.0);
   CHECK(ci.hi <= 1.0);
+}
+
+namespace {
+std::string write_temp(const std::string& name, const std::string& bytes) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("cf_eval_" + name)).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+}  // namespace
+
+TEST_CASE("read_mc_file: BOM, CRLF and blank lines kept in the line count", "[eval][file]") {
+  const std::string p = write_temp("crlf.jsonl",
+                                   "\xEF\xBB\xBF{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\r\n\r\n   \n"
+                                   "{\"context\": \"d\", \"choices\": [\"e\", \"f\"], \"gold\": \"0\"}");
+  McLayout l = McLayout::Auto;
+  const auto items = read_mc_file(p, McLayout::Auto, McTemplate::Harness, 0, &l);
+  REQUIRE(items.size() == 2);
+  CHECK(l == McLayout::Generic);
+  CHECK(items[0].line == 1);
+  CHECK(items[1].line == 4);
+  CHECK(items[1].choices[1] == "f");
+  CHECK(read_mc_file(p, McLayout::Auto, McTemplate::Harness, 1).size() == 1);
+  std::filesystem::remove(p);
+}
+
+TEST_CASE("read_mc_file: 4 kinds of ill-formed UTF-8 (Python's decode errors) name line and byte", "[eval][file]") {
+  const std::string ok = "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\n";
+  // bytes.decode("utf-8") rejects each: overlong, surrogate, above U+10FFFF, truncated sequence
+  for (const std::string bad : {"\xC0\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE2\x82"}) {
+    const std::string p = write_temp("bad_utf8.jsonl", ok + "{\"context\": \"x" + bad + "\", \"choices\": [\"b\", \"c\"], \"gold\": 0}\n");
+    CHECK_THROWS_WITH(read_mc_file(p, McLayout::Auto, McTemplate::Harness),
+                      Catch::Contains("line 2: not valid UTF-8 (byte 15 of the line"));
+    std::filesystem::remove(p);
+  }
+  const std::string p = write_temp("good_utf8.jsonl", "{\"context\": \"\xF0\x9F\x98\x80 \xE2\x82\xAC\", \"choices\": [\"b\", \"c\"], \"gold\": 0}\n");
+  CHECK(read_mc_file(p, McLayout::Auto, McTemplate::Harness)[0].context == "\xF0\x9F\x98\x80 \xE2\x82\xAC");
+  CHECK(code_points("\xF0\x9F\x98\x80 \xE2\x82\xAC") == 3);
+  std::filesystem::remove(p);
 }
