@@ -3,6 +3,7 @@
 // comparison of two checkpoints, tables, JSON body and the optional plot.
 #include "cf/probe/eval_report.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <limits>
@@ -98,11 +99,23 @@ output::Report run_eval(const EvalOptions& o) {
   lp.y_min = 0;
   lp.y_max = 1.02;
   std::vector<std::vector<McScore>> all;
+  // every checkpoint and its tokenizer first: a bad second checkpoint or an unused option is
+  // reported before any scoring
+  std::vector<nn::Model<float>> models;
+  std::vector<Encoder> encoders;
+  std::vector<std::string> tok_names(o.checkpoints.size());
+  for (std::size_t m = 0; m < o.checkpoints.size(); ++m) {
+    models.push_back(load_eval_model(o.checkpoints[m]));
+    encoders.push_back(make_encoder(o.checkpoints[m], models[m].config.vocab_size, o.gpt2_dir, &tok_names[m]));
+  }
+  require(o.gpt2_dir.empty() || std::count(tok_names.begin(), tok_names.end(), "gpt2") > 0,
+          "--gpt2-dir is only used with a GPT-2 BPE checkpoint (vocab_size 50,257 without a tokenizer.json), "
+          "and no --checkpoint is one: drop it");
   for (std::size_t m = 0; m < o.checkpoints.size(); ++m) {
     const std::string& ck = o.checkpoints[m];
-    const nn::Model<float> model = load_eval_model(ck);
-    std::string tok_name;
-    const Encoder enc = make_encoder(ck, model.config.vocab_size, o.gpt2_dir, &tok_name);
+    const nn::Model<float>& model = models[m];
+    const std::string& tok_name = tok_names[m];
+    const Encoder& enc = encoders[m];
     std::vector<McEncoded> coded;
     coded.reserve(n);
     for (const auto& it : items) {
