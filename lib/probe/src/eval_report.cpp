@@ -125,7 +125,12 @@ output::Report run_eval(const EvalOptions& o) {
         throw InvalidArgument(str("--data '", o.data, "' line ", it.line, ": ", e.what()));
       }
     }
-    std::vector<McScore> sc = score_items(model, coded, items, o.batch, o.truncate == "left", make_progress(o, ck));
+    std::vector<McScore> sc;
+    try {
+      sc = score_items(model, coded, items, o.batch, o.truncate == "left", make_progress(o, ck));
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(str("--data '", o.data, "' ", e.what(), " (--checkpoint '", ck, "')"));
+    }
     nlohmann::json jm = {{"checkpoint", ck},
                          {"tokenizer", tok_name},
                          {"block_size", model.config.block_size},

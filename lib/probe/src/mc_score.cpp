@@ -109,10 +109,10 @@ std::vector<McScore> score_items(const nn::Model<float>& model, const std::vecto
     for (std::size_t k = 0; k < e.continuations.size(); ++k) {
       const auto& cont = e.continuations[k];
       const int c = static_cast<int>(e.context.size()), n = static_cast<int>(cont.size()), L = c + n;
-      require(n <= bs, "--data line ", items[i].line, ": choice ", k, " is ", n,
+      require(n <= bs, "line ", items[i].line, ": choice ", k, " is ", n,
               " tokens, above the model's block_size ", bs, ": no context token would remain");
       const int start = std::max(0, L - 1 - bs);
-      require(start == 0 || truncate_left, "--data line ", items[i].line, ": context + choice ", k, " is ", L - 1,
+      require(start == 0 || truncate_left, "line ", items[i].line, ": context + choice ", k, " is ", L - 1,
               " input tokens, above the model's block_size ", bs, " (--truncate refuse; --truncate left keeps the last ",
               bs, ")");
       Row r;
