@@ -130,6 +130,8 @@ output::Report run_eval(const EvalOptions& o) {
       sc = score_items(model, coded, items, o.batch, o.truncate == "left", make_progress(o, ck));
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(str("--data '", o.data, "' ", e.what(), " (--checkpoint '", ck, "')"));
+    } catch (const Error& e) {
+      throw Error(str("--checkpoint '", ck, "' on --data '", o.data, "' ", e.what()));
     }
     nlohmann::json jm = {{"checkpoint", ck},
                          {"tokenizer", tok_name},

@@ -176,6 +176,12 @@ std::vector<McScore> score_items(const nn::Model<float>& model, const std::vecto
   }
   for (const auto& [d, src] : copies)
     out[dup_rows[d].item].loglik[dup_rows[d].choice] = out[rows[src].item].loglik[rows[src].choice];
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t k = 0; k < out[i].loglik.size(); ++k)
+      if (!std::isfinite(out[i].loglik[k]))  // a NaN would lose every comparison of the argmax silently
+        throw Error(str("line ", items[i].line, ", choice ", k, ": the log-likelihood is ",
+                        std::isnan(out[i].loglik[k]) ? "NaN" : "infinite",
+                        ": the model's forward pass is not finite (damaged weights?)"));
   for (auto& sc : out) {
     std::vector<double> by_char(sc.loglik.size()), by_token(sc.loglik.size());
     for (std::size_t k = 0; k < sc.loglik.size(); ++k) {

@@ -121,7 +121,8 @@ using McProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 /// the padding invisible to the scored positions). A row longer than the model's block_size keeps its last block_size
 /// tokens when `truncate_left` (lm-evaluation-harness: (context + continuation)[-(max_length+1):]
 /// [:-1]); a continuation of more than block_size tokens, or any overlong row without
-/// truncate_left, throws cf::InvalidArgument naming the item's line (items[i].line).
+/// truncate_left, throws cf::InvalidArgument naming the item's line (items[i].line); a non-finite
+/// log-likelihood (a model whose forward pass overflows) throws cf::Error.
 std::vector<McScore> score_items(const nn::Model<float>& model, const std::vector<McEncoded>& enc,
                                  const std::vector<McItem>& items, int batch, bool truncate_left,
                                  const McProgress& progress = {});
