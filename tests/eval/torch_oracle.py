@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 torch oracle of `eval` (zero-shot multiple-choice scoring, docs/eval.md).
+"""Independent float64 torch oracle of `eval` (zero-shot multiple-choice scoring, docs/mc-eval.md).
 
 Usage: torch_oracle.py --eval BIN --fixtures DIR --data DIR --work DIR
   --eval BIN      the eval binary

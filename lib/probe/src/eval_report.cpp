@@ -50,7 +50,7 @@ McProgress make_progress(const EvalOptions& o, const std::string& label) {
     if (done < total && el - *last < 2.0) return;
     *last = el;
     const double eta = done > 0 ? el / double(done) * double(total - done) : 0.0;
-    std::cerr << "eval " << label << ": " << done << "/" << total << " (item, choice) rows | " << fmt(el, 3)
+    std::cerr << "mc-eval " << label << ": " << done << "/" << total << " (item, choice) rows | " << fmt(el, 3)
               << " s | ETA " << fmt(eta, 3) << " s\n";
   };
 }
@@ -89,7 +89,7 @@ output::Report run_eval(const EvalOptions& o) {
   r.body["n_items"] = n;
   output::Table t;
   t.name = "accuracy";
-  t.title = "eval: " + o.data + " (" + layout_name(layout) + ", " + std::to_string(n) + " items, template " + o.templ +
+  t.title = "mc-eval: " + o.data + " (" + layout_name(layout) + ", " + std::to_string(n) + " items, template " + o.templ +
             ")";
   t.header = {"checkpoint", "metric", "correct", "items", "accuracy", "CI lo", "CI hi"};
   plot::LinePlot lp;
@@ -218,7 +218,7 @@ output::Report run_eval(const EvalOptions& o) {
     r.notes.push_back(str("warning: the bootstrap intervals' ends rest on ", fmt(tail, 3),
                           " resamples each (--resamples x (1 - --level) / 2 < 10): they are not reliable"));
   if (!o.plot.empty()) plot::save(lp, o.plot);
-  r.meta = output::metadata("eval", {{"data", o.data},
+  r.meta = output::metadata("mc-eval", {{"data", o.data},
                                      {"checkpoints", o.checkpoints},
                                      {"layout", layout_name(layout)},
                                      {"layout_option", o.layout},

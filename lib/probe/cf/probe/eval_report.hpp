@@ -1,5 +1,5 @@
 #pragma once
-// The `eval` tool's work (issue 33, docs/eval.md): zero-shot multiple-choice scoring of one or two
+// The `mc-eval` tool's work (issue 33, docs/mc-eval.md): zero-shot multiple-choice scoring of one or two
 // checkpoints on a JSONL file (cf/probe/multiple_choice.hpp), accuracies with percentile bootstrap
 // intervals, and for two checkpoints the paired exact McNemar test and bootstrap interval of the
 // difference on the same items (cf/probe/stats.hpp).

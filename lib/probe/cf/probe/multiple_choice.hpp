@@ -1,5 +1,5 @@
 #pragma once
-// Zero-shot multiple-choice scoring (issue 33, docs/eval.md): items read from JSONL files in the
+// Zero-shot multiple-choice scoring (issue 33, docs/mc-eval.md): items read from JSONL files in the
 // field layouts of lm-evaluation-harness v0.4's tasks (ARC, HellaSwag, PIQA, CommonsenseQA) or the
 // generic {context, choices, gold}, turned into a context string and choice strings by the
 // harness's prompt templates, and scored by the summed natural-log likelihood of " " + choice
@@ -19,7 +19,7 @@
 
 namespace cf::probe {
 
-/// Field layouts of a JSONL line (docs/eval.md "Layouts"). Auto picks one from the first item's
+/// Field layouts of a JSONL line (docs/mc-eval.md "Layouts"). Auto picks one from the first item's
 /// field names.
 enum class McLayout { Auto, Generic, Arc, Hellaswag, Piqa, Csqa };
 
@@ -64,7 +64,7 @@ int code_points(std::string_view s);
 /// caller prefixes the file and line.
 McItem mc_item_from_json(const nlohmann::json& j, McLayout layout, McTemplate tpl);
 
-/// The layout a JSON object's field names imply (docs/eval.md "Layouts"): ctx_a / endings ->
+/// The layout a JSON object's field names imply (docs/mc-eval.md "Layouts"): ctx_a / endings ->
 /// HellaSwag, goal / sol1 -> PIQA, context / choices / gold -> generic, question_concept (at the
 /// top or inside `question`) -> CommonsenseQA, question / answerKey -> ARC. Throws
 /// cf::InvalidArgument when none fits.

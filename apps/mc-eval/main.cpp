@@ -1,8 +1,8 @@
-// eval — zero-shot multiple-choice scoring (issue 33): the log-likelihood of each choice given the
+// mc-eval — zero-shot multiple-choice scoring (issue 33): the log-likelihood of each choice given the
 // context, for JSONL files in the field layouts of lm-evaluation-harness v0.4's ARC, HellaSwag,
 // PIQA and CommonsenseQA tasks or the generic {context, choices, gold}; acc and length-normalised
 // acc with bootstrap intervals, and the paired McNemar test of two checkpoints. Thin app over
-// cf/probe/eval_report.hpp; docs/eval.md.
+// cf/probe/eval_report.hpp; docs/mc-eval.md.
 #include <limits>
 
 #include "cf/core/app.hpp"
@@ -14,7 +14,7 @@ using namespace cf;
 int main(int argc, char** argv) {
   probe::EvalOptions o;
   app::CommonOptions common;
-  CLI::App app{"eval: zero-shot multiple-choice accuracy of one or two checkpoints on a local JSONL file", "eval"};
+  CLI::App app{"mc-eval: zero-shot multiple-choice accuracy of one or two checkpoints on a local JSONL file", "mc-eval"};
   app.add_option("--data", o.data, "JSONL file, one item per line (nothing is downloaded)")->required();
   app.add_option("--checkpoint", o.checkpoints,
                  "HDF5 checkpoint (train's last.h5 / best.h5) or Hugging Face folder; give two for a paired test")
@@ -50,11 +50,11 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
   app::add_common_options(app, common);
   app.footer(
-      "Examples (call it by its path: a bare 'eval' is the shell's own builtin):\n"
-      "  build/bin/eval --data arc_easy.jsonl --checkpoint runs/full/last.h5\n"
-      "  build/bin/eval --data hellaswag_val.jsonl --layout hellaswag --checkpoint hf/pythia-70m --out hs.json\n"
-      "  build/bin/eval --data piqa.jsonl --checkpoint runs/block/last.h5 --checkpoint runs/se/last.h5 --plot piqa.svg\n"
-      "  build/bin/eval --data mine.jsonl --layout arc --template verbatim --checkpoint m.h5 --format csv\n"
+      "Examples:\n"
+      "  build/bin/mc-eval --data arc_easy.jsonl --checkpoint runs/full/last.h5\n"
+      "  build/bin/mc-eval --data hellaswag_val.jsonl --layout hellaswag --checkpoint hf/pythia-70m --out hs.json\n"
+      "  build/bin/mc-eval --data piqa.jsonl --checkpoint runs/block/last.h5 --checkpoint runs/se/last.h5 --plot piqa.svg\n"
+      "  build/bin/mc-eval --data mine.jsonl --layout arc --template verbatim --checkpoint m.h5 --format csv\n"
       "Line layouts: generic {context, choices, gold}; arc {question, choices{text,label}, answerKey};\n"
       "hellaswag {activity_label, ctx_a, ctx_b, endings, label}; piqa {goal, sol1, sol2, label};\n"
       "csqa {question, choices{text,label}, answerKey} or {question{stem, choices[{label,text}]}, answerKey}.\n"
