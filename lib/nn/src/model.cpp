@@ -50,6 +50,11 @@ std::size_t Workspace<T>::bytes() const {
   return impl_->bytes();
 }
 template <class T>
+const T* Workspace<T>::probabilities() const {
+  return impl_->logits.data();
+}
+
+template <class T>
 void Workspace<T>::set_attention_path(AttentionPath p) {
   impl_->path = p;
 }

@@ -13,7 +13,7 @@ const float* forward_probs(const nn::Model<float>& model, const std::int32_t* to
   std::vector<std::int32_t> none(static_cast<std::size_t>(B) * T, -1);
   nn::forward_backward<float>(model, tokens, none.data(), B, T, nullptr, ws);
   // after the forward pass the logits buffer holds the softmax probabilities (crossentropy_forward)
-  return ws.get().logits.data();
+  return ws.probabilities();
 }
 
 void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, const std::string& what) {

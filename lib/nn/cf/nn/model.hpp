@@ -118,6 +118,9 @@ class Workspace {
   void set_attention_path(AttentionPath p);
   /// Bytes currently held by saved activations (for the memory benchmark).
   std::size_t bytes() const;
+  /// After a forward pass over B x T tokens: the next-token probabilities, row-major
+  /// [B*T, vocab_size] (the cross-entropy overwrites the logits with their softmax in place).
+  const T* probabilities() const;
 
  private:
   Activations<T>* impl_;
