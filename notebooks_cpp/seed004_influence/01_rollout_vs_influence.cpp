@@ -2,8 +2,9 @@
 // model and a learned-position model on the Brown corpus (bytes), measure alpha_l, the content
 // prior and the influence profile of Eq. 6 on evenly spread windows, and compare the rollout
 // variants (a) attention-only, (b) residual-aware, (c) residual-aware + constant-plus-diagonal
-// content with the measured profile (Spearman, W1/(n-1)). The paper's claim: (b) and (c) track the
-// measured profile better than (a). This program reports whatever comes out, with its numbers.
+// content, and attention flow (f) (Abnar & Zuidema: max-flow on the layered graph of the kernels of
+// (b), issue 34) with the measured profile (Spearman, W1/(n-1)). The paper's claim: (b) and (c) track
+// the measured profile better than (a). This program reports whatever comes out, with its numbers.
 // Figures: one per model with the four curves (docs/influence.md shows the full-mode ones).
 //   nb_seed004_01_rollout_vs_influence [--full] [--out-dir DIR]
 // quick (CTest): 4 layers x 64 wide, 150 steps of 8 x 64 tokens, n = 48, 16 windows; full: the same
@@ -35,8 +36,10 @@ int report(const notebook::Options& opt) {
   std::printf(
       "Seed 004 Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
       full ? "full" : "quick", n, W);
-  std::printf("| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content | (f) attention "
+      "flow |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
     nn::ModelConfig c;
     c.vocab_size = 256;
@@ -64,7 +67,7 @@ int report(const notebook::Options& opt) {
         std::string(nn::pos_name(pos)) + " (val loss " + std::to_string(tr.final_val_loss).substr(0, 5) + ")";
     for (auto src : {influence::KernelSource::Alibi, influence::KernelSource::Measured}) {
       if (src == influence::KernelSource::Alibi && pos != nn::PosKind::Alibi) continue;
-      const auto ag = influence::rollout_agreement(model, meas, src, infl.profile);
+      const auto ag = influence::rollout_agreement(model, meas, src, infl.profile, false, /*with_flow=*/true);
       for (int metric = 0; metric < 2; ++metric) {
         std::printf("| %s | %s | %s |", name.c_str(), influence::kernel_source_name(src).c_str(),
                     metric == 0 ? "Spearman" : "W1/(n-1)");
@@ -87,10 +90,10 @@ int report(const notebook::Options& opt) {
     if (std::abs(infl.profile.sum() - 1) > 1e-9) ++failures;
     std::printf("|  | alpha_l | token-mean |");
     for (long l = 0; l < meas.alpha_token_mean.size(); ++l) std::printf(" %.3f", meas.alpha_token_mean(l));
-    std::printf(" | | |\n");
+    std::printf(" | | | |\n");
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\nfigures: %s/seed004_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n",
+  std::printf("\nfigures: %s/seed004_*.svg ((a), (b), (c) where defined, (f) flow, measured influence)\n",
               out_dir.c_str());
   std::printf("run time: %.1f s\n", sec);
   return failures == 0 ? 0 : 1;
