@@ -112,6 +112,15 @@ void refuse_plot(const Options& o, const std::string& mode) {
   require(o.common.plot.empty(), "--plot: `rollout ", mode, "` reports a table of statistics and draws no plot");
 }
 
+/// A square matrix as a headerless CSV in full precision (docs/conventions.md "CSV"), atomically.
+void write_matrix_csv(const std::string& path, const RowMatrix& M) {
+  std::ostringstream os;
+  os.precision(17);
+  for (long i = 0; i < M.rows(); ++i)
+    for (long j = 0; j < M.cols(); ++j) os << M(i, j) << (j + 1 < M.cols() ? "," : "\n");
+  write_file_atomic(path, os.str());
+}
+
 /// Summary table of variant profiles (the layout other tools extend with more columns).
 output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::VectorXd& influence,
                             const std::string& title, nlohmann::json& summary) {
@@ -240,12 +249,7 @@ void run_rollout(const Options& o) {
   if (!o.matrix.empty()) {
     require(s.n <= 2048, "--matrix writes the full n x n rollout; n <= 2048 required, got ", s.n);
     const auto ks = source_kernels(s, false, 2048);
-    const RowMatrix P = rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n);
-    std::ostringstream os;
-    os.precision(17);  // full precision (docs/conventions.md "CSV")
-    for (long i = 0; i < s.n; ++i)
-      for (long j = 0; j < s.n; ++j) os << P(i, j) << (j + 1 < s.n ? "," : "\n");
-    write_file_atomic(o.matrix, os.str());
+    write_matrix_csv(o.matrix, rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n));
     rep.notes.push_back("full rollout matrix P(L) of variant (b) written to " + o.matrix);
   }
   app::emit(rep, o.common);
@@ -327,12 +331,7 @@ void run_flow(const Options& o) {
                            (s.structured ? std::string("ALiBi without content") : s.kernel_source);
   rep.meta = output::metadata("rollout flow", params);
   if (!o.flow_matrix.empty()) {
-    const RowMatrix F = attention_flow_matrix(R, alg);
-    std::ostringstream os;
-    os.precision(17);  // full precision (docs/conventions.md "CSV")
-    for (long i = 0; i < s.n; ++i)
-      for (long j = 0; j < s.n; ++j) os << F(i, j) << (j + 1 < s.n ? "," : "\n");
-    write_file_atomic(o.flow_matrix, os.str());
+    write_matrix_csv(o.flow_matrix, attention_flow_matrix(R, alg));
     rep.notes.push_back("flow matrix F[t, j] (max-flow from (0, j) to (L, t)) written to " + o.flow_matrix);
   }
   app::emit(rep, o.common);

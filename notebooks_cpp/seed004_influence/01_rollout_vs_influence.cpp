@@ -1,4 +1,4 @@
-// Seed 004 (Herasimchyk et al.), section 6 and Tables 2-5 at small scale: train a small ALiBi
+// Position bias (Herasimchyk et al.), section 6 and Tables 2-5 at small scale: train a small ALiBi
 // model and a learned-position model on the Brown corpus (bytes), measure alpha_l, the content
 // prior and the influence profile of Eq. 6 on evenly spread windows, and compare the rollout
 // variants (a) attention-only, (b) residual-aware, (c) residual-aware + constant-plus-diagonal
@@ -34,7 +34,8 @@ int report(const notebook::Options& opt) {
   const int n = full ? 64 : 48, W = full ? 64 : 16;
   int failures = 0;
   std::printf(
-      "Seed 004 Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
+      "Position bias (Herasimchyk et al.) Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of "
+      "the validation split\n\n",
       full ? "full" : "quick", n, W);
   std::printf(
       "| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content | (f) attention "
@@ -84,8 +85,9 @@ int report(const notebook::Options& opt) {
       }
       const std::string fig =
           out_dir + "/seed004_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
-      plot::save(influence::agreement_plot(ag, infl.profile, std::string("seed 004, ") + nn::pos_name(pos) + " model"),
-                 fig);
+      plot::save(
+          influence::agreement_plot(ag, infl.profile, std::string("position bias, ") + nn::pos_name(pos) + " model"),
+          fig);
     }
     if (std::abs(infl.profile.sum() - 1) > 1e-9) ++failures;
     std::printf("|  | alpha_l | token-mean |");
@@ -103,6 +105,6 @@ int report(const notebook::Options& opt) {
 
 int main(int argc, char** argv) {
   return notebook::run(argc, argv, "nb_seed004_01_rollout_vs_influence",
-                       "Notebook: seed 004 rollout kernels vs measured influence on trained models",
+                       "Notebook: Position bias (Herasimchyk et al.) rollout kernels and attention flow vs measured influence on trained models",
                        "seed004_influence_out", report);
 }

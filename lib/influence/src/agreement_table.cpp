@@ -202,7 +202,10 @@ output::Report agreement_report(const Agreement& ag, const Eigen::VectorXd& infl
 
 plot::LinePlot agreement_plot(const Agreement& ag, const Eigen::VectorXd& influence, const std::string& model_name) {
   plot::LinePlot lp;
-  lp.title = "Rollout vs measured influence, " + model_name + " (" + kernel_source_name(ag.source) + " kernels)";
+  bool flow = false;
+  for (const auto& v : ag.variants) flow = flow || v.key == "flow";
+  lp.title = std::string(flow ? "Rollout and attention flow" : "Rollout") + " vs measured influence, " + model_name +
+             " (" + kernel_source_name(ag.source) + " kernels)";
   lp.xlabel = "input position j";
   lp.ylabel = "influence on the next-token position";
   double top = influence.maxCoeff();
