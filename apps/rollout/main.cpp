@@ -307,6 +307,10 @@ void run_flow(const Options& o) {
   const RolloutSource& s = st.s;
   require(s.n <= 2048, "`rollout flow` builds n x n kernels per layer and one max-flow per source: --n <= 2048 "
           "required, got ", s.n);
+  // one max-flow per source on positions j..n-1: about L n^3 / 6 edges in all (docs/rollout.md)
+  const double work = s.L * std::pow(static_cast<double>(s.n), 3) / 6;
+  require(work <= 2e10, "`rollout flow`: L = ", s.L, " layers at n = ", s.n, " make about ", fmt(work, 3),
+          " edges over all sources (L n^3 / 6; limit 2e10, e.g. n = 2048 at L = 12, hours of work): lower --n");
   require(o.target < s.n, "--target must be < n = ", s.n, ", got ", o.target);
   require(o.flow_matrix.empty() || s.n <= 512, "--flow-matrix solves n (n + 1) / 2 max-flows: n <= 512 required, got ",
           s.n);
