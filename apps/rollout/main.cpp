@@ -536,7 +536,7 @@ void add_model_options(CLI::App& app, Options& o) {
                  "File with H non-negative head weights (default: uniform mean over heads)");
   app.add_option("--n", s.n,
                  "Sequence length n [default: 256 or the config's sequence_length; verify/monotonicity "
-                 "48/64; dichotomy 8; jacobian 16]")
+                 "48/64; dichotomy 8; jacobian 16; flow 64]")
       ->check(CLI::Range(1L, 1L << 26));
   app.add_option(
          "--alpha", s.alpha,

@@ -11,11 +11,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <string>
 
+#include "cf/core/app.hpp"
+#include "cf/core/error.hpp"
 #include "cf/rollout/flow.hpp"
 #include "cf/rollout/kernel.hpp"
 
@@ -29,25 +30,47 @@ double cpu_now() {
 }
 }  // namespace
 
+int report(long n, int L, long samples, const std::string& algs, const std::string& kernels_out,
+           const std::string& flows_out);
+
+// Command line: --help describes the benchmark; unknown options and bad sizes are refused (exit 2).
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: bench_flow N L SAMPLES [ALGORITHMS] [KERNELS_OUT] [FLOWS_OUT]\n");
-    return 2;
-  }
-  const long n = std::atol(argv[1]);
-  const int L = std::atoi(argv[2]);
-  const long samples = std::atol(argv[3]);
-  const std::string algs = argc > 4 ? argv[4] : "bk,push-relabel";
-  if (n < 2 || n > 8192 || L < 1 || L > 96 || samples < 0 || samples > n) {
-    std::fprintf(stderr, "bench_flow: N in [2, 8192], L in [1, 96], SAMPLES in [0, N]\n");
-    return 2;
-  }
+  CLI::App app{"Benchmark of attention flow (max-flow from input positions to the last one on the layered graph "
+               "of 0.5 I + 0.5 x a 12-head ALiBi mean kernel), both Boost.Graph solvers",
+               "bench_flow"};
+  long n = 256, samples = 0;
+  int L = 12;
+  std::string algs = "bk,push-relabel", kernels_out, flows_out;
+  app.add_option("n", n, "Positions n")->check(CLI::Range(2L, 8192L))->capture_default_str();
+  app.add_option("layers", L, "Layers L")->check(CLI::Range(1, 96))->capture_default_str();
+  app.add_option("samples", samples, "0 = every source; K = the K evenly spaced sources floor(k n / K)")
+      ->check(CLI::Range(0L, 8192L))
+      ->capture_default_str();
+  app.add_option("algorithms", algs, "Comma list of solvers: bk, push-relabel")->capture_default_str();
+  app.add_option("kernels_out", kernels_out, "Write R as L*n rows of n numbers (17 digits)");
+  app.add_option("flows_out", flows_out, "Write 'j flow' per computed source (the first solver's flows)");
+  int rc = 0;
+  const int code = cf::app::run(app, argc, argv, [&] {
+    cf::require(samples <= n, "samples: at most n = ", n, " sources, got ", samples);
+    std::size_t start = 0;
+    while (start <= algs.size()) {  // every item names a solver (parse_flow_algorithm throws otherwise)
+      const std::size_t comma = std::min(algs.find(',', start), algs.size());
+      parse_flow_algorithm(algs.substr(start, comma - start), "algorithms");
+      start = comma + 1;
+    }
+    rc = report(n, L, samples, algs, kernels_out, flows_out);
+  });
+  return code != 0 ? code : rc;
+}
+
+int report(long n, int L, long samples, const std::string& algs, const std::string& kernels_out,
+           const std::string& flows_out) {
   AlibiModel m;
   m.slopes = alibi_slopes_simple(12);
   std::vector<RowMatrix> ks(1, alibi_kernel_dense(m, 0, n));  // the same kernel at every layer
   const std::vector<RowMatrix> R = residual_mixed_kernels(ks, Eigen::VectorXd::Constant(L, 0.5));
-  if (argc > 5) {
-    std::ofstream f(argv[5]);
+  if (!kernels_out.empty()) {
+    std::ofstream f(kernels_out);
     f.precision(17);
     for (const auto& M : R)
       for (long i = 0; i < n; ++i)
@@ -79,8 +102,8 @@ int main(int argc, char** argv) {
       have = true;
     }
   }
-  if (argc > 6 && have) {
-    std::ofstream f(argv[6]);
+  if (!flows_out.empty() && have) {
+    std::ofstream f(flows_out);
     f.precision(17);
     const std::vector<long>& src = o.sources;
     for (long j = 0; j < n; ++j)
