@@ -182,14 +182,15 @@ void run_influence_agreement(const Options& o, bool with_flow = false) {
   const auto ag = influence::rollout_agreement(model, m, src, infl, o.src.alpha_kind == "frobenius", with_flow,
                                                parse_flow_algorithm(o.flow_algorithm));
   output::Report rep = influence::agreement_report(ag, infl, o.src.model, isrc);
-  rep.meta = output::metadata(with_flow ? "rollout flow" : "rollout", {{"model", o.src.model},
-                                          {"n", n},
-                                          {"influence", o.influence},
-                                          {"kernel_source", influence::kernel_source_name(src)},
-                                          {"windows", o.influence_windows},
-                                          {"text", o.capture_text},
-                                          {"alpha_kind", o.src.alpha_kind},
-                                          {"window_starts", w.starts}});
+  rep.meta =
+      output::metadata(with_flow ? "rollout flow" : "rollout", {{"model", o.src.model},
+                                                                {"n", n},
+                                                                {"influence", o.influence},
+                                                                {"kernel_source", influence::kernel_source_name(src)},
+                                                                {"windows", o.influence_windows},
+                                                                {"text", o.capture_text},
+                                                                {"alpha_kind", o.src.alpha_kind},
+                                                                {"window_starts", w.starts}});
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(influence::agreement_plot(ag, infl, o.src.model), o.common.plot);
 }
@@ -288,7 +289,8 @@ void run_rollout(const Options& o) {
 void run_flow(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.flow_matrix, "--flow-matrix");
-  require(o.matrix.empty(), "--matrix writes the rollout matrix of the default mode; `rollout flow` writes the flow "
+  require(o.matrix.empty(),
+          "--matrix writes the rollout matrix of the default mode; `rollout flow` writes the flow "
           "matrix with --flow-matrix FILE");
   require(o.path == "auto", "--path: `rollout flow` builds dense kernels (no structured path to choose)");
   const FlowAlgorithm alg = parse_flow_algorithm(o.flow_algorithm);
@@ -305,8 +307,10 @@ void run_flow(const Options& o) {
   Setup st;
   setup(st, o, 64);
   const RolloutSource& s = st.s;
-  require(s.n <= 2048, "`rollout flow` builds n x n kernels per layer and one max-flow per source: --n <= 2048 "
-          "required, got ", s.n);
+  require(s.n <= 2048,
+          "`rollout flow` builds n x n kernels per layer and one max-flow per source: --n <= 2048 "
+          "required, got ",
+          s.n);
   // one max-flow per source on positions j..n-1: about L n^3 / 6 edges in all (docs/rollout.md)
   const double work = s.L * std::pow(static_cast<double>(s.n), 3) / 6;
   require(work <= 2e10, "`rollout flow`: L = ", s.L, " layers at n = ", s.n, " make about ", fmt(work, 3),
@@ -326,8 +330,7 @@ void run_flow(const Options& o) {
   fo.algorithm = alg;
   const FlowResult fr = attention_flow(R, fo);
   const std::vector<VariantProfile> vs = rollout_variants(s, s.n);
-  output::Report rep =
-      flow_report(s, vs, fr, alg, influence, app::resolve_format(o.common) == output::Format::Csv);
+  output::Report rep = flow_report(s, vs, fr, alg, influence, app::resolve_format(o.common) == output::Format::Csv);
   nlohmann::json params = s.params;
   params["flow_algorithm"] = flow_algorithm_name(alg);
   params["flow_target"] = fr.target;
@@ -637,7 +640,8 @@ int main(int argc, char** argv) {
   dich->add_option("--eps", o.eps, "Lemma 5.3 epsilon in [0, 1] [default 0: smallest kernel weight]");
   auto* flow = app.add_subcommand(
       "flow", "Attention flow (max-flow from each input position to the last) beside the rollout variants");
-  flow->add_option("--algorithm", o.flow_algorithm, "Max-flow solver (Boost.Graph): push-relabel | bk (Boykov-Kolmogorov)")
+  flow->add_option("--algorithm", o.flow_algorithm,
+                   "Max-flow solver (Boost.Graph): push-relabel | bk (Boykov-Kolmogorov)")
       ->check(CLI::IsMember({"bk", "push-relabel"}))
       ->capture_default_str();
   flow->add_option("--target", o.target, "Sink position t in [0, n) [default: n-1]");

@@ -35,9 +35,10 @@ int report(long n, int L, long samples, const std::string& algs, const std::stri
 
 // Command line: --help describes the benchmark; unknown options and bad sizes are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmark of attention flow (max-flow from input positions to the last one on the layered graph "
-               "of 0.5 I + 0.5 x a 12-head ALiBi mean kernel), both Boost.Graph solvers",
-               "bench_flow"};
+  CLI::App app{
+      "Benchmark of attention flow (max-flow from input positions to the last one on the layered graph "
+      "of 0.5 I + 0.5 x a 12-head ALiBi mean kernel), both Boost.Graph solvers",
+      "bench_flow"};
   long n = 256, samples = 0;
   int L = 12;
   std::string algs = "bk,push-relabel", kernels_out, flows_out;
@@ -95,7 +96,8 @@ int report(long n, int L, long samples, const std::string& algs, const std::stri
                 fr.max_cut_gap, fr.flow(0));
     if (have) {
       double d = 0;
-      for (long j = 0; j < n; ++j) d = std::max(d, std::abs(fr.flow(j) - first.flow(j)) / std::max(first.flow(j), 1e-300));
+      for (long j = 0; j < n; ++j)
+        d = std::max(d, std::abs(fr.flow(j) - first.flow(j)) / std::max(first.flow(j), 1e-300));
       std::printf("  max relative difference to the first solver: %.2e\n", d);
     } else {
       first = fr;

@@ -105,6 +105,7 @@ int report(const notebook::Options& opt) {
 
 int main(int argc, char** argv) {
   return notebook::run(argc, argv, "nb_seed004_01_rollout_vs_influence",
-                       "Notebook: Position bias (Herasimchyk et al.) rollout kernels and attention flow vs measured influence on trained models",
+                       "Notebook: Position bias (Herasimchyk et al.) rollout kernels and attention flow vs measured "
+                       "influence on trained models",
                        "seed004_influence_out", report);
 }

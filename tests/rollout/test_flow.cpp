@@ -57,8 +57,9 @@ RowMatrix product(const std::vector<RowMatrix>& R) {
 
 }  // namespace
 
-TEST_CASE("Attention flow: max-flow min-cut certificate, cut of S in the full graph = flow, 60 random graphs L 1-6 n 2-24",
-          "[flow]") {
+TEST_CASE(
+    "Attention flow: max-flow min-cut certificate, cut of S in the full graph = flow, 60 random graphs L 1-6 n 2-24",
+    "[flow]") {
   std::mt19937_64 rng(34);
   std::uniform_int_distribution<int> Ld(1, 6);
   std::uniform_int_distribution<long> nd(2, 24);
@@ -73,8 +74,8 @@ TEST_CASE("Attention flow: max-flow min-cut certificate, cut of S in the full gr
         const SingleFlow f = max_flow_single(R, j, t, alg, true);
         const auto& S = f.source_side;
         REQUIRE(S.size() == static_cast<std::size_t>(L + 1));
-        REQUIRE(S[0][j] == 1);   // the source is in S
-        REQUIRE(S[L][t] == 0);   // the sink is not
+        REQUIRE(S[0][j] == 1);  // the source is in S
+        REQUIRE(S[L][t] == 0);  // the sink is not
         const double cut = full_cut(R, S);
         INFO("graph " << g << " L = " << L << " n = " << n << " t = " << t << " source " << j << " "
                       << flow_algorithm_name(alg) << ": flow " << f.value << " cut " << cut);

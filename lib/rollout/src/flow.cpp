@@ -2,12 +2,12 @@
 #include "cf/rollout/flow.hpp"
 
 #include <algorithm>
-#include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/boykov_kolmogorov_max_flow.hpp>
+#include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
 #include <chrono>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <limits>
 
@@ -156,9 +156,10 @@ SingleFlow solve(const std::vector<RowMatrix>& R, long j, long t, const NodeSet&
     std::vector<long> dist(nv);
     std::vector<Edge> pred(nv);
     auto idx = boost::get(boost::vertex_index, g);
-    out.value = boost::boykov_kolmogorov_max_flow(g, cap, res, rev, boost::make_iterator_property_map(pred.begin(), idx),
-                                                  boost::make_iterator_property_map(color.begin(), idx),
-                                                  boost::make_iterator_property_map(dist.begin(), idx), idx, s, sink);
+    out.value =
+        boost::boykov_kolmogorov_max_flow(g, cap, res, rev, boost::make_iterator_property_map(pred.begin(), idx),
+                                          boost::make_iterator_property_map(color.begin(), idx),
+                                          boost::make_iterator_property_map(dist.begin(), idx), idx, s, sink);
   }
   if (!certificate) return out;
   // T = nodes that can still reach the sink in the final residual graph (arcs with residual > 0),

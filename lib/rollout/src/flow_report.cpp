@@ -128,7 +128,8 @@ output::Report flow_report(const RolloutSource& s, const std::vector<VariantProf
                 {"seconds", fr.seconds}}}};
   if (influence.size()) rep.body["influence"] = vec(influence);
   rep.notes.push_back(
-      "graph: nodes (l, i), l = 0..L; edge (l-1, j) -> (l, i) for j <= i with capacity R_l[i, j], R_l = (1 - alpha_l) I "
+      "graph: nodes (l, i), l = 0..L; edge (l-1, j) -> (l, i) for j <= i with capacity R_l[i, j], R_l = (1 - alpha_l) "
+      "I "
       "+ alpha_l Abar(l) (the kernels of variant (b)); flow of j = max-flow from (0, j) to (L, " +
       std::to_string(t) + ")");
   rep.notes.push_back("cut: capacity of the min cut read off the final residual graph (certificate: equals the flow)");

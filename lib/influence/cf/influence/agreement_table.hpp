@@ -57,8 +57,9 @@ struct AgreementVariant {
 /// The three variants against `influence` (n entries, sums to 1). frobenius_alpha: Eq. 1 alpha
 /// instead of the token-mean form. with_flow: a fourth column "(f) attention flow", the normalised
 /// max-flow profile to the last position on the residual-mixed kernels of (b) (the same kernels
-/// and alpha; cf/rollout/flow.hpp), solved by `flow_algorithm`. Throws cf::InvalidArgument when the kernel source does not fit
-/// the model (alibi on a checkpoint without ALiBi positions, or with block / bridge / other masks).
+/// and alpha; cf/rollout/flow.hpp), solved by `flow_algorithm`. Throws cf::InvalidArgument when
+/// the kernel source does not fit the model (alibi on a checkpoint without ALiBi positions, or
+/// with block / bridge / other masks).
 struct Agreement {
   KernelSource source = KernelSource::Measured;
   std::string source_description;

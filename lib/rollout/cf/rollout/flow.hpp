@@ -67,10 +67,10 @@ struct FlowOptions {
 /// Flows of every source to one target.
 struct FlowResult {
   long target = 0;
-  Eigen::VectorXd flow;     ///< n raw max-flow values; 0 for positions after the target (and skipped sources)
-  Eigen::VectorXd profile;  ///< flow / sum(flow) (all zero if the sum is 0)
-  Eigen::VectorXd cut;      ///< n min-cut capacities (certificate; NaN where not computed)
-  double max_cut_gap = 0;   ///< max over sources of |cut - flow| / max(flow, 1e-300) (certificate)
+  Eigen::VectorXd flow;               ///< n raw max-flow values; 0 for positions after the target (and skipped sources)
+  Eigen::VectorXd profile;            ///< flow / sum(flow) (all zero if the sum is 0)
+  Eigen::VectorXd cut;                ///< n min-cut capacities (certificate; NaN where not computed)
+  double max_cut_gap = 0;             ///< max over sources of |cut - flow| / max(flow, 1e-300) (certificate)
   long max_nodes = 0, max_edges = 0;  ///< largest pruned graph solved
   double seconds = 0;                 ///< wall time
 };
@@ -82,8 +82,7 @@ FlowResult attention_flow(const std::vector<RowMatrix>& R, const FlowOptions& op
 
 /// Flow matrix for all targets: F[t, j] = max-flow from (0, j) to (L, t) for j <= t, 0 above the
 /// diagonal; n (n + 1) / 2 max-flows (parallel). n <= 512 (O(L n^5) work in the worst case).
-RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R,
-                                FlowAlgorithm algorithm = FlowAlgorithm::PushRelabel);
+RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R, FlowAlgorithm algorithm = FlowAlgorithm::PushRelabel);
 
 /// Upper bound on the flow of source j to target t that holds for every layered graph: the
 /// smaller of the two trivial cuts, the source's out-capacity sum_{i in [j, t]} R_1[i, j] (L > 1;
