@@ -23,6 +23,8 @@
 #include "cf/nn/checkpoint.hpp"
 #include "cf/rollout/agreement.hpp"
 #include "cf/rollout/dichotomy.hpp"
+#include "cf/rollout/flow.hpp"
+#include "cf/rollout/flow_report.hpp"
 #include "cf/rollout/jacobian_bound.hpp"
 #include "cf/rollout/monotonicity.hpp"
 #include "cf/rollout/preset.hpp"
@@ -58,6 +60,8 @@ struct Options {
   double eps = 0;
   // verify
   int seeds = 8;
+  // flow (issue 34): max-flow solver and the all-targets matrix file
+  std::string flow_algorithm = "push-relabel", flow_matrix;
   std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   app::CommonOptions common;
 };
@@ -109,6 +113,15 @@ void refuse_plot(const Options& o, const std::string& mode) {
   require(o.common.plot.empty(), "--plot: `rollout ", mode, "` reports a table of statistics and draws no plot");
 }
 
+/// A square matrix as a headerless CSV in full precision (docs/conventions.md "CSV"), atomically.
+void write_matrix_csv(const std::string& path, const RowMatrix& M) {
+  std::ostringstream os;
+  os.precision(17);
+  for (long i = 0; i < M.rows(); ++i)
+    for (long j = 0; j < M.cols(); ++j) os << M(i, j) << (j + 1 < M.cols() ? "," : "\n");
+  write_file_atomic(path, os.str());
+}
+
 /// Summary table of variant profiles (the layout other tools extend with more columns).
 output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::VectorXd& influence,
                             const std::string& title, nlohmann::json& summary) {
@@ -141,7 +154,7 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
 
 /// `--model CHECKPOINT --influence auto|FILE`: the Position bias (Herasimchyk et al.) Tables 2-5 comparison on the model's own
 /// windows (cf/influence/agreement_table.hpp; docs/influence.md).
-void run_influence_agreement(const Options& o) {
+void run_influence_agreement(const Options& o, bool with_flow = false) {
   const nn::Model<float> model = cf::model::load_model(o.src.model);
   const int n =
       o.src.n > 0 ? static_cast<int>(std::min<long>(o.src.n, 1L << 30)) : std::min(256, model.config.block_size);
@@ -167,16 +180,18 @@ void run_influence_agreement(const Options& o) {
     isrc = "measured in process (Eq. 6, target " + o.influence_target + ", " + std::to_string(o.influence_windows) +
            " windows of " + o.capture_text + ")";
   }
-  const auto ag = influence::rollout_agreement(model, m, src, infl, o.src.alpha_kind == "frobenius");
+  const auto ag = influence::rollout_agreement(model, m, src, infl, o.src.alpha_kind == "frobenius", with_flow,
+                                               parse_flow_algorithm(o.flow_algorithm));
   output::Report rep = influence::agreement_report(ag, infl, o.src.model, isrc);
-  rep.meta = output::metadata("rollout", {{"model", o.src.model},
-                                          {"n", n},
-                                          {"influence", o.influence},
-                                          {"kernel_source", influence::kernel_source_name(src)},
-                                          {"windows", o.influence_windows},
-                                          {"text", o.capture_text},
-                                          {"alpha_kind", o.src.alpha_kind},
-                                          {"window_starts", w.starts}});
+  rep.meta =
+      output::metadata(with_flow ? "rollout flow" : "rollout", {{"model", o.src.model},
+                                                                {"n", n},
+                                                                {"influence", o.influence},
+                                                                {"kernel_source", influence::kernel_source_name(src)},
+                                                                {"windows", o.influence_windows},
+                                                                {"text", o.capture_text},
+                                                                {"alpha_kind", o.src.alpha_kind},
+                                                                {"window_starts", w.starts}});
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(influence::agreement_plot(ag, infl, o.src.model), o.common.plot);
 }
@@ -236,12 +251,7 @@ void run_rollout(const Options& o) {
   if (!o.matrix.empty()) {
     require(s.n <= 2048, "--matrix writes the full n x n rollout; n <= 2048 required, got ", s.n);
     const auto ks = source_kernels(s, false, 2048);
-    const RowMatrix P = rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n);
-    std::ostringstream os;
-    os.precision(17);  // full precision (docs/conventions.md "CSV")
-    for (long i = 0; i < s.n; ++i)
-      for (long j = 0; j < s.n; ++j) os << P(i, j) << (j + 1 < s.n ? "," : "\n");
-    write_file_atomic(o.matrix, os.str());
+    write_matrix_csv(o.matrix, rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n));
     rep.notes.push_back("full rollout matrix P(L) of variant (b) written to " + o.matrix);
   }
   app::emit(rep, o.common);
@@ -273,6 +283,70 @@ void run_rollout(const Options& o) {
     }
     plot::save(lp, o.common.plot);
   }
+}
+
+/// `rollout flow`: attention flow (max-flow on the layered graph of variant (b)'s residual-mixed
+/// kernels, cf/rollout/flow.hpp) beside the rollout variants; report built by cf/rollout/flow_report.hpp.
+void run_flow(const Options& o) {
+  if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  app::check_output(o.flow_matrix, "--flow-matrix");
+  require(o.matrix.empty(),
+          "--matrix writes the rollout matrix of the default mode; `rollout flow` writes the flow "
+          "matrix with --flow-matrix FILE");
+  require(o.path == "auto", "--path: `rollout flow` builds dense kernels (no structured path to choose)");
+  const FlowAlgorithm alg = parse_flow_algorithm(o.flow_algorithm);
+  if (!o.influence.empty() && o.src.model_config.empty() && is_model_file(o.src.model) &&
+      std::filesystem::exists(o.src.model) && is_checkpoint_file(o.src.model)) {
+    require(o.src.alpha == "measured",
+            "--influence with a checkpoint compares against the measured alpha: use --alpha measured");
+    require(o.target < 0, "--target: --influence compares the flow to the last position (drop --target)");
+    require(o.flow_matrix.empty(), "--flow-matrix: not available with --model CHECKPOINT --influence");
+    return run_influence_agreement(o, true);
+  }
+  require(o.influence != "auto", "--influence auto measures the influence of a checkpoint: give --model CHECKPOINT.h5");
+  require(o.kernel_source == "auto", "--kernel-source applies to --model CHECKPOINT with --influence");
+  Setup st;
+  setup(st, o, 64);
+  const RolloutSource& s = st.s;
+  require(s.n <= 2048,
+          "`rollout flow` builds n x n kernels per layer and one max-flow per source: --n <= 2048 "
+          "required, got ",
+          s.n);
+  // one max-flow per source on positions j..n-1: about L n^3 / 6 edges in all (docs/rollout.md)
+  const double work = s.L * std::pow(static_cast<double>(s.n), 3) / 6;
+  require(work <= 2e10, "`rollout flow`: L = ", s.L, " layers at n = ", s.n, " make about ", fmt(work, 3),
+          " edges over all sources (L n^3 / 6; limit 2e10, e.g. n = 2048 at L = 12, hours of work): lower --n");
+  require(o.target < s.n, "--target must be < n = ", s.n, ", got ", o.target);
+  require(o.flow_matrix.empty() || s.n <= 512, "--flow-matrix solves n (n + 1) / 2 max-flows: n <= 512 required, got ",
+          s.n);
+  Eigen::VectorXd influence;
+  if (!o.influence.empty()) {
+    require(o.target < 0 || o.target == s.n - 1, "--target: --influence compares the flow to the last position");
+    influence = cf::influence::read_profile(o.influence);
+    require(influence.size() == s.n, "--influence has ", influence.size(), " positions but n = ", s.n);
+  }
+  const std::vector<RowMatrix> R = residual_mixed_kernels(source_kernels(s, false, 2048), s.alpha);
+  FlowOptions fo;
+  fo.target = o.target;
+  fo.algorithm = alg;
+  const FlowResult fr = attention_flow(R, fo);
+  const std::vector<VariantProfile> vs = rollout_variants(s, s.n);
+  output::Report rep = flow_report(s, vs, fr, alg, influence, app::resolve_format(o.common) == output::Format::Csv);
+  nlohmann::json params = s.params;
+  params["flow_algorithm"] = flow_algorithm_name(alg);
+  params["flow_target"] = fr.target;
+  params["flow_kernels"] = "residual-mixed kernels of variant (b): (1 - alpha_l) I + alpha_l Abar(l), " +
+                           (s.structured ? std::string("ALiBi without content") : s.kernel_source);
+  rep.meta = output::metadata("rollout flow", params);
+  if (!o.flow_matrix.empty()) {
+    write_matrix_csv(o.flow_matrix, attention_flow_matrix(R, alg));
+    rep.notes.push_back("flow matrix F[t, j] (max-flow from (0, j) to (L, t)) written to " + o.flow_matrix);
+  }
+  app::emit(rep, o.common);
+  if (!o.common.plot.empty()) plot::save(flow_plot(s, vs, fr, influence, o.plot_scale == "log"), o.common.plot);
+  if (!(fr.max_cut_gap <= 1e-9))
+    throw Error("flow: a min-cut certificate differs from its flow by " + fmt(fr.max_cut_gap, 3) +
+                " relative (> 1e-9): a solver failure");
 }
 
 void run_sweep(const Options& o) {
@@ -466,7 +540,7 @@ void add_model_options(CLI::App& app, Options& o) {
                  "File with H non-negative head weights (default: uniform mean over heads)");
   app.add_option("--n", s.n,
                  "Sequence length n [default: 256 or the config's sequence_length; verify/monotonicity "
-                 "48/64; dichotomy 8; jacobian 16]")
+                 "48/64; dichotomy 8; jacobian 16; flow 64]")
       ->check(CLI::Range(1L, 1L << 26));
   app.add_option(
          "--alpha", s.alpha,
@@ -519,7 +593,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "rollout: residual-aware attention rollout of Position bias (Herasimchyk et al.) (position bias: U-shaped priors, primacy and "
       "recency forces, infinite-depth collapse) and the Jacobian bound of Runway (Lee & Clark). Modes: default rollout, "
-      "'sweep', 'monotonicity', 'verify', 'dichotomy', 'jacobian'.",
+      "'sweep', 'monotonicity', 'verify', 'dichotomy', 'jacobian', 'flow'.",
       "rollout"};
   app.fallthrough();
   add_model_options(app, o);
@@ -565,10 +639,19 @@ int main(int argc, char** argv) {
   dich->add_option("--schedule2", o.deep_alpha2, "Summable schedule (power:A0,BETA with BETA > 1)")
       ->capture_default_str();
   dich->add_option("--eps", o.eps, "Lemma 5.3 epsilon in [0, 1] [default 0: smallest kernel weight]");
+  auto* flow = app.add_subcommand(
+      "flow", "Attention flow (max-flow from each input position to the last) beside the rollout variants");
+  flow->add_option("--algorithm", o.flow_algorithm,
+                   "Max-flow solver (Boost.Graph): push-relabel | bk (Boykov-Kolmogorov)")
+      ->check(CLI::IsMember({"bk", "push-relabel"}))
+      ->capture_default_str();
+  flow->add_option("--target", o.target, "Sink position t in [0, n) [default: n-1]");
+  flow->add_option("--flow-matrix", o.flow_matrix,
+                   "Also write the flow matrix F[t, j] for every target t as CSV (n <= 512)");
   auto* jac = app.add_subcommand("jacobian", "Runway (Lee & Clark) Theorem 3.3 bound for one target over all sources");
   jac->add_option("--C", o.C, "Per-layer constant C > 0")->capture_default_str();
   jac->add_option("--target", o.target, "Target position d in [0, n) [default: n-1]");
-  for (auto* sub : {sweep, mono, verify, dich, jac}) sub->fallthrough();
+  for (auto* sub : {sweep, mono, verify, dich, jac, flow}) sub->fallthrough();
   app.require_subcommand(0, 1);
   app.footer(
       "Examples:\n"
@@ -586,7 +669,11 @@ int main(int argc, char** argv) {
       "  rollout verify --model bloom --n 48\n"
       "  rollout monotonicity --model mpt-30b --n 64\n"
       "  rollout dichotomy --model bloom --n 8 --depth 1000000 --plot dich.svg\n"
-      "  rollout jacobian --model bloom-7b1 --n 16 --C 1 --plot jac.svg");
+      "  rollout jacobian --model bloom-7b1 --n 16 --C 1 --plot jac.svg\n"
+      "  rollout flow --model bloom-7b1 --n 64 --plot flow.svg          # attention flow beside (a), (b), (c)\n"
+      "  rollout flow --model run/capture.h5 --alpha measured --influence infl.csv --format json\n"
+      "  rollout flow --model run/best.h5 --alpha measured --influence auto --n 64   # Tables 2-5 layout with flow\n"
+      "  rollout flow --model-config cfg.yaml --n 32 --flow-matrix F.csv --algorithm push-relabel");
   return app::run(app, argc, argv, [&] {
     gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
     if (*sweep) return run_sweep(o);
@@ -594,6 +681,7 @@ int main(int argc, char** argv) {
     if (*verify) return run_verify(o);
     if (*dich) return run_dichotomy(o);
     if (*jac) return run_jacobian(o);
+    if (*flow) return run_flow(o);
     run_rollout(o);
   });
 }

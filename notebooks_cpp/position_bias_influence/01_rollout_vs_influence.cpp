@@ -2,8 +2,9 @@
 // model and a learned-position model on the Brown corpus (bytes), measure alpha_l, the content
 // prior and the influence profile of Eq. 6 on evenly spread windows, and compare the rollout
 // variants (a) attention-only, (b) residual-aware, (c) residual-aware + constant-plus-diagonal
-// content with the measured profile (Spearman, W1/(n-1)). The paper's claim: (b) and (c) track the
-// measured profile better than (a). This program reports whatever comes out, with its numbers.
+// content, and attention flow (f) (Abnar & Zuidema: max-flow on the layered graph of the kernels of
+// (b), issue 34) with the measured profile (Spearman, W1/(n-1)). The paper's claim: (b) and (c) track
+// the measured profile better than (a). This program reports whatever comes out, with its numbers.
 // Figures: one per model with the four curves (docs/influence.md shows the full-mode ones).
 //   nb_position_bias_01_rollout_vs_influence [--full] [--out-dir DIR]
 // quick (CTest): 4 layers x 64 wide, 150 steps of 8 x 64 tokens, n = 48, 16 windows; full: the same
@@ -17,10 +18,10 @@
 #include "cf/core/plot.hpp"
 #include "cf/influence/agreement_table.hpp"
 #include "cf/influence/influence.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
 #include "cf/notebook/cli.hpp"
-#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -34,10 +35,13 @@ int report(const notebook::Options& opt) {
   const int n = full ? 64 : 48, W = full ? 64 : 16;
   int failures = 0;
   std::printf(
-      "Position bias (Herasimchyk et al.) Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of the validation split\n\n",
+      "Position bias (Herasimchyk et al.) Tables 2-5 at small scale (%s mode): Brown bytes, n = %d, %d windows of "
+      "the validation split\n\n",
       full ? "full" : "quick", n, W);
-  std::printf("| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | kernels | metric | (a) attention-only | (b) residual-aware | (c) residual + content | (f) attention "
+      "flow |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
     nn::ModelConfig c;
     c.vocab_size = 256;
@@ -65,7 +69,7 @@ int report(const notebook::Options& opt) {
         std::string(nn::pos_name(pos)) + " (val loss " + std::to_string(tr.final_val_loss).substr(0, 5) + ")";
     for (auto src : {influence::KernelSource::Alibi, influence::KernelSource::Measured}) {
       if (src == influence::KernelSource::Alibi && pos != nn::PosKind::Alibi) continue;
-      const auto ag = influence::rollout_agreement(model, meas, src, infl.profile);
+      const auto ag = influence::rollout_agreement(model, meas, src, infl.profile, false, /*with_flow=*/true);
       for (int metric = 0; metric < 2; ++metric) {
         std::printf("| %s | %s | %s |", name.c_str(), influence::kernel_source_name(src).c_str(),
                     metric == 0 ? "Spearman" : "W1/(n-1)");
@@ -82,16 +86,17 @@ int report(const notebook::Options& opt) {
       }
       const std::string fig =
           out_dir + "/position_bias_" + nn::pos_name(pos) + "_" + influence::kernel_source_name(src) + ".svg";
-      plot::save(influence::agreement_plot(ag, infl.profile, std::string("Position bias (Herasimchyk et al.), ") + nn::pos_name(pos) + " model"),
-                 fig);
+      plot::save(
+          influence::agreement_plot(ag, infl.profile, std::string("position bias, ") + nn::pos_name(pos) + " model"),
+          fig);
     }
     if (std::abs(infl.profile.sum() - 1) > 1e-9) ++failures;
     std::printf("|  | alpha_l | token-mean |");
     for (long l = 0; l < meas.alpha_token_mean.size(); ++l) std::printf(" %.3f", meas.alpha_token_mean(l));
-    std::printf(" | | |\n");
+    std::printf(" | | | |\n");
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\nfigures: %s/position_bias_*.svg (four curves: (a), (b), (c) where defined, measured influence)\n",
+  std::printf("\nfigures: %s/position_bias_*.svg ((a), (b), (c) where defined, (f) flow, measured influence)\n",
               out_dir.c_str());
   std::printf("run time: %.1f s\n", sec);
   return failures == 0 ? 0 : 1;
@@ -101,6 +106,7 @@ int report(const notebook::Options& opt) {
 
 int main(int argc, char** argv) {
   return notebook::run(argc, argv, "nb_position_bias_01_rollout_vs_influence",
-                       "Notebook: Position bias (Herasimchyk et al.) rollout kernels vs measured influence on trained models",
+                       "Notebook: Position bias (Herasimchyk et al.) rollout kernels and attention flow vs measured "
+                       "influence on trained models",
                        "position_bias_influence_out", report);
 }

@@ -102,7 +102,8 @@ ModelMeasurements measure_model(const nn::Model<float>& model, const std::vector
 }
 
 Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasurements& m, KernelSource source,
-                            const Eigen::VectorXd& influence, bool frobenius_alpha) {
+                            const Eigen::VectorXd& influence, bool frobenius_alpha, bool with_flow,
+                            rollout::FlowAlgorithm flow_algorithm) {
   const auto& cfg = model.config;
   const long n = m.n;
   require(influence.size() == n, "the influence profile has ", influence.size(), " positions but n = ", n);
@@ -128,6 +129,9 @@ Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasuremen
     c.note = "not defined with measured kernels (they already contain the content)";
     c.spearman = c.w1 = std::numeric_limits<double>::quiet_NaN();
     ag.variants.push_back(c);
+    if (with_flow)
+      add("flow", "(f) attention flow",
+          rollout::attention_flow(rollout::residual_mixed_kernels(m.kernels, ag.alpha), {-1, flow_algorithm}).profile);
     return ag;
   }
   require_kernel_source(cfg, source);
@@ -141,6 +145,13 @@ Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasuremen
   add("residual", "(b) residual-aware", rollout::rollout_last_row_alibi(am, ag.alpha, n));
   am.delta = m.content_delta;
   add("residual_content", "(c) residual + content", rollout::rollout_last_row_alibi(am, ag.alpha, n));
+  if (with_flow) {
+    am.delta.resize(0, 0);  // the kernels of (b): content-free
+    std::vector<rollout::RowMatrix> ks;
+    for (int l = 0; l < cfg.n_layer; ++l) ks.push_back(rollout::alibi_kernel_dense(am, l, n));
+    add("flow", "(f) attention flow",
+        rollout::attention_flow(rollout::residual_mixed_kernels(ks, ag.alpha), {-1, flow_algorithm}).profile);
+  }
   return ag;
 }
 
@@ -191,7 +202,10 @@ output::Report agreement_report(const Agreement& ag, const Eigen::VectorXd& infl
 
 plot::LinePlot agreement_plot(const Agreement& ag, const Eigen::VectorXd& influence, const std::string& model_name) {
   plot::LinePlot lp;
-  lp.title = "Rollout vs measured influence, " + model_name + " (" + kernel_source_name(ag.source) + " kernels)";
+  bool flow = false;
+  for (const auto& v : ag.variants) flow = flow || v.key == "flow";
+  lp.title = std::string(flow ? "Rollout and attention flow" : "Rollout") + " vs measured influence, " + model_name +
+             " (" + kernel_source_name(ag.source) + " kernels)";
   lp.xlabel = "input position j";
   lp.ylabel = "influence on the next-token position";
   double top = influence.maxCoeff();

@@ -15,6 +15,7 @@
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/nn/model.hpp"
+#include "cf/rollout/flow.hpp"
 #include "cf/rollout/kernel.hpp"
 
 namespace cf::influence {
@@ -54,8 +55,11 @@ struct AgreementVariant {
 };
 
 /// The three variants against `influence` (n entries, sums to 1). frobenius_alpha: Eq. 1 alpha
-/// instead of the token-mean form. Throws cf::InvalidArgument when the kernel source does not fit
-/// the model (alibi on a checkpoint without ALiBi positions, or with block / bridge / other masks).
+/// instead of the token-mean form. with_flow: a fourth column "(f) attention flow", the normalised
+/// max-flow profile to the last position on the residual-mixed kernels of (b) (the same kernels
+/// and alpha; cf/rollout/flow.hpp), solved by `flow_algorithm`. Throws cf::InvalidArgument when
+/// the kernel source does not fit the model (alibi on a checkpoint without ALiBi positions, or
+/// with block / bridge / other masks).
 struct Agreement {
   KernelSource source = KernelSource::Measured;
   std::string source_description;
@@ -63,7 +67,8 @@ struct Agreement {
   Eigen::VectorXd alpha;
 };
 Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasurements& m, KernelSource source,
-                            const Eigen::VectorXd& influence, bool frobenius_alpha = false);
+                            const Eigen::VectorXd& influence, bool frobenius_alpha = false, bool with_flow = false,
+                            rollout::FlowAlgorithm flow_algorithm = rollout::FlowAlgorithm::PushRelabel);
 
 /// The Position bias (Herasimchyk et al.) Tables 2-5 layout: one table of Spearman and one of W1/(n-1), a row for the model
 /// (`model_name`) and a column per variant ("not defined" where undefined), plus the variants'
