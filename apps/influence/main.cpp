@@ -95,7 +95,7 @@ void run_single(const Options& o, const std::string& path) {
   if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
 }
 
-void run_series(const Options& o, const std::vector<influence::CheckpointEntry>& cks) {
+void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks) {
   const nlohmann::json meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
                                                              {"text", o.input.text},
                                                              {"data", o.input.data},

@@ -34,7 +34,7 @@ struct Options {
 
 // Several checkpoints (a comma list or a glob, e.g. train --keep-every's step_*.h5): the weight-level
 // cascade against the training step (cf/spectral/series.hpp).
-void run_series(const Options& o, const std::vector<influence::CheckpointEntry>& cks, ErankForm form) {
+void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks, ErankForm form) {
   require(o.level == "weight", "several checkpoints are analysed at the weight level: add --level weight");
   std::vector<std::pair<std::string, std::int64_t>> list;
   for (const auto& c : cks) list.emplace_back(c.path, c.step);

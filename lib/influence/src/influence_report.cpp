@@ -59,7 +59,7 @@ InfluenceReport influence_report(const InfluenceResult& r, const std::vector<std
   return out;
 }
 
-InfluenceReport influence_series_report(const std::vector<CheckpointEntry>& cks,
+InfluenceReport influence_series_report(const std::vector<model::CheckpointEntry>& cks,
                                         const std::vector<Eigen::VectorXd>& profiles, const std::string& target) {
   require(!cks.empty() && cks.size() == profiles.size(), "influence_series_report: ", cks.size(), " checkpoints but ",
           profiles.size(), " profiles");

@@ -28,7 +28,7 @@ InfluenceReport influence_report(const InfluenceResult& r, const std::vector<std
 
 /// Report of a checkpoint series: profiles[i] belongs to cks[i] (same length, at least one);
 /// Spearman is taken against the last profile. Throws cf::InvalidArgument on a size mismatch.
-InfluenceReport influence_series_report(const std::vector<CheckpointEntry>& cks,
+InfluenceReport influence_series_report(const std::vector<model::CheckpointEntry>& cks,
                                         const std::vector<Eigen::VectorXd>& profiles, const std::string& target);
 
 }  // namespace cf::influence
