@@ -7,8 +7,7 @@
 
 namespace {
 
-CLI::App make_app(std::string& s, int& i) {
-  CLI::App app{"test", "test"};
+void add_options(CLI::App& app, std::string& s, int& i) {
   app.add_option("--steps", i);
   app.add_option("--seq-len", i);
   app.add_option("--seed", i);
@@ -19,7 +18,6 @@ CLI::App make_app(std::string& s, int& i) {
   app.add_option("--min-lr", s);
   app.add_option("--w", i);
   app.add_option("--e", i);
-  return app;
 }
 
 }  // namespace
@@ -27,7 +25,8 @@ CLI::App make_app(std::string& s, int& i) {
 TEST_CASE("closest_option: one edit away (substitution, insertion, deletion, '_' for '-')", "[core][cli]") {
   std::string s;
   int i = 0;
-  const CLI::App app = make_app(s, i);
+  CLI::App app{"test", "test"};
+  add_options(app, s, i);
   CHECK(cf::app::closest_option(app, "--stepz") == "--steps");           // z -> s
   CHECK(cf::app::closest_option(app, "--step") == "--steps");            // one insertion
   CHECK(cf::app::closest_option(app, "--stepss") == "--steps");          // one deletion
@@ -40,7 +39,8 @@ TEST_CASE("closest_option: one edit away (substitution, insertion, deletion, '_'
 TEST_CASE("closest_option: two or three edits for longer names, a unique prefix, nothing otherwise", "[core][cli]") {
   std::string s;
   int i = 0;
-  const CLI::App app = make_app(s, i);
+  CLI::App app{"test", "test"};
+  add_options(app, s, i);
   CHECK(cf::app::closest_option(app, "--chekpiont") == "--checkpoint");  // 9 letters allow 3 edits: +c, o<->i
   CHECK(cf::app::closest_option(app, "--check") == "--checkpoint");      // 5 letters allow 1: the unique prefix
   CHECK(cf::app::closest_option(app, "--capt").empty());                 // prefix of two options: no guess
