@@ -11,7 +11,7 @@ calls=$((runs * n * ((C + B - 1) / B)))
 passes=$((runs * C * n * (n + 1) / 2))
 "$jac" --checkpoint "$ck" --text "$corpus" --n $n --seed-batch $B 2>"$work/jac_cost.txt" >/dev/null || {
   cat "$work/jac_cost.txt"; exit 1; }
-line="$(sed 's/,//g' "$work/jac_cost.txt" | grep '^jacobian: ')"
+line="$(sed 's/\([0-9]\),\([0-9]\)/\1\2/g' "$work/jac_cost.txt" | grep '^jacobian: ')"  # 7,488 -> 7488
 echo "$line"
 echo "$line" | grep -q "^jacobian: $calls backward passes ($passes token passes, n = $n, d_model = $C, 3 Jacobian runs); about [0-9hms]* (a first timed pass of [0-9.e-]* s)$" ||
   { echo "expected $calls backward passes and $passes token passes"; exit 1; }
