@@ -69,7 +69,7 @@ void run(const CLI::App& app, const Options& o) {
   const std::vector<std::int32_t>& win = w.tokens.back();
   const int n = static_cast<int>(win.size());
   // The cost first (the README's model ran 5.5 minutes without a word): backward passes and an
-  // estimate from one timed pass at the longest prefix, then a progress line with ETA (terminals)
+  // estimate from a timed pass at the longest prefix, then a progress line with ETA (terminals)
   const influence::JacobianCost cost = influence::analysis_cost(cfg.d_model, n, r, o.seed_batch);
   if (!o.common.quiet) {
     const double t1 = influence::time_jacobian_pass(model, win, o.layer, r, o.seed_batch);
@@ -77,7 +77,7 @@ void run(const CLI::App& app, const Options& o) {
     std::cerr << "jacobian: " << output::fmt_int(cost.backward_calls) << " backward passes ("
               << output::fmt_int(cost.token_passes) << " token passes, n = " << n << ", d_model = " << cfg.d_model
               << ", " << r + (r > 1 ? 1 : 0) << " Jacobian run" << (r > 1 ? "s" : "") << "); about "
-              << format_duration(est) << " (a first timed pass of " << output::fmt(t1, 3) << " s)\n";
+              << format_duration(est) << " (a timed pass of " << output::fmt(t1, 3) << " s)\n";
   }
   Progress progress("jacobian: token passes", cost.token_passes);  // stderr, terminals only
   const influence::JacobianAnalysis a = influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch, 1e-4, &progress);
