@@ -32,6 +32,9 @@ TEST_CASE("hf config: BLOOM accepts n_embed | hidden_size and n_head | num_atten
           .config;
   CHECK(c3.arch.alibi == nn::AlibiSlopes::Hf);
   CHECK(nn::alibi_slopes(c3) == std::vector<double>{0.0625, 0.00390625, 0.25});
+  // the recipe travels with the config (checkpoint and capture attribute "config", arch.alibi_slopes)
+  CHECK(nn::to_json(c3)["arch"]["alibi_slopes"] == "hf");
+  CHECK(nn::alibi_slopes(nn::config_from_json(nn::to_json(c3))) == nn::alibi_slopes(c3));
 }
 
 TEST_CASE("hf config: family variants and refusals", "[hf]") {

@@ -251,10 +251,25 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-void long_names(const CLI::App& app, std::vector<std::string>& out) {
+// (long name, subcommand path that declares it: "" for the tool itself, "sweep", ...)
+void long_names(const CLI::App& app, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
   for (const CLI::Option* o : app.get_options())
-    for (const std::string& n : o->get_lnames()) out.push_back(n);
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) long_names(*sub, out);
+    for (const std::string& n : o->get_lnames()) out.emplace_back(n, path);
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    long_names(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), out);
+}
+
+// The subcommand that declares `--name` when the tool itself does not ("" otherwise)
+std::string owner_of(const CLI::App& app, const std::string& option) {
+  std::vector<std::pair<std::string, std::string>> all;
+  long_names(app, "", all);
+  std::string owner;
+  for (const auto& [n, path] : all)
+    if ("--" + n == option) {
+      if (path.empty()) return "";
+      if (owner.empty()) owner = path;
+    }
+  return owner;
 }
 
 // "did you mean --steps?" for each mistyped option among CLI11's unexpected arguments
@@ -263,7 +278,14 @@ std::string suggestions(const CLI::App& app) {
   for (const std::string& arg : app.remaining(true)) {
     if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;  // -5
     const std::string best = closest_option(app, arg);
-    if (!best.empty()) out += "\nhint: '" + arg.substr(0, arg.find('=')) + "': did you mean " + best + "?";
+    if (best.empty()) continue;
+    const std::string typed = arg.substr(0, arg.find('='));
+    const std::string owner = owner_of(app, best);  // `rollout --seeds`: an option of `rollout verify`
+    const std::string of = owner.empty() ? "" : "an option of '" + app.get_name() + " " + owner + "'";
+    if (!owner.empty() && best == typed)
+      out += "\nhint: '" + typed + "' is " + of;
+    else
+      out += "\nhint: '" + typed + "': did you mean " + best + (of.empty() ? "" : " (" + of + ")") + "?";
   }
   return out;
 }
@@ -274,8 +296,10 @@ std::string closest_option(const CLI::App& app, const std::string& typed) {
   std::string name = typed.substr(0, typed.find('='));
   name.erase(0, name.find_first_not_of('-'));
   if (name.empty()) return "";
+  std::vector<std::pair<std::string, std::string>> owned;
+  long_names(app, "", owned);
   std::vector<std::string> names;
-  long_names(app, names);
+  for (const auto& p : owned) names.push_back(p.first);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   const std::size_t limit = std::min<std::size_t>(3, std::max<std::size_t>(1, name.size() / 3));
