@@ -49,6 +49,9 @@ void refuse_ignored(const CLI::App& app, const Options& o, const std::string& su
                    mode + " (it follows the content-free kernel of the first layer)");
   // the plot's y scale of the default mode needs a plot
   if (sub.empty()) refuse_unless(app, "--plot-scale", !o.common.plot.empty(), "--plot");
+  // the kind of --model decides the rest: a file that does not exist is left to make_source
+  // ("--model: file '...' does not exist"), not refused for an option its kind would read
+  if (file_model && !std::filesystem::exists(s.model, ec)) return;
   // what only a capture or checkpoint --model reads
   if (preset || config) {
     const std::string what = "a capture or checkpoint --model (" +
