@@ -282,8 +282,9 @@ void note_other_data(const std::string& resume, const nlohmann::json& j, const n
 
 // --resume continues the checkpoint's learning-rate schedule. Another --steps re-plans the cosine
 // over the new length, so the learning rate at the resumed step jumps (1e-4 at the end of a finished
-// run became 5.8e-4 with --steps doubled, silently): refused unless --replan-schedule. The schedule
-// the run continues with is stated on stderr (docs/trainer.md "Resuming").
+// run of the default 1000 steps became 5.87e-4 with --steps 2000, silently): refused unless
+// --replan-schedule. The schedule the run continues with is stated on stderr (docs/trainer.md
+// "Resuming keeps the learning-rate schedule").
 void plan_resumed_schedule(const Options& o, const nlohmann::json& was, std::int64_t step, const nn::TrainConfig& tc) {
   const auto field = [&](const char* key, auto fallback) {
     return was.contains(key) && was.at(key).is_number() ? was.at(key).get<decltype(fallback)>() : fallback;
