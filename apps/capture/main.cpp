@@ -46,6 +46,8 @@ std::vector<int> parse_heads(const std::string& spec) {
 void run(const CLI::App& app, const Options& o) {
   gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
   hf::check_token_input_options(app, o.input);
+  // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
+  app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs), "attn_probs or Q/K stored (not both --no-qk and --no-probs)");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.out, "--out");
   const nn::Model<float> model = cf::model::load_model(o.checkpoint);

@@ -109,7 +109,9 @@ void run(const CLI::App& app, const Options& o) {
 }
 
 void setup(CLI::App& app, Options& o) {
-  app.add_option("--pattern", o.pattern, "Mask pattern: full | block | swa | bridge | pbb | se-bridge");
+  app.add_option("--pattern", o.pattern,
+                 "Mask pattern: full | block | swa | bridge | pbb | se-bridge (any case; aliases: causal = full, "
+                 "sliding or window = swa, se, sebridge or se_bridge = se-bridge)");
   app.add_option("--n", o.n, "Sequence length n")->check(app::integer())->capture_default_str();
   app.add_option("--b", o.b, "Block size b")->check(app::integer(1, kMaxParam))->capture_default_str();
   app.add_option("--w", o.w, "Window width w (swa; bridge/pbb width, h = w/2) [default: b]")
@@ -117,14 +119,14 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--e", o.e, "SE-Bridge extension e, 1 <= e <= b [default: b/2]")->check(app::integer(1, kMaxParam));
   auto* layers = app.add_option("--layers", o.layers, "Closure depth L (same pattern at every layer)")
                      ->check(app::integer(1, 1000000));
-  auto* sched = app.add_option("--schedule", o.schedule, "Per-layer patterns, e.g. 'pbb,pbb,pbb,full' or 'swa*3,full'");
+  auto* sched = app.add_option("--schedule", o.schedule, "Per-layer patterns, e.g. 'pbb,pbb,pbb,full' or 'swa*3,full' (names as --pattern)");
   layers->excludes(sched);
   sched->excludes(layers);
   app.add_option("--fusion", o.fusion, "Bridge fusion for the headline score count: branch | union")
       ->check(CLI::IsMember({"branch", "union"}))
       ->capture_default_str();
   app.add_option("--compare", o.compare,
-                 "Second pattern: coverage fractions side by side and non-nestedness witnesses");
+                 "Second pattern (names as --pattern): coverage fractions side by side and non-nestedness witnesses");
   app.add_option("--d-max", o.d_max, "Largest distance d in the coverage map, >= 0 [default: 2b]")
       ->check(app::integer(0, kMaxParam));
   app.add_option("--coverage", o.coverage_mode, "Coverage map from single-layer direct edges or the L-layer closure")

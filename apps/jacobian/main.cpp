@@ -6,10 +6,12 @@
 // share; heat maps of measured vs bound. Thin app: an options struct, setup and run over
 // cf/influence/jacobian_analysis.hpp and cf/influence/jacobian_report.hpp.
 #include <cmath>
+#include <iostream>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/core/progress.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
@@ -44,6 +46,8 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
+  // a capture fixes the window: n = its sequence length T
+  app::refuse_unless(app, "--n", o.capture.empty(), "--text, --data or --tokens (with --capture, n = T)");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   const nn::Model<float> model = cf::model::load_model(o.checkpoint);
@@ -65,7 +69,19 @@ void run(const CLI::App& app, const Options& o) {
   }
   const std::vector<std::int32_t>& win = w.tokens.back();
   const int n = static_cast<int>(win.size());
-  const influence::JacobianAnalysis a = influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch);
+  // The cost first (the README's model ran 5.5 minutes without a word): backward passes and an
+  // estimate from a timed pass at the longest prefix, then a progress line with ETA (terminals)
+  const influence::JacobianCost cost = influence::analysis_cost(cfg.d_model, n, r, o.seed_batch);
+  if (!o.common.quiet) {
+    const double t1 = influence::time_jacobian_pass(model, win, o.layer, r, o.seed_batch);
+    const double est = t1 * static_cast<double>(cost.token_passes) / static_cast<double>(cost.pass_tokens);
+    std::cerr << "jacobian: " << output::fmt_int(cost.backward_calls) << " backward passes ("
+              << output::fmt_int(cost.token_passes) << " token passes, n = " << n << ", d_model = " << cfg.d_model
+              << ", " << r + (r > 1 ? 1 : 0) << " Jacobian run" << (r > 1 ? "s" : "") << "); about "
+              << format_duration(est) << " (a timed pass of " << output::fmt(t1, 3) << " s)\n";
+  }
+  Progress progress("jacobian: token passes", cost.token_passes);  // stderr, terminals only
+  const influence::JacobianAnalysis a = influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch, 1e-4, &progress);
 
   const nlohmann::json meta =
       output::metadata("jacobian", {{"checkpoint", o.checkpoint},

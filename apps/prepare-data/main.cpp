@@ -8,6 +8,7 @@
 #include "cf/core/error.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/data/prepare.hpp"
+#include "cf/data/token_file.hpp"
 #include "cf/probe/prepare.hpp"
 
 using namespace cf;
@@ -50,6 +51,7 @@ void run(const CLI::App& app, const Options& o) {
   const std::string base = std::filesystem::path(o.out).filename().string();
   require(!base.empty() && base != "." && base != "..", "--out '", o.out,
           "' must be a file prefix such as data/brown (it names a folder: the files would be hidden '.train.bin' ...)");
+  data::require_token_prefix(o.out, "--out", /*input=*/false);  // --out x.train.bin wrote x.train.bin.train.bin
   for (const char* ext : {".train.bin", ".val.bin", ".meta.json"}) app::check_output(o.out + ext, "--out");
   if (!o.task.task.empty())
     for (const char* ext : {".train.mask.bin", ".val.mask.bin", ".items.json"}) app::check_output(o.out + ext, "--out");

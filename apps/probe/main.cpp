@@ -54,6 +54,12 @@ int main(int argc, char** argv) {
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (task K < 2, context above the model's block size,\n"
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
+    // a bad value first, then an option the task or the number of checkpoints leaves unread
+    probe::check_probe_options(o);
+    app::refuse_unless(app, "--alpha", o.task == "boundary-copy", "probe boundary-copy (its bound test)");
+    app::refuse_unless(app, "--max-new", o.task == "passkey", "probe passkey (greedy decoding)");
+    for (const char* paired : {"--resamples", "--level", "--bootstrap-seed"})
+      app::refuse_unless(app, paired, o.checkpoints.size() == 2, "two --checkpoint (the paired bootstrap)");
     o.plot = common.plot;
     app::emit(probe::run_probe(o), common);
   });

@@ -34,37 +34,14 @@
 #include "cf/rollout/theory_report.hpp"
 #include "cf/rollout/variants.hpp"
 #include "cf/model/load.hpp"
+#include "options.hpp"
 
 using namespace cf;
 using namespace cf::rollout;
 using output::fmt;
+using rollout_app::Options;
 
 namespace {
-
-struct Options {
-  SourceOptions src;
-  std::string path = "auto", influence, matrix, plot_scale = "linear";
-  std::string capture_text = "kjv";  // checkpoint models: the text captured in-process
-  int capture_seqs = 4;
-  // sweep
-  std::string sweep_n = "64,128,...,65536";
-  // --influence with a checkpoint (issue 10): measured in process (auto) or read from a file
-  std::string kernel_source = "auto", influence_target = "probability";
-  int influence_windows = 64;
-  // jacobian
-  double C = 1.0;
-  long target = -1;  // -1 = n - 1
-  // dichotomy
-  long depth = 100000;
-  std::string deep_alpha = "const:0.5", deep_alpha2 = "power:0.5,2";
-  double eps = 0;
-  // verify
-  int seeds = 8;
-  // flow (issue 34): max-flow solver and the all-targets matrix file
-  std::string flow_algorithm = "push-relabel", flow_matrix;
-  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
-  app::CommonOptions common;
-};
 
 /// A checkpoint given as --model is captured in-process (cf/nn/capture.hpp, as the `capture` tool
 /// does) into a temporary file that lives as long as this object; the rollout then reads it as a
@@ -676,6 +653,7 @@ int main(int argc, char** argv) {
       "  rollout flow --model-config cfg.yaml --n 32 --flow-matrix F.csv --algorithm push-relabel");
   return app::run(app, argc, argv, [&] {
     gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
+    rollout_app::refuse_ignored(app, o, app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name());
     if (*sweep) return run_sweep(o);
     if (*mono) return run_monotonicity(o);
     if (*verify) return run_verify(o);

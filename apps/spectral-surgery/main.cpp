@@ -41,6 +41,8 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--tokenizer", !o.text.empty(), "--text FILE");
   app::refuse_unless(app, "--layers", o.rank >= 0 || o.linearize || o.sweep != "none",
                      "--rank, --linearize or --sweep (--linear-attention takes its own layers)");
+  // the plot is the sweep's curve: refused before the work, not after it
+  app::refuse_unless(app, "--plot", o.sweep != "none", "--sweep per-layer|cumulative|both (the plot is the sweep)");
 }
 
 void run(const CLI::App& app, const Options& o) {

@@ -56,7 +56,11 @@ void run(const CLI::App& app, const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   if (o.checkpoint.find_first_of("*?[,") != std::string::npos) {
     const auto cks = model::expand_checkpoints({o.checkpoint});
-    if (cks.size() > 1) return run_series(o, cks, form);
+    if (cks.size() > 1) {
+      // the series table has one row per checkpoint and layer: no per-head table to leave out
+      app::refuse_in_mode(app, {"--summary-only"}, "spectral over several checkpoints (the series table)");
+      return run_series(o, cks, form);
+    }
   }
   const bool want_weight = o.level != "sequence", want_seq = o.level != "weight";
   const std::string texts_path = o.texts.empty() ? std::string(CF_DATA_DIR) + "/texts/routing_eval.txt" : o.texts;

@@ -59,6 +59,7 @@ struct Options {
   std::uint64_t seed = 1337;
   std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
   bool overwrite = false;      ///< --overwrite: replace the run already in --out-dir
+  bool replan = false;         ///< --replan-schedule: --resume with another --steps re-plans the cosine
   app::CommonOptions common;
 };
 
@@ -279,6 +280,38 @@ void note_other_data(const std::string& resume, const nlohmann::json& j, const n
             << "): it continues from the checkpoint, but not as the original run would have\n";
 }
 
+// --resume continues the checkpoint's learning-rate schedule. Another --steps re-plans the cosine
+// over the new length, so the learning rate at the resumed step jumps (1e-4 at the end of a finished
+// run of the default 1000 steps became 5.87e-4 with --steps 2000, silently): refused unless
+// --replan-schedule. The schedule the run continues with is stated on stderr (docs/trainer.md
+// "Resuming keeps the learning-rate schedule").
+void plan_resumed_schedule(const Options& o, const nlohmann::json& was, std::int64_t step, const nn::TrainConfig& tc) {
+  const auto field = [&](const char* key, auto fallback) {
+    return was.contains(key) && was.at(key).is_number() ? was.at(key).get<decltype(fallback)>() : fallback;
+  };
+  const std::int64_t old_steps = field("max_steps", tc.max_steps), old_warmup = field("warmup", tc.warmup);
+  const double old_lr = field("lr", tc.lr), old_min = field("min_lr", tc.min_lr);
+  const double before = nn::lr_schedule(step, old_warmup, old_steps, old_lr, old_min);
+  const double now = nn::lr_schedule(step, tc.warmup, tc.max_steps, tc.lr, tc.min_lr);
+  const bool replanned = old_steps != tc.max_steps;
+  require(!replanned || o.replan, "--steps ", tc.max_steps, " differs from the ", old_steps,
+          " steps the cosine schedule of --resume '", o.resume, "' was planned for: the learning rate at step ", step,
+          " would jump from ", fmt(before, 3), " to ", fmt(now, 3), "; add --replan-schedule to re-plan it over ",
+          tc.max_steps, " steps (or use --stop-after to stop early on the same schedule)");
+  require(replanned || !o.replan, "--replan-schedule: --steps ", tc.max_steps,
+          " is the checkpoint's own schedule length; there is nothing to re-plan (drop --replan-schedule)");
+  if (o.common.quiet) return;
+  std::cerr << "train: resuming at step " << step << " on the schedule: warm-up " << tc.warmup << ", cosine from "
+            << fmt(tc.lr, 3) << " to " << fmt(tc.min_lr, 3) << " ending at step " << tc.max_steps
+            << "; learning rate " << fmt(now, 3) << " now";
+  if (replanned)
+    std::cerr << " (--replan-schedule: re-planned from " << old_steps << " steps, where it was " << fmt(before, 3)
+              << ")";
+  else if (now != before)
+    std::cerr << " (the checkpoint's --lr/--min-lr/--warmup gave " << fmt(before, 3) << ")";
+  std::cerr << "\n";
+}
+
 // An unwritable run folder is found before any training, not after the whole run.
 nn::TrainConfig train_config_from_options(const Options& o) {
   nn::TrainConfig tc;
@@ -307,6 +340,7 @@ void run(const CLI::App& app, const Options& o) {
   const gpu::Device device = gpu::parse_device(o.device);
   const bool emulate = device == gpu::Device::Cuda && gpu::emulation_requested();
   if (!emulate) gpu::require_device(device, /*supported=*/true);
+  app::refuse_unless(app, "--replan-schedule", !o.resume.empty(), "--resume");
   app::check_output_dir(o.out_dir, "--out-dir");  // before the run, not after it
   // the report or plot must not land on a file the run writes into --out-dir (the report would
   // replace the checkpoint it names)
@@ -343,7 +377,9 @@ void run(const CLI::App& app, const Options& o) {
     note_other_data(o.resume, ck.train_config, tc);
     const std::int64_t end = tc.stop_after > 0 ? std::min(tc.stop_after, tc.max_steps) : tc.max_steps;
     require(end > ck.step, "--resume '", o.resume, "' is at step ", ck.step, " and the run ends at step ", end,
-            " (--steps", tc.stop_after > 0 ? " / --stop-after" : "", "): nothing to train; give --steps > ", ck.step);
+            " (--steps", tc.stop_after > 0 ? " / --stop-after" : "", "): nothing to train; give --steps > ", ck.step,
+            end == tc.max_steps ? " with --replan-schedule" : "");
+    plan_resumed_schedule(o, ck.train_config, ck.step, tc);
   }
   require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
   // the run's input checks (seq_len within block_size and the task rows, the data's vocabulary,
@@ -456,6 +492,9 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--steps", o.steps, "total optimizer updates (defines the schedule)")
       ->check(app::integer(1, kMaxSteps))
       ->capture_default_str();
+  app.add_flag("--replan-schedule", o.replan,
+               "with --resume and a --steps other than the checkpoint's: re-plan the cosine learning-rate schedule "
+               "over the new length (the learning rate at the resumed step changes; refused without this flag)");
   app.add_option("--stop-after", o.stop_after, "stop after this many updates in total and checkpoint (0 = run all)")
       ->check(app::integer(0, kMaxSteps))
       ->capture_default_str();
@@ -510,10 +549,12 @@ void setup(CLI::App& app, Options& o) {
       "  train --corpus brown --steps 600 --out-dir runs/brown\n"
       "  train --data data/brown_byte --attn 'swa*3,full' --w 64 --pos rope --out-dir runs/swa\n"
       "  train --text corpus.txt --attn sd --norm none --sd-eps 0.1 --steps 300\n"
-      "  train --corpus brown --resume runs/brown/last.h5 --out-dir runs/brown --steps 1200   # extend run 1\n"
+      "  train --corpus brown --resume runs/brown/last.h5 --out-dir runs/brown --steps 1200 --replan-schedule\n"
+      "      # extend run 1: the cosine is re-planned over 1200 steps\n"
       "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.\n"
       "--resume needs the data option again (the checkpoint records only its checksum: other data is noted)\n"
-      "  and, for a finished run, a larger --steps.\n"
+      "  and continues the checkpoint's learning-rate schedule (stated on stderr); a finished run is extended\n"
+      "  with a larger --steps and --replan-schedule (another --steps alone is refused).\n"
       "Options a run does not use are refused (exit 2): --b/--w/--e/--fusion/--sd-eps without a layer that reads\n"
       "  them, --val-fraction with --data, and with --resume model options that differ from the checkpoint.");
 }

@@ -43,8 +43,12 @@ PY
 fi
 echo "load: $(uptime)"
 cat "$work/model.safetensors" > /dev/null  # page cache warm for every side
-loader="$build/bin/bench_hf_load"
-[ -x "$loader" ] || loader="$build/bench/hf/bench_hf_load"
+# benchmarks are built into BUILD/bench/bin (the top-level CMakeLists.txt), not BUILD/bin
+loader="$build/bench/bin/bench_hf_load"
+if [ ! -x "$loader" ]; then
+  echo "run_bench.sh: $loader not found (build first: cmake --build $build --target bench_hf_load spectral)" >&2
+  exit 2
+fi
 "$loader" "$work" 3
 spectral="$build/bin/spectral"
 best=1e30

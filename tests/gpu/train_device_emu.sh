@@ -25,7 +25,7 @@ paste -d, "$work/cpu/log.csv" "$work/emu/log.csv" | awk -F, 'NR > 1 {
   }
 } END { if (bad || n < 4) exit 1; print "ok: " n " losses agree" }' || { echo "device losses differ from the CPU's"; exit 1; }
 # the device run's checkpoint resumes on the CPU (same format)
-"$train" "${base[@]}" --device cpu --resume "$work/emu/last.h5" --steps 4 --out-dir "$work/emu" ||
+"$train" "${base[@]}" --device cpu --resume "$work/emu/last.h5" --steps 4 --replan-schedule --out-dir "$work/emu" ||
   { echo "device checkpoint does not resume on the CPU"; exit 1; }
 grep -q '^4,' "$work/emu/log.csv" || { echo "resumed run did not reach step 4"; exit 1; }
 # refusal of a feature the kernels lack (exit 2, one line naming it)

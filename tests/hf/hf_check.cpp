@@ -5,6 +5,9 @@
 //   hf_check same CK_A CK_B    exit 0 when both load to the same config and bit-identical tensors
 //   hf_check bad-files DIR     write DIR/{malformed,truncated,oversized,overlap,wrongdtype,noconfig}: tiny
 //                              gpt2 directories whose model.safetensors is broken in one way each
+//   hf_check bloom-slopes H    print the ALiBi slopes (one per line, %.17g) of a BLOOM config.json with
+//                              n_head = H as lib/hf reads it (tests/hf/alibi_slopes_oracle.py compares
+//                              them with Hugging Face's build_alibi_tensor in torch)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +17,7 @@
 #include <iterator>
 #include <map>
 
+#include "cf/hf/config.hpp"
 #include "cf/hf/safetensors.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/model/load.hpp"
@@ -116,7 +120,25 @@ int bad_files(const std::string& dir) {
     put(dir + "/" + name + "/model.safetensors", bytes);
     if (name != "noconfig") put(dir + "/" + name + "/config.json", cfg);
   }
+  // valid weights, a config.json field gpt2 cannot take: n_inner 0 (GPT2MLP's zero-width MLP, not
+  // "4 n_embd"), a fractional n_inner, an activation without a causalflow MLP
+  const std::map<std::string, std::string> configs = {
+      {"inner0", R"("n_inner": 0)"}, {"innerfrac", R"("n_inner": 8.5)"}, {"relu", R"("activation_function": "relu")"}};
+  for (const auto& [name, field] : configs) {
+    fs::create_directories(dir + "/" + name);
+    put(dir + "/" + name + "/model.safetensors", good);
+    put(dir + "/" + name + "/config.json", cfg.substr(0, cfg.size() - 1) + ", " + field + "}");
+  }
   std::printf("bad files written\n");
+  return 0;
+}
+
+int bloom_slopes(const std::string& heads) {
+  const int H = std::stoi(heads);
+  const nlohmann::json cfg = {{"model_type", "bloom"}, {"vocab_size", 16}, {"n_embed", 2 * H},
+                              {"n_layer", 1},          {"n_head", H},      {"seq_length", 8}};
+  const cf::hf::HfConfig h = cf::hf::parse_hf_config(cfg, "bloom-" + heads);
+  for (double m : cf::nn::alibi_slopes(h.config)) std::printf("%.17g\n", m);
   return 0;
 }
 
@@ -127,10 +149,11 @@ int main(int argc, char** argv) {
     if (argc == 3 && std::strcmp(argv[1], "logits") == 0) return logits(argv[2]);
     if (argc == 4 && std::strcmp(argv[1], "same") == 0) return same(argv[2], argv[3]);
     if (argc == 3 && std::strcmp(argv[1], "bad-files") == 0) return bad_files(argv[2]);
+    if (argc == 3 && std::strcmp(argv[1], "bloom-slopes") == 0) return bloom_slopes(argv[2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: hf_check logits DIR | hf_check same CK_A CK_B\n");
+  std::fprintf(stderr, "usage: hf_check logits DIR | same CK_A CK_B | bad-files DIR | bloom-slopes H\n");
   return 2;
 }

@@ -24,10 +24,17 @@ TEST_CASE("hf config: BLOOM accepts n_embed | hidden_size and n_head | num_atten
   CHECK(ca.d_model == 32);
   CHECK(ca.pos == nn::PosKind::Alibi);
   CHECK(ca.arch.emb_norm);
-  REQUIRE_THROWS_WITH(
+  // issue 29: a head count that is not a power of two takes BLOOM's interleaved slopes (it was
+  // refused): H = 3, P = 2: 2^(-8/2), 2^(-16/2), then 2^(-4/2) (odd power 1 of the 4-head base)
+  const auto c3 =
       parse_hf_config(json{{"model_type", "bloom"}, {"vocab_size", 50}, {"n_embed", 24}, {"n_layer", 2}, {"n_head", 3}},
-                      "c"),
-      Catch::Contains("not a power of two"));
+                      "c")
+          .config;
+  CHECK(c3.arch.alibi == nn::AlibiSlopes::Hf);
+  CHECK(nn::alibi_slopes(c3) == std::vector<double>{0.0625, 0.00390625, 0.25});
+  // the recipe travels with the config (checkpoint and capture attribute "config", arch.alibi_slopes)
+  CHECK(nn::to_json(c3)["arch"]["alibi_slopes"] == "hf");
+  CHECK(nn::alibi_slopes(nn::config_from_json(nn::to_json(c3))) == nn::alibi_slopes(c3));
 }
 
 TEST_CASE("hf config: family variants and refusals", "[hf]") {

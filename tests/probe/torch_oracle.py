@@ -361,13 +361,18 @@ def check_boundary_copy(js, m, t, ro, alpha_level, ck):
     return [int(x["pred"] == x["label"]) for x in ro], ties
 
 
+def paired(o, cks):
+    """--resamples for a paired run only: probe refuses it with one checkpoint (issue 29)."""
+    return ["--resamples", o.resamples] if len(cks) == 2 else []
+
+
 def bc_case(tool, o, prefix, cks, per_row_rows=0):
     res = []
     for ck in cks:
         model = Model(os.path.join(o.work, ck))
         t, ro = oracle_boundary_copy(model, os.path.join(o.work, prefix))
         res.append((t, ro))
-    js = tool.probe("boundary-copy", prefix, cks, "--resamples", o.resamples)
+    js = tool.probe("boundary-copy", prefix, cks, *paired(o, cks))
     items = []
     for m, ck in enumerate(cks):
         t, ro = res[m]
@@ -458,7 +463,7 @@ def passkey_case(tool, o, prefix, cks, per_item=True):
     for ck in cks:
         meta, r = oracle_passkey(Model(os.path.join(o.work, ck)), os.path.join(o.work, prefix), o.max_new)
         res.append(r)
-    js = tool.probe("passkey", prefix, cks, "--resamples", o.resamples, "--max-new", o.max_new)
+    js = tool.probe("passkey", prefix, cks, *paired(o, cks), "--max-new", o.max_new)
     for m, ck in enumerate(cks):
         check_passkey(js, m, meta, res[m], ck)
         if per_item:
@@ -535,7 +540,7 @@ def ranking_case(tool, o, prefix, cks, per_item=0):
     for ck in cks:
         meta, r = oracle_ranking(Model(os.path.join(o.work, ck)), os.path.join(o.work, prefix))
         res.append(r)
-    js = tool.probe("ranking", prefix, cks, "--resamples", o.resamples)
+    js = tool.probe("ranking", prefix, cks, *paired(o, cks))
     for m, ck in enumerate(cks):
         check_ranking(js, m, meta, res[m], ck)
         if per_item:

@@ -257,6 +257,9 @@ TEST_CASE("Model config: every field is validated with the field named", "[rollo
        "content_config.base_scores[0]"},
       {good_head + "content_config: {diagonal_scores: [[1, 2, 3]]}\n" + good_sched,
        "content_config.diagonal_scores[0]"},
+      // issue 29: per-layer lists of different lengths (the reference takes k from the first layer)
+      {good_head + "content_config: {diagonal_scores: [[1, 2], [1]]}\n" + good_sched,
+       "content_config.diagonal_scores[1] has 1 scores but diagonal_scores[0] has 2"},
       {good_head + "content_config: {diagonal_scores: [[1]], broadcast: some}\n" + good_sched,
        "content_config.broadcast"},
       {good_head, "lambda_schedule_config"},

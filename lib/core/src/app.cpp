@@ -2,10 +2,12 @@
 
 #include <glob.h>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <vector>
 
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
@@ -232,6 +234,97 @@ void require_decimal_integers(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) require_decimal_integers(*sub);
 }
 
+namespace {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// (long name, subcommand path that declares it: "" for the tool itself, "sweep", ...)
+void long_names(const CLI::App& app, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
+  for (const CLI::Option* o : app.get_options())
+    for (const std::string& n : o->get_lnames()) out.emplace_back(n, path);
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    long_names(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), out);
+}
+
+// The subcommand that declares `--name` when the tool itself does not ("" otherwise)
+std::string owner_of(const CLI::App& app, const std::string& option) {
+  std::vector<std::pair<std::string, std::string>> all;
+  long_names(app, "", all);
+  std::string owner;
+  for (const auto& [n, path] : all)
+    if ("--" + n == option) {
+      if (path.empty()) return "";
+      if (owner.empty()) owner = path;
+    }
+  return owner;
+}
+
+// "did you mean --steps?" for each mistyped option among CLI11's unexpected arguments
+std::string suggestions(const CLI::App& app) {
+  std::string out;
+  for (const std::string& arg : app.remaining(true)) {
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;  // -5
+    const std::string best = closest_option(app, arg);
+    if (best.empty()) continue;
+    const std::string typed = arg.substr(0, arg.find('='));
+    const std::string owner = owner_of(app, best);  // `rollout --seeds`: an option of `rollout verify`
+    const std::string of = owner.empty() ? "" : "an option of '" + app.get_name() + " " + owner + "'";
+    if (!owner.empty() && best == typed)
+      out += "\nhint: '" + typed + "' is " + of;
+    else
+      out += "\nhint: '" + typed + "': did you mean " + best + (of.empty() ? "" : " (" + of + ")") + "?";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string closest_option(const CLI::App& app, const std::string& typed) {
+  std::string name = typed.substr(0, typed.find('='));
+  name.erase(0, name.find_first_not_of('-'));
+  if (name.empty()) return "";
+  std::vector<std::pair<std::string, std::string>> owned;
+  long_names(app, "", owned);
+  std::vector<std::string> names;
+  for (const auto& p : owned) names.push_back(p.first);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  const std::size_t limit = std::min<std::size_t>(3, std::max<std::size_t>(1, name.size() / 3));
+  std::string best;
+  std::size_t best_d = limit + 1;
+  bool tie = false;
+  for (const std::string& n : names) {
+    const std::size_t d = edit_distance(name, n);
+    if (d < best_d) {
+      best = n, best_d = d, tie = false;
+    } else if (d == best_d) {
+      tie = true;
+    }
+  }
+  if (!best.empty() && !tie) return "--" + best;
+  if (!best.empty()) return "";
+  std::string prefix_of;
+  for (const std::string& n : names)
+    if (n.size() > name.size() && n.compare(0, name.size(), name) == 0) {
+      if (!prefix_of.empty()) return "";  // "--c": many options start with it
+      prefix_of = n;
+    }
+  return prefix_of.empty() ? "" : "--" + prefix_of;
+}
+
 int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   const std::string name = app.get_name();
   install_temp_cleanup_handlers();
@@ -241,7 +334,10 @@ int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body)
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
     // Every error line starts with the tool's name (docs/conventions.md), parse errors included.
-    std::cerr << name << ": error: " << e.what() << "\nhint: run '" << name
+    // CLI11 names a mistyped option without suggesting the one meant: the closest long option to
+    // each unexpected argument (also when another error, "--checkpoint is required", came first)
+    const std::string meant = suggestions(app);
+    std::cerr << name << ": error: " << e.what() << meant << "\nhint: run '" << name
               << " --help' for the options and examples\n";
     return 2;
   }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -93,7 +94,21 @@ std::string fnv1a64_hex(const std::string& bytes) {
   return h.hex();
 }
 
+void require_token_prefix(const std::string& prefix, const std::string& option, bool input) {
+  for (const char* ext : {".train.bin", ".val.bin", ".meta.json", ".train.mask.bin", ".val.mask.bin", ".items.json"}) {
+    const std::string e = ext;
+    if (prefix.size() <= e.size() || prefix.compare(prefix.size() - e.size(), e.size(), e) != 0) continue;
+    std::error_code ec;
+    if (input && std::filesystem::exists(prefix + ".meta.json", ec)) return;  // a set really named so
+    const std::string p = prefix.substr(0, prefix.size() - e.size());
+    throw InvalidArgument(str(option, " takes the prefix of a token set (", input ? "it reads" : "it writes", " P",
+                              ".meta.json, P.train.bin, P.val.bin), not one of its files: give ", option, " '", p,
+                              "' instead of '", prefix, "'"));
+  }
+}
+
 TokenMeta read_token_meta(const std::string& prefix) {
+  require_token_prefix(prefix, "--data");
   const std::string path = prefix + ".meta.json";
   const std::string text = read_file(path);  // throws InvalidArgument naming the path
   nlohmann::json j;

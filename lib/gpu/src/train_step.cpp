@@ -59,7 +59,7 @@ TrainPlan make_train_plan(const nn::ModelConfig& c, int B, int T) {
     for (const auto& d : dense) ptrs.push_back(d.data());
     tl.mask = tiled_mask_from_dense(ptrs, T);
     if (c.pos == nn::PosKind::Alibi)
-      for (int h = 0; h < c.n_head; ++h) tl.slopes.push_back(static_cast<float>(nn::alibi_slope(h, c.n_head)));
+      for (double m : nn::alibi_slopes(c)) tl.slopes.push_back(static_cast<float>(m));
     p.layers.push_back(std::move(tl));
   }
   for (const nn::ParamInfo& t : lay.tensors) {  // AdamW runs: consecutive tensors of one decay setting

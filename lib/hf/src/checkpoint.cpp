@@ -271,11 +271,23 @@ std::string gpt2_export_blocker(const nn::ModelConfig& c) {
     if (lc.d_head != 0 && lc.d_head * c.n_head != c.d_model)
       return str("layer ", l, " d_head = ", lc.d_head, " (gpt2 needs d_model / n_head = ", c.d_model / c.n_head, ")");
   }
-  nn::ArchVariant a = c.arch;
-  a.norm_eps = nn::ArchVariant{}.norm_eps;
-  a.tied_head = true;  // an untied head is lm_head.weight with tie_word_embeddings false
-  if (!(a == nn::ArchVariant{})) return "architecture variant " + nn::arch_to_json(c.arch).dump() + " (not gpt2)";
+  // Each architecture field on its own, named as in the checkpoint's config (arch.*): what gpt2's
+  // config.json expresses is written (n_inner, activation_function, layer_norm_epsilon,
+  // tie_word_embeddings; absent biases as zeros), the rest is refused naming the field.
+  const nn::ArchVariant& a = c.arch;
+  if (a.mlp == nn::MlpKind::SwiGLU)
+    return "arch.mlp = swiglu (gpt2's activation_function has no gated MLP: gelu_new or gelu only)";
+  if (nn::kv_heads(c) != c.n_head)
+    return str("arch.n_kv_head = ", a.n_kv_head, " (grouped-query attention; gpt2 has n_head = ", c.n_head,
+               " key/value heads)");
+  if (a.parallel_residual) return "arch.parallel_residual = true (gpt2 adds attention and MLP one after the other)";
+  if (a.emb_norm) return "arch.emb_norm = true (a LayerNorm on the token embeddings; gpt2 has none)";
   return "";
+}
+
+static std::string gpt2_activation_name(nn::MlpKind k) {
+  require(k != nn::MlpKind::SwiGLU, "arch.mlp = swiglu has no gpt2 activation_function");
+  return k == nn::MlpKind::Gelu ? "gelu" : "gelu_new";
 }
 
 void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
@@ -312,7 +324,7 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
     store.emplace_back(static_cast<std::size_t>(n), 0.f);
     views.push_back({"transformer." + name, {n}, nullptr});
   };
-  store.reserve(static_cast<std::size_t>(6 * c.n_layer));
+  store.reserve(static_cast<std::size_t>(8 * c.n_layer));
   direct("wte.weight");
   direct("wpe.weight");
   for (int l = 0; l < c.n_layer; ++l) {
@@ -332,9 +344,15 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
     direct(p + "ln_2.weight");
     direct(p + "ln_2.bias");
     transposed(p + "mlp.c_fc.weight");
-    direct(p + "mlp.c_fc.bias");
+    if (c.arch.mlp_bias)
+      direct(p + "mlp.c_fc.bias");
+    else
+      zeros(p + "mlp.c_fc.bias", nn::ffn_dim(c));
     transposed(p + "mlp.c_proj.weight");
-    direct(p + "mlp.c_proj.bias");
+    if (c.arch.mlp_bias)
+      direct(p + "mlp.c_proj.bias");
+    else
+      zeros(p + "mlp.c_proj.bias", C);
   }
   direct("ln_f.weight");
   direct("ln_f.bias");
@@ -354,8 +372,9 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
                        {"n_embd", c.d_model},
                        {"n_layer", c.n_layer},
                        {"n_head", c.n_head},
-                       {"n_inner", nullptr},
-                       {"activation_function", "gelu_new"},
+                       // None = 4 n_embd, as GPT2MLP reads it
+                       {"n_inner", c.arch.d_ff > 0 ? nlohmann::json(c.arch.d_ff) : nlohmann::json(nullptr)},
+                       {"activation_function", gpt2_activation_name(c.arch.mlp)},
                        {"layer_norm_epsilon", c.arch.norm_eps},
                        {"resid_pdrop", 0.0},
                        {"embd_pdrop", 0.0},

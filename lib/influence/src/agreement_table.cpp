@@ -138,8 +138,10 @@ Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasuremen
   rollout::AlibiModel am;
   const nn::LayerConfig& l0 = cfg.layers[0];
   if (l0.attn == nn::AttnKind::Swa) am.mask.window = l0.w;
-  for (int h = 0; h < cfg.n_head; ++h) am.slopes.push_back(nn::alibi_slope(h, cfg.n_head));
-  ag.source_description = "content-free ALiBi kernels of the model (slopes 2^(-8h/H), mask " + am.mask.name() +
+  am.slopes = nn::alibi_slopes(cfg);  // the model's recipe (BLOOM imports: build_alibi_tensor's)
+  ag.source_description = std::string("content-free ALiBi kernels of the model (slopes ") +
+                          (cfg.arch.alibi == nn::AlibiSlopes::Hf ? "of BLOOM's build_alibi_tensor" : "2^(-8h/H)") +
+                          ", mask " + am.mask.name() +
                           "); (c) content delta(l, h) from the model's own q.k / sqrt(d_head)";
   add("attention_only", "(a) attention-only", rollout::rollout_last_row_alibi(am, ones, n));
   add("residual", "(b) residual-aware", rollout::rollout_last_row_alibi(am, ag.alpha, n));

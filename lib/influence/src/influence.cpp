@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/core/progress.hpp"
 #include "cf/nn/gradient_seed.hpp"
 
 namespace cf::influence {
@@ -148,6 +149,7 @@ InfluenceResult measure_influence(const nn::Model<float>& model, const std::vect
   const int n = static_cast<int>(windows[0].size());
   r.per_window.g.resize(W, n);
   r.per_window.p_yhat.resize(W);
+  Progress progress("influence: windows", W);  // stderr, terminals only (cf/core/progress.hpp)
   for (int b0 = 0; b0 < W; b0 += bs) {
     const int b1 = std::min(W, b0 + bs);
     std::vector<std::vector<std::int32_t>> part(windows.begin() + b0, windows.begin() + b1);
@@ -156,6 +158,7 @@ InfluenceResult measure_influence(const nn::Model<float>& model, const std::vect
     r.per_window.p_yhat.segment(b0, b1 - b0) = g.p_yhat;
     r.per_window.yhat.insert(r.per_window.yhat.end(), g.yhat.begin(), g.yhat.end());
     ++r.backward_passes;
+    progress.advance(b1 - b0);
   }
   r.mean_g = r.per_window.g.colwise().mean().transpose();
   r.profile = normalise_profile(r.mean_g);

@@ -2,6 +2,7 @@
 // and validation, kept apart from config.cpp so the trainer's own config code stays as it was.
 #include <cmath>
 
+#include "cf/core/alibi.hpp"
 #include "cf/core/error.hpp"
 #include "cf/nn/config.hpp"
 
@@ -10,11 +11,14 @@ namespace cf::nn {
 bool ArchVariant::operator==(const ArchVariant& o) const {
   return mlp == o.mlp && d_ff == o.d_ff && mlp_bias == o.mlp_bias && n_kv_head == o.n_kv_head &&
          parallel_residual == o.parallel_residual && rope_theta == o.rope_theta && rope_dim == o.rope_dim &&
-         emb_norm == o.emb_norm && tied_head == o.tied_head && norm_eps == o.norm_eps;
+         emb_norm == o.emb_norm && tied_head == o.tied_head && norm_eps == o.norm_eps && alibi == o.alibi;
 }
 
 int ffn_dim(const ModelConfig& c) { return c.arch.d_ff > 0 ? c.arch.d_ff : 4 * c.d_model; }
 int kv_heads(const ModelConfig& c) { return c.arch.n_kv_head > 0 ? c.arch.n_kv_head : c.n_head; }
+std::vector<double> alibi_slopes(const ModelConfig& c) {
+  return c.arch.alibi == AlibiSlopes::Hf ? cf::alibi_slopes_hf(c.n_head) : cf::alibi_slopes_simple(c.n_head);
+}
 int rope_dims(const ModelConfig& c, int l) { return c.arch.rope_dim > 0 ? c.arch.rope_dim : head_dim(c, l); }
 
 std::string mlp_name(MlpKind k) {
@@ -37,16 +41,19 @@ MlpKind parse_mlp_kind(const std::string& s) {
 }
 
 nlohmann::json arch_to_json(const ArchVariant& a) {
-  return {{"mlp", mlp_name(a.mlp)},
-          {"d_ff", a.d_ff},
-          {"mlp_bias", a.mlp_bias},
-          {"n_kv_head", a.n_kv_head},
-          {"parallel_residual", a.parallel_residual},
-          {"rope_theta", a.rope_theta},
-          {"rope_dim", a.rope_dim},
-          {"emb_norm", a.emb_norm},
-          {"tied_head", a.tied_head},
-          {"norm_eps", a.norm_eps}};
+  nlohmann::json j = {{"mlp", mlp_name(a.mlp)},
+                      {"d_ff", a.d_ff},
+                      {"mlp_bias", a.mlp_bias},
+                      {"n_kv_head", a.n_kv_head},
+                      {"parallel_residual", a.parallel_residual},
+                      {"rope_theta", a.rope_theta},
+                      {"rope_dim", a.rope_dim},
+                      {"emb_norm", a.emb_norm},
+                      {"tied_head", a.tied_head},
+                      {"norm_eps", a.norm_eps}};
+  // written only when not the default, so that files without it read as before
+  if (a.alibi == AlibiSlopes::Hf) j["alibi_slopes"] = "hf";
+  return j;
 }
 
 ArchVariant arch_from_json(const nlohmann::json& j) {
@@ -62,6 +69,10 @@ ArchVariant arch_from_json(const nlohmann::json& j) {
   a.emb_norm = j.value("emb_norm", false);
   a.tied_head = j.value("tied_head", true);
   a.norm_eps = j.value("norm_eps", 1e-5);
+  const std::string slopes = j.value("alibi_slopes", std::string("simple"));
+  require(slopes == "simple" || slopes == "hf", "config key 'arch.alibi_slopes' must be 'simple' or 'hf' (got '",
+          slopes, "')");
+  a.alibi = slopes == "hf" ? AlibiSlopes::Hf : AlibiSlopes::Simple;
   return a;
 }
 

@@ -395,13 +395,14 @@ void heads_forward_dense(Pass<T>& p, int l, const AttnMode& m) {
   const T* qkv = a.qkv[l].data();
   const ForwardHooks* hooks = p.hooks;
   const bool serial = hooks && hooks->on_scores;
+  const std::vector<double> slopes = p.cfg.pos == PosKind::Alibi ? alibi_slopes(p.cfg) : std::vector<double>{};
   cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic) if (!serial)
   for (int bh = 0; bh < p.B * H; ++bh)
     omp_errors.run([&] {
       const int b = bh / H, h = bh % H;
       detail::HeadSpec hs = spec;
-      if (p.cfg.pos == PosKind::Alibi && !m.lin) hs.alibi_slope = alibi_slope(h, H);
+      if (p.cfg.pos == PosKind::Alibi && !m.lin) hs.alibi_slope = slopes[static_cast<std::size_t>(h)];
       const T* base = qkv + static_cast<std::int64_t>(b) * Tn * ql.ld();
       std::vector<T> dvec;
       if (m.sd) {
@@ -474,12 +475,14 @@ template <class T, class Body>
 void with_tiled_scores(const Pass<T>& p, int l, const AttnMode& m, const T* damp_t, bool grads, Body&& body) {
   const int H = p.H, Tn = p.Tn, dh = head_dim(p.cfg, l);
   Activations<T>& a = p.a;
+  const std::vector<double> slope_list = p.cfg.pos == PosKind::Alibi ? alibi_slopes(p.cfg) : std::vector<double>{};
+  const double* slopes = slope_list.data();  // the model's recipe (cf::nn::alibi_slopes)
   const auto pos = [&](auto inner_of, auto&& next) {  // ALiBi over the inner policy, or the inner policy
     if (p.cfg.pos == PosKind::Alibi)
       next([=](int b, int h) {
         detail::Alibi<decltype(inner_of(b, h))> al;
         al.inner = inner_of(b, h);
-        al.slope = alibi_slope(h, H);
+        al.slope = slopes[h];
         return al;
       });
     else

@@ -227,7 +227,7 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
 
 }  // namespace
 
-output::Report run_probe(const ProbeOptions& o) {
+void check_probe_options(const ProbeOptions& o) {
   require(o.checkpoints.size() == 1 || o.checkpoints.size() == 2, "--checkpoint: give one or two (got ",
           o.checkpoints.size(), ")");
   require(o.alpha > 0 && o.alpha < 1, "--alpha must lie in (0, 1) (got ", o.alpha, ")");
@@ -235,9 +235,14 @@ output::Report run_probe(const ProbeOptions& o) {
   require(o.resamples >= 1 && o.resamples <= 10000000, "--resamples must be in [1, 1e7] (got ", o.resamples, ")");
   require(o.batch >= 1 && o.batch <= 65536, "--batch must be in [1, 65536] (got ", o.batch, ")");
   require(o.max_rows >= 0, "--max-rows must be >= 0 (got ", o.max_rows, ")");
+}
+
+output::Report run_probe(const ProbeOptions& o) {
+  check_probe_options(o);
   if (!o.plot.empty()) plot::check_plot_path(o.plot);
   // a damaged meta.json is reported as what it is (read_token_files names the JSON error), not as
   // "no task file"
+  data::require_token_prefix(o.data, "--data");  // "--data bc.val.bin": the prefix to give is named
   if (!data::is_task_file(o.data) && std::filesystem::is_regular_file(o.data + ".meta.json"))
     data::read_token_files(o.data);
   require(data::is_task_file(o.data), "--data '", o.data, "': no task file (", o.data,

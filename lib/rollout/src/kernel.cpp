@@ -25,29 +25,6 @@ Mask parse_mask(const std::string& spec) {
   throw InvalidArgument(str("mask: expected 'causal' or 'swa:W', got '", spec, "'"));
 }
 
-std::vector<double> alibi_slopes_simple(int H) {
-  require(H >= 1, "alibi slopes: H >= 1 required, got H = ", H);
-  std::vector<double> s(H);
-  for (int h = 1; h <= H; ++h) s[h - 1] = std::exp2(-8.0 * h / H);
-  return s;
-}
-
-std::vector<double> alibi_slopes_hf(int H) {
-  require(H >= 1, "alibi slopes: H >= 1 required, got H = ", H);
-  int P = 1;
-  while (2 * P <= H) P *= 2;
-  std::vector<double> s;
-  for (int k = 1; k <= P; ++k) s.push_back(std::exp2(-8.0 * k / P));
-  for (int k = 1; k <= 2 * (H - P) - 1; k += 2) s.push_back(std::exp2(-4.0 * k / P));
-  return s;
-}
-
-std::vector<double> alibi_slopes(const std::string& recipe, int H) {
-  if (recipe == "simple") return alibi_slopes_simple(H);
-  if (recipe == "hf") return alibi_slopes_hf(H);
-  throw InvalidArgument(str("slopes: expected 'simple' or 'hf', got '", recipe, "'"));
-}
-
 double model_delta(const AlibiModel& m, int l, int h) {
   if (m.delta.size() == 0) return 0.0;
   const int r = m.delta.rows() == 1 ? 0 : l;

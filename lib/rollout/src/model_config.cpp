@@ -348,10 +348,18 @@ ModelConfigFile load_model_config(const std::string& path) {
     }
     if (diag.size() != 1 && static_cast<int>(diag.size()) != L)
       c.fail("content_config.diagonal_scores", str("must hold 1 or num_layers = ", L, " lists, got ", diag.size()));
-    for (std::size_t l = 0; l < diag.size(); ++l)
+    for (std::size_t l = 0; l < diag.size(); ++l) {
       if (static_cast<int>(diag[l].size()) > H)
         c.fail(str("content_config.diagonal_scores[", l, "]"),
                str("holds ", diag[l].size(), " scores for num_heads = ", H, " heads"));
+      // The reference stacks the per-layer lists into one [L, k] tensor whose k it takes from the
+      // first layer: lists of other lengths have no meaning there (issue 29). Refused, as
+      // attention_config.alibi_slopes[l] is, instead of giving each layer its own head count.
+      if (diag[l].size() != diag[0].size())
+        c.fail(str("content_config.diagonal_scores[", l, "]"),
+               str("has ", diag[l].size(), " scores but diagonal_scores[0] has ", diag[0].size(),
+                   " (all lists must have the same length)"));
+    }
     Eigen::MatrixXd delta = Eigen::MatrixXd::Zero(L, H);
     for (int l = 0; l < L; ++l) {
       const auto& row = diag[std::min<std::size_t>(l, diag.size() - 1)];

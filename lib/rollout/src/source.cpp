@@ -159,10 +159,17 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
       }
       require(mask.window == 0, "--mask: --kernels alibi takes the model's own mask");
       s.structured = true;
-      s.base.slopes = alibi_slopes_simple(H);
+      // the model's recipe: "hf" (BLOOM's build_alibi_tensor) for BLOOM imports, else 2^(-8h/H)
+      const auto arch = cfg.find("arch");
+      const std::string recipe = arch != cfg.end() && arch->is_object() ? arch->value("alibi_slopes", std::string("simple")) : "simple";
+      require(recipe == "simple" || recipe == "hf", "--kernels alibi: '", o.model, "' has arch.alibi_slopes '", recipe,
+              "' (expected simple or hf)");
+      s.base.slopes = alibi_slopes(recipe, H);
       s.base.mask.window = std::max(0L, window);
       s.kernel_source = "ALiBi (content-free, the model's slopes)";
-      s.params["kernels"] = "alibi (content-free kernels of the model's slopes 2^(-8h/H), " + s.base.mask.name() + ")";
+      s.params["kernels"] = "alibi (content-free kernels of the model's slopes " +
+                            std::string(recipe == "hf" ? "of BLOOM's build_alibi_tensor" : "2^(-8h/H)") + ", " +
+                            s.base.mask.name() + ")";
     } else if (s.kernels.empty()) {
       require(mask.window == 0, "--mask applies to ALiBi kernels only; measured kernels carry the model's own mask");
       s.kernels = read_capture_kernels(cap);

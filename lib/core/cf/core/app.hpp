@@ -54,6 +54,14 @@ void check_output(const std::string& path, const std::string& option);
 /// The same for an output folder (train --out-dir): it must exist writable or be creatable.
 void check_output_dir(const std::string& dir, const std::string& option);
 
+/// The long option of `app` (or of a subcommand) closest to the mistyped `typed` ("--stepz",
+/// "--seq_len=8", "-steps"), for "did you mean --steps?" after CLI11's "The following argument was
+/// not expected" (CLI11 suggests nothing). Closest = smallest Levenshtein distance between the
+/// names without their leading dashes and any "=value", accepted when at most max(1, length / 3)
+/// (at most 3); otherwise the one option the typed name is a prefix of ("--check" ->
+/// "--checkpoint"). "" when nothing is close or two options tie.
+std::string closest_option(const CLI::App& app, const std::string& typed);
+
 /// Parse argv with `app`, then run `body`; returns the process exit code (0, 1 or 2) after
 /// printing one error line plus a hint on stderr.
 int run(CLI::App& app, int argc, char** argv, const std::function<void()>& body);

@@ -145,4 +145,16 @@ inline void refuse_unless(const CLI::App& app, const std::string& opt_name, bool
                           mode);
 }
 
+/// Refuse every option of `options` given on the command line when the selected `mode` ignores
+/// them all (exit 2 through cf::InvalidArgument naming the option and the mode), e.g.
+///   refuse_in_mode(app, {"--matrix", "--mask"}, "rollout --model CHECKPOINT --influence");
+/// the complement of refuse_unless for a mode that is easier to name than each option's users.
+/// Call after parsing, on the App (or subcommand) that declares the options; a default does not
+/// count. Unknown names are a programming error (CLI::OptionNotFound).
+inline void refuse_in_mode(const CLI::App& app, std::initializer_list<const char*> options, const std::string& mode) {
+  for (const char* name : options)
+    if (app.get_option(name)->count() > 0)
+      throw InvalidArgument(std::string(name) + " is not used by " + mode + " and would be ignored: drop it");
+}
+
 }  // namespace cf::app

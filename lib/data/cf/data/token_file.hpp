@@ -59,8 +59,15 @@ std::vector<std::pair<std::string, std::string>> token_file_set(const std::strin
 /// size or checksum for it (a mixed set after an interrupted write); no manifest entry: accepted.
 void check_manifest_entry(const std::string& prefix, const std::string& key, const std::string& bytes);
 
+/// Refuse (cf::InvalidArgument naming `option` and the prefix to give) a token-set prefix that is
+/// one of the set's own files: "P.train.bin", "P.val.bin", "P.meta.json", "P.train.mask.bin",
+/// "P.val.mask.bin" or "P.items.json" (the tools would read "P.train.bin.meta.json"). `input`:
+/// an input prefix is refused only when "<prefix>.meta.json" does not exist (a set really named
+/// "x.val.bin" still reads); an output prefix (prepare-data --out) always.
+void require_token_prefix(const std::string& prefix, const std::string& option, bool input = true);
+
 /// Read <prefix>.meta.json; throws cf::InvalidArgument naming the file and the missing or bad
-/// field.
+/// field (and, for a prefix that is one of the set's files, the prefix to give: --data P).
 TokenMeta read_token_meta(const std::string& prefix);
 
 /// Read one split file: its size must be a positive multiple of 2 bytes and every id must be

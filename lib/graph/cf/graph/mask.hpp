@@ -46,8 +46,9 @@ struct Mask {
 /// Canonical name: "full", "block", "swa", "bridge", "pbb", "se-bridge".
 std::string pattern_name(PatternKind k);
 
-/// Parse a pattern name (case-insensitive; "se" and "sebridge" accepted for se-bridge);
-/// throws cf::InvalidArgument listing the known names.
+/// Parse a pattern name, case-insensitive, with the documented aliases (coverage --help, docs/options.md):
+/// "causal" = full; "sliding", "window" = swa; "se", "sebridge", "se_bridge" = se-bridge. Throws
+/// cf::InvalidArgument listing the known names and aliases.
 PatternKind parse_pattern_kind(const std::string& name);
 
 /// Human-readable description with the parameters the pattern uses, e.g. "pbb(b=128,w=128)".

@@ -22,9 +22,12 @@ namespace cf::hf {
 /// the file and tensor for an unsupported config, a missing tensor or a shape mismatch.
 nn::Model<float> load_hf_model(const std::string& dir);
 
-/// Why `c` cannot be written in the gpt2 layout ("" = it can): learned positions, LayerNorm,
-/// full attention with implicit d_head at every layer and the default ArchVariant (any norm_eps)
-/// are required. Models without qkv / projection biases are exported with zero biases.
+/// Why `c` cannot be written in the gpt2 layout ("" = it can), naming the field: learned positions,
+/// LayerNorm, full attention with implicit d_head at every layer, a GELU MLP (arch.mlp gelu-tanh ->
+/// activation_function "gelu_new", gelu -> "gelu") of any width (arch.d_ff -> n_inner), one
+/// key/value head per head, sequential residuals and no embedding norm are required; norm_eps
+/// (layer_norm_epsilon) and tied_head (tie_word_embeddings) are written. Models without qkv,
+/// projection or MLP biases are exported with zero biases.
 std::string gpt2_export_blocker(const nn::ModelConfig& c);
 
 /// Write `model` to directory `dir` (created if missing) as config.json (model_type gpt2,

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cf/core/progress.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/rollout/kernel.hpp"
 
@@ -36,11 +37,26 @@ struct JacobianBlocks {
 };
 
 /// J for one window `tokens` (1 <= n <= block_size) between layers L and L + r
-/// (0 <= L, 1 <= r, L + r <= n_layer). seed_batch: VJPs per call (0 = d_model). Throws
+/// (0 <= L, 1 <= r, L + r <= n_layer). seed_batch: VJPs per call (0 = d_model). `progress`
+/// (optional) advances by the token passes B * T of every backward call. Throws
 /// cf::InvalidArgument for out-of-range layers or tokens.
 template <class T>
 JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r,
-                               bool keep_blocks = false, int seed_batch = 0);
+                               bool keep_blocks = false, int seed_batch = 0, Progress* progress = nullptr);
+
+/// The work of one jacobian_blocks call on n tokens: backward_calls = n ceil(d_model / B) batched
+/// calls, token_passes = d_model n (n + 1) / 2 (seeds x prefix lengths), pass_tokens = B n (the
+/// longest call, the unit time_jacobian_pass measures); B = seed_batch, or d_model when 0.
+struct JacobianCost {
+  std::int64_t backward_calls = 0, token_passes = 0, pass_tokens = 0;
+};
+JacobianCost jacobian_blocks_cost(int d_model, int n, int seed_batch);
+
+/// Seconds of one backward call of jacobian_blocks at its longest prefix (all n tokens, a full seed
+/// batch; the faster of two, the first warms up): the unit of the jacobian tool's cost estimate (estimated seconds ~ this x token_passes /
+/// pass_tokens; shorter prefixes cost less per token only through fixed overheads).
+double time_jacobian_pass(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens, int L, int r,
+                          int seed_batch);
 
 /// Head-mean attention A(l) of every layer on `tokens` (Runway (Lee & Clark)'s A; docs/spec.md section 2), n x n lower
 /// triangular, each row normalised to sum 1 in double. Rows of branch-fused bridge layers sum to 2

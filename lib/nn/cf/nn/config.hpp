@@ -41,6 +41,11 @@ struct LayerConfig {
 /// (GPT-NeoX "gelu"), or SwiGLU (Llama: c_proj(silu(gate) * up), gate and up stacked in c_fc).
 enum class MlpKind { GeluTanh, Gelu, SwiGLU };
 
+/// ALiBi slope recipe (cf/core/alibi.hpp): Simple = 2^(-8(h+1)/H) (the trainer's models), Hf =
+/// Hugging Face BLOOM's build_alibi_tensor (interleaved slopes when H is not a power of two, e.g.
+/// BLOOM-176B's 112 heads). The two agree for a power-of-two H.
+enum class AlibiSlopes { Simple, Hf };
+
 /// Architecture variants of imported Hugging Face families (issue 13); the defaults are the GPT-2
 /// model of the trainer, and a default ArchVariant is not written to JSON (old files read as
 /// before). d_ff = MLP hidden width (0 = 4 d_model); mlp_bias = biases on c_fc / mlp.c_proj;
@@ -49,7 +54,8 @@ enum class MlpKind { GeluTanh, Gelu, SwiGLU };
 /// mlp(ln_2 x) (GPT-NeoX); rope_theta, rope_dim: RoPE base and rotated dimensions per head (the
 /// first rope_dim, 0 = all; partial rotary of GPT-NeoX rotary_pct); emb_norm: a norm (emb_ln) on
 /// the token embeddings (BLOOM word_embeddings_layernorm); tied_head false adds lm_head.weight
-/// [vocab, d_model]; norm_eps: epsilon of every LayerNorm/RMSNorm.
+/// [vocab, d_model]; norm_eps: epsilon of every LayerNorm/RMSNorm; alibi: the slope recipe of
+/// pos = alibi (JSON key "alibi_slopes", written only when "hf").
 struct ArchVariant {
   MlpKind mlp = MlpKind::GeluTanh;
   int d_ff = 0;
@@ -61,6 +67,7 @@ struct ArchVariant {
   bool emb_norm = false;
   bool tied_head = true;
   double norm_eps = 1e-5;
+  AlibiSlopes alibi = AlibiSlopes::Simple;
   bool operator==(const ArchVariant& o) const;
 };
 
@@ -85,6 +92,9 @@ struct ModelConfig {
 int ffn_dim(const ModelConfig& c);
 /// Key/value heads (arch.n_kv_head, or n_head when 0).
 int kv_heads(const ModelConfig& c);
+/// ALiBi slopes of the model's n_head heads in the recipe arch.alibi (cf::alibi_slopes_simple or
+/// cf::alibi_slopes_hf); head h's bias is -slopes[h] (i - j).
+std::vector<double> alibi_slopes(const ModelConfig& c);
 /// Rotated dimensions per head in layer l (arch.rope_dim, or head_dim when 0).
 int rope_dims(const ModelConfig& c, int l);
 /// Names of MlpKind ("gelu-tanh", "gelu", "swiglu") and the inverse (cf::InvalidArgument).

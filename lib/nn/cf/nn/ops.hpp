@@ -15,6 +15,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cf/core/alibi.hpp"
 #include "cf/core/omp_exception.hpp"
 #include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/gemm_backend.hpp"
@@ -435,8 +436,10 @@ void rope_apply(T* x, int Tn, int dh, std::int64_t ld, bool inverse, int rot = 0
   }
 }
 
-/// ALiBi slope of head h of H: 2^(-8 (h+1) / H) (docs/spec.md §7.3 "simple" scheme).
-inline double alibi_slope(int h, int H) { return std::pow(2.0, -8.0 * (h + 1) / H); }
+/// ALiBi slope of head h of H in the "simple" recipe, 2^(-8 (h+1) / H) (docs/spec.md §7.3;
+/// cf::alibi_slopes_simple). A model's own slopes (its recipe may be BLOOM's) are
+/// cf::nn::alibi_slopes(config).
+inline double alibi_slope(int h, int H) { return cf::alibi_slopes_simple(H)[static_cast<std::size_t>(h)]; }
 
 /// Numerically stable softplus log(1 + e^x) and logistic sigmoid.
 template <class T>

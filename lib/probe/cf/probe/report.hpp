@@ -44,4 +44,9 @@ PairedResult paired_compare(const std::vector<std::uint8_t>& a, const std::vecto
 /// with different vocabularies for a paired comparison, a task file of another task).
 output::Report run_probe(const ProbeOptions& o);
 
+/// The range checks run_probe starts with (one or two checkpoints, --alpha and --level in (0, 1),
+/// --resamples, --batch, --max-rows): the probe tool names a bad value before an option the task
+/// ignores. Throws cf::InvalidArgument naming the option.
+void check_probe_options(const ProbeOptions& o);
+
 }  // namespace cf::probe

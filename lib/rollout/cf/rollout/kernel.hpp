@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/alibi.hpp"
+
 namespace cf::rollout {
 
 /// Row-major dense matrix (rows are attention rows; filled row by row).
@@ -26,17 +28,12 @@ struct Mask {
 /// Parse "causal" | "swa:W" (W >= 1); throws cf::InvalidArgument otherwise.
 Mask parse_mask(const std::string& spec);
 
-/// ALiBi slopes, recipe `simple`: m_h = 2^(-8h/H), h = 1..H (reference code of Position bias (Herasimchyk et al.), any H).
-/// H >= 1.
-std::vector<double> alibi_slopes_simple(int H);
-
-/// ALiBi slopes, recipe `hf` (BLOOM's build_alibi_tensor): with P = 2^floor(log2 H), the P
-/// slopes 2^(-8k/P), k = 1..P, followed (if H != P) by 2^(-4k/P) for the odd k = 1, 3, ...,
-/// 2(H-P)-1. For H a power of two both recipes agree. H >= 1.
-std::vector<double> alibi_slopes_hf(int H);
-
-/// Dispatch on recipe name "simple" | "hf"; throws cf::InvalidArgument otherwise.
-std::vector<double> alibi_slopes(const std::string& recipe, int H);
+/// ALiBi slopes, recipes `simple` (2^(-8h/H), the reference code of Position bias (Herasimchyk et
+/// al.)) and `hf` (BLOOM's build_alibi_tensor, any H), and the dispatch on the recipe name: the one
+/// implementation in lib/core (cf/core/alibi.hpp), shared with lib/nn and lib/hf.
+using cf::alibi_slopes;
+using cf::alibi_slopes_hf;
+using cf::alibi_slopes_simple;
 
 /// A structured ALiBi model: every layer l and head h has the kernel
 ///   A(l,h)[i,j] ∝ exp(-m_h (i-j) + delta(l,h) [i = j]) on the mask, 0 elsewhere

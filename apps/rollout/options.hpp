@@ -1,0 +1,42 @@
+#pragma once
+// rollout's options (apps/rollout): shared by main.cpp and ignored.cpp (the options each mode
+// ignores, refused with exit 2; docs/options.md).
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "cf/core/app.hpp"
+#include "cf/rollout/source.hpp"
+
+namespace cf::rollout_app {
+
+struct Options {
+  rollout::SourceOptions src;
+  std::string path = "auto", influence, matrix, plot_scale = "linear";
+  std::string capture_text = "kjv";  // checkpoint models: the text captured in-process
+  int capture_seqs = 4;
+  // sweep
+  std::string sweep_n = "64,128,...,65536";
+  // --influence with a checkpoint (issue 10): measured in process (auto) or read from a file
+  std::string kernel_source = "auto", influence_target = "probability";
+  int influence_windows = 64;
+  // jacobian
+  double C = 1.0;
+  long target = -1;  // -1 = n - 1
+  // dichotomy
+  long depth = 100000;
+  std::string deep_alpha = "const:0.5", deep_alpha2 = "power:0.5,2";
+  double eps = 0;
+  // verify
+  int seeds = 8;
+  // flow (issue 34): max-flow solver and the all-targets matrix file
+  std::string flow_algorithm = "push-relabel", flow_matrix;
+  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
+  app::CommonOptions common;
+};
+
+/// Refuse (exit 2, naming the option and the mode) every option the selected mode ignores:
+/// `sub` is the subcommand ("" = the default rollout, "sweep", "monotonicity", "verify",
+/// "dichotomy", "jacobian", "flow"). Called after parsing, before any work (ignored.cpp).
+void refuse_ignored(const CLI::App& app, const Options& o, const std::string& sub);
+
+}  // namespace cf::rollout_app
