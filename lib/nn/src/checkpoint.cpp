@@ -6,6 +6,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/json.hpp"
+#include "cf/core/model_folder.hpp"
 #include "cf/hf/checkpoint.hpp"
 #include "cf/io/hdf5.hpp"
 
@@ -107,6 +108,8 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
 }
 
 Model<float> load_model(const std::string& checkpoint_path) {
+  // DIR/model.safetensors said "not an HDF5 file" without pointing at the folder
+  refuse_model_folder_member(checkpoint_path);
   std::error_code ec;
   if (std::filesystem::is_directory(checkpoint_path, ec)) {
     Model<float> m = hf::load_hf_model(checkpoint_path);
