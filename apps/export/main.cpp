@@ -68,10 +68,10 @@ void run(const Options& o) {
           "' is the checkpoint folder '", o.checkpoint,
           "': the export would replace the config.json and model.safetensors it reads; choose another folder");
   app::check_output_dir(o.to, "--to");
-  const std::vector<std::string> foreign = check_export_folder(o);
   if (fs::is_directory(o.to, ec))
     app::check_outputs({{(fs::path(o.to) / "model.safetensors").string(), "--to (model.safetensors)"},
                         {(fs::path(o.to) / "config.json").string(), "--to (config.json)"}});
+  const std::vector<std::string> foreign = check_export_folder(o);
   const nn::Model<float> model = nn::load_model(o.checkpoint);
   hf::export_gpt2(model, o.to);
   // another model's tokenizer would tokenise text for these weights in a foreign vocabulary: with

@@ -123,10 +123,15 @@ EOF
   expect2 "m5/config.json' is not valid JSON \(the file is empty\)" "$BIN/jacobian" --checkpoint m5 --text "$CORPUS" --n 8
   # sizes far beyond the tensors: exit 2 before any allocation (was exit 1, out of memory)
   $PY -c "import json; c = json.load(open('m1/config.json')); c.pop('causalflow_weights'); \
-c.update(n_embd=65536, n_layer=200, vocab_size=1000000, n_head=64); json.dump(c, open('m6.json', 'w'))"
+c.update(n_layer=256, n_inner=1000000); json.dump(c, open('m6.json', 'w'))"
   mkdir -p m6; cp m1/model.safetensors m6/; mv m6.json m6/config.json
   expect2 "config.json describes [0-9]+ parameters .* but its safetensors hold only" \
     "$BIN/jacobian" --checkpoint m6 --text "$CORPUS" --n 8
+  $PY -c "import json; c = json.load(open('m1/config.json')); c.pop('causalflow_weights'); \
+c.update(n_embd=65536, vocab_size=1000000, n_head=64); json.dump(c, open('m7.json', 'w'))"
+  mkdir -p m7; cp m1/model.safetensors m7/; mv m7.json m7/config.json
+  expect2 "tensor 'transformer.wte.weight' has 2 dimensions \[256, 16\] but config.json says \[vocab_size, d_model\] = \[1000000, 65536\]" \
+    "$BIN/jacobian" --checkpoint m7 --text "$CORPUS" --n 8
   no_temps hffolder
   echo "ok: model folder files are inputs; precedence, duplicates, sizes"
   ;;

@@ -167,6 +167,11 @@ TEST_CASE("hf config: sizes far beyond the tensors are refused before allocation
   hf::write_safetensors("hostile_cfg/model.safetensors", {{"wte.weight", {16, 8}, w.data()}}, {});
   write_file_atomic("hostile_cfg/config.json", R"({"model_type": "gpt2", "vocab_size": 1000000, "n_embd": 65536,
       "n_layer": 200, "n_head": 64, "n_positions": 1024})");
+  REQUIRE_THROWS_WITH(hf::load_hf_model("hostile_cfg"),
+                      Catch::Contains("tensor 'wte.weight' has 2 dimensions [16, 8] but config.json says "
+                                      "[vocab_size, d_model] = [1000000, 65536]"));
+  write_file_atomic("hostile_cfg/config.json", R"({"model_type": "gpt2", "vocab_size": 16, "n_embd": 8,
+      "n_layer": 256, "n_inner": 1000000, "n_head": 2, "n_positions": 65536})");
   REQUIRE_THROWS_AS(hf::load_hf_model("hostile_cfg"), InvalidArgument);
   REQUIRE_THROWS_WITH(hf::load_hf_model("hostile_cfg"), Catch::Contains("but its safetensors hold only 128 values"));
   write_file_atomic("hostile_cfg/config.json", "");

@@ -257,24 +257,28 @@ nn::Model<float> load_hf_model(const std::string& dir) {
   nn::Model<float> m;
   m.config = h.config;
   m.layout = nn::make_layout(m.config);
-  // Sizes are checked against the tensors BEFORE the parameters are allocated: every parameter of
-  // the layout is read from some stored tensor, so a config asking for more values than the files
-  // hold (sizes far beyond its tensors) is bad input (exit 2), not an out-of-memory failure.
+  // The config is checked against the tensors BEFORE the parameters are allocated (a config with
+  // sizes far beyond its tensors allocated first and ran out of memory, exit 1; issue 29): first
+  // the embedding, the tensor every family starts with (dtype and [vocab_size, d_model]), then the
+  // count: every parameter of the layout is read from some stored tensor, so a config asking for
+  // more values than the files hold does not describe them (exit 2).
+  for (const char* e : {"transformer.wte.weight", "wte.weight", "gpt_neox.embed_in.weight",
+                        "transformer.word_embeddings.weight", "word_embeddings.weight", "model.embed_tokens.weight"})
+    if (st.has(e)) {
+      const TensorInfo& t = st.info(e);
+      const std::string where = str("Hugging Face checkpoint '", dir, "' (", h.model_type, "): tensor '", e, "'");
+      require(t.dtype == Dtype::F32 || t.dtype == Dtype::F16 || t.dtype == Dtype::BF16 || t.dtype == Dtype::F64, where,
+              ": dtype ", dtype_name(t.dtype), " cannot be read as float (supported: F32, F16, BF16, F64)");
+      const auto& got = t.shape;
+      require(got == std::vector<std::int64_t>{m.config.vocab_size, m.config.d_model}, where, " has ", got.size(),
+              " dimensions", got.size() == 2 ? str(" [", got[0], ", ", got[1], "]") : std::string(),
+              " but config.json says [vocab_size, d_model] = [", m.config.vocab_size, ", ", m.config.d_model, "]");
+    }
   const std::int64_t stored = st.total_elements();
   require(m.layout.total <= stored, "Hugging Face checkpoint '", dir, "' (", h.model_type, "): config.json describes ",
           m.layout.total, " parameters (vocab_size ", m.config.vocab_size, ", d_model ", m.config.d_model, ", n_layer ",
           m.config.n_layer, ") but its safetensors hold only ", stored,
           " values: the config does not describe these weights");
-  // the embedding's shape, the tensor every family starts with (its message names both shapes)
-  for (const char* e : {"transformer.wte.weight", "wte.weight", "gpt_neox.embed_in.weight",
-                        "transformer.word_embeddings.weight", "word_embeddings.weight", "model.embed_tokens.weight"})
-    if (st.has(e)) {
-      const auto& got = st.info(e).shape;
-      require(got == std::vector<std::int64_t>{m.config.vocab_size, m.config.d_model}, "Hugging Face checkpoint '", dir,
-              "' (", h.model_type, "): tensor '", e, "' has ", got.size(), " dimensions",
-              got.size() == 2 ? str(" [", got[0], ", ", got[1], "]") : std::string(),
-              " but config.json says [vocab_size, d_model] = [", m.config.vocab_size, ", ", m.config.d_model, "]");
-    }
   m.params.assign(static_cast<std::size_t>(m.layout.total), 0.f);
   try {
     switch (h.family) {
