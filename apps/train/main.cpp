@@ -80,10 +80,6 @@ std::vector<std::string> earlier_run_files(const std::string& dir) {
   return found;
 }
 
-// A new run into a folder that holds another run would replace its last.h5, best.h5 (even with a
-// worse model) and log.csv and leave its step_*.h5 beside the new ones (a 'step_*.h5' glob then mixes
-// two models): refused unless --overwrite, or unless the run continues a checkpoint of that folder
-// (train --resume R/last.h5 --out-dir R, or a rewind to R/step_N.h5).
 // The run files of `dir` newer than `step` (a step_N.h5 with N > step, a last.h5 / best.h5 whose
 // stored step is larger, or whose step cannot be read), other than the resumed file itself.
 std::vector<std::string> newer_run_files(const std::string& dir, std::int64_t step, const std::string& resumed) {
@@ -104,6 +100,11 @@ std::vector<std::string> newer_run_files(const std::string& dir, std::int64_t st
   return newer;
 }
 
+// A new run into a folder that holds another run would replace its last.h5, best.h5 (even with a
+// worse model) and log.csv and leave its step_*.h5 beside the new ones (a 'step_*.h5' glob then mixes
+// two models): refused unless --overwrite, or unless the run continues a checkpoint of that folder
+// (train --resume R/last.h5 --out-dir R, or a rewind to R/step_N.h5 when R holds nothing newer:
+// newer_run_files, refused even with --overwrite).
 void protect_earlier_run(const Options& o, std::int64_t resume_step) {
   const std::vector<std::string> found = earlier_run_files(o.out_dir);
   if (found.empty()) return;
