@@ -18,7 +18,7 @@
 #             spectral-surgery read the folder's tokenizer.json
 #   series    influence / spectral take existing paths with '[' ',' literally; one file twice is refused
 #   overflow  finite weights that overflow the forward pass exit 2 naming the layer (jacobian,
-#             capture, influence); a model of weights 1e-40 exits 2 saying it is degenerate
+#             capture, influence, probe); a model of weights 1e-40 exits 2 saying it is degenerate
 set -u
 mode="$1"; BIN="$(cd "$2" && pwd)"; CORPUS="$(realpath "$3")"; SRC="$(realpath "$4")"
 export OMP_NUM_THREADS=1
@@ -266,6 +266,16 @@ EOF
     "$BIN/capture" --checkpoint big.h5 --text "$CORPUS" --seq-len 8 --n-seq 2 --out cap.h5
   [ -e cap.h5 ] && fail "cap.h5 written"
   expect2 "residual stream after layer 0" "$BIN/influence" --checkpoint big.h5 --text "$CORPUS" --n 8 --windows 2
+  # probe: an infinite cross-entropy before
+  for i in $(seq 1 200); do echo "Some filler text line $i for the passkey fixture."; done > corpus.txt
+  "$BIN/prepare-data" --task passkey --corpus corpus.txt --lengths 48 --depths 0 --reps 1 --rows-train 4 --out pk >/dev/null ||
+    fail "prepare-data passkey"
+  "$BIN/train" --data pk --n-layer 1 --d-model 16 --n-head 2 --block-size 64 --batch 2 --threads 1 --quiet --steps 1 \
+    --out-dir pm >/dev/null || fail "train pk"
+  $PY -c "import shutil, h5py, numpy as np; shutil.copy('pm/last.h5', 'pbig.h5'); f = h5py.File('pbig.h5', 'r+'); \
+[f['params'][k].__setitem__(Ellipsis, np.float32(3e38)) for k in ('h.0.attn.c_proj.bias', 'h.0.mlp.c_proj.bias')]; f.close()"
+  expect2 "^probe: error: forward pass: the residual stream after layer 0 holds a non-finite value" \
+    "$BIN/probe" passkey --data pk --checkpoint pbig.h5 --quiet
   # a degenerate model (every weight 1e-40): influence exited 1 with "sums to 0.000000"
   expect2 "^influence: error: the model is degenerate: the prediction's gradient .* is exactly 0" \
     "$BIN/influence" --checkpoint tiny.h5 --text "$CORPUS" --n 8 --windows 2
