@@ -2,6 +2,8 @@
 # Tool-level tests of the hostile-user findings of issue 29 (docs/conventions.md): each refusal
 # exits 2 with its message checked, and every user file the run must not touch is compared byte for
 # byte before and after.
+# Fixtures are written by the tools themselves, tests/hostile/make_shards.py (stdlib only) and, for
+# the damaged checkpoints of `overflow`, h5py (skipped with exit 77 without it; a failure when CI=true).
 # Usage: hostile_tools.sh MODE BIN_DIR CORPUS SRC_DIR
 #   derived   jacobian's FILE_bound.svg and probe's FILE_heatmapM.svg / FILE_model2.svg are checked
 #             against every input and output, and for writability, before any work
@@ -247,6 +249,12 @@ series)
   echo "ok: literal paths, duplicates refused"
   ;;
 overflow)
+  # the damaged checkpoints are written with h5py (a fixture writer): without it, skipped (77), in
+  # CI a failure naming the missing package
+  if ! $PY -c "import h5py, numpy" 2>/dev/null; then
+    [ "${CI:-}" = "true" ] && fail "h5py / numpy missing under $PY (needed to write the fixtures)"
+    echo "skipped: h5py / numpy missing under $PY"; exit 77
+  fi
   model r 1
   $PY - <<'EOF' || fail "h5py fixture"
 import shutil, h5py, numpy as np
