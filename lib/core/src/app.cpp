@@ -66,6 +66,9 @@ void note_files(const std::string& option, const std::string& value) {
           g_named.push_back({option, value, fi});
   };
   note(value);
+  // a value that exists as a path is that path, not a list or a pattern ('run[1].h5', 'a,b.h5'),
+  // as the tools read it (cf/influence/series.hpp)
+  if (std::error_code ec; !value.empty() && std::filesystem::exists(value, ec)) return;
   std::vector<std::string> parts;
   for (std::size_t a = 0; a <= value.size();) {
     const std::size_t b = std::min(value.find(',', a), value.size());
