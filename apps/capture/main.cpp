@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cf/core/app.hpp"
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/list.hpp"
 #include "cf/core/plot.hpp"
@@ -65,6 +66,11 @@ void run(const CLI::App& app, const Options& o) {
   co.source = !o.input.data.empty()     ? o.input.data + " (" + o.input.split + " split)"
               : !o.input.tokens.empty() ? o.input.tokens
                                         : o.input.text;
+  // the size before the work: 2000 x 4096 started writing ~270 GB with no check (issue 29)
+  require_space_for(o.out, nn::capture_bytes(cfg, static_cast<std::int64_t>(windows.size()), T, co),
+                    str("--out '", o.out, "': the capture (", windows.size(), " sequences x ", T, " tokens, ",
+                        cfg.n_layer, " layers", co.store_probs ? ", attention probabilities" : "",
+                        co.store_qk ? ", q/k" : "", "; --no-probs, --no-qk or --heads make it smaller)"));
   const nn::CaptureSummary s = nn::capture_model(model, windows, o.out, co);
 
   const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());

@@ -1,7 +1,10 @@
 // export — write a causalflow checkpoint as a Hugging Face GPT-2 directory (config.json +
 // model.safetensors) that GPT2LMHeadModel.from_pretrained(DIR) loads (issue 13, docs/hf.md).
 // Thin app: options, set-up, run.
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
@@ -15,8 +18,46 @@ namespace {
 
 struct Options {
   std::string checkpoint, to;
-  bool quiet = false;
+  bool quiet = false, overwrite = false;
 };
+
+// Files of a model folder that would change how the exported folder loads or tokenises if they
+// stayed beside the new weights: another model's tokenizer (a byte-vocabulary export has none)
+// and an index of another model's shards.
+constexpr const char* kForeignModelFiles[] = {
+    "tokenizer.json", "tokenizer_config.json",       "special_tokens_map.json", "vocab.json",
+    "merges.txt",     "model.safetensors.index.json"};
+
+// --to may be missing, empty, or a folder this tool exported before (recognised by the weights'
+// size and FNV-1a 64 its config.json records); anything else is a user's folder (their own
+// config.json, another model), replaced only with --overwrite, as train's --out-dir (issue 29).
+// Returns the foreign files to remove after the export (with --overwrite).
+std::vector<std::string> check_export_folder(const Options& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(o.to, ec)) return {};
+  std::vector<std::string> entries;
+  for (fs::directory_iterator it(o.to, ec), end; !ec && it != end; it.increment(ec))
+    entries.push_back(it->path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  if (entries.empty()) return {};
+  const bool ours = hf::is_causalflow_export(o.to);
+  std::vector<std::string> foreign;
+  for (const std::string& f : kForeignModelFiles)
+    if (std::find(entries.begin(), entries.end(), f) != entries.end()) foreign.push_back(f);
+  if (!o.overwrite && (!ours || !foreign.empty())) {
+    std::string list;
+    for (std::size_t i = 0; i < entries.size() && i < 4; ++i) list += (i ? ", " : "") + entries[i];
+    if (entries.size() > 4) list += ", ...";
+    throw InvalidArgument(
+        str("--to '", o.to, "' is not empty (", list, ") and ",
+            ours ? "holds files of another model beside an earlier export" : "is not an earlier export of this tool",
+            ": choose a new or empty folder, or give --overwrite to replace its model (",
+            "config.json, model.safetensors; a tokenizer or shard index there is removed)"));
+  }
+  for (const std::string& f : foreign) app::check_output((fs::path(o.to) / f).string(), "--to");
+  return foreign;
+}
 
 void run(const Options& o) {
   namespace fs = std::filesystem;
@@ -29,9 +70,17 @@ void run(const Options& o) {
           "': the export would replace the config.json and model.safetensors it reads; choose another folder");
   app::check_output_dir(o.to, "--to");
   if (fs::is_directory(o.to, ec))
-    for (const char* f : {"model.safetensors", "config.json"}) app::check_output((fs::path(o.to) / f).string(), "--to");
+    app::check_outputs({{(fs::path(o.to) / "model.safetensors").string(), "--to (model.safetensors)"},
+                        {(fs::path(o.to) / "config.json").string(), "--to (config.json)"}});
+  const std::vector<std::string> foreign = check_export_folder(o);
   const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   hf::export_gpt2(model, o.to);
+  // another model's tokenizer would tokenise text for these weights in a foreign vocabulary: with
+  // --overwrite it is removed, not kept (docs/hf.md)
+  for (const std::string& f : foreign) {
+    fs::remove(fs::path(o.to) / f, ec);
+    if (!o.quiet) std::printf("removed %s/%s (it belonged to the folder's previous model)\n", o.to.c_str(), f.c_str());
+  }
   const auto s = [](int n) { return n == 1 ? "" : "s"; };  // "1 layer", "2 layers"
   if (!o.quiet)
     std::printf("exported %s (%d layer%s x %d, %d head%s, vocab %d) to %s/{config.json, model.safetensors}\n",
@@ -56,6 +105,9 @@ int main(int argc, char** argv) {
                  "Output directory (created if missing; config.json and model.safetensors replaced "
                  "atomically)")
       ->required();
+  app.add_flag("--overwrite", o.overwrite,
+               "Replace the model of a non-empty --to that is not an earlier export (its tokenizer.json and shard "
+               "index are removed; docs/hf.md)");
   app.add_flag("--quiet", o.quiet, "No summary line");
   app::add_version_flag(app);
   app.footer(

@@ -39,17 +39,16 @@ std::vector<std::int32_t> load_tokens(const Options& o, const std::string& check
   return hf::load_token_input(o.input, checkpoint, vocab_size);
 }
 
-std::string with_suffix(const std::string& path, const std::string& suffix) {
-  const auto dot = path.rfind('.');
-  return path.substr(0, dot) + suffix + path.substr(dot);
-}
-
 void run(const CLI::App& app, const Options& o) {
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   // a capture fixes the window: n = its sequence length T
   app::refuse_unless(app, "--n", o.capture.empty(), "--text, --data or --tokens (with --capture, n = T)");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
+  // the bound's heat map beside --plot is an output too: writable, and no input or other output
+  // (--text notes_bound.svg --plot notes.svg replaced the text; issue 29), before the work
+  const std::string bound_plot = o.common.plot.empty() ? "" : app::derived_path(o.common.plot, "_bound");
+  app::check_outputs({{bound_plot, "--plot (its bound heat map)"}});
   const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   const auto& cfg = model.config;
   require(o.layer < cfg.n_layer, "--layer = ", o.layer, " must be < n_layer = ", cfg.n_layer);
@@ -104,7 +103,7 @@ void run(const CLI::App& app, const Options& o) {
                o.common.plot);
     plot::save(influence::log10_lower_heatmap(a.bound.bound * std::pow(a.frobenius.c_star, r),
                                               "bound C*^r [(I+A)...(I+A)]_ds (log10)"),
-               with_suffix(o.common.plot, "_bound"));
+               bound_plot);
   }
   if (!jr.consistent)
     throw Error("jacobian: C* > max C_1 or a nonzero block outside the mask: a bug in the Jacobians or the bound");

@@ -1,8 +1,8 @@
 // spectral-surgery — validation perplexity with each head's interaction truncated, linearised or
-// replaced at run time, against the unmodified baseline (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3);
-// per-layer and cumulative linearisation sweeps as tables and plots.
-// Thin app: an options struct, setup (CLI11 declarations with validators) and run (parse the options
-// into a cf::spectral::SurgeryRequest, write the report of lib/spectral; docs/conventions.md).
+// replaced at run time, against the unmodified baseline (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B;
+// docs/spec.md §3); per-layer and cumulative linearisation sweeps as tables and plots. Thin app: an options struct,
+// setup (CLI11 declarations with validators) and run (parse the options into a cf::spectral::SurgeryRequest, write the
+// report of lib/spectral; docs/conventions.md).
 #include <iostream>
 
 #include "cf/core/app.hpp"
@@ -69,7 +69,7 @@ void run(const CLI::App& app, const Options& o) {
           "drop --rank");
   std::string source;
   const std::vector<std::int32_t> tokens =
-      load_validation_tokens(o.data, o.text, o.tokenizer, cfg.vocab_size, o.max_tokens, &source);
+      load_validation_tokens(o.data, o.text, o.tokenizer, cfg.vocab_size, o.max_tokens, &source, o.checkpoint);
 
   SurgeryRequest q;
   q.surgery.spec = SurgerySpec{parse_component(o.component), o.rank};
@@ -165,7 +165,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "spectral-surgery: validation perplexity with attention interactions truncated (routing / filtering "
       "to rank k), linearised (top routing pair + one filtering scalar per head) or replaced by ELU+1 linear "
-      "attention at run time, against the unmodified baseline (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3).",
+      "attention at run time, against the unmodified baseline (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; "
+      "docs/spec.md §3).",
       "spectral-surgery"};
   setup(app, o);
   return app::run(app, argc, argv, [&] { run(app, o); });

@@ -1,7 +1,8 @@
-// spectral — routing/filtering decomposition of every attention head of a checkpoint (Routing/filtering (Jamil & Kapadia),
-// docs/spec.md §3): per-head table, per-layer profile (the spectral cascade), CSV/JSON, cascade plot.
-// Thin app: an options struct, setup (CLI11 declarations with validators) and run (analyse with
-// lib/spectral, write the report that cf/spectral/report.hpp assembles; docs/conventions.md).
+// spectral — routing/filtering decomposition of every attention head of a checkpoint (Routing/filtering (Jamil &
+// Kapadia), docs/spec.md §3): per-head table, per-layer profile (the spectral cascade), CSV/JSON, cascade plot. Thin
+// app: an options struct, setup (CLI11 declarations with validators) and run (analyse with lib/spectral, write the
+// report that cf/spectral/report.hpp assembles; docs/conventions.md).
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -54,7 +55,8 @@ void run(const CLI::App& app, const Options& o) {
     app::refuse_unless(app, name, o.level != "weight", "--level sequence or --level both");
   const ErankForm form = parse_erank_form(o.erank);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
-  if (o.checkpoint.find_first_of("*?[,") != std::string::npos) {
+  std::error_code ec;  // an existing path is one checkpoint, whatever characters its name holds
+  if (o.checkpoint.find_first_of("*?[,") != std::string::npos && !std::filesystem::exists(o.checkpoint, ec)) {
     const auto cks = model::expand_checkpoints({o.checkpoint});
     if (cks.size() > 1) {
       // the series table has one row per checkpoint and layer: no per-head table to leave out
@@ -151,7 +153,8 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "spectral: routing/filtering decomposition M = F + R of every attention head of a checkpoint "
-      "(Routing/filtering (Jamil & Kapadia), docs/spec.md §3): rho, effective ranks, singular spectra, max Re lambda, per head, per layer "
+      "(Routing/filtering (Jamil & Kapadia), docs/spec.md §3): rho, effective ranks, singular spectra, max Re lambda, "
+      "per head, per layer "
       "(the spectral cascade) and per model.",
       "spectral"};
   setup(app, o);

@@ -28,6 +28,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/gpu/train_step.hpp"
+#include "cf/io/hdf5.hpp"
 #include "cf/nn/train_report.hpp"
 #include "cf/nn/trainer.hpp"
 
@@ -80,17 +81,49 @@ std::vector<std::string> earlier_run_files(const std::string& dir) {
   return found;
 }
 
+// The run files of `dir` newer than `step` (a step_N.h5 with N > step, a last.h5 / best.h5 whose
+// stored step is larger, or whose step cannot be read), other than the resumed file itself.
+std::vector<std::string> newer_run_files(const std::string& dir, std::int64_t step, const std::string& resumed) {
+  std::vector<std::string> newer;
+  const FileIdentity self = file_identity(resumed);
+  for (const std::string& f : earlier_run_files(dir)) {
+    const std::string p = dir + "/" + f;
+    if (f == "log.csv" || f == "loss.svg" || same_file(self, file_identity(p))) continue;
+    std::int64_t s = -1;
+    try {
+      const io::File h = io::File::open(p);
+      s = h.has_attr("step") ? h.attr_int("step") : -1;
+    } catch (const std::exception&) {
+      s = -1;
+    }
+    if (s < 0 || s > step) newer.push_back(s < 0 ? f + " (step unreadable)" : str(f, " (step ", s, ")"));
+  }
+  return newer;
+}
+
 // A new run into a folder that holds another run would replace its last.h5, best.h5 (even with a
 // worse model) and log.csv and leave its step_*.h5 beside the new ones (a 'step_*.h5' glob then mixes
 // two models): refused unless --overwrite, or unless the run continues a checkpoint of that folder
-// (train --resume R/last.h5 --out-dir R, or a rewind to R/step_N.h5).
-void protect_earlier_run(const Options& o) {
+// (train --resume R/last.h5 --out-dir R, or a rewind to R/step_N.h5 when R holds nothing newer:
+// newer_run_files, refused even with --overwrite).
+void protect_earlier_run(const Options& o, std::int64_t resume_step) {
   const std::vector<std::string> found = earlier_run_files(o.out_dir);
   if (found.empty()) return;
   if (!o.resume.empty()) {
     const std::string rd = std::filesystem::path(o.resume).parent_path().string();
     std::error_code e1;
-    if (std::filesystem::equivalent(rd.empty() ? "." : rd, o.out_dir, e1) && !e1) return;
+    if (std::filesystem::equivalent(rd.empty() ? "." : rd, o.out_dir, e1) && !e1) {
+      // continuing a checkpoint of this folder: but a rewind (--resume R/step_000001.h5) would
+      // replace the run's newer last.h5, best.h5 and step_*.h5 (issue 29), even with --overwrite
+      const std::vector<std::string> newer = newer_run_files(o.out_dir, resume_step, o.resume);
+      if (newer.empty()) return;
+      std::string list;
+      for (std::size_t i = 0; i < newer.size() && i < 4; ++i) list += (i ? ", " : "") + newer[i];
+      if (newer.size() > 4) list += str(", ... (", newer.size(), " files)");
+      throw InvalidArgument(str("--resume '", o.resume, "' is at step ", resume_step, " but --out-dir '", o.out_dir,
+                                "' holds newer files of that run (", list,
+                                ") that resuming would replace: resume into a new folder (--out-dir NEW)"));
+    }
   }
   if (o.overwrite) {
     std::size_t steps = 0;
@@ -354,6 +387,18 @@ void run(const CLI::App& app, const Options& o) {
     require(!run_file || !same_file(id, file_identity(o.out_dir + "/" + base)), opt, " '", path,
             "' is a file train writes into --out-dir '", o.out_dir, "': choose another path");
   }
+  // the run's own files in --out-dir are outputs too: none may be an input (train --text r/log.csv
+  // --out-dir r --overwrite replaced the corpus with the log; issue 29). The resumed checkpoint is
+  // the one input a run continues in place.
+  {
+    std::vector<std::pair<std::string, std::string>> run_files;
+    for (const char* f : {"last.h5", "best.h5", "log.csv", "loss.svg"}) {
+      const std::string p = o.out_dir + "/" + f;
+      if (!o.resume.empty() && same_file(file_identity(p), file_identity(o.resume))) continue;
+      run_files.emplace_back(p, std::string("--out-dir (its ") + f + ")");
+    }
+    app::check_outputs(run_files, /*probe_writable=*/false);
+  }
   nn::TrainData data = !o.text.empty()     ? nn::load_text_bytes(o.text, o.val_fraction)
                        : !o.corpus.empty() ? nn::load_corpus_bytes(o.corpus, o.val_fraction)
                                            : nn::load_token_files(o.data);
@@ -363,6 +408,7 @@ void run(const CLI::App& app, const Options& o) {
   if (data.row_len > 0 && app.get_option("--seq-len")->count() == 0)
     tc.seq_len = data.row_len - 1;  // aligned task rows (prepare-data --task)
   nn::ModelConfig used;
+  std::int64_t resume_step = 0;
   if (o.resume.empty()) {
     used = model_from_options(o, data.vocab_size);
     refuse_ignored(app, o, used);
@@ -372,6 +418,7 @@ void run(const CLI::App& app, const Options& o) {
     // continues the original run exactly
     const nn::Checkpoint ck = nn::load_checkpoint(o.resume, false);
     used = ck.model.config;
+    resume_step = ck.step;
     check_resume_model(app, o, used);
     take_from_checkpoint(app, ck.train_config, tc);
     note_other_data(o.resume, ck.train_config, tc);
@@ -398,7 +445,7 @@ void run(const CLI::App& app, const Options& o) {
   // another one is writing is refused here, before it replaces anything (the lock is released when
   // this process ends, however it ends; a folder created here and left empty is removed again)
   const DirLock lock(o.out_dir, "--out-dir", "train");
-  protect_earlier_run(o);
+  protect_earlier_run(o, resume_step);
   // a run file the user made read-only is not replaced (before the work, not at the first save)
   for (const char* f : {"last.h5", "best.h5", "log.csv", "loss.svg"})
     if (std::error_code ec; std::filesystem::exists(o.out_dir + "/" + f, ec))
@@ -488,7 +535,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--sd-eps", o.sd_eps, "S-D damping offset eps (> 0)")
       ->check(app::finite_above(0))
       ->capture_default_str();
-  app.add_flag("--no-bias", o.no_bias, "no qkv bias (attention output bias kept, as in Routing/filtering (Jamil & Kapadia) Table 1)");
+  app.add_flag("--no-bias", o.no_bias,
+               "no qkv bias (attention output bias kept, as in Routing/filtering (Jamil & Kapadia) Table 1)");
   app.add_option("--steps", o.steps, "total optimizer updates (defines the schedule)")
       ->check(app::integer(1, kMaxSteps))
       ->capture_default_str();

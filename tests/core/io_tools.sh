@@ -4,7 +4,8 @@
 #   paths    --out/--report/--plot on a symlink, a FIFO (with a reader) and a character device keep
 #            them what they were; a stale temporary of a dead process is swept by the next run; an
 #            HDF5 input on a FIFO is refused (exit 2, no wait); a text corpus may come from a pipe
-#   tmpfs    a 2 MB tmpfs filled up: train, capture, prepare-data and coverage exit 1, the old files
+#   tmpfs    a 2 MB tmpfs filled up: train, prepare-data and coverage exit 1 (capture 2: its size is
+#            checked before the work), the old files
 #            stay byte-identical, a new --out-dir train made is removed again, no temporary is left (exit 77 = skipped when mount is not permitted)
 #   sigint   a tool interrupted by SIGINT while its temporary exists leaves no *.tmp.* behind
 #   checks   unwritable --out / --report / --plot / --out-dir are refused before any work (exit 2)
@@ -106,7 +107,12 @@ tmpfs)
   }
   expect1 prepare-data "$BIN/prepare-data" --corpus "$CORPUS" --out $S/set --report prep_new.txt
   expect1 coverage "$BIN/coverage" --pattern se-bridge --n 1024 --b 64 --out $S/cov.json
-  expect1 capture "$BIN/capture" --checkpoint ck/last.h5 --text "$CORPUS" --seq-len 32 --n-seq 8 --out $S/cap.h5 --report cap_new.txt
+  # capture estimates its size first (cf::require_space_for): refused before the work, exit 2
+  "$BIN/capture" --checkpoint ck/last.h5 --text "$CORPUS" --seq-len 32 --n-seq 8 --out $S/cap.h5 --report cap_new.txt \
+    >/dev/null 2>err.txt; rc=$?
+  [ $rc -eq 2 ] && grep -q "needs about .* but the file system of 'small' has" err.txt ||
+    { cat err.txt; fail "capture on a full disk: exit $rc, expected 2 naming the estimate"; }
+  echo "  capture: exit 2: $(head -1 err.txt)"
   expect1 train "$BIN/train" --text "$CORPUS" --n-layer 2 --d-model 128 --n-head 2 --block-size 32 --seq-len 16 --batch 2 \
     --threads 1 --quiet --steps 2 --ckpt-interval 1 --overwrite --out-dir $S/run
   # a new run folder that could not be filled is removed again (no empty run left to mistake)

@@ -12,6 +12,7 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/file_identity.hpp"
+#include "cf/core/model_folder.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/progress.hpp"
 #include "cf/core/threads.hpp"
@@ -42,18 +43,6 @@ bool output_option(const std::string& option) {
     if (option.rfind(o, 0) == 0) return true;
   return false;
 }
-// The files a tool reads from a model or tokenizer folder (docs/hf.md); a report the user keeps
-// in the same folder is not one of them.
-bool model_folder_file(const std::string& name) {
-  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                        "special_tokens_map.json", "encoder.json", "vocab.bpe", "vocab.json", "merges.txt"})
-    if (name == f) return true;
-  const std::string st = ".safetensors", idx = ".safetensors.index.json";
-  auto ends = [&](const std::string& e) {
-    return name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0;
-  };
-  return ends(st) || ends(idx);
-}
 constexpr const char* kPrefixFiles[] = {".meta.json",      ".train.bin",    ".val.bin",
                                         ".train.mask.bin", ".val.mask.bin", ".items.json"};
 
@@ -71,16 +60,17 @@ void note_files(const std::string& option, const std::string& value) {
         if (const FileIdentity f = file_identity(p + ext); f.kind == FileIdentity::Kind::File)
           g_named.push_back({option, value, f});
     }
-    std::error_code ec;
-    if (input && std::filesystem::is_directory(p, ec)) {  // the model / tokenizer files of an input folder
-      int k = 0;
-      for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end && k < 10000; it.increment(ec), ++k)
-        if (model_folder_file(it->path().filename().string()))
-          if (const FileIdentity f = file_identity(it->path().string()); f.kind == FileIdentity::Kind::File)
-            g_named.push_back({option, value, f});
-    }
+    // the files a loader reads or probes in an input folder (cf/core/model_folder.hpp): shards
+    // under any name, and names not yet taken (a new index.json would change what it loads as)
+    if (input)
+      for (const std::string& f : model_folder_inputs(p))
+        if (const FileIdentity fi = file_identity(f); fi.kind != FileIdentity::Kind::None)
+          g_named.push_back({option, value, fi});
   };
   note(value);
+  // a value that exists as a path is that path, not a list or a pattern ('run[1].h5', 'a,b.h5'),
+  // as the tools read it (cf/model/series.hpp)
+  if (std::error_code ec; !value.empty() && std::filesystem::exists(value, ec)) return;
   std::vector<std::string> parts;
   for (std::size_t a = 0; a <= value.size();) {
     const std::size_t b = std::min(value.find(',', a), value.size());
@@ -199,6 +189,28 @@ void check_output(const std::string& path, const std::string& option) {
     throw InvalidArgument(str(option, ": ", e.what()));
   }
   check_distinct(path, option);
+}
+
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs, bool probe_writable) {
+  // every one writable first, then none the same file as an input or another output: a run that
+  // fails on its third file must not have replaced the first two
+  for (const auto& [path, option] : outputs) {
+    if (path.empty() || !probe_writable) continue;
+    try {
+      check_output_writable(path);
+    } catch (const Error& e) {  // a derived name is not on the command line: say whose it is
+      throw InvalidArgument(str(option, ": ", e.what()));
+    }
+  }
+  for (const auto& [path, option] : outputs)
+    if (!path.empty()) check_distinct(path, option);
+}
+
+std::string derived_path(const std::string& path, const std::string& suffix) {
+  const auto slash = path.find_last_of('/');
+  const auto dot = path.rfind('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  return has_ext ? path.substr(0, dot) + suffix + path.substr(dot) : path + suffix;
 }
 
 void check_output_dir(const std::string& dir, const std::string& option) {

@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -230,6 +232,33 @@ void install_temp_cleanup_handlers() {
     sigemptyset(&sa.sa_mask);
     ::sigaction(sig, &sa, nullptr);
   }
+  // A file past RLIMIT_FSIZE (ulimit -f) raises SIGXFSZ, whose default action kills the process
+  // with the temporary left behind. Ignored, the write fails with EFBIG instead and the normal
+  // error path removes the temporary and exits 1 naming the file (issue 29).
+  ::signal(SIGXFSZ, SIG_IGN);
+}
+
+void require_space_for(const std::string& path, std::uint64_t bytes, const std::string& what) {
+  const auto [kind, target] = resolve_output(path);
+  std::string dir;
+  if (kind == OutputKind::File) {
+    const auto slash = target.find_last_of('/');
+    dir = slash == std::string::npos ? "." : slash == 0 ? "/" : target.substr(0, slash);
+  } else {  // stdout or a device: the scratch copy goes to $TMPDIR first
+    const char* t = std::getenv("TMPDIR");
+    dir = t && *t ? t : "/tmp";
+  }
+  auto gb = [](double b) { return b >= 1e9 ? str(b / 1e9, " GB") : b >= 1e6 ? str(b / 1e6, " MB") : str(b, " bytes"); };
+  struct statvfs vs;
+  if (::statvfs(dir.c_str(), &vs) == 0) {
+    const double free_bytes = static_cast<double>(vs.f_bavail) * static_cast<double>(vs.f_frsize);
+    require(static_cast<double>(bytes) <= free_bytes, what, " needs about ", gb(static_cast<double>(bytes)),
+            " but the file system of '", dir, "' has ", gb(free_bytes), " free");
+  }
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    require(bytes <= static_cast<std::uint64_t>(rl.rlim_cur), what, " needs about ", gb(static_cast<double>(bytes)),
+            " but the file size limit (ulimit -f, RLIMIT_FSIZE) is ", gb(static_cast<double>(rl.rlim_cur)));
 }
 
 int remove_stale_temps(const std::string& dir, const std::string& prefix) {

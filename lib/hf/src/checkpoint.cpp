@@ -216,8 +216,8 @@ std::string file_fnv1a64(const std::string& path) {
 // or weights replaced by hand are refused instead of being read under the wrong configuration.
 void check_export_manifest(const std::string& dir) {
   const std::string cfg = (fs::path(dir) / "config.json").string();
-  const nlohmann::json j = cf::parse_json(read_file(cfg), cfg);
-  if (!j.is_object() || !j.contains("causalflow_weights")) return;  // not (or not yet) ours
+  const nlohmann::json j = cf::parse_json_file_text(read_file(cfg), cfg);  // an empty file: named, exit 2
+  if (!j.is_object() || !j.contains("causalflow_weights")) return;         // not (or not yet) ours
   const nlohmann::json& w = j["causalflow_weights"];
   require(w.is_object() && w.contains("bytes") && w["bytes"].is_number_unsigned() && w.contains("fnv1a64") &&
               w["fnv1a64"].is_string(),
@@ -232,6 +232,24 @@ void check_export_manifest(const std::string& dir) {
 }
 }  // namespace
 
+bool is_causalflow_export(const std::string& dir) {
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  const std::string st = (fs::path(dir) / "model.safetensors").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(cfg, ec) || !fs::is_regular_file(st, ec)) return false;
+  try {
+    const nlohmann::json j = cf::parse_json(read_file(cfg), cfg);
+    if (!j.is_object() || !j.contains("causalflow_weights") || !j["causalflow_weights"].is_object()) return false;
+    const nlohmann::json& w = j["causalflow_weights"];
+    if (!w.contains("bytes") || !w["bytes"].is_number_unsigned() || !w.contains("fnv1a64") || !w["fnv1a64"].is_string())
+      return false;
+    return fs::file_size(st, ec) == w["bytes"].get<std::uint64_t>() && !ec &&
+           file_fnv1a64(st) == w["fnv1a64"].get<std::string>();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 nn::Model<float> load_hf_model(const std::string& dir) {
   check_export_manifest(dir);
   const HfConfig h = read_hf_config(dir);
@@ -239,6 +257,28 @@ nn::Model<float> load_hf_model(const std::string& dir) {
   nn::Model<float> m;
   m.config = h.config;
   m.layout = nn::make_layout(m.config);
+  // The config is checked against the tensors BEFORE the parameters are allocated (a config with
+  // sizes far beyond its tensors allocated first and ran out of memory, exit 1; issue 29): first
+  // the embedding, the tensor every family starts with (dtype and [vocab_size, d_model]), then the
+  // count: every parameter of the layout is read from some stored tensor, so a config asking for
+  // more values than the files hold does not describe them (exit 2).
+  for (const char* e : {"transformer.wte.weight", "wte.weight", "gpt_neox.embed_in.weight",
+                        "transformer.word_embeddings.weight", "word_embeddings.weight", "model.embed_tokens.weight"})
+    if (st.has(e)) {
+      const TensorInfo& t = st.info(e);
+      const std::string where = str("Hugging Face checkpoint '", dir, "' (", h.model_type, "): tensor '", e, "'");
+      require(t.dtype == Dtype::F32 || t.dtype == Dtype::F16 || t.dtype == Dtype::BF16 || t.dtype == Dtype::F64, where,
+              ": dtype ", dtype_name(t.dtype), " cannot be read as float (supported: F32, F16, BF16, F64)");
+      const auto& got = t.shape;
+      require(got == std::vector<std::int64_t>{m.config.vocab_size, m.config.d_model}, where, " has ", got.size(),
+              " dimensions", got.size() == 2 ? str(" [", got[0], ", ", got[1], "]") : std::string(),
+              " but config.json says [vocab_size, d_model] = [", m.config.vocab_size, ", ", m.config.d_model, "]");
+    }
+  const std::int64_t stored = st.total_elements();
+  require(m.layout.total <= stored, "Hugging Face checkpoint '", dir, "' (", h.model_type, "): config.json describes ",
+          m.layout.total, " parameters (vocab_size ", m.config.vocab_size, ", d_model ", m.config.d_model, ", n_layer ",
+          m.config.n_layer, ") but its safetensors hold only ", stored,
+          " values: the config does not describe these weights");
   m.params.assign(static_cast<std::size_t>(m.layout.total), 0.f);
   try {
     switch (h.family) {
@@ -300,8 +340,8 @@ void export_gpt2(const nn::Model<float>& model, const std::string& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
     require(fs::is_directory(dir, ec), "--to '", dir, "' exists and is not a directory");
-    require(!fs::exists(fs::path(dir) / "model.safetensors.index.json", ec), "--to '", dir,
-            "' holds model.safetensors.index.json, which would shadow the exported model.safetensors");
+    // an index there no longer shadows the exported model.safetensors (the single file is read
+    // first, as transformers does); the export tool refuses or removes it (apps/export)
   }
   // Build everything in memory first: a failure below leaves no file behind.
   const std::int64_t C = c.d_model;

@@ -271,28 +271,38 @@ TensorStore::TensorStore(const std::string& path) {
   auto add_file = [&](const fs::path& p) {
     files_.push_back(std::make_unique<SafetensorsFile>(p.string()));
     const std::size_t k = files_.size() - 1;
-    for (const auto& t : files_[k]->header().tensors) index_[t.name] = {k, &t};
+    for (const auto& t : files_[k]->header().tensors) {
+      const auto [it, fresh] = index_.try_emplace(t.name, k, &t);
+      // a tensor in two shards: which copy is meant is undecidable (it was reported as missing)
+      require(fresh, "tensor '", t.name, "' is duplicated: it is in both '", files_[it->second.first]->path(),
+              "' and '", p.string(), "'");
+    }
   };
   if (!fs::is_directory(path, ec)) {
+    const std::string name = fs::path(path).filename().string();
+    require(name != "model.safetensors.index.json" && name != "config.json", "'", path,
+            "' is not a safetensors file: give the Hugging Face folder itself (--checkpoint '",
+            fs::path(path).parent_path().string(), "')");
     add_file(path);
     return;
   }
   const fs::path dir(path);
+  // transformers' precedence (modeling_utils): the single model.safetensors first, the index of
+  // shards only without it. causalflow read the shards where transformers reads the single file.
+  const fs::path single = dir / "model.safetensors";
+  if (fs::exists(single, ec)) {
+    add_file(single);
+    return;
+  }
   const fs::path idx = dir / "model.safetensors.index.json";
   if (fs::exists(idx, ec)) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_file(idx.string()));
-    } catch (const nlohmann::json::exception& e) {
-      throw InvalidArgument(str("'", idx.string(), "' is not valid JSON (", e.what(), ")"));
-    }
-    require(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "'", idx.string(),
-            "' has no weight_map object");
+    const nlohmann::json doc = cf::parse_json_file_text(read_file(idx.string()), idx.string());
+    const JsonRef j(doc, "'" + idx.string() + "'");
+    const JsonRef wm = j.as_object().at("weight_map").as_object();
     std::map<std::string, std::size_t> shard;
     std::map<std::string, std::string> wanted;
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      require(it.value().is_string(), "'", idx.string(), "': weight_map entry '", it.key(), "' is not a file name");
-      const std::string f = it.value().get<std::string>();
+    for (auto it = wm.json().begin(); it != wm.json().end(); ++it) {
+      const std::string f = wm.at(it.key()).as_string();
       require(
           !f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." && f != "..",
           "'", idx.string(), "': shard '", f, "' is not a plain file name inside the checkpoint directory");
@@ -309,10 +319,14 @@ TensorStore::TensorStore(const std::string& path) {
     }
     return;
   }
-  const fs::path single = dir / "model.safetensors";
-  require(fs::exists(single, ec), "checkpoint directory '", path,
-          "' has neither model.safetensors nor model.safetensors.index.json");
-  add_file(single);
+  throw InvalidArgument(
+      str("checkpoint directory '", path, "' has neither model.safetensors nor model.safetensors.index.json"));
+}
+
+std::int64_t TensorStore::total_elements() const {
+  std::int64_t n = 0;
+  for (const auto& kv : index_) n += kv.second.second->numel();
+  return n;
 }
 
 bool TensorStore::has(const std::string& name) const { return index_.count(name) != 0; }

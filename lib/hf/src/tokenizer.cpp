@@ -110,89 +110,86 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::load(const std::string& path0) {
   std::string path = path0;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) path = (std::filesystem::path(path) / "tokenizer.json").string();
-  nlohmann::json j;
-  try {
-    j = cf::parse_json(read_file(path), path);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(str("'", path, "' is not valid JSON (", e.what(), ")"));
-  }
+  const nlohmann::json doc = cf::parse_json_file_text(read_file(path), path);
+  // every field through JsonRef: a mistyped field names the file and its JSON pointer (exit 2)
+  const JsonRef j(doc, "tokenizer '" + path + "'");
   auto fail = [&](const std::string& what) {
     return InvalidArgument(
         str("tokenizer '", path, "': ", what, " is not supported; pass pre-tokenised ids with --tokens"));
   };
   auto t = std::shared_ptr<HfTokenizer>(new HfTokenizer());
-  require(j.is_object() && j.contains("model") && j["model"].is_object(), "tokenizer '", path, "' has no model object");
-  const auto& m = j["model"];
-  if (m.value("type", std::string()) != "BPE") throw fail("model.type '" + m.value("type", std::string("?")) + "'");
-  if (m.value("byte_fallback", false)) throw fail("model.byte_fallback = true");
-  t->ignore_merges_ = m.value("ignore_merges", false);
+  j.as_object();
+  const JsonRef m = j.at("model").as_object();
+  const std::string type = m.string_or("type", "?");
+  if (type != "BPE") throw fail("model.type '" + type + "'");
+  if (m.bool_or("byte_fallback", false)) throw fail("model.byte_fallback = true");
+  t->ignore_merges_ = m.bool_or("ignore_merges", false);
   // normalizer: none or NFC
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    const std::string nt = j["normalizer"].value("type", std::string("?"));
+  if (j.has("normalizer")) {
+    const std::string nt = j.at("normalizer").as_object().string_or("type", "?");
     if (nt != "NFC") throw fail("normalizer '" + nt + "'");
   }
   // pre-tokenizer
-  auto byte_level = [&](const nlohmann::json& p, bool regex_allowed) {
-    t->add_prefix_space_ = p.value("add_prefix_space", false);
-    if (p.value("use_regex", true) != regex_allowed) throw fail("ByteLevel use_regex combination");
+  auto byte_level = [&](const JsonRef& p, bool regex_allowed) {
+    t->add_prefix_space_ = p.bool_or("add_prefix_space", false);
+    if (p.bool_or("use_regex", true) != regex_allowed) throw fail("ByteLevel use_regex combination");
   };
-  require(j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object(), "tokenizer '", path, "' has no pre_tokenizer");
-  const auto& pt = j["pre_tokenizer"];
-  const std::string ptt = pt.value("type", std::string("?"));
+  const JsonRef pt = j.at("pre_tokenizer").as_object();
+  const std::string ptt = pt.string_or("type", "?");
   if (ptt == "ByteLevel") {
     byte_level(pt, true);
     t->split_ = SplitKind::Gpt2;
-  } else if (ptt == "Sequence" && pt.contains("pretokenizers") && pt["pretokenizers"].is_array() &&
-             pt["pretokenizers"].size() == 2) {
-    const auto& sp = pt["pretokenizers"][0];
-    const auto& bl = pt["pretokenizers"][1];
-    if (sp.value("type", std::string()) != "Split" || bl.value("type", std::string()) != "ByteLevel")
+  } else if (ptt == "Sequence" && pt.has("pretokenizers") && pt.at("pretokenizers").as_array().json().size() == 2) {
+    const JsonRef sp = pt.at("pretokenizers").at(0).as_object();
+    const JsonRef bl = pt.at("pretokenizers").at(1).as_object();
+    if (sp.string_or("type", "") != "Split" || bl.string_or("type", "") != "ByteLevel")
       throw fail("pre_tokenizer sequence (need Split then ByteLevel)");
-    const std::string re =
-        sp.contains("pattern") && sp["pattern"].is_object() ? sp["pattern"].value("Regex", std::string()) : "";
+    const std::string re = sp.has("pattern") ? sp.at("pattern").as_object().string_or("Regex", "") : "";
     if (re == kLlama3)
       t->split_ = SplitKind::Llama3;
     else if (re == kQwen2)
       t->split_ = SplitKind::Qwen2;
     else
       throw fail("Split regex '" + re + "' (known: the Llama-3 and Qwen2 patterns)");
-    if (sp.value("behavior", std::string()) != "Isolated" || sp.value("invert", false)) throw fail("Split behavior");
+    if (sp.string_or("behavior", "") != "Isolated" || sp.bool_or("invert", false)) throw fail("Split behavior");
     byte_level(bl, false);
   } else {
     throw fail("pre_tokenizer '" + ptt + "'");
   }
-  // vocabulary and merges
-  require(m.contains("vocab") && m["vocab"].is_object(), "tokenizer '", path, "' has no model.vocab");
-  int maxid = -1;
-  for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    require(it.value().is_number_integer() && it.value().get<std::int64_t>() >= 0 &&
-                it.value().get<std::int64_t>() < (1 << 24),
-            "tokenizer '", path, "': vocab id of '", it.key(), "' is not an integer in [0, 2^24)");
-    const int id = it.value().get<int>();
+  // vocabulary and merges; ids are JSON integers in range, read exactly (4294967297 and 1.9 were
+  // read as 1 by a 32-bit conversion)
+  const JsonRef vocab = m.at("vocab").as_object();
+  std::int64_t maxid = -1;
+  for (auto it = vocab.json().begin(); it != vocab.json().end(); ++it) {
+    const int id = static_cast<int>(vocab.at(it.key()).as_integer(0, (1 << 24) - 1));
     t->vocab_[it.key()] = id;
-    maxid = std::max(maxid, id);
+    maxid = std::max<std::int64_t>(maxid, id);
   }
-  require(m.contains("merges") && m["merges"].is_array(), "tokenizer '", path, "' has no model.merges");
+  const JsonRef merges = m.at("merges").as_array();
   int rank = 0;
-  for (const auto& mg : m["merges"]) {
+  for (const auto& mg : merges.json()) {
     std::string key;
     if (mg.is_string())
       key = mg.get<std::string>();
     else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string())
       key = mg[0].get<std::string>() + " " + mg[1].get<std::string>();
     else
-      throw InvalidArgument(str("tokenizer '", path, "': merge ", rank, " is neither \"a b\" nor [a, b]"));
+      merges.at(static_cast<std::size_t>(rank)).fail("is neither \"a b\" nor [a, b]");
     t->ranks_.emplace(key, rank++);
   }
-  if (j.contains("added_tokens") && j["added_tokens"].is_array())
-    for (const auto& a : j["added_tokens"]) {
-      const std::string c = a.value("content", std::string());
-      const int id = a.value("id", -1);
-      require(!c.empty() && id >= 0 && id < (1 << 24), "tokenizer '", path, "': malformed added token");
+  if (j.has("added_tokens")) {
+    const JsonRef added = j.at("added_tokens").as_array();
+    for (std::size_t i = 0; i < added.json().size(); ++i) {
+      const JsonRef a = added.at(i).as_object();
+      const std::string c = a.at("content").as_string();
+      if (c.empty()) a.at("content").fail("is empty (an added token needs text)");
+      const int id = static_cast<int>(a.at("id").as_integer(0, (1 << 24) - 1));
       t->added_[c] = id;
-      maxid = std::max(maxid, id);
+      maxid = std::max<std::int64_t>(maxid, id);
     }
-  t->vocab_size_ = maxid + 1;
+  }
+  t->build_added_trie();
+  t->vocab_size_ = static_cast<int>(maxid + 1);
   const auto& b2u = data::gpt2_byte_to_unicode();
   t->byte_sym_.resize(256);
   for (int b = 0; b < 256; ++b) {
@@ -203,6 +200,26 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::load(const std::string& path0) {
   for (const auto& [s, id] : t->vocab_) t->id_to_sym_[id] = s;
   for (const auto& [s, id] : t->added_) t->id_to_sym_[id] = "\x01" + s;  // marker: raw text, not byte symbols
   return t;
+}
+
+void HfTokenizer::build_added_trie() {
+  trie_.assign(1, TrieNode{});
+  for (const auto& [content, id] : added_) {
+    std::size_t node = 0;
+    for (unsigned char c : content) {
+      auto& next = trie_[node].next;
+      auto it = std::lower_bound(next.begin(), next.end(), std::make_pair(c, std::size_t(0)));
+      if (it == next.end() || it->first != c) {
+        const std::size_t fresh = trie_.size();
+        it = next.insert(it, {c, fresh});
+        trie_.push_back(TrieNode{});  // invalidates `next` and `it`: read back through trie_
+        node = fresh;
+      } else {
+        node = it->second;
+      }
+    }
+    trie_[node].id = id;
+  }
 }
 
 std::vector<std::int32_t> HfTokenizer::bpe(const std::string& piece) const {
@@ -266,14 +283,21 @@ std::vector<std::int32_t> HfTokenizer::encode(std::string_view text) const {
   std::size_t start = 0, i = 0;
   bool first = true;
   while (i < text.size()) {
-    // longest added token at i (the map is ordered by content descending, so scan all)
-    std::size_t best = 0;
+    // longest added token at i: one walk down the byte trie (cost: the length of the longest
+    // token starting here, not bytes x added tokens as the scan of every token was)
+    std::size_t best = 0, node = 0;
     std::int32_t id = -1;
-    for (const auto& [c, aid] : added_)
-      if (c.size() > best && text.compare(i, c.size(), c) == 0) {
-        best = c.size();
-        id = aid;
+    for (std::size_t k = i; k < text.size(); ++k) {
+      const auto& next = trie_[node].next;
+      const auto c = static_cast<unsigned char>(text[k]);
+      const auto it = std::lower_bound(next.begin(), next.end(), std::make_pair(c, std::size_t(0)));
+      if (it == next.end() || it->first != c) break;
+      node = it->second;
+      if (trie_[node].id >= 0) {
+        best = k + 1 - i;
+        id = trie_[node].id;
       }
+    }
     if (best > 0) {
       encode_plain(text.substr(start, i - start), first);
       first = false;
@@ -309,17 +333,32 @@ std::string HfTokenizer::decode(const std::vector<std::int32_t>& ids) const {
   return out;
 }
 
+std::shared_ptr<const HfTokenizer> folder_tokenizer(const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(checkpoint, ec)) return nullptr;
+  const fs::path tj = fs::path(checkpoint) / "tokenizer.json";
+  const fs::file_status link = fs::symlink_status(tj, ec);
+  if (ec || !fs::exists(link)) return nullptr;  // no such name at all
+  if (fs::is_symlink(link) && !fs::exists(tj, ec)) {
+    std::error_code e2;
+    const fs::path target = fs::read_symlink(tj, e2);
+    throw InvalidArgument(str("'", tj.string(), "' is a symbolic link to '", target.string(),
+                              "', which does not exist: the model's tokenizer is missing; fix the link, or remove it "
+                              "and pass the ids with --tokens"));
+  }
+  return HfTokenizer::load(tj.string());
+}
+
 std::vector<std::int32_t> tokenize_text_for_checkpoint(const std::string& checkpoint, int vocab_size,
                                                        const std::string& text, const std::string& gpt2_dir,
                                                        std::string* tokenizer) {
-  std::error_code ec;
-  const auto tj = std::filesystem::path(checkpoint) / "tokenizer.json";
-  if (std::filesystem::is_directory(checkpoint, ec) && std::filesystem::exists(tj, ec)) {
-    const auto tok = HfTokenizer::load(tj.string());
+  if (const auto tok = folder_tokenizer(checkpoint)) {
+    const std::string tj = (std::filesystem::path(checkpoint) / "tokenizer.json").string();
     if (tokenizer) *tokenizer = "tokenizer.json";
     std::vector<std::int32_t> ids = tok->encode(data::load_corpus(text));
     for (std::size_t i = 0; i < ids.size(); ++i)
-      require(ids[i] < vocab_size, "'", tj.string(), "' produced id ", ids[i], " at position ", i,
+      require(ids[i] < vocab_size, "'", tj, "' produced id ", ids[i], " at position ", i,
               " but the model has vocab_size = ", vocab_size);
     return ids;
   }

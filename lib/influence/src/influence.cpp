@@ -124,8 +124,14 @@ InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vec
 
 Eigen::VectorXd normalise_profile(const Eigen::VectorXd& mean_g) {
   const double s = mean_g.sum();
+  // every gradient zero: a degenerate model (weights of 1e-40, all zero), bad input (exit 2) with a
+  // message saying so; it read "sums to 0.000000 ... zero or not finite" with exit 1 (issue 29)
+  if (s == 0)
+    throw InvalidArgument(
+        "the model is degenerate: the prediction's gradient with respect to every input position is exactly 0 "
+        "(weights that are all zero or vanishingly small, e.g. 1e-40), so there is no influence to measure");
   if (!(s > 0) || !std::isfinite(s))
-    throw Error("influence profile sums to " + std::to_string(s) + ": the gradients are zero or not finite");
+    throw Error("influence profile sums to " + std::to_string(s) + ": the gradients are not finite");
   return mean_g / s;
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/file_identity.hpp"
 #include "cf/core/list.hpp"
 #include "cf/io/hdf5.hpp"
 
@@ -26,9 +27,17 @@ std::int64_t checkpoint_step(const std::string& path) {
 
 std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& items) {
   std::vector<std::string> paths;
+  std::error_code ec;
+  // a path that exists is taken literally, before any list or glob reading: 'run[1].h5' and
+  // 'a,b.h5' are file names, not a pattern and a list (they were refused; issue 29)
+  auto exists = [&](const std::string& p) { return !p.empty() && std::filesystem::exists(p, ec); };
   for (const std::string& item : items) {
+    if (exists(item)) {
+      paths.push_back(item);
+      continue;
+    }
     for (const std::string& part : split_list(item, "--checkpoint")) {
-      if (part.find_first_of("*?[") == std::string::npos) {
+      if (exists(part) || part.find_first_of("*?[") == std::string::npos) {
         paths.push_back(part);
         continue;
       }
@@ -43,8 +52,16 @@ std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& 
     }
   }
   require(!paths.empty(), "--checkpoint: no checkpoint given");
+  // one file named twice ('a.h5,./a.h5', a link, a glob that also matches a listed file) would be
+  // one point counted twice in the series: refused, naming both spellings
+  std::vector<FileIdentity> ids;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    ids.push_back(file_identity(paths[i]));
+    for (std::size_t k = 0; k < i; ++k)
+      require(!(paths[k] == paths[i] || same_file(ids[k], ids[i])), "--checkpoint names the file '", paths[k],
+              "' twice ('", paths[k], "' and '", paths[i], "'): give each checkpoint once");
+  }
   std::sort(paths.begin(), paths.end());
-  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   // one checkpoint needs no order: it is not required to carry a step (an HF directory has none)
   if (paths.size() == 1) return {{paths[0], 0}};
   std::vector<CheckpointEntry> out;

@@ -3,6 +3,7 @@
 #include "cf/nn/capture.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 #include "cf/core/error.hpp"
 #include "cf/core/progress.hpp"
@@ -66,6 +67,19 @@ double attention_row_entropy(const float* probs, int seq_len) {
     ++rows;
   }
   return rows > 0 ? total / rows : 0.0;
+}
+
+std::uint64_t capture_bytes(const ModelConfig& cfg, std::int64_t n_seq, std::int64_t seq_len,
+                            const CaptureOptions& opt) {
+  const double N = static_cast<double>(n_seq), T = static_cast<double>(seq_len);
+  double b = N * T * 8;  // /tokens, int64
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const double H = opt.heads.empty() ? cfg.n_head : static_cast<double>(opt.heads.size());
+    if (opt.store_probs) b += N * H * T * T * 4;
+    if (opt.store_qk) b += 2 * N * H * T * head_dim(cfg, l) * 4;
+    b += 3 * N * T * 4;
+  }
+  return b >= 1.8e19 ? UINT64_MAX : static_cast<std::uint64_t>(b);
 }
 
 CaptureSummary capture_model(const Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,

@@ -58,6 +58,10 @@ template <class T>
 void Workspace<T>::set_attention_path(AttentionPath p) {
   impl_->path = p;
 }
+template <class T>
+void Workspace<T>::set_finite_check(bool on) {
+  impl_->check_finite = on;
+}
 
 namespace {
 
@@ -266,7 +270,8 @@ void rope_qk(const Pass<T>& p, int l, T* qkv, bool inverse) {
   }
 }
 
-// S-D diagonal damping d = softplus(x W_d^T + b_d) + eps, [N, H] (Routing/filtering (Jamil & Kapadia), docs/spec.md §3).
+// S-D diagonal damping d = softplus(x W_d^T + b_d) + eps, [N, H] (Routing/filtering (Jamil & Kapadia), docs/spec.md
+// §3).
 template <class T>
 void sd_damping_forward(Pass<T>& p, int l, const T* in) {
   const LayerOffsets& o = p.lay.layer[l];
@@ -854,10 +859,33 @@ void mlp_sublayer_backward(Pass<T>& p, int l) {
 
 // ---------------------------------------------------------------------------------- block
 
+// A non-finite value in the residual stream resid[k] (k = 0: after the embedding, k = l + 1: after
+// block l) is refused naming where: finite weights can still overflow float arithmetic (3e38), and
+// every result downstream (Jacobian norms, C*, losses) would be null, zero or infinite with exit 0.
+template <class T>
+void require_finite_stream(const Pass<T>& p, int k) {
+  if (!p.a.check_finite) return;
+  const MatR<T>& r = p.a.resid[k];
+  if (r.allFinite()) return;
+  Eigen::Index bad = 0;
+  for (Eigen::Index i = 0; i < r.size(); ++i)
+    if (!std::isfinite(r.data()[i])) {
+      bad = i;
+      break;
+    }
+  const Eigen::Index row = bad / r.cols();
+  throw InvalidArgument(str("forward pass: the residual stream ",
+                            k == 0 ? std::string("after the embedding") : str("after layer ", k - 1),
+                            " holds a non-finite value (", r.data()[bad], " at sequence ", row / p.Tn, ", position ",
+                            row % p.Tn, ", channel ", bad % r.cols(),
+                            "): the model's weights overflow the arithmetic (a damaged or mis-scaled checkpoint)"));
+}
+
 template <class T>
 void block_forward(Pass<T>& p, int l) {
   attention_sublayer_forward(p, l);
   mlp_sublayer_forward(p, l);
+  require_finite_stream(p, l + 1);
 }
 template <class T>
 void block_backward(Pass<T>& p, int l) {
@@ -878,6 +906,10 @@ T head_forward(Pass<T>& p, const std::int32_t* targets, std::int64_t& count) {
   const std::int64_t head = p.lay.lm_head >= 0 ? p.lay.lm_head : p.lay.wte;  // untied or tied LM head
   linear_forward(a.logits.data(), f, p.W + head, static_cast<const T*>(nullptr), N, p.C, V);
   count = crossentropy_forward(a.logits.data(), a.losses.data(), targets, N, V);
+  if (a.check_finite && !a.logits.allFinite())  // finite stream, overflowing LM head
+    throw InvalidArgument(str("forward pass: the output layer (final norm and LM head after layer ", p.cfg.n_layer - 1,
+                              ") gives non-finite logits: the model's weights overflow the arithmetic (a damaged or "
+                              "mis-scaled checkpoint)"));
   T loss = 0;
   for (int n = 0; n < N; ++n) loss += a.losses[n];
   return count > 0 ? loss / T(count) : T(0);
@@ -962,6 +994,7 @@ T forward_backward(const Model<T>& model, const std::int32_t* tokens, const std:
             cfg.n_head, hooks,        MatR<T>(N, cfg.d_model)};
 
   embed_forward(p, tokens);
+  require_finite_stream(p, 0);
   if (seed && seed->resid_layer >= 0) {  // residual seed: the objective is <seed, resid[top]>
     const int top = seed->resid_layer;
     for (int l = 0; l < top; ++l) block_forward(p, l);

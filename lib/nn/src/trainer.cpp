@@ -243,6 +243,7 @@ double validation_loss_with(const TrainConfig& cfg, const TrainData& data, const
 
 double validation_loss(const Model<float>& model, const TrainConfig& cfg, const TrainData& data) {
   Workspace<float> ws;
+  ws.set_finite_check(false);  // the trainer's own NaN/Inf stop reports a diverging run
   return validation_loss_with(cfg, data, [&](const std::int32_t* x, const std::int32_t* y) {
     return double(forward_backward<float>(model, x, y, cfg.batch, cfg.seq_len, nullptr, ws));
   });
@@ -320,6 +321,7 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
     backend_ahead = false;
   };
   Workspace<float> ws;
+  ws.set_finite_check(false);  // the trainer's own NaN/Inf stop reports a diverging run
   std::vector<float> grad(backend ? 0 : model.params.size());
   std::vector<std::int32_t> x, y;
   const std::int64_t end = cfg.stop_after > 0 ? std::min(cfg.stop_after, cfg.max_steps) : cfg.max_steps;

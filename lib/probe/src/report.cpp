@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/progress.hpp"
@@ -250,6 +251,20 @@ output::Report run_probe(const ProbeOptions& o) {
   const data::TaskData d = data::read_task_files(o.data);
   const std::string name = d.task.value("name", std::string("?"));
   require(name == o.task, "--data '", o.data, "' holds the task '", name, "', not '", o.task, "'");
+  // the heat maps written beside --plot (passkey: P_heatmapM per checkpoint, ranking: P_model2)
+  // are outputs too: checked writable and against every input before any work (a derived name
+  // equal to --data's or --checkpoint's file replaced it; issue 29)
+  if (!o.plot.empty()) {
+    std::vector<std::pair<std::string, std::string>> derived;
+    for (std::size_t m = 0; m < o.checkpoints.size(); ++m) {
+      const std::string k = std::to_string(m + 1);
+      if (o.task == "passkey")
+        derived.emplace_back(detail::plot_path(o.plot, "heatmap" + k), "--plot (heat map of checkpoint " + k + ")");
+      if (o.task == "ranking" && m > 0)
+        derived.emplace_back(detail::plot_path(o.plot, "model" + k), "--plot (heat map of checkpoint " + k + ")");
+    }
+    app::check_outputs(derived);
+  }
   output::Report r;
   if (o.task == "boundary-copy")
     r = run_boundary_copy(o, d);

@@ -7,6 +7,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/list.hpp"
+#include "cf/core/model_folder.hpp"
 #include "cf/io/hdf5.hpp"
 #include <filesystem>
 
@@ -51,6 +52,7 @@ AttentionWeights weights_of_model(const nn::Model<float>& m) {
 }  // namespace
 
 AttentionWeights read_attention_weights(const std::string& path) {
+  refuse_model_folder_member(path);  // DIR/model.safetensors: point at DIR, not "not an HDF5 file"
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     AttentionWeights w = weights_of_model(cf::model::load_model(path));

@@ -8,16 +8,38 @@
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/data/tokenizer.hpp"
+#include "cf/hf/tokenizer.hpp"
 #include "cf/model/load.hpp"
 
 namespace cf::spectral {
 
 std::vector<std::vector<std::int32_t>> tokenize_texts(const std::string& texts_path, const std::string& tokenizer,
                                                       const std::string& gpt2_dir, int vocab_size, int max_tokens,
-                                                      std::string* resolved) {
+                                                      std::string* resolved, const std::string& checkpoint) {
   require_regular_input(texts_path, "texts file");  // a FIFO would block the open below forever
   std::ifstream in(texts_path);
   require(static_cast<bool>(in), "cannot open texts file '", texts_path, "'");
+  // the folder's own tokenizer.json first (it was ignored: the texts were read as bytes or GPT-2
+  // BPE in another vocabulary than the model's, with exit 0; issue 29)
+  if (const auto hf_tok = checkpoint.empty() ? nullptr : hf::folder_tokenizer(checkpoint)) {
+    require(tokenizer == "auto", "--tokenizer ", tokenizer, ": the checkpoint folder '", checkpoint,
+            "' has its own tokenizer.json, which the texts are read with; leave --tokenizer at auto");
+    std::vector<std::vector<std::int32_t>> out;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      std::vector<std::int32_t> ids = hf_tok->encode(line);
+      for (std::int32_t id : ids)
+        require(id < vocab_size, "tokenizer.json of '", checkpoint, "' produced id ", id,
+                " but the model has vocab_size = ", vocab_size);
+      if (ids.size() > std::size_t(max_tokens)) ids.resize(std::size_t(max_tokens));
+      if (ids.size() >= 2) out.push_back(std::move(ids));
+    }
+    require(!out.empty(), "texts file '", texts_path, "' has no text of at least 2 tokens");
+    if (resolved) *resolved = "tokenizer.json";
+    return out;
+  }
   std::string name = tokenizer;
   if (name == "auto") {
     require(vocab_size == data::kByteVocabSize || vocab_size == data::kGpt2VocabSize,
@@ -94,7 +116,7 @@ SequenceAnalysis analyse_sequences(const std::string& checkpoint, const std::vec
   const nn::Model<float> model = cf::model::load_model(checkpoint);
   SequenceAnalysis r;
   const auto texts = tokenize_texts(opt.texts_path, opt.tokenizer, opt.gpt2_dir, model.config.vocab_size,
-                                    std::min(opt.max_tokens, model.config.block_size), &r.tokenizer);
+                                    std::min(opt.max_tokens, model.config.block_size), &r.tokenizer, checkpoint);
   for (const auto& t : texts) r.token_counts.push_back(int(t.size()));
   r.spectrum = analyse_sequences(model, texts, layers, opt);
   return r;

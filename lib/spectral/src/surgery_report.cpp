@@ -11,7 +11,7 @@ using output::fmt;
 
 std::vector<std::int32_t> load_validation_tokens(const std::string& data_prefix, const std::string& text_path,
                                                  const std::string& tokenizer, int vocab_size, long max_tokens,
-                                                 std::string* source) {
+                                                 std::string* source, const std::string& checkpoint) {
   std::vector<std::int32_t> t;
   if (!data_prefix.empty()) {
     const data::TokenMeta meta = data::read_token_meta(data_prefix);
@@ -21,7 +21,7 @@ std::vector<std::int32_t> load_validation_tokens(const std::string& data_prefix,
     t.assign(val.begin(), val.end());
     *source = data_prefix + ".val.bin";
   } else {
-    const auto texts = tokenize_texts(text_path, tokenizer, "", vocab_size, 1 << 30, nullptr);
+    const auto texts = tokenize_texts(text_path, tokenizer, "", vocab_size, 1 << 30, nullptr, checkpoint);
     for (const auto& x : texts) t.insert(t.end(), x.begin(), x.end());
     *source = text_path;
   }

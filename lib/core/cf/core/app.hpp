@@ -11,6 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cf/core/output.hpp"
 
@@ -51,6 +53,18 @@ void emit(const output::Report& report, const CommonOptions& opt);
 /// Call at the start of a tool's run for every output option beyond --out/--report/--plot (which
 /// cf::app::run checks itself). Empty paths are skipped.
 void check_output(const std::string& path, const std::string& option);
+/// check_output for every file a run writes, derived names included (jacobian --plot P also writes
+/// P_bound.svg, probe P_heatmap2.svg / P_model2.svg): all are checked writable first, then each
+/// against every input (files, prefix files, a model folder's files and shards) and every other
+/// output, so a refusal comes before anything is written. Pairs are (path, option label), e.g.
+/// {"j_bound.svg", "--plot (bound heat map)"}; empty paths are skipped. `probe_writable` = false
+/// skips the writability probe (files in a folder that is created later: train --out-dir).
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs, bool probe_writable = true);
+
+/// `path` with `suffix` inserted before its extension ("j.svg", "_bound" -> "j_bound.svg"); a name
+/// without an extension gets the suffix at its end. The one rule for derived output names.
+std::string derived_path(const std::string& path, const std::string& suffix);
+
 /// The same for an output folder (train --out-dir): it must exist writable or be creatable.
 void check_output_dir(const std::string& dir, const std::string& option);
 

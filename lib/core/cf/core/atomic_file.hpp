@@ -12,6 +12,7 @@
 //     temporaries and a handler that unlinks them, then re-raises the signal); temporaries of dead
 //     processes (`*.tmp.<PID>` whose PID no longer runs, e.g. after kill -9) are removed by the next
 //     write into that folder.
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -77,8 +78,9 @@ void unregister_temp(const std::string& path);
 /// Install the SIGINT / SIGTERM / SIGHUP handler that unlinks the registered temporaries and then
 /// re-raises the signal with the default action (the process still dies of the signal). Called by
 /// cf::app::run; calling it again is harmless. A signal that is ignored (nohup, a background job)
-/// stays ignored. A tool that installs its own SIGINT handler for a while (train saves a
-/// checkpoint) calls this again afterwards instead of restoring SIG_DFL.
+/// stays ignored. SIGXFSZ is ignored, so a write past ulimit -f fails with EFBIG through the error
+/// path (temporary removed) instead of killing the process. A tool that installs its own SIGINT handler for a while
+/// (train saves a checkpoint) calls this again afterwards instead of restoring SIG_DFL.
 void install_temp_cleanup_handlers();
 
 /// Remove stale temporaries in `dir`: regular files of this user named `<prefix><PID>` when
@@ -91,6 +93,13 @@ int remove_stale_temps(const std::string& dir, const std::string& prefix = "");
 /// "-"; a writable device/FIFO; a regular file or new name whose folder exists and accepts a new
 /// file (probed by creating and removing a temporary there). Call before long work.
 void check_output_writable(const std::string& path);
+
+/// Throws cf::InvalidArgument "<what> needs about 270 GB but the file system of 'DIR' has 50 GB
+/// free" (or "... but the file size limit (ulimit -f) is ...") when a file of `bytes` bytes cannot
+/// be written to `path` through the output path above: the free space of the file system its
+/// temporary lands on (statvfs; $TMPDIR for stdout or a device) and RLIMIT_FSIZE. Call with an
+/// estimate before a long write (capture), so a run that cannot finish is refused before the work.
+void require_space_for(const std::string& path, std::uint64_t bytes, const std::string& what);
 
 /// Throws cf::Error unless `dir` is a writable folder or can be created (its nearest existing
 /// ancestor is a writable folder).

@@ -22,6 +22,11 @@ namespace cf::hf {
 /// the file and tensor for an unsupported config, a missing tensor or a shape mismatch.
 nn::Model<float> load_hf_model(const std::string& dir);
 
+/// Whether folder `dir` holds a causalflow export: a config.json whose causalflow_weights
+/// ({"bytes", "fnv1a64"}) match its model.safetensors. export replaces such a folder without
+/// --overwrite; any other non-empty folder is a user's (issue 29).
+bool is_causalflow_export(const std::string& dir);
+
 /// Why `c` cannot be written in the gpt2 layout ("" = it can), naming the field: learned positions,
 /// LayerNorm, full attention with implicit d_head at every layer, a GELU MLP (arch.mlp gelu-tanh ->
 /// activation_function "gelu_new", gelu -> "gelu") of any width (arch.d_ff -> n_inner), one

@@ -94,12 +94,17 @@ class SafetensorsFile {
 
 /// All tensors of a checkpoint directory or file: a single `model.safetensors`, or the shards of
 /// `model.safetensors.index.json` ({"weight_map": {tensor: shard file}}; shard names must be plain
-/// file names inside the directory and every mapped tensor must be in its shard).
+/// file names inside the directory and every mapped tensor must be in its shard). A tensor held by
+/// two files is refused as duplicated, naming both.
 class TensorStore {
  public:
-  /// `path`: a directory (model.safetensors.index.json preferred, else model.safetensors) or a
-  /// .safetensors file. Throws cf::InvalidArgument naming the path and problem.
+  /// `path`: a directory (model.safetensors preferred, as transformers does, else
+  /// model.safetensors.index.json and its shards) or a .safetensors file. Throws
+  /// cf::InvalidArgument naming the path and problem.
   explicit TensorStore(const std::string& path);
+  /// Number of values of all tensors (the sum of their shape products): an upper bound on the
+  /// parameters a configuration may ask for (checked before anything is allocated).
+  std::int64_t total_elements() const;
   /// Whether tensor `name` exists.
   bool has(const std::string& name) const;
   /// Header entry of `name` (throws cf::InvalidArgument if absent).

@@ -16,10 +16,12 @@ struct CheckpointEntry {
 };
 
 /// Expand `items` (each a path, a comma-separated list of paths, or a glob pattern with * ? [..])
-/// into checkpoints sorted by step, then path; duplicates removed. A single checkpoint is returned
-/// as given (step 0, its step never read): it may be any model cf::model::load_model reads, a Hugging Face
-/// directory included. Throws cf::InvalidArgument naming the item when a pattern matches nothing,
-/// or, for several, a file is missing or has no `step` attribute.
+/// into checkpoints sorted by step, then path. An item (or list part) that exists as a path is
+/// taken literally first (file names may hold '[' or ','). The same file named twice (another
+/// spelling, a link, a glob overlapping a list) is refused with cf::InvalidArgument naming both. A single checkpoint is
+/// returned as given (step 0, its step never read): it may be any model cf::model::load_model reads, a Hugging Face directory
+/// included. Throws cf::InvalidArgument naming the item when a pattern matches nothing, or, for several, a file is
+/// missing or has no `step` attribute.
 std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& items);
 
 /// The training step stored in a checkpoint (root attribute `step`); throws cf::InvalidArgument.

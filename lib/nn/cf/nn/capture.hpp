@@ -2,8 +2,8 @@
 // Captures for the analysers (issue 4, docs/checkpoint_format.md "Capture files"): run a model
 // over token windows with the ForwardHooks::on_layer hook and stream, per layer and sequence, the
 // attention probabilities, Q, K and the residual-stream norms into an HDF5 capture through
-// cf::io::write_capture_atomic, which also stores alpha_l in both forms of docs/spec.md §2 (Position bias (Herasimchyk et al.)
-// Eq. 1). `rollout --model CAPTURE.h5` reads the file back (cf/rollout/kernel.hpp).
+// cf::io::write_capture_atomic, which also stores alpha_l in both forms of docs/spec.md §2 (Position bias (Herasimchyk
+// et al.) Eq. 1). `rollout --model CAPTURE.h5` reads the file back (cf/rollout/kernel.hpp).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +41,13 @@ struct CaptureOptions {
   std::vector<int> heads;   ///< empty = all heads
   std::string source;       ///< the text or data path, root attribute `source`
 };
+
+/// Bytes of the datasets a capture of `n_seq` sequences of `seq_len` tokens writes (attention
+/// probabilities N x H x T x T and q/k N x H x T x d_head per layer as stored by `opt`, the three
+/// norm rows, the token ids), without the HDF5 metadata: the estimate capture checks against the
+/// free space and ulimit -f before the work (cf::require_space_for).
+std::uint64_t capture_bytes(const ModelConfig& cfg, std::int64_t n_seq, std::int64_t seq_len,
+                            const CaptureOptions& opt);
 
 /// Per-layer results of a capture.
 struct CaptureLayerSummary {

@@ -17,8 +17,8 @@ namespace cf::nn {
 
 /// Score hook: called once per (layer, head) and sequence with the UNMASKED T x T score matrix
 /// M = Q K^T / sqrt(d_head) (S–D layers: S - D), row = query, before ALiBi / runway biases,
-/// masking and softmax (Routing/filtering (Jamil & Kapadia) §3, docs/spec.md §3 "intercept M at run time"). It may modify M in place;
-/// the modified matrix is what gets masked and normalised. Not called for linear-attention layers.
+/// masking and softmax (Routing/filtering (Jamil & Kapadia) §3, docs/spec.md §3 "intercept M at run time"). It may
+/// modify M in place; the modified matrix is what gets masked and normalised. Not called for linear-attention layers.
 using ScoreHook = std::function<void(int layer, int head, Eigen::Ref<Eigen::MatrixXf> scores)>;
 
 /// What one layer of one sequence exposes to a capture hook: views into buffers owned by the
@@ -116,6 +116,12 @@ class Workspace {
   Activations<T>& get() { return *impl_; }
   /// Select the attention path (default AttentionPath::Tiled); results agree to round-off.
   void set_attention_path(AttentionPath p);
+  /// Whether forward_backward checks the residual stream after the embedding and after every block,
+  /// and the output probabilities, for non-finite values (default on; cost ~ one pass over the
+  /// stream per layer). A finite model whose activations overflow (weights of 3e38) then throws
+  /// cf::InvalidArgument naming the layer (docs/conventions.md) instead of giving null or infinite
+  /// results with exit 0. The trainer turns it off: its own NaN/Inf stop handles a diverging run.
+  void set_finite_check(bool on);
   /// Bytes currently held by saved activations (for the memory benchmark).
   std::size_t bytes() const;
   /// After a forward pass over B x T tokens: the next-token probabilities, row-major

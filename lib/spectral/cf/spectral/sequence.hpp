@@ -36,10 +36,14 @@ struct SequenceAnalysis {
 };
 
 /// Tokenize each non-empty line of `texts_path` (throws cf::InvalidArgument if the file is
-/// missing or has no text, or the tokenizer does not fit vocab_size).
+/// missing or has no text, or the tokenizer does not fit vocab_size). When `checkpoint` is a
+/// Hugging Face folder with its own tokenizer.json, that tokenizer is used (as every other tool
+/// does, cf/hf/token_input.hpp; `tokenizer` must then be "auto": byte or gpt2 would read the text
+/// in another vocabulary than the model's).
 std::vector<std::vector<std::int32_t>> tokenize_texts(const std::string& texts_path, const std::string& tokenizer,
                                                       const std::string& gpt2_dir, int vocab_size, int max_tokens,
-                                                      std::string* resolved_tokenizer);
+                                                      std::string* resolved_tokenizer,
+                                                      const std::string& checkpoint = "");
 
 /// Metrics of one unmasked score matrix M (n x n): dense SVDs of F and R; max Re lambda by the
 /// dense eigensolver for n <= dense_eigen_max_n, else Spectra GenEigs (dense fallback inside).

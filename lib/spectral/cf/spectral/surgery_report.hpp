@@ -1,6 +1,6 @@
 #pragma once
-// The report of the `spectral-surgery` tool (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3; docs/spectral.md):
-// validation tokens from a token set or a text file, then one concurrent batch of perplexities
+// The report of the `spectral-surgery` tool (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3;
+// docs/spectral.md): validation tokens from a token set or a text file, then one concurrent batch of perplexities
 // (baseline, the requested surgery, per-layer / cumulative sweep rows) rendered as the main table,
 // the sweep tables, the JSON body and the linearisation-cost plot. The app only parses options
 // into a SurgeryRequest.
@@ -18,11 +18,12 @@ namespace cf::spectral {
 /// Validation tokens of a surgery run: the val split of token files `data_prefix`
 /// (PREFIX.meta.json + PREFIX.val.bin; their vocab_size must be <= vocab_size) when it is
 /// non-empty, else every non-empty line of `text_path` tokenized with `tokenizer`
-/// (auto | byte | gpt2) and joined. Truncated to max_tokens (>= 2). `source` receives the file
+/// (auto | byte | gpt2; a Hugging Face `checkpoint` folder's own tokenizer.json when it has one:
+/// tokenize_texts) and joined. Truncated to max_tokens (>= 2). `source` receives the file
 /// read. Throws cf::InvalidArgument for unreadable input or fewer than 2 tokens.
 std::vector<std::int32_t> load_validation_tokens(const std::string& data_prefix, const std::string& text_path,
                                                  const std::string& tokenizer, int vocab_size, long max_tokens,
-                                                 std::string* source);
+                                                 std::string* source, const std::string& checkpoint = "");
 
 /// Everything one surgery report is computed from (parsed and checked by the tool).
 struct SurgeryRequest {

@@ -29,6 +29,8 @@ struct Activations {
   /// (cf/nn/detail/tile_gemm.hpp); scratch of one layer's tiled forward at a time
   std::vector<detail::KeysT<T>> keys_t;
   AttentionPath path = AttentionPath::Tiled;
+  /// Whether the forward pass refuses a non-finite residual stream or output (Workspace::set_finite_check).
+  bool check_finite = true;
   std::vector<T> rbias, dS, lnf_mean, lnf_rstd, losses;
   // ArchVariant (issue 13): token embeddings before emb_ln and its statistics; the MLP branch's
   // d input under a parallel residual.
