@@ -83,10 +83,17 @@ void run(const CLI::App& app, const Options& o) {
   jr.report.meta = meta;
   app::emit(jr.report, o.common);
   if (!o.common.plot.empty()) {
-    plot::save(influence::log10_lower_heatmap(a.J.frobenius, "measured ||d h_d(L+r)/d h_s(L)||_F (log10)"),
+    const std::string layers = "layers " + std::to_string(o.layer) + " to " + std::to_string(o.layer + r) +
+                               " (h(" + std::to_string(o.layer) + ") to h(" + std::to_string(o.layer + r) + "))";
+    plot::save(influence::log10_lower_heatmap(
+                   a.J.frobenius, "Measured Jacobian norms ||J_ds||_F, J_ds = d h_d / d h_s across " + layers,
+                   "||J_ds||_F"),
                o.common.plot);
-    plot::save(influence::log10_lower_heatmap(a.bound.bound * std::pow(a.frobenius.c_star, r),
-                                              "bound C*^r [(I+A)...(I+A)]_ds (log10)"),
+    plot::save(influence::log10_lower_heatmap(
+                   a.bound.bound * std::pow(a.frobenius.c_star, r),
+                   "Runway bound C*^r B_ds, B = (I + A) products over " + layers + ", C* = " +
+                       output::fmt(a.frobenius.c_star, 4) + " (Runway (Lee & Clark) Theorem 3.3)",
+                   "C*^r B_ds"),
                with_suffix(o.common.plot, "_bound"));
   }
   if (!jr.consistent)

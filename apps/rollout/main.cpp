@@ -4,6 +4,7 @@
 // function per subcommand that reports lib/rollout results (docs/conventions.md, docs/rollout.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -300,8 +301,8 @@ void run_sweep(const Options& o) {
   nlohmann::json js = nlohmann::json::array();
   for (const auto& r : rows) {
     const auto& m = r.summary;
-    t.add_row({r.key, std::to_string(r.n), fmt(m.first, 6), fmt(m.last, 6), fmt(m.primacy, 6), fmt(m.recency, 6),
-               std::to_string(m.argmin), fmt(m.min, 6), fmt(r.seconds, 3)});
+    t.add_row({r.label, output::fmt_int(r.n), fmt(m.first, 6), fmt(m.last, 6), fmt(m.primacy, 6), fmt(m.recency, 6),
+               output::fmt_int(m.argmin), fmt(m.min, 6), fmt(r.seconds, 3)});
     js.push_back({{"variant", r.key},
                   {"n", r.n},
                   {"p_first", m.first},
@@ -317,23 +318,27 @@ void run_sweep(const Options& o) {
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
     plot::LinePlot lp;
-    lp.title = "Rollout against context length, " + s.name;
     lp.xlabel = "log2 n (context length)";
-    lp.ylabel = "mass (log scale)";
+    lp.ylabel = "mass of the last row";
     lp.log_y = true;
+    lp.key = "below";
+    double top = 0;
     for (const std::string what : {"p_0", "primacy", "recency"})
-      for (const std::string key : {"attention_only", "residual", "residual_content"}) {
-        plot::Series se;
-        for (const auto& r : rows) {
-          if (r.key != key) continue;
-          const double y = what == "p_0" ? r.summary.first : what == "primacy" ? r.summary.primacy : r.summary.recency;
-          if (!(y > 0)) continue;  // log axis
-          se.label = r.label.substr(0, 3) + " " + what;
-          se.x.push_back(std::log2(static_cast<double>(r.n)));
-          se.y.push_back(y);
-        }
-        if (!se.x.empty()) lp.series.push_back(se);
+      for (const auto& r : rows) {
+        const std::string& name = r.label;  // the display name the tables use
+        const double y = what == "p_0" ? r.summary.first : what == "primacy" ? r.summary.primacy : r.summary.recency;
+        if (!(y > 0)) continue;  // log axis
+        auto it = std::find_if(lp.series.begin(), lp.series.end(),
+                               [&](const plot::Series& x) { return x.label == name + ": " + what; });
+        if (it == lp.series.end()) it = lp.series.insert(lp.series.end(), plot::Series{name + ": " + what, {}, {}});
+        it->x.push_back(std::log2(static_cast<double>(r.n)));
+        it->y.push_back(y);
+        top = std::max(top, y);
       }
+    // masses fall to 1e-110 and below: the informative range is 12 decades under the largest, the
+    // rest clipped at the frame (the title names those curves)
+    if (top > 0) lp.y_min = top * 1e-12, lp.y_max = std::min(1.0, top) * 2;
+    lp.title = "Last-row rollout against context length, " + s.name + " (y from 1e-12 x the largest mass)";
     plot::save(lp, o.common.plot);
   }
 }

@@ -300,7 +300,9 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
   };
   ticks("x", h.x_labels, h.x0);
   ticks("y", h.y_labels, h.y0);
-  if (!h.masked_label.empty()) {  // masked cells (NaN, transparent in the image) show this grey
+  bool any_nan = false;
+  for (Eigen::Index q = 0; q < h.values.size(); ++q) any_nan = any_nan || std::isnan(h.values.data()[q]);
+  if (!h.masked_label.empty() && any_nan) {  // masked cells (NaN, transparent in the image) show this grey
     s << "set object 1 rectangle from graph 0,0 to graph 1,1 behind fillcolor rgb '#9e9e9e' fillstyle solid "
          "noborder\n"
       << "set bmargin 5\nset label 1 " << gp_str(h.masked_label) << " at screen 0.5, screen 0.025 center noenhanced\n";
@@ -337,10 +339,8 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
       vmax += pad;
     }
     s << "set cbrange [" << num(vmin) << ":" << num(vmax) << "]\n";
-    if (h.masked_label.empty())
-      s << "set palette defined (0 '#ffffff', 1 '#26549e')\n";
-    else  // smallest values light yellow, not white: distinct from the grey mask and from the page
-      s << "set palette defined (0 '#ffffcc', 0.35 '#a1dab4', 0.65 '#41b6c4', 1 '#253494')\n";
+    // smallest values light yellow, not white: distinct from a grey mask and from the blank page
+    s << "set palette defined (0 '#ffffcc', 0.35 '#a1dab4', 0.65 '#41b6c4', 1 '#253494')\n";
   }
   if (rows == 0 || cols == 0) {
     s << "plot -1e300 notitle\n";

@@ -390,6 +390,17 @@ CoverageOutcome coverage_report(const CoverageRequest& q) {
   add_scores(c);
   if (!q.schedule.layers.empty()) c.clo = closure(q.schedule, q.n);
   out.map = add_coverage_map(c);
+  out.plot_map = out.map;
+  if (q.closure_map && q.plot_range_from_reach && c.clo) {
+    const Index b = q.main.b, J = q.block ? *q.block : q.n / b - 1;
+    Index reach = 0;  // the farthest source any target of block J reaches (R_L(t) is sorted intervals)
+    for (Index t = J * b; t < (J + 1) * b && t < q.n; ++t) reach = std::max(reach, t - c.clo->set(t).front().lo);
+    out.reach = reach;
+    // a margin past the reach shows where coverage ends; never before position 0, never too large
+    Index d_plot = std::min(J * b, reach + std::max<Index>(b / 2, reach / 8));
+    d_plot = std::min(d_plot, kMaxCoverageEntries / b - 1);
+    if (d_plot != q.d_max) out.plot_map = coverage_matrix_closure(*c.clo, b, J, d_plot);
+  }
   if (q.compare) out.compare_map = coverage_matrix_closed_form(*q.compare, q.d_max);
   if (c.clo) add_closure_sizes(c);
   if (q.compare) add_comparison(c);

@@ -29,11 +29,13 @@ nlohmann::json check_json(const BoundCheck& b) {
 }
 
 nlohmann::json lower(const Eigen::MatrixXd& m) {
-  nlohmann::json rows = nlohmann::json::array();  // row d holds s = 0..d (the causal lower triangle)
+  // n x n, rectangular (numpy.array(d["bound"]) is a float matrix): row d holds s = 0..n-1, the
+  // causal lower triangle s <= d as numbers and null for s > d (docs/influence.md)
+  nlohmann::json rows = nlohmann::json::array();
   for (long d = 0; d < m.rows(); ++d) {
-    std::vector<double> r(static_cast<std::size_t>(d + 1));
-    for (long s = 0; s <= d; ++s) r[static_cast<std::size_t>(s)] = m(d, s);
-    rows.push_back(r);
+    nlohmann::json r = nlohmann::json::array();
+    for (long s = 0; s < m.cols(); ++s) r.push_back(s <= d ? nlohmann::json(m(d, s)) : nlohmann::json(nullptr));
+    rows.push_back(std::move(r));
   }
   return rows;
 }
@@ -120,12 +122,13 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
   return out;
 }
 
-plot::Heatmap log10_lower_heatmap(const Eigen::MatrixXd& m, const std::string& title) {
+plot::Heatmap log10_lower_heatmap(const Eigen::MatrixXd& m, const std::string& title, const std::string& quantity) {
   plot::Heatmap h;
   h.title = title;
   h.xlabel = "source position s";
   h.ylabel = "target position d";
-  h.value_label = "log10";
+  h.value_label = "log10 " + quantity;
+  h.masked_label = "grey: s > d (not causal) or a zero entry (no log)";
   h.values = Eigen::MatrixXd::Constant(m.rows(), m.cols(), std::nan(""));
   for (long d = 0; d < m.rows(); ++d)
     for (long s = 0; s <= d; ++s) h.values(d, s) = m(d, s) > 0 ? std::log10(m(d, s)) : std::nan("");

@@ -60,7 +60,7 @@ struct Heatmap {
   double cb_min = std::numeric_limits<double>::quiet_NaN(), cb_max = std::numeric_limits<double>::quiet_NaN();
   /// Non-empty: NaN cells are a mask (e.g. "grey: s > d, not causal"), drawn in grey -- distinct from
   /// every colour of the scale, whose smallest values are a light yellow, not the white page -- and
-  /// the text is printed under the map. Empty: NaN cells are left blank.
+  /// the text is printed under the map when a cell is NaN. Empty: NaN cells are left blank.
   std::string masked_label = {};
 };
 
