@@ -121,7 +121,7 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
   }
   for (const auto& v : vs) {
     const auto sm = summarize(v.p);
-    std::vector<std::string> row = {v.label,        fmt(sm.first, 4),   fmt(sm.last, 4),    std::to_string(sm.argmin),
+    std::vector<std::string> row = {v.label,        fmt(sm.first, 4),   fmt(sm.last, 4),    output::fmt_int(sm.argmin),
                                     fmt(sm.min, 4), fmt(sm.primacy, 4), fmt(sm.recency, 4), fmt(v.seconds, 3)};
     nlohmann::json js = {{"p_first", sm.first}, {"p_last", sm.last},          {"argmin", sm.argmin},
                          {"min", sm.min},       {"primacy_mass", sm.primacy}, {"recency_mass", sm.recency},
@@ -227,7 +227,7 @@ void run_rollout(const Options& o) {
     d.header = {"position"};
     for (const auto& v : vs) d.header.push_back(v.key);
     for (long j = 0; j < s.n; ++j) {
-      std::vector<std::string> row = {std::to_string(j)};
+      std::vector<std::string> row = {output::fmt_int(j)};
       for (const auto& v : vs) row.push_back(fmt(v.p(j), 10));
       d.add_row(row);
     }
@@ -301,8 +301,9 @@ void run_sweep(const Options& o) {
   nlohmann::json js = nlohmann::json::array();
   for (const auto& r : rows) {
     const auto& m = r.summary;
-    t.add_row({r.label, output::fmt_int(r.n), fmt(m.first, 6), fmt(m.last, 6), fmt(m.primacy, 6), fmt(m.recency, 6),
-               output::fmt_int(m.argmin), fmt(m.min, 6), fmt(r.seconds, 3)});
+    // the rollout table's styles: masses 4 significant digits, integers with separators
+    t.add_row({r.label, output::fmt_int(r.n), fmt(m.first, 4), fmt(m.last, 4), fmt(m.primacy, 4), fmt(m.recency, 4),
+               output::fmt_int(m.argmin), fmt(m.min, 4), fmt(r.seconds, 3)});
     js.push_back({{"variant", r.key},
                   {"n", r.n},
                   {"p_first", m.first},
@@ -442,7 +443,7 @@ void run_jacobian(const Options& o) {
   plot::Series sb{"bound", {}, {}}, ss{"self term", {}, {}}, sg{"gate x runway", {}, {}};
   for (long src = 0; src <= d; ++src) {
     const double tot = b.bound(d, src), self = b.self_term(d, src), gate = b.gate_term(d, src);
-    t.add_row({std::to_string(src), fmt(tot, 6), fmt(self, 6), fmt(gate, 6), fmt(tot > 0 ? gate / tot : 0, 4)});
+    t.add_row({output::fmt_int(src), fmt(tot, 6), fmt(self, 6), fmt(gate, 6), fmt(tot > 0 ? gate / tot : 0, 4)});
     rows.push_back({{"s", src}, {"bound", tot}, {"self_term", self}, {"gate_term", gate}});
     for (auto [se, y] : {std::pair{&sb, tot}, {&ss, self}, {&sg, gate}}) se->x.push_back(src), se->y.push_back(y);
   }

@@ -56,14 +56,17 @@ std::string Table::render_text() const {
   return os.str();
 }
 
+// A CSV cell never needs quotes: numpy.genfromtxt(delimiter=',') splits at every comma and knows no
+// quoting, so a comma inside a text cell is written ';', a double quote as a single one, a line
+// break as a space (docs/conventions.md "CSV"). Numbers contain none of them.
 static std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) {
-    if (ch == '"') q += '"';
-    q += ch;
+  std::string o = s;
+  for (char& ch : o) {
+    if (ch == ',') ch = ';';
+    if (ch == '"') ch = '\'';
+    if (ch == '\n' || ch == '\r') ch = ' ';
   }
-  return q + "\"";
+  return o;
 }
 
 std::string Table::render_csv() const {

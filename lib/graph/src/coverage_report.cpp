@@ -146,7 +146,7 @@ void add_scores(Context& c) {
     output::Table t;
     t.title = str("Schedule ", describe(sched), ": scores summed over ", sched.layers.size(), " layers");
     t.header = {"layers", "branch", "union"};
-    t.add_row({std::to_string(sched.layers.size()), fmt_int(ss.branch), fmt_int(ss.unions)});
+    t.add_row({fmt_int(static_cast<long long>(sched.layers.size())), fmt_int(ss.branch), fmt_int(ss.unions)});
     c.rep.tables.push_back(t);
   }
 }
@@ -191,7 +191,7 @@ CoverageMatrix add_coverage_map(Context& c) {
   ft.header.push_back("block (b-d)/b");
   const Index step = std::max<Index>(1, b / 8);
   for (Index d = 0; d <= q.d_max; d += step) {
-    std::vector<std::string> row = {std::to_string(d), fmt(frac[d], 4)};
+    std::vector<std::string> row = {fmt_int(d), fmt(frac[d], 4)};
     if (Cc) row.push_back(fmt(phase_fraction(*Cc)[d], 4));
     row.push_back(fmt(d < b ? double(b - d) / b : 0.0, 4));
     ft.add_row(row);
@@ -212,7 +212,7 @@ void add_closure_sizes(Context& c) {
   const Index b = q.main.b;
   for (Index tt : {Index(0), b - 1, b, b + 1, q.n / 2, q.n - 1}) {
     if (tt < 0 || tt >= q.n) continue;
-    t.add_row({std::to_string(tt), fmt_int(sizes[tt]), std::to_string(c.clo->set(tt).front().lo)});
+    t.add_row({fmt_int(tt), fmt_int(sizes[tt]), fmt_int(c.clo->set(tt).front().lo)});
   }
   c.rep.tables.push_back(t);
 }

@@ -60,7 +60,7 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
     const auto& s = a.one_layer_spectral[k];
     zeros_ok = zeros_ok && f.outside_mask_nonzero == 0;
     const bool rn = a.attention.row_normalised[l];
-    lt.add_row({std::to_string(l), nn::attn_name(cfg.layers[l].attn), fmt(f.c1, 5), fmt(s.c1, 5),
+    lt.add_row({output::fmt_int(l), nn::attn_name(cfg.layers[l].attn), fmt(f.c1, 5), fmt(s.c1, 5),
                 std::to_string(f.outside_mask_pairs), std::to_string(f.outside_mask_nonzero), rn ? "yes" : "no"});
     layers.push_back({{"layer", l},
                       {"attn", nn::attn_name(cfg.layers[l].attn)},

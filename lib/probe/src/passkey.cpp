@@ -236,7 +236,7 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
       std::vector<std::string> row{fmt_int(lengths[li])};
       for (std::size_t di = 0; di < depths.size(); ++di) {
         const double a = cnt(li, di) > 0 ? acc(li, di) / cnt(li, di) : std::nan("");
-        row.push_back(fmt(a, 3));
+        row.push_back(fmt(a, 4));  // accuracies: 4 significant digits in every table
         grid.push_back({{"length", lengths[li]}, {"depth", depths[di]}, {"items", cnt(li, di)}, {"exact_match", a}});
       }
       t.add_row(row);

@@ -32,7 +32,7 @@ output::Table series_table(const std::vector<SeriesPoint>& s) {
   for (const auto& p : s) {
     std::string per;
     for (std::size_t i = 0; i < p.layer_erank_R.size(); ++i) per += (i ? " " : "") + output::fmt(p.layer_erank_R[i], 4);
-    t.add_row({std::to_string(p.step), p.path, output::fmt(p.summary.erank_R_mean, 4),
+    t.add_row({output::fmt_int(p.step), p.path, output::fmt(p.summary.erank_R_mean, 4),
                output::fmt(p.summary.rho_median, 4),
                std::to_string(p.summary.routing_heads) + "/" + std::to_string(p.summary.heads), per});
   }

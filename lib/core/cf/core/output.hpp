@@ -30,7 +30,8 @@ struct Table {
   void add_row(std::vector<std::string> row);
   /// Right-aligned text table with the title above it.
   std::string render_text() const;
-  /// RFC 4180 CSV (header line first); cells with commas or quotes are quoted.
+  /// CSV (header line first) that numpy.genfromtxt(delimiter=',') splits right: never quoted, a
+  /// comma inside a cell is written ';', a double quote as a single quote, a line break as a space.
   std::string render_csv() const;
 };
 
