@@ -83,15 +83,16 @@ void run(const CLI::App& app, const Options& o) {
   jr.report.meta = meta;
   app::emit(jr.report, o.common);
   if (!o.common.plot.empty()) {
-    const std::string layers = "layers " + std::to_string(o.layer) + " to " + std::to_string(o.layer + r) +
-                               " (h(" + std::to_string(o.layer) + ") to h(" + std::to_string(o.layer + r) + "))";
+    const std::string L0 = std::to_string(o.layer), L1 = std::to_string(o.layer + r);
+    const std::string layers = "d h_d(" + L1 + ") / d h_s(" + L0 + ") (" + std::to_string(r) + " layer" +
+                               (r == 1 ? "" : "s") + " from layer " + L0 + ")";
     plot::save(influence::log10_lower_heatmap(
-                   a.J.frobenius, "Measured Jacobian norms ||J_ds||_F, J_ds = d h_d / d h_s across " + layers,
+                   a.J.frobenius, "Measured Jacobian norms ||J_ds||_F, J_ds = " + layers,
                    "||J_ds||_F"),
                o.common.plot);
     plot::save(influence::log10_lower_heatmap(
                    a.bound.bound * std::pow(a.frobenius.c_star, r),
-                   "Runway bound C*^r B_ds, B = (I + A) products over " + layers + ", C* = " +
+                   "Runway bound C*^r B_ds on J_ds = " + layers + ", C* = " +
                        output::fmt(a.frobenius.c_star, 4) + " (Runway (Lee & Clark) Theorem 3.3)",
                    "C*^r B_ds"),
                with_suffix(o.common.plot, "_bound"));

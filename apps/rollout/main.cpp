@@ -249,6 +249,7 @@ void run_rollout(const Options& o) {
     plot::LinePlot lp;
     lp.title = "Rollout of the last position, " + s.name + " (n = " + std::to_string(s.n) + ")";
     lp.xlabel = "input position j";
+    lp.key = "top center";  // the profiles rise at both ends
     lp.log_y = o.plot_scale == "log";
     lp.ylabel = lp.log_y ? "p_j (influence on the next-token position, log scale)"
                          : "p_j (influence on the next-token position)";
@@ -331,7 +332,13 @@ void run_sweep(const Options& o) {
         if (!(y > 0)) continue;  // log axis
         auto it = std::find_if(lp.series.begin(), lp.series.end(),
                                [&](const plot::Series& x) { return x.label == name + ": " + what; });
-        if (it == lp.series.end()) it = lp.series.insert(lp.series.end(), plot::Series{name + ": " + what, {}, {}});
+        if (it == lp.series.end()) {
+          // colour = the variant (as in the rollout plot), line style = the quantity
+          plot::Series se{name + ": " + what, {}, {}};
+          se.colour = r.key == "attention_only" ? 0 : r.key == "residual" ? 1 : 2;
+          se.dash_type = what == "p_0" ? 0 : what == "primacy" ? 2 : 3;
+          it = lp.series.insert(lp.series.end(), se);
+        }
         it->x.push_back(std::log2(static_cast<double>(r.n)));
         it->y.push_back(y);
         top = std::max(top, y);
@@ -440,6 +447,7 @@ void run_jacobian(const Options& o) {
   lp.title = "Jacobian bound (Runway (Lee & Clark) Theorem 3.3) of target d = " + std::to_string(d) + ", " + s.name;
   lp.xlabel = "source position s";
   lp.ylabel = "bound entry [(I + A(r)) ... (I + A(1))]_{d,s} (C^r included)";
+  lp.log_y = true;  // entries span many decades (they grow like 2^r at s = 0); zeros are not drawn
   plot::Series sb{"bound", {}, {}}, ss{"self term", {}, {}}, sg{"gate x runway", {}, {}};
   for (long src = 0; src <= d; ++src) {
     const double tot = b.bound(d, src), self = b.self_term(d, src), gate = b.gate_term(d, src);

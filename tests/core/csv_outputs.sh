@@ -22,7 +22,7 @@ run "$BIN/prepare-data" --task boundary-copy --K 4 --b 4 --seq-len 32 --rows-tra
   --report prepare_bc.csv; csv prepare_bc.csv
 run "$BIN/prepare-data" --task passkey --corpus "$CORPUS" --lengths 48 --depths 0,0.5 --reps 1 --rows-train 4 --out pk \
   --report prepare_pk.csv; csv prepare_pk.csv
-run "$BIN/prepare-data" --task ranking --corpus "$CORPUS" --context 32 --b 8 --w 8 --out rk --report prepare_rk.csv
+run "$BIN/prepare-data" --task ranking --corpus "$CORPUS" --context 64 --b 16 --w 32 --out rk --report prepare_rk.csv
 csv prepare_rk.csv
 run "$BIN/train" --data set --n-layer 2 --d-model 32 --n-head 2 --block-size 32 --seq-len 16 --batch 2 --steps 3 \
   --eval-interval 3 --ckpt-interval 1 --keep-every 1 --quiet --overwrite --out-dir run --out train.csv; csv train.csv
@@ -34,7 +34,7 @@ run "$BIN/spectral" --checkpoint run/last.h5 --out spectral.csv; csv spectral.cs
 run "$BIN/spectral" --checkpoint 'run/step_*.h5' --level weight --out spectral_series.csv; csv spectral_series.csv
 run "$BIN/spectral-surgery" --checkpoint run/last.h5 --data set --sweep both --max-tokens 256 --out surgery.csv
 csv surgery.csv
-run "$BIN/spectral-surgery" --checkpoint run/last.h5 --data set --rank 1 --max-tokens 256 --out surgery_rank.csv
+run "$BIN/spectral-surgery" --checkpoint run/last.h5 --data set --rank 2 --max-tokens 256 --out surgery_rank.csv
 csv surgery_rank.csv
 # coverage: plain, --compare with runways, --schedule with --verify, closure, probes and accuracies
 run "$BIN/coverage" --pattern pbb --n 256 --b 16 --out coverage_plain.csv; csv coverage_plain.csv
@@ -62,8 +62,8 @@ run "$BIN/jacobian" --checkpoint run/last.h5 --data set --n 6 --out jacobian.csv
 # probe: boundary copy with one and two checkpoints, passkey, ranking (tiny models, two steps)
 common="--n-layer 1 --n-head 1 --d-model 8 --steps 2 --batch 2 --eval-batches 1 --quiet --warmup 0 --overwrite"
 run "$BIN/train" --data bc --attn block --b 4 --block-size 32 $common --out-dir mbc
-run "$BIN/train" --data pk --block-size 64 $common --out-dir mpk
-run "$BIN/train" --data rk --block-size 64 $common --out-dir mrk
+run "$BIN/train" --data pk --block-size 96 $common --out-dir mpk
+run "$BIN/train" --data rk --block-size 96 $common --out-dir mrk
 run "$BIN/probe" boundary-copy --data bc --checkpoint mbc/last.h5 --quiet --out probe_bc.csv; csv probe_bc.csv
 run "$BIN/probe" boundary-copy --data bc --checkpoint mbc/last.h5 --checkpoint mbc/last.h5 --resamples 200 --quiet \
   --out probe_bc_paired.csv; csv probe_bc_paired.csv

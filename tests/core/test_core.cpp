@@ -348,8 +348,8 @@ TEST_CASE("CSV: one table with a header row, raw full-precision numbers, a table
   output::set_number_style(output::NumberStyle::Human);
   CHECK(csv ==
         "table,pattern,branch,ratio,d\n"
-        "scores_per_head,swa,66048,0.6666666666666666,\n"
-        "fractions,,,0.30000000000000004,0\n");
+        "scores_per_head,swa,66048,0.6666666666666666,nan\n"  // a numeric column's missing cell: nan (issue 29:
+        "fractions,,nan,0.30000000000000004,0\n");            // numpy fills an empty integer cell with -1)
   CHECK(std::strtod("0.6666666666666666", nullptr) == 2.0 / 3.0);
   // human style for the text table
   CHECK(output::ratio(2.0 / 3.0) == "0.6667x");

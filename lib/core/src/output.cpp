@@ -157,6 +157,34 @@ std::string dump_json(const nlohmann::json& j) {
   return os.str();
 }
 
+namespace {
+
+bool is_number_cell(const std::string& c) {
+  if (c.empty()) return false;
+  char* end = nullptr;
+  std::strtod(c.c_str(), &end);
+  return end == c.c_str() + c.size();
+}
+
+// An empty cell of a numeric column reads as -1 in numpy.genfromtxt(dtype=None) when the column's
+// numbers are integers (its filling value): a silent wrong number. In a column of numbers the
+// missing cells are written `nan` (a float column for every reader); text columns keep them empty.
+Table with_nan_cells(Table t) {
+  for (std::size_t c = 0; c < t.header.size(); ++c) {
+    bool numeric = false, text = false;
+    for (const auto& r : t.rows) {
+      if (r[c].empty()) continue;
+      (is_number_cell(r[c]) ? numeric : text) = true;
+    }
+    if (!numeric || text) continue;
+    for (auto& r : t.rows)
+      if (r[c].empty()) r[c] = "nan";
+  }
+  return t;
+}
+
+}  // namespace
+
 std::string Report::render(Format f) const {
   std::ostringstream os;
   switch (f) {
@@ -168,7 +196,7 @@ std::string Report::render(Format f) const {
     }
     case Format::Csv: {
       if (tables.size() == 1) {
-        os << tables[0].render_csv();
+        os << with_nan_cells(tables[0]).render_csv();
         break;
       }
       // One table: a `table` column, then the union of the columns in order of appearance.
@@ -191,7 +219,7 @@ std::string Report::render(Format f) const {
           u.add_row(std::move(row));
         }
       }
-      os << u.render_csv();
+      os << with_nan_cells(u).render_csv();
       break;
     }
     case Format::Table:

@@ -114,7 +114,9 @@ std::string heat_data(const Heatmap& h) {
 // Categories of a heat map: the given labels, or {"0", "1"} for a 0/1 map.
 std::vector<std::string> categories_of(const Heatmap& h) {
   if (!h.categories.empty()) return h.categories;
-  if (h.values.size() == 0) return {};
+  // a fixed colour range is a continuous scale shared with other maps (accuracy 0..1): a map that
+  // happens to hold only 0 and 1 must draw on that scale too
+  if (h.values.size() == 0 || (std::isfinite(h.cb_min) && std::isfinite(h.cb_max))) return {};
   for (Eigen::Index k = 0; k < h.values.size(); ++k) {
     const double v = h.values.data()[k];
     if (v != 0.0 && v != 1.0) return {};
@@ -226,8 +228,10 @@ std::string line_body(const LinePlot& p, const std::string& data_path, std::size
       s << "set format x '%.0f'\n";
   }
   if (any) {  // the data's range: n = 256 ends at 256 (autoscale would extend to the next tick)
+    const bool markers = std::any_of(p.series.begin(), p.series.end(), wants_markers);
+    const double pad = markers ? 0.03 * (hi - lo) : 0.0;
     if (hi > lo)
-      s << "set xrange [" << num(lo) << ":" << num(hi) << "]\n";
+      s << "set xrange [" << num(lo - pad) << ":" << num(hi + pad) << "]\n";
     else
       s << "set xrange [" << num(lo - 0.5) << ":" << num(hi + 0.5) << "]\n";
     s << "unset clip points\n";  // whole markers on the frame's edges
@@ -240,7 +244,8 @@ std::string line_body(const LinePlot& p, const std::string& data_path, std::size
   s << "plot ";
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& se = p.series[k];
-    const std::string colour = std::string("lc rgb '") + kPalette[k % 10] + "'";
+    const std::size_t ci = se.colour >= 0 ? static_cast<std::size_t>(se.colour) : k;
+    const std::string colour = std::string("lc rgb '") + kPalette[ci % 10] + "'";
     s << (k ? ", \\\n     " : "") << gp_str(data_path) << " index " << first + k;
     if (!se.y_lo.empty() || !se.y_hi.empty())
       s << " using 1:2:3:4 with yerrorlines pt 7 ps 0.8 lw 2 " << colour;
@@ -248,7 +253,7 @@ std::string line_body(const LinePlot& p, const std::string& data_path, std::size
       s << " using 1:2 with lines dt 2 lw 2 " << colour;
     else
       s << " using 1:2" << (wants_markers(se) ? " with linespoints pt 7 ps 0.8" : " with lines") << " lw 2 "
-        << colour;
+        << (se.dash_type > 0 ? "dt " + std::to_string(se.dash_type) + " " : std::string()) << colour;
     s << " title " << gp_str(se.label) << " noenhanced";
   }
   s << "\n";
@@ -339,6 +344,7 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
       vmax += pad;
     }
     s << "set cbrange [" << num(vmin) << ":" << num(vmax) << "]\n";
+    if (!h.value_label.empty()) s << "set rmargin 14\n";  // room for the colour bar's label
     // smallest values light yellow, not white: distinct from a grey mask and from the blank page
     s << "set palette defined (0 '#ffffcc', 0.35 '#a1dab4', 0.65 '#41b6c4', 1 '#253494')\n";
   }

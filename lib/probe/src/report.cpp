@@ -137,6 +137,7 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
   lp.ylabel = "top-1 accuracy over K (bars: exact " + fmt(100 * o.level, 3) + "% binomial interval)";
   lp.y_min = 0;
   lp.y_max = 1.02;
+  lp.key = "below";  // bounds run along the top (1 where a phase is covered)
   for (std::size_t m = 0; m < models.size(); ++m) {
     const auto& model = models[m];
     check_model_fits(model.config, s.seq_len, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
@@ -159,6 +160,7 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
                      {},
                      {}};
     bnd.dashed = true;
+    acc.colour = bnd.colour = static_cast<int>(m);  // a model's bound in its colour
     int flagged = 0;
     for (const auto& q : ph) {
       const BinomialCi ci = q.n > 0 ? binomial_ci(q.correct, q.n, o.level) : BinomialCi{std::nan(""), std::nan("")};

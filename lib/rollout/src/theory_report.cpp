@@ -109,7 +109,7 @@ DichotomyOutcome dichotomy_report(const RowMatrix& K, const std::vector<AlphaSpe
   bool& all = out.all_hold;
   plot::Panels& fig = out.plot;
   fig.title = "Theorem 5.4 at depth, " + name + " (n = " + std::to_string(n) +
-              "): y = -log10(mass), decades below 1, log scale; one panel per schedule";
+              "): y = -log10(mass), the decades below 1 (higher = smaller mass), log scale; one panel per schedule";
   for (const AlphaSpec& sp : specs) {
     auto alpha = [&](long l) { return alpha_at(sp, l); };
     plot::LinePlot lp;

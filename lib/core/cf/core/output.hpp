@@ -45,7 +45,8 @@ struct Report {
   /// Render in the given format. JSON: an object with "meta" first, then the body's keys; arrays
   /// of numbers on one line each. CSV: ONE table with a header row: the table itself when there is
   /// one, else a leading `table` column (Table::name) and the union of the tables' columns (cells a
-  /// table lacks are empty), so csv.reader / numpy.genfromtxt / pandas load every report.
+  /// table lacks are `nan` in a column of numbers, empty in a text column; an empty cell of a numeric
+  /// column of a single table is `nan` too), so csv.reader / numpy.genfromtxt / pandas load every report.
   std::string render(Format f) const;
 };
 

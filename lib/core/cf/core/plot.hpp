@@ -19,12 +19,15 @@ struct Series {
   std::vector<double> x, y;
   std::vector<double> y_lo = {}, y_hi = {};
   bool dashed = false;
+  int colour = -1;     ///< palette index (a bound in its model's colour); -1 = the series' position
+  int dash_type = 0;   ///< gnuplot dash type (2 dashed, 3 dotted, 4 dash-dot) for a line with markers; 0 solid
 };
 
 /// Line plot with labelled axes and a legend. Series of at most kMarkerPoints points are drawn
 /// with markers (a 4-layer sweep is 4 points, not a line shape); when every x is an integer the
 /// x ticks are integers (layers, positions). The x axis spans exactly the data's x range (n = 256
-/// ends at 256, not at the next tick); the legend sits inside the frame (at most 4 curves) or below
+/// ends at 256, not at the next tick; with markers 3 % more on each side, so end markers and error
+/// bars are not drawn on the frame); the legend sits inside the frame (at most 4 curves) or below
 /// it, never beside it (a legend at the side takes a quarter of the width). With log_y the y label
 /// gets " (log scale)" unless it already says so.
 struct LinePlot {
@@ -45,7 +48,7 @@ inline constexpr std::size_t kMarkerPoints = 40;
 /// y_up), column index on the x axis; x = x0 + col, y = y0 + row. A constant map draws in one
 /// colour (never blank). With `categories` (k labels) the values are codes 0..k-1 drawn in k
 /// discrete colours with a labelled legend; a map whose values are all 0 or 1 gets a two-colour
-/// legend even without labels.
+/// legend even without labels (unless a fixed colour range cb_min..cb_max is given).
 struct Heatmap {
   std::string title, xlabel, ylabel, value_label;
   Eigen::MatrixXd values;
