@@ -103,7 +103,7 @@ void run(const CLI::App& app, const Options& o) {
       h.categories = {"not covered", "covered"};
       h.value_label = "";
       if (r.reach >= 0)
-        h.title += str(", d = 0..", r.plot_map.rows() - 1, " (reach ", r.reach, "; --d-max sets the range)");
+        h.title += str(", d = 0..", r.plot_map.rows() - 1, " (reach ", r.reach, ")");  // --d-max overrides
     }
     plot::save(h, o.common.plot);
   }

@@ -92,8 +92,8 @@ void run(const CLI::App& app, const Options& o) {
                o.common.plot);
     plot::save(influence::log10_lower_heatmap(
                    a.bound.bound * std::pow(a.frobenius.c_star, r),
-                   "Runway bound C*^r B_ds on J_ds = " + layers + ", C* = " +
-                       output::fmt(a.frobenius.c_star, 4) + " (Runway (Lee & Clark) Theorem 3.3)",
+                   "Runway (Lee & Clark) bound C*^r B_ds, C* = " + output::fmt(a.frobenius.c_star, 4) + ", " +
+                       std::to_string(r) + " layer" + (r == 1 ? "" : "s") + " from layer " + L0,
                    "C*^r B_ds"),
                with_suffix(o.common.plot, "_bound"));
   }

@@ -249,8 +249,9 @@ void run_rollout(const Options& o) {
     plot::LinePlot lp;
     lp.title = "Rollout of the last position, " + s.name + " (n = " + std::to_string(s.n) + ")";
     lp.xlabel = "input position j";
-    lp.key = "top center";  // the profiles rise at both ends
     lp.log_y = o.plot_scale == "log";
+    // linear: the profiles rise at both ends; log: (a) falls from the top left, the rest stay on top
+    lp.key = lp.log_y ? "bottom left" : "top center";
     lp.ylabel = lp.log_y ? "p_j (influence on the next-token position, log scale)"
                          : "p_j (influence on the next-token position)";
     if (!lp.log_y && vs.size() > 1) {

@@ -203,7 +203,7 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   std::vector<std::vector<PasskeyOutcome>> all;
   plot::LinePlot curve;
   curve.title = "passkey: exact match by depth (all lengths)";
-  curve.xlabel = "needle depth (fraction of the context)";
+  curve.xlabel = "needle depth (% of the context)";
   curve.ylabel = "exact-match accuracy";
   curve.y_min = 0;
   curve.y_max = 1.02;
@@ -242,9 +242,9 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
       t.add_row(row);
     }
     r.tables.push_back(t);
-    plot::Series s{o.checkpoints.size() > 1 ? "model " + std::to_string(m + 1) : "exact match", {}, {}};
+    plot::Series s{o.checkpoints[m], {}, {}};  // the legend names the model
     for (std::size_t di = 0; di < depths.size(); ++di) {
-      s.x.push_back(depths[di]);
+      s.x.push_back(100.0 * depths[di]);
       s.y.push_back(acc.col(di).sum() / std::max(1.0, cnt.col(di).sum()));
     }
     curve.series.push_back(s);
