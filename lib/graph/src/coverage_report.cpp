@@ -300,7 +300,7 @@ void add_probes(Context& c) {
   output::Table t;
   t.title = str("Probe distribution ", q.probes_source, " (", how, "), K = ", q.K, " (Prop. 3, Theorem 2)");
   t.header = {"pi_D", "accuracy <=", "cross-entropy >= (nats)", "uncovered-only accuracy <= 1/K"};
-  t.add_row({fmt(pi, 6), fmt(bnd.accuracy_max, 6), fmt(bnd.cross_entropy_min, 6), fmt(copy.accuracy_max, 6)});
+  t.add_row({fmt(pi, 4), fmt(bnd.accuracy_max, 4), fmt(bnd.cross_entropy_min, 6), fmt(copy.accuracy_max, 4)});
   c.rep.tables.push_back(t);
 }
 
@@ -315,12 +315,12 @@ void add_accuracy(Context& c) {
   t.header = {"quantity", "value"};
   if (s_m != s_b) {
     aj["U_D"] = cost_normalised_gain(acc.at("model"), acc.at("block"), s_m, s_b);
-    t.add_row({"U_D (per added score, " + q.fusion + " accounting)", fmt(aj["U_D"].get<double>(), 6)});
+    t.add_row({"U_D (per added score, " + q.fusion + " accounting)", fmt(aj["U_D"].get<double>(), 4)});
   }
   if (acc.count("swa")) {
     aj["swa"] = acc.at("swa");
     aj["rho_D"] = swa_gap_recovery(acc.at("model"), acc.at("block"), acc.at("swa"));
-    t.add_row({"rho_D", fmt(aj["rho_D"].get<double>(), 6)});
+    t.add_row({"rho_D", fmt(aj["rho_D"].get<double>(), 4)});
   }
   c.rep.body["accuracy"] = aj;
   c.rep.tables.push_back(t);

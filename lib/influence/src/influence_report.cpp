@@ -28,7 +28,7 @@ InfluenceReport influence_report(const InfluenceResult& r, const std::vector<std
             ": n = " + std::to_string(n) + ", " + std::to_string(W) + " windows, " + std::to_string(r.backward_passes) +
             " batched backward pass(es)";
   t.header = {"position", "influence", "mean_g"};
-  for (int j = 0; j < n; ++j) t.add_row({output::fmt_int(j), fmt(r.profile(j), 10), fmt(r.mean_g(j), 10)});
+  for (int j = 0; j < n; ++j) t.add_row({output::fmt_int(j), fmt(r.profile(j), 4), fmt(r.mean_g(j), 6)});
   rep.tables.push_back(t);
   const auto s = rollout::summarize(r.profile);
   rep.notes.push_back("I_0 = " + fmt(s.first, 4) + ", I_n-1 = " + fmt(s.last, 4) + ", argmin " +

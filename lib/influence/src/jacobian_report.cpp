@@ -60,7 +60,7 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
     const auto& s = a.one_layer_spectral[k];
     zeros_ok = zeros_ok && f.outside_mask_nonzero == 0;
     const bool rn = a.attention.row_normalised[l];
-    lt.add_row({output::fmt_int(l), nn::attn_name(cfg.layers[l].attn), fmt(f.c1, 5), fmt(s.c1, 5),
+    lt.add_row({output::fmt_int(l), nn::attn_name(cfg.layers[l].attn), fmt(f.c1, 6), fmt(s.c1, 6),
                 std::to_string(f.outside_mask_pairs), std::to_string(f.outside_mask_nonzero), rn ? "yes" : "no"});
     layers.push_back({{"layer", l},
                       {"attn", nn::attn_name(cfg.layers[l].attn)},
@@ -85,7 +85,7 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
                "tightness p10",
                "gate > self share"};
   for (const auto* b : {&a.frobenius, &a.spectral}) {
-    st.add_row({b == &a.frobenius ? "Frobenius" : "spectral", fmt(b->c_star, 5), fmt(b->c1_max, 5),
+    st.add_row({b == &a.frobenius ? "Frobenius" : "spectral", fmt(b->c_star, 6), fmt(b->c1_max, 6),
                 b->c_star_within_c1 && b->zero_bound_nonzero_j == 0 ? "yes" : "NO", fmt(b->spearman_offdiag, 4),
                 fmt(b->spearman_diag, 4), fmt(b->tightness.median, 4), fmt(b->tightness.p10, 4),
                 fmt(b->gate_share, 4)});

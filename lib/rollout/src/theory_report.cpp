@@ -39,7 +39,7 @@ VerifyOutcome verify_report(const RolloutSource& s, int seeds) {
   auto add = [&](const std::string& what, const std::string& kern, const PropositionCheck& c) {
     const bool ok = !c.hypotheses_hold || c.max_violation <= kVerifyTolerance;
     all_ok = all_ok && ok;
-    t.add_row({what, kern, c.hypotheses_hold ? "hold" : "fail (not claimed)", fmt(c.max_violation, 3),
+    t.add_row({what, kern, c.hypotheses_hold ? "hold" : "fail (not claimed)", fmt(c.max_violation, 4),
                ok ? "ok" : "VIOLATED"});
     rows.push_back({{"check", what},
                     {"kernels", kern},
