@@ -320,35 +320,7 @@ void run_sweep(const Options& o) {
   rep.body = {{"rows", js}};
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
-    plot::LinePlot lp;
-    lp.xlabel = "log2 n (context length)";
-    lp.ylabel = "mass of the last row";
-    lp.log_y = true;
-    lp.key = "below";
-    double top = 0;
-    for (const std::string what : {"p_0", "primacy", "recency"})
-      for (const auto& r : rows) {
-        const std::string& name = r.label;  // the display name the tables use
-        const double y = what == "p_0" ? r.summary.first : what == "primacy" ? r.summary.primacy : r.summary.recency;
-        if (!(y > 0)) continue;  // log axis
-        auto it = std::find_if(lp.series.begin(), lp.series.end(),
-                               [&](const plot::Series& x) { return x.label == name + ": " + what; });
-        if (it == lp.series.end()) {
-          // colour = the variant (as in the rollout plot), line style = the quantity
-          plot::Series se{name + ": " + what, {}, {}};
-          se.colour = r.key == "attention_only" ? 0 : r.key == "residual" ? 1 : 2;
-          se.dash_type = what == "p_0" ? 0 : what == "primacy" ? 2 : 3;
-          it = lp.series.insert(lp.series.end(), se);
-        }
-        it->x.push_back(std::log2(static_cast<double>(r.n)));
-        it->y.push_back(y);
-        top = std::max(top, y);
-      }
-    // masses fall to 1e-110 and below: the informative range is 12 decades under the largest, the
-    // rest clipped at the frame (the title names those curves)
-    if (top > 0) lp.y_min = top * 1e-12, lp.y_max = std::min(1.0, top) * 2;
-    lp.title = "Last-row rollout against context length, " + s.name + " (y from 1e-12 x the largest mass)";
-    plot::save(lp, o.common.plot);
+    plot::save(sweep_plot(rows, s.name), o.common.plot);
   }
 }
 
