@@ -69,6 +69,7 @@ void run(const CLI::App& app, const Options& o) {
   if (!o.runways.empty()) q.runway = parse_runway(o.runways);
   q.K = o.K;
   q.verify = o.verify;
+  q.plot_range_from_reach = !o.d_max && !o.common.plot.empty();
   if (!o.accuracy.empty()) q.accuracy = parse_accuracy(o.accuracy);
   // Options the request ignores are refused rather than silently dropped.
   app::refuse_unless(app, "--block", q.closure_map, "--coverage closure");
@@ -98,9 +99,11 @@ void run(const CLI::App& app, const Options& o) {
       h.categories = {"neither", "only " + describe(q.main), "only " + describe(*q.compare), "both"};
       h.value_label = "covered by";
     } else {
-      h.values = r.map.cast<double>();
+      h.values = r.plot_map.cast<double>();
       h.categories = {"not covered", "covered"};
       h.value_label = "";
+      if (r.reach >= 0)
+        h.title += str(", d = 0..", r.plot_map.rows() - 1, " (reach ", r.reach, ")");  // --d-max overrides
     }
     plot::save(h, o.common.plot);
   }

@@ -99,10 +99,18 @@ void run(const CLI::App& app, const Options& o) {
   jr.report.meta = meta;
   app::emit(jr.report, o.common);
   if (!o.common.plot.empty()) {
-    plot::save(influence::log10_lower_heatmap(a.J.frobenius, "measured ||d h_d(L+r)/d h_s(L)||_F (log10)"),
+    const std::string L0 = std::to_string(o.layer), L1 = std::to_string(o.layer + r);
+    const std::string layers = "d h_d(" + L1 + ") / d h_s(" + L0 + ") (" + std::to_string(r) + " layer" +
+                               (r == 1 ? "" : "s") + " from layer " + L0 + ")";
+    plot::save(influence::log10_lower_heatmap(
+                   a.J.frobenius, "Measured Jacobian norms ||J_ds||_F, J_ds = " + layers,
+                   "||J_ds||_F"),
                o.common.plot);
-    plot::save(influence::log10_lower_heatmap(a.bound.bound * std::pow(a.frobenius.c_star, r),
-                                              "bound C*^r [(I+A)...(I+A)]_ds (log10)"),
+    plot::save(influence::log10_lower_heatmap(
+                   a.bound.bound * std::pow(a.frobenius.c_star, r),
+                   "Runway (Lee & Clark) bound C*^r B_ds, C* = " + output::fmt(a.frobenius.c_star, 4) + ", " +
+                       std::to_string(r) + " layer" + (r == 1 ? "" : "s") + " from layer " + L0,
+                   "C*^r B_ds"),
                bound_plot);
   }
   if (!jr.consistent)

@@ -4,6 +4,7 @@
 // function per subcommand that reports lib/rollout results (docs/conventions.md, docs/rollout.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -111,7 +112,7 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
   }
   for (const auto& v : vs) {
     const auto sm = summarize(v.p);
-    std::vector<std::string> row = {v.label,        fmt(sm.first, 4),   fmt(sm.last, 4),    std::to_string(sm.argmin),
+    std::vector<std::string> row = {v.label,        fmt(sm.first, 4),   fmt(sm.last, 4),    output::fmt_int(sm.argmin),
                                     fmt(sm.min, 4), fmt(sm.primacy, 4), fmt(sm.recency, 4), fmt(v.seconds, 3)};
     nlohmann::json js = {{"p_first", sm.first}, {"p_last", sm.last},          {"argmin", sm.argmin},
                          {"min", sm.min},       {"primacy_mass", sm.primacy}, {"recency_mass", sm.recency},
@@ -219,7 +220,7 @@ void run_rollout(const Options& o) {
     d.header = {"position"};
     for (const auto& v : vs) d.header.push_back(v.key);
     for (long j = 0; j < s.n; ++j) {
-      std::vector<std::string> row = {std::to_string(j)};
+      std::vector<std::string> row = {output::fmt_int(j)};
       for (const auto& v : vs) row.push_back(fmt(v.p(j), 10));
       d.add_row(row);
     }
@@ -237,6 +238,8 @@ void run_rollout(const Options& o) {
     lp.title = "Rollout of the last position, " + s.name + " (n = " + std::to_string(s.n) + ")";
     lp.xlabel = "input position j";
     lp.log_y = o.plot_scale == "log";
+    // linear: the profiles rise at both ends; log: (a) falls from the top left, the rest stay on top
+    lp.key = lp.log_y ? "bottom left" : "top center";
     lp.ylabel = lp.log_y ? "p_j (influence on the next-token position, log scale)"
                          : "p_j (influence on the next-token position)";
     if (!lp.log_y && vs.size() > 1) {
@@ -352,8 +355,9 @@ void run_sweep(const Options& o) {
   nlohmann::json js = nlohmann::json::array();
   for (const auto& r : rows) {
     const auto& m = r.summary;
-    t.add_row({r.key, std::to_string(r.n), fmt(m.first, 6), fmt(m.last, 6), fmt(m.primacy, 6), fmt(m.recency, 6),
-               std::to_string(m.argmin), fmt(m.min, 6), fmt(r.seconds, 3)});
+    // the rollout table's styles: masses 4 significant digits, integers with separators
+    t.add_row({r.label, output::fmt_int(r.n), fmt(m.first, 4), fmt(m.last, 4), fmt(m.primacy, 4), fmt(m.recency, 4),
+               output::fmt_int(m.argmin), fmt(m.min, 4), fmt(r.seconds, 3)});
     js.push_back({{"variant", r.key},
                   {"n", r.n},
                   {"p_first", m.first},
@@ -368,25 +372,7 @@ void run_sweep(const Options& o) {
   rep.body = {{"rows", js}};
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
-    plot::LinePlot lp;
-    lp.title = "Rollout against context length, " + s.name;
-    lp.xlabel = "log2 n (context length)";
-    lp.ylabel = "mass (log scale)";
-    lp.log_y = true;
-    for (const std::string what : {"p_0", "primacy", "recency"})
-      for (const std::string key : {"attention_only", "residual", "residual_content"}) {
-        plot::Series se;
-        for (const auto& r : rows) {
-          if (r.key != key) continue;
-          const double y = what == "p_0" ? r.summary.first : what == "primacy" ? r.summary.primacy : r.summary.recency;
-          if (!(y > 0)) continue;  // log axis
-          se.label = r.label.substr(0, 3) + " " + what;
-          se.x.push_back(std::log2(static_cast<double>(r.n)));
-          se.y.push_back(y);
-        }
-        if (!se.x.empty()) lp.series.push_back(se);
-      }
-    plot::save(lp, o.common.plot);
+    plot::save(sweep_plot(rows, s.name), o.common.plot);
   }
 }
 
@@ -486,10 +472,11 @@ void run_jacobian(const Options& o) {
   lp.title = "Jacobian bound (Runway (Lee & Clark) Theorem 3.3) of target d = " + std::to_string(d) + ", " + s.name;
   lp.xlabel = "source position s";
   lp.ylabel = "bound entry [(I + A(r)) ... (I + A(1))]_{d,s} (C^r included)";
+  lp.log_y = true;  // entries span many decades (they grow like 2^r at s = 0); zeros are not drawn
   plot::Series sb{"bound", {}, {}}, ss{"self term", {}, {}}, sg{"gate x runway", {}, {}};
   for (long src = 0; src <= d; ++src) {
     const double tot = b.bound(d, src), self = b.self_term(d, src), gate = b.gate_term(d, src);
-    t.add_row({std::to_string(src), fmt(tot, 6), fmt(self, 6), fmt(gate, 6), fmt(tot > 0 ? gate / tot : 0, 4)});
+    t.add_row({output::fmt_int(src), fmt(tot, 6), fmt(self, 6), fmt(gate, 6), fmt(tot > 0 ? gate / tot : 0, 4)});
     rows.push_back({{"s", src}, {"bound", tot}, {"self_term", self}, {"gate_term", gate}});
     for (auto [se, y] : {std::pair{&sb, tot}, {&ss, self}, {&sg, gate}}) se->x.push_back(src), se->y.push_back(y);
   }

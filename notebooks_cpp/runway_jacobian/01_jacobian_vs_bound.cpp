@@ -16,6 +16,7 @@
 
 #include "cf/core/plot.hpp"
 #include "cf/influence/jacobian_analysis.hpp"
+#include "cf/influence/jacobian_report.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
 #include "cf/notebook/cli.hpp"
@@ -25,16 +26,9 @@ using namespace cf;
 
 namespace {
 
-void heatmap(const Eigen::MatrixXd& m, const std::string& title, const std::string& path) {
-  plot::Heatmap h;
-  h.title = title;
-  h.xlabel = "source position s";
-  h.ylabel = "target position d";
-  h.value_label = "log10";
-  h.values = Eigen::MatrixXd::Constant(m.rows(), m.cols(), std::nan(""));
-  for (long d = 0; d < m.rows(); ++d)
-    for (long s = 0; s <= d; ++s) h.values(d, s) = m(d, s) > 0 ? std::log10(m(d, s)) : std::nan("");
-  plot::save(h, path);
+// the jacobian tool's heat map: log10 colour bar naming the quantity, the non-causal triangle grey
+void heatmap(const Eigen::MatrixXd& m, const std::string& title, const std::string& quantity, const std::string& path) {
+  plot::save(influence::log10_lower_heatmap(m, title, quantity), path);
 }
 
 int report(const notebook::Options& opt) {
@@ -84,9 +78,10 @@ int report(const notebook::Options& opt) {
     std::printf("|  | C_1(l) Frobenius |");
     for (const auto& o : a.one_layer_frobenius) std::printf(" %.4g", o.c1);
     std::printf(" | | | | | | | |\n");
-    heatmap(a.J.frobenius, "Runway (Lee & Clark): measured ||dh_d(r)/dh_s(0)||_F, " + attn + " (log10)",
-            out_dir + "/runway_" + attn + "_measured.svg");
-    heatmap(a.bound.bound * std::pow(a.frobenius.c_star, a.span), "Runway (Lee & Clark): bound C*^r B_ds, " + attn + " (log10)",
+    heatmap(a.J.frobenius, "Runway (Lee & Clark): measured Jacobian norms ||J_ds||_F, J_ds = d h_d(r) / d h_s(0), " + attn,
+            "||J_ds||_F", out_dir + "/runway_" + attn + "_measured.svg");
+    heatmap(a.bound.bound * std::pow(a.frobenius.c_star, a.span),
+            "Runway (Lee & Clark): bound C*^r B_ds (Theorem 3.3), " + attn, "C*^r B_ds",
             out_dir + "/runway_" + attn + "_bound.svg");
     std::printf("|  | cost | %lld VJPs, %lld batched passes, %.1f s | | | | | | | |\n", (long long)a.vjps,
                 (long long)a.backward_calls, a.seconds_jacobians);

@@ -1,4 +1,7 @@
-"""Oracle for issue 9 acceptance 4: every CSV a tool writes loads with Python's csv module and numpy.
+"""Oracle for issue 9 acceptance 4 and issue 29: every CSV a tool writes loads with Python's csv module and with
+numpy.genfromtxt(f, names=True, dtype=None, delimiter=',', comments=None, encoding='utf-8') -- the exact call
+docs/conventions.md documents: one named field per header column (a name that numpy has to replace by
+'f0', 'f1', ... is a failure), one record per row, numeric fields equal to the cells.
 
 Usage: check_csv.py FILE.csv...   Each file must be ONE table: a header row, every row as wide as the
 header, and every cell either a number that float() reads in full or a text label (a cell that
@@ -55,6 +58,23 @@ def check(path):
         direct = np.genfromtxt(path, delimiter=",", skip_header=1, usecols=numeric_cols, dtype=float, ndmin=2,
                                comments=None)
         assert np.array_equal(np.nan_to_num(direct, nan=-1.5), np.nan_to_num(data, nan=-1.5)), f"{path}: genfromtxt differs"
+    # the documented call, verbatim
+    with open(path, encoding="utf-8") as f:
+        arr = np.genfromtxt(f, names=True, dtype=None, delimiter=',', comments=None, encoding='utf-8')
+    arr = np.atleast_1d(arr)
+    names = arr.dtype.names
+    assert names is not None and len(names) == len(header), \
+        f"{path}: genfromtxt reads {0 if names is None else len(names)} named fields, the header has {len(header)}"
+    for h, nm in zip(header, names):
+        assert not re.fullmatch(r"f\d+", nm) or re.fullmatch(r"f\d+", h), \
+            f"{path}: header name '{h}' has no letters numpy keeps (it becomes '{nm}')"
+    assert len(set(names)) == len(names), f"{path}: duplicate field names {names}"
+    assert arr.shape == (len(rows) - 1,), f"{path}: genfromtxt reads {arr.shape[0]} records, the file has {len(rows) - 1}"
+    for c in numeric_cols:
+        got = np.asarray(arr[names[c]], dtype=np.float64)
+        want = data[:, numeric_cols.index(c)]
+        assert np.array_equal(np.nan_to_num(got, nan=-1.5), np.nan_to_num(want, nan=-1.5)), \
+            f"{path}: genfromtxt field '{names[c]}' differs from the cells of column '{header[c]}'"
     print(f"ok: {path}: {len(rows) - 1} rows, {len(header)} columns ({len(numeric_cols)} numeric)")
 
 

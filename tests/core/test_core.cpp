@@ -15,14 +15,15 @@
 
 using namespace cf;
 
-TEST_CASE("output: tables render as aligned text, RFC 4180 CSV and JSON with meta", "[core]") {
+TEST_CASE("output: tables render as aligned text, CSV without quoting (a comma in a cell becomes a semicolon) and JSON with meta", "[core]") {
   output::Table t;
   t.title = "T";
   t.header = {"name", "value"};
   t.add_row({"a,b", "1"});
   t.add_row({"say \"hi\"", "22"});
   REQUIRE_THROWS_AS(t.add_row({"only one"}), InvalidArgument);
-  REQUIRE(t.render_csv() == "name,value\n\"a,b\",1\n\"say \"\"hi\"\"\",22\n");
+  // numpy.genfromtxt knows no quoting: a comma in a cell would split it (issue 29)
+  REQUIRE(t.render_csv() == "name,value\na;b,1\nsay 'hi',22\n");
   const std::string text = t.render_text();
   REQUIRE(text.find("T\n") == 0);
   REQUIRE(text.find("      a,b      1") != std::string::npos);
@@ -347,8 +348,8 @@ TEST_CASE("CSV: one table with a header row, raw full-precision numbers, a table
   output::set_number_style(output::NumberStyle::Human);
   CHECK(csv ==
         "table,pattern,branch,ratio,d\n"
-        "scores_per_head,swa,66048,0.6666666666666666,\n"
-        "fractions,,,0.30000000000000004,0\n");
+        "scores_per_head,swa,66048,0.6666666666666666,nan\n"  // a numeric column's missing cell: nan (issue 29:
+        "fractions,,nan,0.30000000000000004,0\n");            // numpy fills an empty integer cell with -1)
   CHECK(std::strtod("0.6666666666666666", nullptr) == 2.0 / 3.0);
   // human style for the text table
   CHECK(output::ratio(2.0 / 3.0) == "0.6667x");
@@ -428,6 +429,74 @@ TEST_CASE("plot: constant maps draw, 0/1 maps get a two-colour legend, clipping 
   h.categories.clear();
   plot::save(h, d + "/const.svg");  // draws (gnuplot refuses an empty colour range)
   CHECK(read_file(d + "/const.svg").find("<image") != std::string::npos);
+}
+
+TEST_CASE("plot (issue 29): legend inside or below, x range = data range, one '(log scale)', error bars, dashed bounds",
+          "[core][plot]") {
+  plot::LinePlot p;
+  p.xlabel = "n";
+  p.ylabel = "mass (log scale)";
+  p.log_y = true;
+  plot::Series a{"measured", {}, {}};
+  for (int n = 1; n <= 256; ++n) a.x.push_back(n), a.y.push_back(1.0 / n);  // 256 points: a line, no markers
+  p.series.push_back(a);
+  std::string s = plot::gnuplot_script(p, "svg", "D", "O");
+  CHECK(s.find("set xrange [1:256]") != std::string::npos);  // not extended to the next tick (300)
+  CHECK(s.find("(log scale) (log scale)") == std::string::npos);
+  CHECK(s.find("outside") == std::string::npos);
+  CHECK(s.find("set key inside top right") != std::string::npos);
+  for (int k = 0; k < 4; ++k) p.series.push_back(a);  // 5 curves: the legend goes below the frame
+  CHECK(plot::gnuplot_script(p, "svg", "D", "O").find("set key below") != std::string::npos);
+  plot::LinePlot q;
+  q.ylabel = "p";
+  plot::Series acc{"model A", {0, 1, 2, 3}, {0.2, 0.3, 0.4, 0.5}}, bound{"bound", {0, 1, 2, 3}, {1, 1, 1, 1}};
+  acc.y_lo = {0.1, 0.2, 0.3, 0.4};
+  acc.y_hi = {0.3, 0.4, 0.5, 0.6};
+  bound.dashed = true;
+  bound.colour = 0;
+  q.series = {acc, bound};
+  s = plot::gnuplot_script(q, "svg", "D", "O");
+  CHECK(s.find("using 1:2:3:4 with yerrorlines") != std::string::npos);
+  CHECK(s.find("with lines dt 2 lw 2 lc rgb '#1f77b4'") != std::string::npos);  // model A's colour
+  CHECK(s.find("set xrange [-0.08999") != std::string::npos);  // 3 % of 0..3 for the end markers
+  CHECK(s.find(":3.08999") != std::string::npos);
+  CHECK(s.find("(log scale)") == std::string::npos);
+}
+
+TEST_CASE("plot (issue 29): heat maps on real axes, one shared colour scale, a grey mask, stacked panels",
+          "[core][plot]") {
+  plot::Heatmap h;
+  h.values = Eigen::MatrixXd::Zero(2, 3);  // all 0: would be a 0/1 category map without a fixed range
+  h.x_labels = {"0", "50", "100"};
+  h.y_labels = {"512", "1024"};
+  h.cb_min = 0;
+  h.cb_max = 1;
+  std::string s = plot::gnuplot_script(h, "svg", "D", "O");
+  CHECK(s.find("set xtics (\"0\" 0, \"50\" 1, \"100\" 2)") != std::string::npos);
+  CHECK(s.find("set ytics (\"512\" 0, \"1024\" 1)") != std::string::npos);
+  CHECK(s.find("set cbrange [0:1]") != std::string::npos);
+  CHECK(s.find("maxcolors") == std::string::npos);
+  CHECK(s.find("'#ffffcc'") != std::string::npos);  // the smallest value is light yellow, not white
+  h.values(0, 1) = std::nan("");
+  h.masked_label = "grey: s > d";
+  s = plot::gnuplot_script(h, "svg", "D", "O");
+  CHECK(s.find("fillcolor rgb '#9e9e9e'") != std::string::npos);
+  CHECK(s.find("grey: s > d") != std::string::npos);
+  plot::Panels pn;
+  pn.title = "two";
+  plot::LinePlot l1, l2;
+  l1.series.push_back({"a", {0, 1}, {1, 2}});
+  l2.series.push_back({"b", {0, 1}, {3, 4}});
+  pn.panels = {l1, l2};
+  s = plot::gnuplot_script(pn, "svg", "D", "O");
+  CHECK(s.find("set multiplot layout 2,1") != std::string::npos);
+  CHECK(s.find("index 1 using") != std::string::npos);  // the second panel reads the second block
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return;
+  const std::string d = fresh_dir("panels");
+  plot::save(pn, d + "/p.svg");
+  plot::save(h, d + "/h.svg");
+  CHECK(read_file(d + "/p.svg").find("Produced by GNUPLOT") != std::string::npos);
+  CHECK(read_file(d + "/h.svg").find("grey: s > d") != std::string::npos);
 }
 
 TEST_CASE("progress: the line shows done/total, percent and an ETA, durations read naturally", "[core][progress]") {

@@ -117,3 +117,27 @@ TEST_CASE("paired bootstrap is deterministic in its seed and checks its input", 
   CHECK_THROWS_AS(paired_bootstrap_ci(a, b, 0, 0.9, 1), cf::InvalidArgument);
   CHECK_THROWS_AS(paired_bootstrap_ci(a, b, 10, 1.0, 1), cf::InvalidArgument);
 }
+
+TEST_CASE("Clopper-Pearson binomial interval equals the beta quantiles (n = 10 to 1000, level 0.95)", "[probe][stats]") {
+  // expected: scipy.stats.beta.ppf(0.025, k, n - k + 1) and beta.ppf(0.975, k + 1, n - k) (scipy 1.10),
+  // the closed form of the exact interval; the code bisects the binomial tails instead
+  struct Case {
+    std::int64_t k, n;
+    double lo, hi;
+  };
+  const Case cases[] = {{0, 10, 0.0, 0.3084971078187608},
+                        {3, 10, 0.06673951117773447, 0.6524528500599973},
+                        {10, 10, 0.6915028921812392, 1.0},
+                        {17, 40, 0.27042903126886286, 0.5910994195730367},
+                        {500, 1000, 0.46854917297179216, 0.5314508270282079},
+                        {1, 200, 0.00012658102786701825, 0.02754189845720562}};
+  for (const auto& c : cases) {
+    const auto ci = binomial_ci(c.k, c.n, 0.95);
+    INFO("k = " << c.k << ", n = " << c.n);
+    CHECK(ci.lo == Approx(c.lo).margin(1e-12).epsilon(1e-9));
+    CHECK(ci.hi == Approx(c.hi).margin(1e-12).epsilon(1e-9));
+  }
+  CHECK_THROWS_AS(binomial_ci(0, 0, 0.95), cf::InvalidArgument);
+  CHECK_THROWS_AS(binomial_ci(3, 2, 0.95), cf::InvalidArgument);
+  CHECK_THROWS_AS(binomial_ci(1, 2, 1.0), cf::InvalidArgument);
+}

@@ -56,14 +56,17 @@ std::string Table::render_text() const {
   return os.str();
 }
 
+// A CSV cell never needs quotes: numpy.genfromtxt(delimiter=',') splits at every comma and knows no
+// quoting, so a comma inside a text cell is written ';', a double quote as a single one, a line
+// break as a space (docs/conventions.md "CSV"). Numbers contain none of them.
 static std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) {
-    if (ch == '"') q += '"';
-    q += ch;
+  std::string o = s;
+  for (char& ch : o) {
+    if (ch == ',') ch = ';';
+    if (ch == '"') ch = '\'';
+    if (ch == '\n' || ch == '\r') ch = ' ';
   }
-  return q + "\"";
+  return o;
 }
 
 std::string Table::render_csv() const {
@@ -154,6 +157,34 @@ std::string dump_json(const nlohmann::json& j) {
   return os.str();
 }
 
+namespace {
+
+bool is_number_cell(const std::string& c) {
+  if (c.empty()) return false;
+  char* end = nullptr;
+  std::strtod(c.c_str(), &end);
+  return end == c.c_str() + c.size();
+}
+
+// An empty cell of a numeric column reads as -1 in numpy.genfromtxt(dtype=None) when the column's
+// numbers are integers (its filling value): a silent wrong number. In a column of numbers the
+// missing cells are written `nan` (a float column for every reader); text columns keep them empty.
+Table with_nan_cells(Table t) {
+  for (std::size_t c = 0; c < t.header.size(); ++c) {
+    bool numeric = false, text = false;
+    for (const auto& r : t.rows) {
+      if (r[c].empty()) continue;
+      (is_number_cell(r[c]) ? numeric : text) = true;
+    }
+    if (!numeric || text) continue;
+    for (auto& r : t.rows)
+      if (r[c].empty()) r[c] = "nan";
+  }
+  return t;
+}
+
+}  // namespace
+
 std::string Report::render(Format f) const {
   std::ostringstream os;
   switch (f) {
@@ -165,7 +196,7 @@ std::string Report::render(Format f) const {
     }
     case Format::Csv: {
       if (tables.size() == 1) {
-        os << tables[0].render_csv();
+        os << with_nan_cells(tables[0]).render_csv();
         break;
       }
       // One table: a `table` column, then the union of the columns in order of appearance.
@@ -188,7 +219,7 @@ std::string Report::render(Format f) const {
           u.add_row(std::move(row));
         }
       }
-      os << u.render_csv();
+      os << with_nan_cells(u).render_csv();
       break;
     }
     case Format::Table:

@@ -89,7 +89,12 @@ std::string line_data(const LinePlot& p) {
   std::ostringstream d;
   for (const auto& s : p.series) {
     const std::size_t n = std::min(s.x.size(), s.y.size());
-    for (std::size_t i = 0; i < n; ++i) d << value(s.x[i]) << " " << value(s.y[i]) << "\n";
+    for (std::size_t i = 0; i < n; ++i) {
+      d << value(s.x[i]) << " " << value(s.y[i]);
+      if (!s.y_lo.empty() || !s.y_hi.empty())
+        d << " " << value(i < s.y_lo.size() ? s.y_lo[i] : NAN) << " " << value(i < s.y_hi.size() ? s.y_hi[i] : NAN);
+      d << "\n";
+    }
     if (n == 0) d << "NaN NaN\n";
     d << "\n\n";
   }
@@ -109,7 +114,9 @@ std::string heat_data(const Heatmap& h) {
 // Categories of a heat map: the given labels, or {"0", "1"} for a 0/1 map.
 std::vector<std::string> categories_of(const Heatmap& h) {
   if (!h.categories.empty()) return h.categories;
-  if (h.values.size() == 0) return {};
+  // a fixed colour range is a continuous scale shared with other maps (accuracy 0..1): a map that
+  // happens to hold only 0 and 1 must draw on that scale too
+  if (h.values.size() == 0 || (std::isfinite(h.cb_min) && std::isfinite(h.cb_max))) return {};
   for (Eigen::Index k = 0; k < h.values.size(); ++k) {
     const double v = h.values.data()[k];
     if (v != 0.0 && v != 1.0) return {};
@@ -171,8 +178,9 @@ std::vector<std::string> clipped_series(const LinePlot& p) {
   return out;
 }
 
-std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std::string& data_path,
-                           const std::string& out_path) {
+namespace {
+
+std::string with_clipped(const LinePlot& p) {
   std::string title = p.title;
   const auto clipped = clipped_series(p);
   if (!clipped.empty()) {
@@ -180,9 +188,29 @@ std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std:
     for (std::size_t i = 0; i < clipped.size(); ++i) title += (i ? ", " : "") + clipped[i];
     if (!p.title.empty()) title += ")";
   }
+  return title;
+}
+
+std::string y_label(const LinePlot& p) {
+  if (!p.log_y || p.ylabel.find("log scale") != std::string::npos) return p.ylabel;
+  return p.ylabel + " (log scale)";
+}
+
+std::string key_command(const LinePlot& p) {
+  const std::string where = p.key == "auto" ? (p.series.size() <= 4 ? "inside top right" : "below") : p.key;
+  if (where == "below") return "set key below horizontal maxrows 3 noenhanced\n";
+  return "set key " + (where.rfind("inside", 0) == 0 ? where : "inside " + where) +
+         " noenhanced opaque box lc rgb '#cccccc'\n";
+}
+
+// Everything of a line plot after the terminal: labels, axes, legend and the plot command; its data
+// are the blocks `first`, `first + 1`, ... of `data_path`.
+std::string line_body(const LinePlot& p, const std::string& data_path, std::size_t first) {
   std::ostringstream s;
-  s << header(ext, out_path, title, p.xlabel, p.ylabel + (p.log_y ? " (log scale)" : ""));
-  s << "set grid lc rgb '#dddddd'\nset key outside right top noenhanced\nset border lw 1\n";
+  s << "set title " << gp_str(with_clipped(p)) << " noenhanced\n"
+    << "set xlabel " << gp_str(p.xlabel) << " noenhanced\n"
+    << "set ylabel " << gp_str(y_label(p)) << " noenhanced\n";
+  s << "set grid lc rgb '#dddddd'\n" << key_command(p) << "set border lw 1\n";
   if (p.log_y) s << "set logscale y\nset format y '%g'\n";
   if (std::isfinite(p.y_min) || std::isfinite(p.y_max))
     s << "set yrange [" << (std::isfinite(p.y_min) ? num(p.y_min) : std::string("*")) << ":"
@@ -199,9 +227,14 @@ std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std:
     else
       s << "set format x '%.0f'\n";
   }
-  if (any && std::any_of(p.series.begin(), p.series.end(), wants_markers)) {  // whole markers at the ends
-    const double pad = hi > lo ? 0.03 * (hi - lo) : 0.5;
-    s << "set xrange [" << num(lo - pad) << ":" << num(hi + pad) << "]\n";
+  if (any) {  // the data's range: n = 256 ends at 256 (autoscale would extend to the next tick)
+    const bool markers = std::any_of(p.series.begin(), p.series.end(), wants_markers);
+    const double pad = markers ? 0.03 * (hi - lo) : 0.0;
+    if (hi > lo)
+      s << "set xrange [" << num(lo - pad) << ":" << num(hi + pad) << "]\n";
+    else
+      s << "set xrange [" << num(lo - 0.5) << ":" << num(hi + 0.5) << "]\n";
+    s << "unset clip points\n";  // whole markers on the frame's edges
   }
   if (!any) {  // an empty frame with the labels, not an error
     s << "set xrange [0:1]\n"
@@ -211,11 +244,44 @@ std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std:
   s << "plot ";
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& se = p.series[k];
-    s << (k ? ", \\\n     " : "") << gp_str(data_path) << " index " << k << " using 1:2"
-      << (wants_markers(se) ? " with linespoints pt 7 ps 0.8" : " with lines") << " lw 2 lc rgb '" << kPalette[k % 10]
-      << "' title " << gp_str(se.label) << " noenhanced";
+    const std::size_t ci = se.colour >= 0 ? static_cast<std::size_t>(se.colour) : k;
+    const std::string colour = std::string("lc rgb '") + kPalette[ci % 10] + "'";
+    s << (k ? ", \\\n     " : "") << gp_str(data_path) << " index " << first + k;
+    if (!se.y_lo.empty() || !se.y_hi.empty())
+      s << " using 1:2:3:4 with yerrorlines pt 7 ps 0.8 lw 2 " << colour;
+    else if (se.dashed)
+      s << " using 1:2 with lines dt 2 lw 2 " << colour;
+    else
+      s << " using 1:2" << (wants_markers(se) ? " with linespoints pt 7 ps 0.8" : " with lines") << " lw 2 "
+        << (se.dash_type > 0 ? "dt " + std::to_string(se.dash_type) + " " : std::string()) << colour;
+    s << " title " << gp_str(se.label) << " noenhanced";
   }
   s << "\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::string gnuplot_script(const LinePlot& p, const std::string& ext, const std::string& data_path,
+                           const std::string& out_path) {
+  return terminal(ext) + "set output " + gp_str(out_path) + "\nset encoding utf8\n" + line_body(p, data_path, 0);
+}
+
+std::string gnuplot_script(const Panels& p, const std::string& ext, const std::string& data_path,
+                           const std::string& out_path) {
+  std::ostringstream s;
+  s << terminal(ext) << "set output " << gp_str(out_path) << "\nset encoding utf8\n";
+  if (p.panels.empty()) {
+    s << "set title " << gp_str(p.title) << " noenhanced\nset xrange [0:1]\nset yrange [0:1]\nplot -1e300 notitle\n";
+    return s.str();
+  }
+  s << "set multiplot layout " << p.panels.size() << ",1 title " << gp_str(p.title) << " noenhanced\n";
+  std::size_t first = 0;
+  for (const auto& panel : p.panels) {
+    s << "reset\n" << line_body(panel, data_path, first);
+    first += panel.series.size();
+  }
+  s << "unset multiplot\n";
   return s.str();
 }
 
@@ -228,6 +294,24 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
   s << "set yrange [" << num(h.y0 - 0.5) << ":" << num(h.y0 + double(std::max<Eigen::Index>(rows, 1)) - 0.5) << "]"
     << (h.y_up ? "" : " reverse") << "\n";
   s << "set tics out\nset cblabel " << gp_str(h.value_label) << " noenhanced\n";
+  // ticks in the reader's units (context length 512, depth 0.25), thinned to about 16 per axis
+  auto ticks = [&](const char* axis, const std::vector<std::string>& labels, double origin) {
+    if (labels.empty()) return;
+    const std::size_t step = (labels.size() + 15) / 16;
+    s << "set " << axis << "tics (";
+    for (std::size_t i = 0, k = 0; i < labels.size(); i += step, ++k)
+      s << (k ? ", " : "") << gp_str(labels[i]) << " " << num(origin + double(i));
+    s << ") noenhanced\n";
+  };
+  ticks("x", h.x_labels, h.x0);
+  ticks("y", h.y_labels, h.y0);
+  bool any_nan = false;
+  for (Eigen::Index q = 0; q < h.values.size(); ++q) any_nan = any_nan || std::isnan(h.values.data()[q]);
+  if (!h.masked_label.empty() && any_nan) {  // masked cells (NaN, transparent in the image) show this grey
+    s << "set object 1 rectangle from graph 0,0 to graph 1,1 behind fillcolor rgb '#9e9e9e' fillstyle solid "
+         "noborder\n"
+      << "set bmargin 5\nset label 1 " << gp_str(h.masked_label) << " at screen 0.5, screen 0.025 center noenhanced\n";
+  }
   const auto cats = categories_of(h);
   if (!cats.empty()) {
     const std::size_t k = cats.size();
@@ -243,6 +327,7 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
   } else {
     double vmin = 0, vmax = 1;
     bool any = false;
+    const bool fixed = std::isfinite(h.cb_min) && std::isfinite(h.cb_max) && h.cb_max > h.cb_min;
     for (Eigen::Index q = 0; q < h.values.size(); ++q) {
       const double v = h.values.data()[q];
       if (!std::isfinite(v)) continue;
@@ -250,12 +335,18 @@ std::string gnuplot_script(const Heatmap& h, const std::string& ext, const std::
       vmax = any ? std::max(vmax, v) : v;
       any = true;
     }
-    if (!(vmax > vmin)) {  // constant map: a range around the value, so it still draws
+    if (fixed) {  // one scale shared by the figures compared
+      vmin = h.cb_min;
+      vmax = h.cb_max;
+    } else if (!(vmax > vmin)) {  // constant map: a range around the value, so it still draws
       const double pad = vmin == 0 ? 1.0 : 0.5 * std::abs(vmin);
       vmin -= pad;
       vmax += pad;
     }
-    s << "set cbrange [" << num(vmin) << ":" << num(vmax) << "]\nset palette defined (0 '#ffffff', 1 '#26549e')\n";
+    s << "set cbrange [" << num(vmin) << ":" << num(vmax) << "]\n";
+    if (!h.value_label.empty()) s << "set rmargin 14\n";  // room for the colour bar's label
+    // smallest values light yellow, not white: distinct from a grey mask and from the blank page
+    s << "set palette defined (0 '#ffffcc', 0.35 '#a1dab4', 0.65 '#41b6c4', 1 '#253494')\n";
   }
   if (rows == 0 || cols == 0) {
     s << "plot -1e300 notitle\n";
@@ -271,6 +362,15 @@ void save(const LinePlot& p, const std::string& path) {
   check_plot_path(path);
   const std::string ext = extension(path);
   run_gnuplot(line_data(p), path,
+              [&](const std::string& dat, const std::string& out) { return gnuplot_script(p, ext, dat, out); });
+}
+
+void save(const Panels& p, const std::string& path) {
+  check_plot_path(path);
+  const std::string ext = extension(path);
+  std::string data;
+  for (const auto& panel : p.panels) data += line_data(panel);
+  run_gnuplot(data, path,
               [&](const std::string& dat, const std::string& out) { return gnuplot_script(p, ext, dat, out); });
 }
 

@@ -65,8 +65,8 @@ output::Report prepare_token_set(const PrepareRequest& req) {
   t.add_row({"n_train", fmt_int(static_cast<long long>(split.train.size()))});
   t.add_row({"n_val", fmt_int(static_cast<long long>(split.val.size()))});
   t.add_row({"bytes per token", fmt(chars_per_token, 4)});
-  t.add_row({"unigram entropy (nats)", fmt(h, 5)});
-  t.add_row({"unigram entropy (bits)", fmt(h / std::log(2.0), 5)});
+  t.add_row({"unigram entropy (nats)", fmt(h, 6)});
+  t.add_row({"unigram entropy (bits)", fmt(h / std::log(2.0), 6)});
   t.add_row({"encode time (s)", fmt(enc_s, 3)});
   r.tables.push_back(t);
   r.notes.push_back("A trained model's validation loss (nats/token) should go well below the unigram entropy.");

@@ -146,7 +146,7 @@ void add_scores(Context& c) {
     output::Table t;
     t.title = str("Schedule ", describe(sched), ": scores summed over ", sched.layers.size(), " layers");
     t.header = {"layers", "branch", "union"};
-    t.add_row({std::to_string(sched.layers.size()), fmt_int(ss.branch), fmt_int(ss.unions)});
+    t.add_row({fmt_int(static_cast<long long>(sched.layers.size())), fmt_int(ss.branch), fmt_int(ss.unions)});
     c.rep.tables.push_back(t);
   }
 }
@@ -191,7 +191,7 @@ CoverageMatrix add_coverage_map(Context& c) {
   ft.header.push_back("block (b-d)/b");
   const Index step = std::max<Index>(1, b / 8);
   for (Index d = 0; d <= q.d_max; d += step) {
-    std::vector<std::string> row = {std::to_string(d), fmt(frac[d], 4)};
+    std::vector<std::string> row = {fmt_int(d), fmt(frac[d], 4)};
     if (Cc) row.push_back(fmt(phase_fraction(*Cc)[d], 4));
     row.push_back(fmt(d < b ? double(b - d) / b : 0.0, 4));
     ft.add_row(row);
@@ -212,7 +212,7 @@ void add_closure_sizes(Context& c) {
   const Index b = q.main.b;
   for (Index tt : {Index(0), b - 1, b, b + 1, q.n / 2, q.n - 1}) {
     if (tt < 0 || tt >= q.n) continue;
-    t.add_row({std::to_string(tt), fmt_int(sizes[tt]), std::to_string(c.clo->set(tt).front().lo)});
+    t.add_row({fmt_int(tt), fmt_int(sizes[tt]), fmt_int(c.clo->set(tt).front().lo)});
   }
   c.rep.tables.push_back(t);
 }
@@ -300,7 +300,7 @@ void add_probes(Context& c) {
   output::Table t;
   t.title = str("Probe distribution ", q.probes_source, " (", how, "), K = ", q.K, " (Prop. 3, Theorem 2)");
   t.header = {"pi_D", "accuracy <=", "cross-entropy >= (nats)", "uncovered-only accuracy <= 1/K"};
-  t.add_row({fmt(pi, 6), fmt(bnd.accuracy_max, 6), fmt(bnd.cross_entropy_min, 6), fmt(copy.accuracy_max, 6)});
+  t.add_row({fmt(pi, 4), fmt(bnd.accuracy_max, 4), fmt(bnd.cross_entropy_min, 6), fmt(copy.accuracy_max, 4)});
   c.rep.tables.push_back(t);
 }
 
@@ -315,12 +315,12 @@ void add_accuracy(Context& c) {
   t.header = {"quantity", "value"};
   if (s_m != s_b) {
     aj["U_D"] = cost_normalised_gain(acc.at("model"), acc.at("block"), s_m, s_b);
-    t.add_row({"U_D (per added score, " + q.fusion + " accounting)", fmt(aj["U_D"].get<double>(), 6)});
+    t.add_row({"U_D (per added score, " + q.fusion + " accounting)", fmt(aj["U_D"].get<double>(), 4)});
   }
   if (acc.count("swa")) {
     aj["swa"] = acc.at("swa");
     aj["rho_D"] = swa_gap_recovery(acc.at("model"), acc.at("block"), acc.at("swa"));
-    t.add_row({"rho_D", fmt(aj["rho_D"].get<double>(), 6)});
+    t.add_row({"rho_D", fmt(aj["rho_D"].get<double>(), 4)});
   }
   c.rep.body["accuracy"] = aj;
   c.rep.tables.push_back(t);
@@ -390,6 +390,17 @@ CoverageOutcome coverage_report(const CoverageRequest& q) {
   add_scores(c);
   if (!q.schedule.layers.empty()) c.clo = closure(q.schedule, q.n);
   out.map = add_coverage_map(c);
+  out.plot_map = out.map;
+  if (q.closure_map && q.plot_range_from_reach && c.clo) {
+    const Index b = q.main.b, J = q.block ? *q.block : q.n / b - 1;
+    Index reach = 0;  // the farthest source any target of block J reaches (R_L(t) is sorted intervals)
+    for (Index t = J * b; t < (J + 1) * b && t < q.n; ++t) reach = std::max(reach, t - c.clo->set(t).front().lo);
+    out.reach = reach;
+    // a margin past the reach shows where coverage ends; never before position 0, never too large
+    Index d_plot = std::min(J * b, reach + std::max<Index>(b / 2, reach / 8));
+    d_plot = std::min(d_plot, kMaxCoverageEntries / b - 1);
+    if (d_plot != q.d_max) out.plot_map = coverage_matrix_closure(*c.clo, b, J, d_plot);
+  }
   if (q.compare) out.compare_map = coverage_matrix_closed_form(*q.compare, q.d_max);
   if (c.clo) add_closure_sizes(c);
   if (q.compare) add_comparison(c);

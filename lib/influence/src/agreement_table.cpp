@@ -210,6 +210,7 @@ plot::LinePlot agreement_plot(const Agreement& ag, const Eigen::VectorXd& influe
              " (" + kernel_source_name(ag.source) + " kernels)";
   lp.xlabel = "input position j";
   lp.ylabel = "influence on the next-token position";
+  lp.key = "top center";  // the profiles rise at both ends
   double top = influence.maxCoeff();
   for (const auto& v : ag.variants) {
     if (!v.defined) continue;

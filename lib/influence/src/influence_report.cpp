@@ -28,7 +28,7 @@ InfluenceReport influence_report(const InfluenceResult& r, const std::vector<std
             ": n = " + std::to_string(n) + ", " + std::to_string(W) + " windows, " + std::to_string(r.backward_passes) +
             " batched backward pass(es)";
   t.header = {"position", "influence", "mean_g"};
-  for (int j = 0; j < n; ++j) t.add_row({std::to_string(j), fmt(r.profile(j), 10), fmt(r.mean_g(j), 10)});
+  for (int j = 0; j < n; ++j) t.add_row({output::fmt_int(j), fmt(r.profile(j), 4), fmt(r.mean_g(j), 6)});
   rep.tables.push_back(t);
   const auto s = rollout::summarize(r.profile);
   rep.notes.push_back("I_0 = " + fmt(s.first, 4) + ", I_n-1 = " + fmt(s.last, 4) + ", argmin " +
@@ -75,7 +75,7 @@ InfluenceReport influence_series_report(const std::vector<model::CheckpointEntry
             profiles[i].size(), " positions, the last ", profiles.back().size());
     const auto s = rollout::summarize(profiles[i]);
     const double rho = rollout::spearman(profiles[i], profiles.back());
-    t.add_row({std::to_string(cks[i].step), cks[i].path, fmt(s.first, 4), fmt(s.last, 4), std::to_string(s.argmin),
+    t.add_row({output::fmt_int(cks[i].step), cks[i].path, fmt(s.first, 4), fmt(s.last, 4), output::fmt_int(s.argmin),
                fmt(s.primacy, 4), fmt(s.recency, 4), fmt(rho, 4)});
     nlohmann::json js = summary_json(profiles[i]);
     js["step"] = cks[i].step;

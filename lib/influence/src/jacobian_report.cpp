@@ -29,11 +29,13 @@ nlohmann::json check_json(const BoundCheck& b) {
 }
 
 nlohmann::json lower(const Eigen::MatrixXd& m) {
-  nlohmann::json rows = nlohmann::json::array();  // row d holds s = 0..d (the causal lower triangle)
+  // n x n, rectangular (numpy.array(d["bound"]) is a float matrix): row d holds s = 0..n-1, the
+  // causal lower triangle s <= d as numbers and null for s > d (docs/influence.md)
+  nlohmann::json rows = nlohmann::json::array();
   for (long d = 0; d < m.rows(); ++d) {
-    std::vector<double> r(static_cast<std::size_t>(d + 1));
-    for (long s = 0; s <= d; ++s) r[static_cast<std::size_t>(s)] = m(d, s);
-    rows.push_back(r);
+    nlohmann::json r = nlohmann::json::array();
+    for (long s = 0; s < m.cols(); ++s) r.push_back(s <= d ? nlohmann::json(m(d, s)) : nlohmann::json(nullptr));
+    rows.push_back(std::move(r));
   }
   return rows;
 }
@@ -58,7 +60,7 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
     const auto& s = a.one_layer_spectral[k];
     zeros_ok = zeros_ok && f.outside_mask_nonzero == 0;
     const bool rn = a.attention.row_normalised[l];
-    lt.add_row({std::to_string(l), nn::attn_name(cfg.layers[l].attn), fmt(f.c1, 5), fmt(s.c1, 5),
+    lt.add_row({output::fmt_int(l), nn::attn_name(cfg.layers[l].attn), fmt(f.c1, 6), fmt(s.c1, 6),
                 std::to_string(f.outside_mask_pairs), std::to_string(f.outside_mask_nonzero), rn ? "yes" : "no"});
     layers.push_back({{"layer", l},
                       {"attn", nn::attn_name(cfg.layers[l].attn)},
@@ -83,7 +85,7 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
                "tightness p10",
                "gate > self share"};
   for (const auto* b : {&a.frobenius, &a.spectral}) {
-    st.add_row({b == &a.frobenius ? "Frobenius" : "spectral", fmt(b->c_star, 5), fmt(b->c1_max, 5),
+    st.add_row({b == &a.frobenius ? "Frobenius" : "spectral", fmt(b->c_star, 6), fmt(b->c1_max, 6),
                 b->c_star_within_c1 && b->zero_bound_nonzero_j == 0 ? "yes" : "NO", fmt(b->spearman_offdiag, 4),
                 fmt(b->spearman_diag, 4), fmt(b->tightness.median, 4), fmt(b->tightness.p10, 4),
                 fmt(b->gate_share, 4)});
@@ -120,12 +122,13 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
   return out;
 }
 
-plot::Heatmap log10_lower_heatmap(const Eigen::MatrixXd& m, const std::string& title) {
+plot::Heatmap log10_lower_heatmap(const Eigen::MatrixXd& m, const std::string& title, const std::string& quantity) {
   plot::Heatmap h;
   h.title = title;
   h.xlabel = "source position s";
   h.ylabel = "target position d";
-  h.value_label = "log10";
+  h.value_label = "log10 " + quantity;
+  h.masked_label = "grey: s > d (not causal) or a zero entry (no log)";
   h.values = Eigen::MatrixXd::Constant(m.rows(), m.cols(), std::nan(""));
   for (long d = 0; d < m.rows(); ++d)
     for (long s = 0; s <= d; ++s) h.values(d, s) = m(d, s) > 0 ? std::log10(m(d, s)) : std::nan("");

@@ -29,7 +29,7 @@ CaptureReport capture_report(const ModelConfig& cfg, const CaptureSummary& s, co
   for (int l = 0; l < cfg.n_layer; ++l) {
     const auto& L = s.layers[static_cast<std::size_t>(l)];
     const std::string kind = attn_name(cfg.layers[static_cast<std::size_t>(l)].attn);
-    t.add_row({std::to_string(l), kind, fmt(L.alpha_token_mean, 5), fmt(L.alpha_frobenius, 5), fmt(L.entropy, 4)});
+    t.add_row({output::fmt_int(l), kind, fmt(L.alpha_token_mean, 4), fmt(L.alpha_frobenius, 4), fmt(L.entropy, 6)});
     layers.push_back({{"layer", l},
                       {"attn", kind},
                       {"alpha_token_mean", L.alpha_token_mean},

@@ -29,9 +29,9 @@ output::Report train_report(const ModelConfig& used, const TrainConfig& tc, cons
   t.header = {"quantity", "value"};
   t.add_row({"steps done", fmt_int(r.steps_done)});
   t.add_row({"parameters", fmt_int(nparams)});
-  t.add_row({"last train loss", fmt(r.last_loss, 5)});
-  t.add_row({"best val loss", fmt(r.best_val_loss, 5)});
-  t.add_row({"unigram entropy (nats)", fmt(data.unigram_entropy, 5)});
+  t.add_row({"last train loss", fmt(r.last_loss, 6)});
+  t.add_row({"best val loss", fmt(r.best_val_loss, 6)});
+  t.add_row({"unigram entropy (nats)", fmt(data.unigram_entropy, 6)});
   t.add_row({"mean tokens/s", fmt_int(static_cast<long long>(mean_tps))});
   rep.tables.push_back(t);
   rep.notes.push_back("checkpoints: " + tc.out_dir + "/last.h5, " + tc.out_dir + "/best.h5");

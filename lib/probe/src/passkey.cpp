@@ -203,7 +203,7 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   std::vector<std::vector<PasskeyOutcome>> all;
   plot::LinePlot curve;
   curve.title = "passkey: exact match by depth (all lengths)";
-  curve.xlabel = "needle depth fraction";
+  curve.xlabel = "needle depth (% of the context)";
   curve.ylabel = "exact-match accuracy";
   curve.y_min = 0;
   curve.y_max = 1.02;
@@ -236,15 +236,15 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
       std::vector<std::string> row{fmt_int(lengths[li])};
       for (std::size_t di = 0; di < depths.size(); ++di) {
         const double a = cnt(li, di) > 0 ? acc(li, di) / cnt(li, di) : std::nan("");
-        row.push_back(fmt(a, 3));
+        row.push_back(fmt(a, 4));  // accuracies: 4 significant digits in every table
         grid.push_back({{"length", lengths[li]}, {"depth", depths[di]}, {"items", cnt(li, di)}, {"exact_match", a}});
       }
       t.add_row(row);
     }
     r.tables.push_back(t);
-    plot::Series s{o.checkpoints.size() > 1 ? "model " + std::to_string(m + 1) : "exact match", {}, {}};
+    plot::Series s{o.checkpoints[m], {}, {}};  // the legend names the model
     for (std::size_t di = 0; di < depths.size(); ++di) {
-      s.x.push_back(depths[di]);
+      s.x.push_back(100.0 * depths[di]);
       s.y.push_back(acc.col(di).sum() / std::max(1.0, cnt.col(di).sum()));
     }
     curve.series.push_back(s);
@@ -262,12 +262,18 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
                       "; first five decoded digits correct (more digits may follow) " + fmt(pre / nres, 4));
     if (!o.plot.empty()) {
       plot::Heatmap h;
-      h.title = "passkey exact match: " + o.checkpoints[m];
-      h.xlabel = "depth index (" + d.task.at("depths").dump() + ")";
-      h.ylabel = "context length index (" + d.task.at("lengths").dump() + ")";
-      h.value_label = "exact match";
-      for (Eigen::Index i = 0; i < acc.size(); ++i) acc(i) = cnt(i) > 0 ? acc(i) / cnt(i) : 0.0;
+      h.title = "passkey exact match: " + o.checkpoints[m] + " (colour scale 0..1, the same for every model)";
+      h.xlabel = "needle depth (% of the context)";
+      h.ylabel = "context length (tokens)";
+      h.value_label = "exact-match accuracy";
+      h.y_up = true;
+      for (double x : depths) h.x_labels.push_back(fmt(100.0 * x, 3));
+      for (int L : lengths) h.y_labels.push_back(std::to_string(L));
+      h.cb_min = 0;  // ONE scale: 0.75 of one model is the colour of 0.75 of the other
+      h.cb_max = 1;
+      for (Eigen::Index i = 0; i < acc.size(); ++i) acc(i) = cnt(i) > 0 ? acc(i) / cnt(i) : std::nan("");
       h.values = acc;
+      h.masked_label = "grey: no items at this length and depth";
       plot::save(h, plot_path(o.plot, "heatmap" + std::to_string(m + 1)));
     }
     all.push_back(std::move(res));

@@ -110,8 +110,12 @@ output::Report prepare_task(const TaskOptions& o) {
   require(o.rows_val >= 1 && o.rows_val <= 10000000, "--rows-val must be in [1, 1e7] (got ", o.rows_val, ")");
   data::TaskData d;
   output::Report r;
-  output::Table t;
+  // numbers and text in separate tables: a CSV column holds one or the other (docs/conventions.md)
+  output::Table t, st;
   t.header = {"quantity", "value"};
+  st.title = "settings";
+  st.name = "settings";
+  st.header = {"setting", "text"};
   if (o.task == "boundary-copy") {
     BoundaryCopySpec s;
     s.K = o.K;
@@ -155,32 +159,36 @@ output::Report prepare_task(const TaskOptions& o) {
     d.val = generate_boundary_copy(s, o.rows_val, 1000000000ull);
     std::int64_t nr = 0;
     for (auto m : d.val.mask) nr += m;
-    t.add_row({"K, d, b", fmt_int(s.K) + ", " + fmt_int(s.d) + ", " + fmt_int(s.b)});
+    t.add_row({"K (alphabet size)", fmt_int(s.K)});
+    t.add_row({"d (copy distance)", fmt_int(s.d)});
+    t.add_row({"b (block size)", fmt_int(s.b)});
     t.add_row({"validation readouts", fmt_int(nr)});
   } else if (o.task == "passkey") {
     const PasskeySpec s = passkey_spec(o);
     const auto tok = data::Tokenizer::create(o.tokenizer, o.gpt2_dir);
     const std::vector<data::Token> filler = tok.encode(filler_text(o));
     d = generate_passkey(s, tok, filler);
-    t.add_row({"lengths", o.lengths});
-    t.add_row({"depths", o.depths});
+    st.add_row({"lengths", d.task.at("lengths").dump()});  // "[48,64]": a list, never a bare number
+    st.add_row({"depths", d.task.at("depths").dump()});
   } else if (o.task == "ranking") {
     const RankingSpec s = ranking_spec(o);
     const auto tok = data::Tokenizer::create(o.tokenizer, o.gpt2_dir);
     const std::vector<data::Token> filler = tok.encode(filler_text(o));
     d = generate_ranking(s, tok, filler);
-    t.add_row({"families", o.families});
+    st.add_row({"families", d.task.at("families").dump()});
   } else {
     throw InvalidArgument(str("--task: unknown task '", o.task, "' (known: boundary-copy, passkey, ranking)"));
   }
   data::write_task_files(o.out, d);
   t.title = "prepare-data --task " + o.task + " -> " + o.out + ".{train,val}.bin, .{train,val}.mask.bin, .meta.json";
   t.add_row({"row length (tokens)", fmt_int(d.row_len)});
-  t.add_row({"rows train / val", fmt_int(static_cast<long long>(d.rows(d.train))) + " / " +
-                                     fmt_int(static_cast<long long>(d.rows(d.val)))});
+  t.add_row({"rows train", fmt_int(static_cast<long long>(d.rows(d.train)))});
+  t.add_row({"rows val", fmt_int(static_cast<long long>(d.rows(d.val)))});
   t.add_row({"vocab_size", fmt_int(d.vocab_size)});
-  t.add_row({"tokenizer", d.tokenizer});
+  st.add_row({"tokenizer", d.tokenizer});
+  t.name = "task";
   r.tables.push_back(t);
+  r.tables.push_back(st);
   r.body = {{"task", d.task},
             {"row_len", d.row_len},
             {"rows_train", d.rows(d.train)},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -313,6 +314,7 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
   output::Report r;
   r.body["task"] = d.task;
   std::vector<std::vector<RankingOutcome>> all;
+  std::vector<plot::Heatmap> heats;  // drawn after every model: ONE colour scale across them
   for (std::size_t m = 0; m < models.size(); ++m) {
     check_model_fits(models[m].config, d.row_len - 1, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
     auto res = evaluate_ranking(models[m], d, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
@@ -363,16 +365,29 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
     r.body["models"].push_back({{"checkpoint", o.checkpoints[m]}, {"families", jf}});
     if (!o.plot.empty()) {
       plot::Heatmap h;
-      h.title = "ranking: prompt-token NLL by position, " + o.checkpoints[m];
+      h.title = "ranking: mean prompt-token NLL by position, " + o.checkpoints[m];
       h.xlabel = "prompt position (token predicted)";
-      h.ylabel = "family index (" + d.task.at("families").dump() + ")";
+      h.ylabel = "task family";
       h.value_label = "mean NLL (nats)";
-      for (Eigen::Index i = 0; i < heat.size(); ++i) heat(i) = cnt(i) > 0 ? heat(i) / cnt(i) : 0.0;
+      h.y_labels = families;
+      h.masked_label = "grey: no prompt of this family reaches this position";
+      for (Eigen::Index i = 0; i < heat.size(); ++i) heat(i) = cnt(i) > 0 ? heat(i) / cnt(i) : std::nan("");
       h.values = heat;
       h.x0 = 1;
-      plot::save(h, m == 0 ? o.plot : plot_path(o.plot, "model" + std::to_string(m + 1)));
+      heats.push_back(std::move(h));
     }
     all.push_back(std::move(res));
+  }
+  if (!heats.empty()) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const auto& h : heats)
+      for (Eigen::Index i = 0; i < h.values.size(); ++i)
+        if (std::isfinite(h.values(i))) lo = std::min(lo, h.values(i)), hi = std::max(hi, h.values(i));
+    for (std::size_t m = 0; m < heats.size(); ++m) {
+      if (hi > lo) heats[m].cb_min = lo, heats[m].cb_max = hi;
+      if (heats.size() > 1) heats[m].title += " (colour scale shared by both models)";
+      plot::save(heats[m], m == 0 ? o.plot : plot_path(o.plot, "model" + std::to_string(m + 1)));
+    }
   }
   r.notes.push_back(
       "A candidate's score is the summed NLL of its tokens after the prompt; an item counts when the "

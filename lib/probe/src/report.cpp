@@ -19,6 +19,7 @@
 #include "cf/probe/passkey.hpp"
 #include "cf/probe/ranking.hpp"
 #include "cf/model/load.hpp"
+#include "cf/probe/stats.hpp"
 
 namespace cf::probe {
 
@@ -135,9 +136,10 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
   lp.title = "boundary copy: accuracy per phase vs coverage bound (K = " + std::to_string(s.K) +
              ", d = " + std::to_string(s.d) + ")";
   lp.xlabel = "readout phase r = p mod b";
-  lp.ylabel = "top-1 accuracy over K";
+  lp.ylabel = "top-1 accuracy over K (bars: exact " + fmt(100 * o.level, 3) + "% binomial interval)";
   lp.y_min = 0;
   lp.y_max = 1.02;
+  lp.key = "below";  // bounds run along the top (1 where a phase is covered)
   for (std::size_t m = 0; m < models.size(); ++m) {
     const auto& model = models[m];
     check_model_fits(model.config, s.seq_len, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
@@ -151,17 +153,26 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
               ", d = " + std::to_string(s.d) + ", b = " + std::to_string(s.b) + ")";
     t.header = {"phase", "readouts", "accuracy", "acc bound", "CE", "CE bound", "pi", "p (acc > bound)", "above bound"};
     nlohmann::json jp = nlohmann::json::array();
-    plot::Series acc{
-        o.checkpoints.size() > 1 ? "acc " + std::to_string(m + 1) + ": " + sched : "accuracy: " + sched, {}, {}};
-    plot::Series bnd{"bound " + std::to_string(m + 1), {}, {}};
+    // legend: the model (its file) and its schedule; the bound dashed, so a curve on it stays visible
+    const std::string who = o.checkpoints.size() > 1 ? "model " + std::string(1, char('A' + m)) + " (" +
+                                                           o.checkpoints[m] + ", " + sched + ")"
+                                                     : o.checkpoints[m] + " (" + sched + ")";
+    plot::Series acc{"accuracy, " + who, {}, {}};
+    plot::Series bnd{"coverage bound, " + (o.checkpoints.size() > 1 ? "model " + std::string(1, char('A' + m)) : who),
+                     {},
+                     {}};
+    bnd.dashed = true;
+    acc.colour = bnd.colour = static_cast<int>(m);  // a model's bound in its colour
     int flagged = 0;
     for (const auto& q : ph) {
+      const BinomialCi ci = q.n > 0 ? binomial_ci(q.correct, q.n, o.level) : BinomialCi{std::nan(""), std::nan("")};
       t.add_row({fmt_int(q.phase), fmt_int(q.n), fmt(q.accuracy, 4), fmt(q.acc_bound, 4), fmt(q.ce, 4),
                  fmt(q.ce_bound, 4), fmt(q.pi, 4), fmt(q.p_value, 4), q.significant ? "YES" : "no"});
       jp.push_back({{"phase", q.phase},
                     {"readouts", q.n},
                     {"correct", q.correct},
                     {"accuracy", q.accuracy},
+                    {"accuracy_ci", {ci.lo, ci.hi}},
                     {"accuracy_bound", q.acc_bound},
                     {"cross_entropy", q.ce},
                     {"cross_entropy_bound", q.ce_bound},
@@ -170,6 +181,8 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
                     {"significantly_above_bound", q.significant}});
       acc.x.push_back(q.phase);
       acc.y.push_back(q.accuracy);
+      acc.y_lo.push_back(ci.lo);
+      acc.y_hi.push_back(ci.hi);
       bnd.x.push_back(q.phase);
       bnd.y.push_back(q.acc_bound);
       flagged += q.significant;

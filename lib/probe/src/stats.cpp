@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "cf/core/error.hpp"
@@ -72,6 +73,26 @@ double binomial_test_above(std::int64_t correct, std::int64_t n, double bound) {
   require(correct >= 0 && correct <= n, "binomial test: correct count ", correct, " outside [0, ", n, "]");
   require(bound >= 0.0 && bound <= 1.0, "binomial test: bound must lie in [0, 1] (got ", bound, ")");
   return binomial_upper_tail(correct, n, bound);
+}
+
+BinomialCi binomial_ci(std::int64_t correct, std::int64_t n, double level) {
+  require(n >= 1, "binomial interval: number of items must be >= 1 (got ", n, ")");
+  require(correct >= 0 && correct <= n, "binomial interval: correct count ", correct, " outside [0, ", n, "]");
+  require(level > 0.0 && level < 1.0, "binomial interval: level must lie in (0, 1) (got ", level, ")");
+  const double a = 0.5 * (1.0 - level);
+  // f(p) increasing in p for the upper tail, decreasing for the lower: bisect to double precision
+  auto solve = [](const std::function<bool(double)>& above) {
+    double lo = 0.0, hi = 1.0;
+    for (int it = 0; it < 200 && hi - lo > 1e-16; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (above(mid) ? hi : lo) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  BinomialCi ci;
+  if (correct > 0) ci.lo = solve([&](double p) { return binomial_upper_tail(correct, n, p) >= a; });
+  if (correct < n) ci.hi = solve([&](double p) { return binomial_lower_tail(correct, n, p) <= a; });
+  return ci;
 }
 
 McNemarResult mcnemar_exact(std::int64_t n01, std::int64_t n10) {

@@ -39,7 +39,7 @@ VerifyOutcome verify_report(const RolloutSource& s, int seeds) {
   auto add = [&](const std::string& what, const std::string& kern, const PropositionCheck& c) {
     const bool ok = !c.hypotheses_hold || c.max_violation <= kVerifyTolerance;
     all_ok = all_ok && ok;
-    t.add_row({what, kern, c.hypotheses_hold ? "hold" : "fail (not claimed)", fmt(c.max_violation, 3),
+    t.add_row({what, kern, c.hypotheses_hold ? "hold" : "fail (not claimed)", fmt(c.max_violation, 4),
                ok ? "ok" : "VIOLATED"});
     rows.push_back({{"check", what},
                     {"kernels", kern},
@@ -107,14 +107,21 @@ DichotomyOutcome dichotomy_report(const RowMatrix& K, const std::vector<AlphaSpe
   t.header = {"schedule", "depth", "sum alpha", "P[i,i]", ">= bound (i)", "1 - P[i,0]", "<= bound (ii)", "holds"};
   nlohmann::json rows = nlohmann::json::array();
   bool& all = out.all_hold;
-  plot::LinePlot& lp = out.plot;
-  lp.title = "Theorem 5.4 at depth, " + name + " (n = " + std::to_string(n) + ")";
-  lp.xlabel = "log10 depth";
-  lp.ylabel = "log10 mass";
+  plot::Panels& fig = out.plot;
+  fig.title = "Theorem 5.4 at depth, " + name + " (n = " + std::to_string(n) +
+              "): y = -log10(mass), the decades below 1 (higher = smaller mass), log scale; one panel per schedule";
   for (const AlphaSpec& sp : specs) {
     auto alpha = [&](long l) { return alpha_at(sp, l); };
-    plot::Series self{sp.text + ": P[i,i]", {}, {}}, b1{sp.text + ": bound (i)", {}, {}},
-        off{sp.text + ": 1 - P[i,0]", {}, {}}, b2{sp.text + ": bound (ii)", {}, {}};
+    plot::LinePlot lp;
+    lp.title = "schedule " + sp.text;
+    lp.xlabel = "log10 depth";
+    lp.ylabel = "-log10 mass (log scale)";
+    lp.log_y = true;
+    lp.key = "below";
+    plot::Series self{"P[i,i]", {}, {}}, b1{"bound (i): P[i,i] >= it", {}, {}}, off{"1 - P[i,0]", {}, {}},
+        b2{"bound (ii): 1 - P[i,0] <= it", {}, {}};
+    b1.dashed = b2.dashed = true;
+    bool exact_one = false;  // mass 1 (-log10 = 0) has no place on a log axis: said in the title
     for (long d = 10;; d = std::min(d * 10, depth)) {
       const auto r = dichotomy(K, alpha, d, n - 1, eps);
       const bool holds = r.holds_i && r.holds_ii;
@@ -136,11 +143,16 @@ DichotomyOutcome dichotomy_report(const RowMatrix& K, const std::vector<AlphaSpe
                            {&b1, r.log10_bound_i},
                            {&off, r.log10_off_zero},
                            {&b2, r.log10_bound_ii}})
-        if (std::isfinite(y)) se->x.push_back(x), se->y.push_back(y);
+        if (std::isfinite(y) && -y > 0)
+          se->x.push_back(x), se->y.push_back(-y);
+        else if (y == 0)
+          exact_one = true;
       if (d >= depth) break;
     }
     for (auto* se : {&self, &b1, &off, &b2})
       if (!se->x.empty()) lp.series.push_back(*se);
+    if (exact_one) lp.title += " (points of mass exactly 1 are off the axis)";
+    fig.panels.push_back(lp);
   }
   rep.tables.push_back(t);
   rep.body = {{"rows", rows}};

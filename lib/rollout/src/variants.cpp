@@ -1,6 +1,7 @@
 // Rollout variants (a), (b), (c) (cf/rollout/variants.hpp) and context sweeps (cf/rollout/sweep.hpp).
 #include "cf/rollout/variants.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -105,6 +106,36 @@ std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<lo
   for (std::size_t k = 0; k < by_n[0].size(); ++k)
     for (const auto& rows : by_n) out.push_back(rows[k]);
   return out;
+}
+
+plot::LinePlot sweep_plot(const std::vector<SweepRow>& rows, const std::string& name) {
+  plot::LinePlot lp;
+  lp.xlabel = "log2 n (context length)";
+  lp.ylabel = "mass of the last row";
+  lp.log_y = true;
+  lp.key = "below";  // nine curves
+  double top = 0;
+  for (const std::string what : {"p_0", "primacy", "recency"})
+    for (const auto& r : rows) {
+      const double y = what == "p_0" ? r.summary.first : what == "primacy" ? r.summary.primacy : r.summary.recency;
+      if (!(y > 0)) continue;  // log axis
+      const std::string label = r.label + ": " + what;  // the display name the tables use
+      auto it = std::find_if(lp.series.begin(), lp.series.end(), [&](const plot::Series& x) { return x.label == label; });
+      if (it == lp.series.end()) {
+        plot::Series se{label, {}, {}};
+        se.colour = r.key == "attention_only" ? 0 : r.key == "residual" ? 1 : 2;
+        se.dash_type = what == "p_0" ? 0 : what == "primacy" ? 2 : 3;
+        it = lp.series.insert(lp.series.end(), se);
+      }
+      it->x.push_back(std::log2(static_cast<double>(r.n)));
+      it->y.push_back(y);
+      top = std::max(top, y);
+    }
+  // masses fall to 1e-110 and below: the informative range is 12 decades under the largest, the
+  // rest clipped at the frame (the title names those curves)
+  if (top > 0) lp.y_min = top * 1e-12, lp.y_max = std::min(1.0, top) * 2;
+  lp.title = "Last-row rollout against context length, " + name + " (y from 1e-12 x the largest mass)";
+  return lp;
 }
 
 }  // namespace cf::rollout

@@ -42,7 +42,7 @@ output::Table head_table(const ModelSpectrum& m) {
             (m.level == "sequence" ? ", mean over texts" : "") + ")";
   t.header = {"layer", "head", "attn", "rho", "erank_R", "erank_F", "pr_R", "rank_R", "norm_M", "max_re_lambda"};
   for (const auto& h : m.heads)
-    t.add_row({std::to_string(h.layer), std::to_string(h.head), h.attn, rho_text(h.rho), fmt(h.erank_R, 4),
+    t.add_row({output::fmt_int(h.layer), output::fmt_int(h.head), h.attn, rho_text(h.rho), fmt(h.erank_R, 4),
                fmt(h.erank_F, 4), fmt(h.pr_R, 4), std::to_string(h.rank_R), fmt(h.norm_M, 4), fmt(h.max_re_lambda, 4)});
   return t;
 }
@@ -55,7 +55,7 @@ output::Table layer_table(const ModelSpectrum& m, ErankForm form) {
   t.header = {"layer",      "attn",          "erank_R",     "erank_F",   "rho_mean",
               "rho_median", "routing_heads", "max_re_mean", "max_re_max"};
   for (const auto& p : m.layers)
-    t.add_row({std::to_string(p.layer), p.attn, fmt(form == ErankForm::Entropy ? p.erank_R : p.pr_R, 4),
+    t.add_row({output::fmt_int(p.layer), p.attn, fmt(form == ErankForm::Entropy ? p.erank_R : p.pr_R, 4),
                fmt(p.erank_F, 4), rho_text(p.rho), rho_text(p.rho_median), std::to_string(p.routing_heads),
                fmt(p.max_re_lambda, 4), fmt(p.max_re_lambda_max, 4)});
   return t;

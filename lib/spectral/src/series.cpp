@@ -28,13 +28,15 @@ std::vector<SeriesPoint> spectral_series(const std::vector<std::pair<std::string
 output::Table series_table(const std::vector<SeriesPoint>& s) {
   output::Table t;
   t.title = "Spectral cascade over training (Routing/filtering (Jamil & Kapadia) App. D): weight level";
-  t.header = {"step", "checkpoint", "mean erank(R)", "median rho", "routing heads", "erank(R) per layer"};
+  t.header = {"step", "checkpoint", "mean erank(R)", "median rho", "routing heads", "heads", "erank(R) per layer"};
   for (const auto& p : s) {
-    std::string per;
-    for (std::size_t i = 0; i < p.layer_erank_R.size(); ++i) per += (i ? " " : "") + output::fmt(p.layer_erank_R[i], 4);
-    t.add_row({std::to_string(p.step), p.path, output::fmt(p.summary.erank_R_mean, 4),
-               output::fmt(p.summary.rho_median, 4),
-               std::to_string(p.summary.routing_heads) + "/" + std::to_string(p.summary.heads), per});
+    // a list in one text cell, bracketed so it never reads as a number (a CSV column is numbers or text)
+    std::string per = "[";
+    for (std::size_t i = 0; i < p.layer_erank_R.size(); ++i) per += (i ? ", " : "") + output::fmt(p.layer_erank_R[i], 4);
+    per += "]";
+    t.add_row({output::fmt_int(p.step), p.path, output::fmt(p.summary.erank_R_mean, 4),
+               output::fmt(p.summary.rho_median, 4), output::fmt_int(p.summary.routing_heads),
+               output::fmt_int(p.summary.heads), per});
   }
   return t;
 }

@@ -86,7 +86,7 @@ SurgeryOutcome surgery_report(const nn::Model<float>& model, const std::vector<s
     plot::Series s;
     s.label = key;
     for (const auto& r : rows) {
-      t.add_row({std::to_string(r.layer), fmt(r.ppl, 6), fmt(r.cost_pct, 4)});
+      t.add_row({output::fmt_int(r.layer), fmt(r.ppl, 6), fmt(r.cost_pct, 4)});
       arr.push_back({{"layer", r.layer}, {"ppl", r.ppl}, {"cost_pct", r.cost_pct}});
       s.x.push_back(r.layer);
       s.y.push_back(r.cost_pct);

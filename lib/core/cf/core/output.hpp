@@ -30,7 +30,8 @@ struct Table {
   void add_row(std::vector<std::string> row);
   /// Right-aligned text table with the title above it.
   std::string render_text() const;
-  /// RFC 4180 CSV (header line first); cells with commas or quotes are quoted.
+  /// CSV (header line first) that numpy.genfromtxt(delimiter=',') splits right: never quoted, a
+  /// comma inside a cell is written ';', a double quote as a single quote, a line break as a space.
   std::string render_csv() const;
 };
 
@@ -44,7 +45,8 @@ struct Report {
   /// Render in the given format. JSON: an object with "meta" first, then the body's keys; arrays
   /// of numbers on one line each. CSV: ONE table with a header row: the table itself when there is
   /// one, else a leading `table` column (Table::name) and the union of the tables' columns (cells a
-  /// table lacks are empty), so csv.reader / numpy.genfromtxt / pandas load every report.
+  /// table lacks are `nan` in a column of numbers, empty in a text column; an empty cell of a numeric
+  /// column of a single table is `nan` too), so csv.reader / numpy.genfromtxt / pandas load every report.
   std::string render(Format f) const;
 };
 

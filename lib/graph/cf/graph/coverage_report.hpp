@@ -26,6 +26,10 @@ struct CoverageRequest {
   bool closure_map = false;                       ///< coverage map from the L-layer closure (needs a schedule)
   std::optional<Index> block;                     ///< target block J of the closure map [default: last full block]
   Index d_max = 256;                              ///< largest distance of the coverage map, >= 0
+  /// The plot's d range follows the closure's reach (closure maps only; the tool sets it when
+  /// --d-max is not given): a 32-layer SWA closure reaches d = 4064, far beyond the default
+  /// d_max = 2b, whose map would be one solid square. The report keeps d_max.
+  bool plot_range_from_reach = false;
   std::optional<std::pair<Index, Index>> runway;  ///< (s, d) of a runway count, 0 <= s < d < n
   std::optional<ProbeSet> probes;                 ///< probe distribution (Prop. 3 bounds, needs K >= 2)
   std::string probes_source;                      ///< file name, for the report
@@ -38,6 +42,10 @@ struct CoverageRequest {
 struct CoverageOutcome {
   output::Report report;
   CoverageMatrix map;                         ///< C(d, r), rows d = 0..d_max, columns r = 0..b-1
+  /// What the plot draws: `map`, or with plot_range_from_reach the closure map over d = 0 .. a
+  /// little past the reach (the largest t - u over the block's targets), at most J b.
+  CoverageMatrix plot_map;
+  Index reach = -1;                           ///< that reach (-1 when not computed)
   std::string map_title;                      ///< plot title of the map
   std::optional<CoverageMatrix> compare_map;  ///< C(d, r) of the --compare pattern (closed form), if any
   bool verify_failed = false;

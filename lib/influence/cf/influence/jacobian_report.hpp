@@ -26,7 +26,8 @@ struct JacobianReport {
 JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysis& a, long window_start);
 
 /// Heat map of log10 m(d, s) over the causal lower triangle s <= d (NaN elsewhere and where
-/// m(d, s) <= 0), axes "source position s" / "target position d".
-plot::Heatmap log10_lower_heatmap(const Eigen::MatrixXd& m, const std::string& title);
+/// m(d, s) <= 0, drawn grey, distinct from the smallest values), axes "source position s" /
+/// "target position d", colour bar "log10 <quantity>" (e.g. quantity "||J_ds||_F").
+plot::Heatmap log10_lower_heatmap(const Eigen::MatrixXd& m, const std::string& title, const std::string& quantity);
 
 }  // namespace cf::influence

@@ -21,6 +21,16 @@ double binomial_lower_tail(std::int64_t k, std::int64_t n, double p);
 /// Throws cf::InvalidArgument for n < 0, correct outside [0, n] or bound outside [0, 1].
 double binomial_test_above(std::int64_t correct, std::int64_t n, double bound);
 
+/// Exact (Clopper-Pearson) two-sided interval at `level` for a binomial proportion with `correct`
+/// successes of `n` trials: lo solves P(X >= correct | p) = (1 - level)/2 (0 when correct = 0), hi
+/// solves P(X <= correct | p) = (1 - level)/2 (1 when correct = n); by bisection on the exact tails.
+/// The error bars of `probe boundary-copy --plot`. Throws cf::InvalidArgument for n < 1, correct
+/// outside [0, n] or level outside (0, 1).
+struct BinomialCi {
+  double lo = 0, hi = 1;
+};
+BinomialCi binomial_ci(std::int64_t correct, std::int64_t n, double level);
+
 /// Exact two-sided McNemar test. n01 = items the first classifier got right and the second wrong,
 /// n10 = the reverse (only discordant pairs matter). Under H0 the smaller count is
 /// Binomial(n01 + n10, 1/2); p = min(1, 2 * P(X <= min(n01, n10))). No discordant pair: p = 1.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/plot.hpp"
 #include "cf/rollout/rollout.hpp"
 #include "cf/rollout/source.hpp"
 
@@ -27,5 +28,11 @@ struct SweepRow {
 /// Sweep the variants of a structured source over ns (each >= 1). Rows ordered by variant, then n.
 /// Throws cf::InvalidArgument for a dense (kernel file / capture) source: its kernels fix n.
 std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns);
+
+/// The plot of `rollout sweep`: p_0, primacy and recency mass of every variant against log2 n on a
+/// log axis from 1e-12 x the largest mass (the curves that fall below are named as clipped), the
+/// variant as the colour ((a) blue, (b) red, (c) green, as in the rollout plot) and the quantity as
+/// the line style; `name` (the model) in the title. Rows with a mass <= 0 are left out (log axis).
+plot::LinePlot sweep_plot(const std::vector<SweepRow>& rows, const std::string& name);
 
 }  // namespace cf::rollout

@@ -38,10 +38,12 @@ struct VerifyOutcome {
 VerifyOutcome verify_report(const RolloutSource& s, int seeds);
 
 /// Outcome of `rollout dichotomy`: the report (one table, body {rows}, one note; the tool sets
-/// meta), the log-log plot of masses and bounds against depth, and whether every bound held.
+/// meta), the plot of masses and bounds against depth, and whether every bound held. The plot has
+/// one panel per schedule and a log-magnitude y axis: -log10(mass), the decades below 1, on a log
+/// scale, so 1e-30000 (a divergent sum of alpha) and 0.3 (a convergent one) are both visible.
 struct DichotomyOutcome {
   output::Report report;
-  plot::LinePlot plot;
+  plot::Panels plot;
   bool all_hold = true;
 };
 

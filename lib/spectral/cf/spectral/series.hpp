@@ -28,7 +28,7 @@ struct SeriesPoint {
 std::vector<SeriesPoint> spectral_series(const std::vector<std::pair<std::string, std::int64_t>>& checkpoints,
                                          const std::string& layer_spec, const AnalysisOptions& opt, ErankForm form);
 
-/// Table (step, checkpoint, mean erank(R), median rho, routing heads, per-layer erank(R)) and the
+/// Table (step, checkpoint, mean erank(R), median rho, routing heads, heads, per-layer erank(R)) and the
 /// plot of mean erank(R) per layer against the step (one series per layer).
 output::Table series_table(const std::vector<SeriesPoint>& s);
 plot::LinePlot series_plot(const std::vector<SeriesPoint>& s, ErankForm form);
