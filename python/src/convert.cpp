@@ -1,6 +1,7 @@
 // Conversions of python/src/convert.hpp: error translation, input arrays, JSON to Python.
 #include "convert.hpp"
 
+#include <cmath>
 #include <new>
 
 #include "cf/core/error.hpp"
@@ -45,7 +46,10 @@ Eigen::VectorXd to_vector(const py::handle& a, const std::string& what) {
   auto arr = as_double_array(a, 1, what);
   auto u = arr.unchecked<1>();
   Eigen::VectorXd v(u.shape(0));
-  for (py::ssize_t i = 0; i < u.shape(0); ++i) v(i) = u(i);
+  for (py::ssize_t i = 0; i < u.shape(0); ++i) {
+    v(i) = u(i);
+    if (!std::isfinite(v(i))) throw cf::InvalidArgument(cf::str(what, "[", i, "] is not finite (", v(i), ")"));
+  }
   return v;
 }
 
@@ -55,7 +59,11 @@ Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> to_row_ma
   auto u = arr.unchecked<2>();
   Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> m(u.shape(0), u.shape(1));
   for (py::ssize_t i = 0; i < u.shape(0); ++i)
-    for (py::ssize_t j = 0; j < u.shape(1); ++j) m(i, j) = u(i, j);
+    for (py::ssize_t j = 0; j < u.shape(1); ++j) {
+      m(i, j) = u(i, j);
+      if (!std::isfinite(m(i, j)))
+        throw cf::InvalidArgument(cf::str(what, "[", i, ", ", j, "] is not finite (", m(i, j), ")"));
+    }
   return m;
 }
 

@@ -59,10 +59,11 @@ py::array_t<typename std::decay_t<M>::Scalar> to_numpy_eigen(M&& m) {
 }
 
 /// A 1-D float64 numpy array (any strides, any real dtype) copied into an Eigen vector (inputs are
-/// small: schedules, profiles). `what` names the argument in the ValueError.
+/// small: schedules, profiles). `what` names the argument in the ValueError, which is also raised for a
+/// NaN or infinite entry (no library function takes one; a silent NaN result would follow).
 Eigen::VectorXd to_vector(const py::handle& a, const std::string& what);
 
-/// A 2-D real array copied into a row-major double matrix; `what` names the argument.
+/// A 2-D real array copied into a row-major double matrix; `what` names the argument; entries must be finite.
 Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> to_row_matrix(const py::handle& a,
                                                                                      const std::string& what);
 

@@ -22,6 +22,14 @@ using cf::require;
 
 namespace {
 
+// The `coverage` tool's limit on n (apps/coverage kMaxN): union accounting and closures visit every
+// position, so larger n would run for minutes to hours instead of failing.
+constexpr Index kMaxN = Index(1) << 26;
+void check_n(Index n) {
+  require(n >= 1, "n must be >= 1 (got ", n, ")");
+  require(n <= kMaxN, "n must be <= ", kMaxN, " (union accounting visits every position; got ", n, ")");
+}
+
 // The CLI's defaults (apps/coverage): w = b, e = max(1, b/2).
 Pattern make_pattern(const std::string& kind, Index b, std::optional<Index> w, std::optional<Index> e) {
   Pattern p;
@@ -154,6 +162,7 @@ void bind_graph(py::module_& m) {
 
   m.def("closure", [](const py::object& schedule, Index n, int layers, Index b, std::optional<Index> w,
                       std::optional<Index> e) {
+    check_n(n);
     const Schedule s = to_schedule(schedule, layers, b, w, e);
     Closure c;
     {
@@ -174,6 +183,7 @@ void bind_graph(py::module_& m) {
 
   m.def("closure_sizes", [](const py::object& schedule, Index n, int layers, Index b, std::optional<Index> w,
                             std::optional<Index> e) {
+    check_n(n);
     const Schedule s = to_schedule(schedule, layers, b, w, e);
     std::vector<Index> sizes;
     {
@@ -201,6 +211,7 @@ void bind_graph(py::module_& m) {
   m.def("coverage_map_closure", [](const py::object& schedule, Index n, std::optional<Index> block,
                                    std::optional<Index> d_max, int layers, Index b, std::optional<Index> w,
                                    std::optional<Index> e) {
+    check_n(n);
     const Schedule s = to_schedule(schedule, layers, b, w, e);
     const Index bb = s.layers.front().b;
     require(n >= bb, "a closure map covers a whole block of b = ", bb, " phases, but n = ", n, " < b");
@@ -224,6 +235,7 @@ void bind_graph(py::module_& m) {
         "list of d_max+1 floats.");
 
   m.def("scores", [](const Pattern& p, Index n) {
+    check_n(n);
     const Mask mk = make_mask(p, n);
     std::int64_t br, un, wb;
     {
@@ -242,6 +254,7 @@ void bind_graph(py::module_& m) {
 
   m.def("schedule_scores", [](const py::object& schedule, Index n, int layers, Index b, std::optional<Index> w,
                               std::optional<Index> e) {
+    check_n(n);
     const Schedule s = to_schedule(schedule, layers, b, w, e);
     ScheduleScores ss;
     {
@@ -285,6 +298,7 @@ void bind_graph(py::module_& m) {
     const auto wt = weights_or_ones(weight, u.size());
     std::vector<PairProbe> probes;
     for (std::size_t i = 0; i < u.size(); ++i) probes.push_back({u[i], t[i], wt[i]});
+    check_n(n);
     const Schedule s = to_schedule(schedule, layers, b, w, e);
     py::gil_scoped_release nogil;
     if (s.layers.size() == 1) return covered_fraction(make_mask(s.layers.front(), n), probes);
@@ -306,7 +320,7 @@ void bind_graph(py::module_& m) {
                      std::optional<std::pair<Index, Index>> runways, const std::string& probes, int K,
                      std::optional<std::map<std::string, double>> accuracy, bool verify) {
     // Option resolution exactly as apps/coverage does it; the report itself is lib/graph's.
-    require(n >= 1, "n must be >= 1 (got ", n, ")");
+    check_n(n);
     require(!pattern.empty() || !schedule.empty(), "give pattern or schedule");
     Pattern base = make_pattern("full", b, w, e);
     CoverageRequest q;

@@ -75,7 +75,8 @@ RolloutSource make(const SourceArgs& a, long n, long default_n) {
   o.kernel_file = a.kernel_file;
   o.kernels = a.kernels;
   o.falcon_scale = a.falcon_scale;
-  require(n >= 0, "n must be >= 1 (got ", n, ")");
+  // the `rollout` tool's --n range (apps/rollout): 1..2^26; 0 = the model's default
+  require(n >= 0 && n <= (1L << 26), "n must lie in [1, 67108864] (0 = the model's default), got ", n);
   o.n = n;
   if (o.model_config.empty() && is_model_file(o.model) && is_checkpoint_file(o.model))
     throw cf::InvalidArgument(cf::str("model '", o.model,
@@ -220,8 +221,16 @@ void bind_rollout(py::module_& m) {
   m.def("sweep", [](const py::object& n, const py::object& progress, CF_SOURCE_PARAMS) {
     const SourceArgs a = CF_SOURCE_VALUES;
     std::vector<long> ns;
-    if (py::isinstance<py::str>(n)) ns = parse_n_list(n.cast<std::string>(), "n");
-    else ns = n.cast<std::vector<long>>();
+    // a list goes through the same parser as the tool's '64,128,...' (range [1, 2^26], increasing,
+    // at most 4096 lengths)
+    std::string spec;
+    if (py::isinstance<py::str>(n)) {
+      spec = n.cast<std::string>();
+    } else {
+      for (long v : n.cast<std::vector<long>>()) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+    }
+    require(!spec.empty(), "n must list at least one length");
+    ns = parse_n_list(spec, "n");
     require(!ns.empty(), "n must list at least one length");
     RolloutSource s;
     {
@@ -293,6 +302,8 @@ void bind_rollout(py::module_& m) {
 
   m.def("monotonicity_stats", [](const py::handle& K, double tol) {
     const RowMatrix k = to_row_matrix(K, "K");
+    // O(n^3): beyond a few thousand rows this runs for hours (the tool builds kernels of n <= 512)
+    require(k.rows() <= 2048, "monotonicity_stats is O(n^3): K must have n <= 2048 rows, got ", k.rows());
     MonotonicityStats st;
     {
       py::gil_scoped_release nogil;
