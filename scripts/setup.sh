@@ -60,6 +60,11 @@ fi
 log "building with $JOBS jobs"
 cmake --build "$BUILD" -j "$JOBS" 2>&1 | grep -E "error|warning: unused|Error" || true
 cmake --build "$BUILD" -j "$JOBS" >/dev/null   # fail loudly if anything is left broken
+if ls "$BUILD"/python/causalflow/_causalflow*.so >/dev/null 2>&1; then
+  log "Python module built: PYTHONPATH=$BUILD/python /usr/bin/python3 -c 'import causalflow' (docs/python.md)"
+else
+  log "Python module not built (pybind11-dev / python3-dev missing, or CF_BUILD_PYTHON=OFF): see CMake's warning"
+fi
 
 case "$MODE" in
   --run)
