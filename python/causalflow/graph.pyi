@@ -60,7 +60,7 @@ def coverage_map_closure(schedule: ScheduleLike, n: int, block: Optional[int] = 
     """C[d, r] = [t - d in R_L(t)], t = J b + r, shape (d_max+1, b); block J default n // b - 1,
     d_max default min(2b, J b)."""
 
-def phase_fraction(C: npt.ArrayLike) -> List[float]:
+def phase_fraction(C: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Fraction of phases reaching each distance d (Prop. 1: (b - d)/b under Block)."""
 
 def scores(pattern: Pattern, n: int) -> Dict[str, int]:

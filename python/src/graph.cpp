@@ -229,10 +229,10 @@ void bind_graph(py::module_& m) {
         "(`coverage --coverage closure`). block defaults to the last whole block n // b - 1, d_max to\n"
         "min(2b, J b). uint8 array of shape (d_max+1, b). Boundary repair (Yang), Lemma 1 and Section 3.5.");
 
-  m.def("phase_fraction", [](const py::handle& C) { return phase_fraction(to_coverage_matrix(C)); },
+  m.def("phase_fraction", [](const py::handle& C) { return to_numpy(phase_fraction(to_coverage_matrix(C))); },
         py::arg("C"),
         "Fraction of phases r reaching distance d, per row of a coverage map (Prop. 1: (b - d)/b under Block);\n"
-        "list of d_max+1 floats.");
+        "float64 array of shape (d_max+1,).");
 
   m.def("scores", [](const Pattern& p, Index n) {
     check_n(n);

@@ -26,7 +26,7 @@ def test_coverage_map_equals_cli(kind, b, extra):
     C = graph.coverage_map(graph.Pattern(kind, b=b, **extra))
     assert C.dtype == np.uint8 and C.shape == (2 * b + 1, b)
     assert np.array_equal(C, np.array(body["coverage"]["matrix"], dtype=np.uint8))
-    assert graph.phase_fraction(C) == body["coverage"]["phase_fraction"]
+    assert graph.phase_fraction(C).tolist() == body["coverage"]["phase_fraction"]
     s = graph.scores(graph.Pattern(kind, b=b, **extra), 1024)
     assert s["branch"] == body["scores"]["branch"]
     assert s["union"] == body["scores"]["union"]
@@ -78,7 +78,7 @@ def test_dense_mask_against_block_definition():
 def test_block_phase_fraction_is_prop1():
     b = 16
     frac = graph.phase_fraction(graph.coverage_map(graph.Pattern("block", b=b)))
-    assert frac == [max(b - d, 0) / b for d in range(2 * b + 1)]
+    assert frac.tolist() == [max(b - d, 0) / b for d in range(2 * b + 1)]
 
 
 def test_bounds_theorem2_and_prop3():
@@ -97,7 +97,13 @@ def test_probe_bounds_equal_cli(tmp_path):
                        accuracy={"model": 0.61, "block": 0.42, "swa": 0.70})
     assert rep["probes"] == body["probes"] and rep["accuracy"] == body["accuracy"]
     pi = graph.covered_fraction(graph.Pattern("pbb", b=128), [0, 5, 130], [0, 3, 2], [1, 2, 1])
-    assert pi == body["probes"]["covered_fraction"] if "covered_fraction" in body["probes"] else True
+    assert pi == body["probes"]["pi"]
+    # by hand: (0, 0) and (5, 3)? d <= r fails for (5, 3) but r < h = 64 and d <= r + h: covered;
+    # (130, 2): d > r + h = 66: not covered -> pi = (1 + 2) / 4
+    assert pi == 0.75
+    bound = graph.coverage_limited_bound(pi, 8)
+    assert bound["accuracy_max"] == body["probes"]["accuracy_max"]
+    assert bound["cross_entropy_min"] == body["probes"]["cross_entropy_min"]
 
 
 def test_bad_inputs_raise_value_error_with_the_cli_message():

@@ -150,3 +150,28 @@ def test_model_errors(tmp_path):
         train.config(n_layer=2, attn="nope")
     with pytest.raises(ValueError, match="exactly one"):
         train.train(train.config(**TINY), out_dir=str(tmp_path / "x"))
+
+
+def test_jacobian_blocks_equal_cli(run):
+    _, _, ck = run
+    body = cli_json("jacobian", "--checkpoint", ck, "--text", CORPUS, "--n", 12, "--window", 1, "--windows", 3,
+                    "--layer", 0, "--span", 2)["body"]
+    start = body["window_start"]
+    toks = model.tokenize(ck, CORPUS)[start:start + 12]
+    jb = influence.jacobian_blocks(ck, toks, L=0, r=2)
+    assert [jb["frobenius"][d, :d + 1].tolist() for d in range(12)] == body["J_frobenius"]
+    assert [jb["spectral"][d, :d + 1].tolist() for d in range(12)] == body["J_spectral"]
+
+
+def test_hugging_face_folder_loads_and_forwards_as_the_checkpoint(tmp_path):
+    # the gpt2 layout of `export` needs full causal attention at every layer
+    ck = train.train(train.config(n_layer=2, n_head=2, d_model=32, block_size=48), text=CORPUS,
+                     out_dir=str(tmp_path / "full"), **TRAIN)["checkpoint"]
+    hf = tmp_path / "hf"
+    r = subprocess.run([tool("export"), "--checkpoint", ck, "--to", str(hf), "--quiet"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    a, b = model.load(ck), model.load(hf)
+    assert b.n_layer == a.n_layer and b.vocab_size == a.vocab_size
+    toks = model.tokenize(a, CORPUS)[:24]
+    assert np.allclose(model.forward(b, toks), model.forward(a, toks), rtol=1e-5, atol=1e-5)
