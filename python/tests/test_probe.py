@@ -59,3 +59,37 @@ def test_bad_inputs():
         probe.paired_bootstrap([1.0], [1.0, 0.0])
     with pytest.raises(ValueError):
         probe.paired_bootstrap([1.0], [1.0], level=1.5)
+
+
+def test_probe_tool_numbers_equal_the_bindings(tmp_path):
+    """The `probe boundary-copy` report of two tiny models (block, se-bridge) on a K = 4 task: each
+    phase's coverage bound and exact binomial p-value, and the paired McNemar p, recomputed through the
+    bindings from the counts the report prints, equal its numbers bit for bit."""
+    import subprocess
+    from conftest import cli_json, tool
+    d = str(tmp_path)
+    r = subprocess.run([tool("prepare-data"), "--task", "boundary-copy", "--K", "4", "--b", "4", "--seq-len", "32",
+                        "--rows-train", "40", "--rows-val", "40", "--out", f"{d}/bc", "--quiet"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for attn, extra in (("block", []), ("se-bridge", ["--e", "2"])):
+        r = subprocess.run([tool("train"), "--data", f"{d}/bc", "--attn", attn, "--b", "4", *extra, "--block-size",
+                            "32", "--n-layer", "1", "--n-head", "1", "--d-model", "8", "--steps", "3", "--batch", "2",
+                            "--eval-batches", "1", "--warmup", "0", "--threads", "1", "--quiet", "--out-dir",
+                            f"{d}/{attn}"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    body = cli_json("probe", "boundary-copy", "--data", f"{d}/bc", "--checkpoint", f"{d}/block/last.h5",
+                    "--checkpoint", f"{d}/se-bridge/last.h5", "--resamples", 200)["body"]
+    K = body["task"]["K"]
+    checked = 0
+    for m in body["models"]:
+        for ph in m["phases"]:
+            acc, ce = probe.coverage_limited_bound(ph["pi"], K)
+            assert acc == ph["accuracy_bound"] and ce == ph["cross_entropy_bound"]
+            assert probe.binomial_test_above(ph["correct"], ph["readouts"], min(1.0, acc)) == ph["p_value"]
+            checked += 1
+    assert checked >= 8
+    assert body["paired"]
+    for pair in body["paired"].values():  # overall and per part of the readouts
+        mc = probe.mcnemar(pair["a_only"], pair["b_only"])
+        assert mc["p_value"] == pair["mcnemar_p"] and mc["log10_p"] == pair["mcnemar_log10_p"]
