@@ -35,7 +35,7 @@ def rollout(n: int = 0, dense: bool = False, model: str = "bloom", model_config:
     """Last-row rollout p_j = P(L)[n-1, j] (Eqs. 1-3, Section 6.2). n = 0: the model's default (256 for
     presets); dense: O(L H n^2) path (n <= 8192) instead of the structured O(L H n) one.
     Returns {'attention_only': (n,), 'residual': (n,)[, 'residual_content': (n,)]}, each summing to 1
-    (variants (a), (b), (c)); equal to `rollout --format json`'s body.variants. No copy."""
+    (variants (a), (b), (c)); equal to the 'variants' of `rollout --format json`. No copy."""
 
 def summarize(p: npt.ArrayLike) -> Dict[str, Union[float, int]]:
     """{'p_first', 'p_last', 'argmin', 'min', 'primacy_mass', 'recency_mass'} (first/last ceil(n/10))."""

@@ -52,7 +52,7 @@ struct SourceArgs {
 constexpr const char* kSourceDoc =
     "\n\nModel keyword arguments (as the `rollout` tool's options; docs/rollout.md):\n"
     "  model: preset 'bloom-176b' | 'bloom' | 'bloom-7b1' | 'mpt-7b' | 'mpt-30b' | 'falcon-rw-7b', or a capture .h5\n"
-    "         (a checkpoint must be captured first: causalflow.model.capture or the `capture` tool);\n"
+    "         (a checkpoint must be captured first: causalflow.model.capture_file or the `capture` tool);\n"
     "  model_config: YAML/JSON model config (replaces model); dataset: 'fineweb-edu' | 'dclm' | 'wikipedia';\n"
     "  alpha: 'measured' | 'const:X' | 'power[0|1]:A0,BETA' | 'file:PATH'; mask: 'causal' | 'swa:W';\n"
     "  slopes: 'preset' | 'simple' | 'hf'; content: 'measured' | 'mean' | 'none' | 'c,delta';\n"
@@ -80,7 +80,7 @@ RolloutSource make(const SourceArgs& a, long n, long default_n) {
   o.n = n;
   if (o.model_config.empty() && is_model_file(o.model) && is_checkpoint_file(o.model))
     throw cf::InvalidArgument(cf::str("model '", o.model,
-                                      "' is a checkpoint: capture it first (causalflow.model.capture or the "
+                                      "' is a checkpoint: capture it first (causalflow.model.capture_file or the "
                                       "`capture` tool) and pass the capture file"));
   return make_source(o, default_n);
 }
@@ -200,7 +200,7 @@ void bind_rollout(py::module_& m) {
                      "Returns a dict of float64 arrays of shape (n,), each summing to 1, in this order:\n"
                      "'attention_only' (a) alpha = 1, no content; 'residual' (b) the model's alpha; and, when the model\n"
                      "has a content prior, 'residual_content' (c). The arrays are views of the C++ results (no copy);\n"
-                     "the numbers equal `rollout --format json`'s body.variants.") +
+                     "the numbers equal the 'variants' of `rollout --format json`.") +
          kSourceDoc)
             .c_str());
 
@@ -276,7 +276,7 @@ void bind_rollout(py::module_& m) {
                      "structured O(L H n) path: for each n the summary of every variant's last-row distribution.\n\n"
                      "n: a list of lengths or the tool's syntax '64,128,...,65536'; progress: optional callable\n"
                      "progress(done, total) called after each length.\n"
-                     "Returns columns (rows ordered by variant, then n, as `rollout sweep --format json`'s body.rows):\n"
+                     "Returns columns (rows ordered by variant, then n, as the 'rows' of `rollout sweep --format json`):\n"
                      "'variant' list[str], 'n' int64, 'p_first', 'p_last', 'primacy_mass', 'recency_mass' float64,\n"
                      "'argmin' int64, 'min', 'seconds' float64.") +
          kSourceDoc)
