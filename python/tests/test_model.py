@@ -175,3 +175,11 @@ def test_hugging_face_folder_loads_and_forwards_as_the_checkpoint(tmp_path):
     assert b.n_layer == a.n_layer and b.vocab_size == a.vocab_size
     toks = model.tokenize(a, CORPUS)[:24]
     assert np.allclose(model.forward(b, toks), model.forward(a, toks), rtol=1e-5, atol=1e-5)
+
+
+def test_callback_exception_propagates_with_its_type(tmp_path):
+    def cb(info):
+        if info["step"] == 2:
+            raise KeyError("stop here")
+    with pytest.raises(KeyError, match="stop here"):
+        train.train(train.config(**TINY), text=CORPUS, out_dir=str(tmp_path / "cb"), callback=cb, **TRAIN)
