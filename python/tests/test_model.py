@@ -117,6 +117,14 @@ def test_spectral_equals_cli(run):
     assert cols["rho"].tolist() == [h["rho"] for h in body["weight"]["heads"]]
 
 
+def test_spectral_sequence_level_equals_cli(run):
+    _, _, ck = run
+    body = cli_json("spectral", "--checkpoint", ck, "--level", "sequence", "--layers", "0,2")["body"]
+    got = spectral.analyse_checkpoint(ck, level="sequence", layers="0,2")["sequence"]
+    got.pop("columns")
+    assert got == body["sequence"]
+
+
 def test_spectral_decomposition_against_numpy():
     rng = np.random.default_rng(3)
     M = rng.standard_normal((12, 12))
