@@ -65,11 +65,17 @@ def prefix_mass(p: npt.ArrayLike) -> F64:
 def stochastically_precedes(mu: npt.ArrayLike, nu: npt.ArrayLike, tol: float = 1e-10) -> bool:
     """mu <= nu in stochastic order (Definition A.1)."""
 
-def verify(n: int = 0, seeds: int = 8, **model: Any) -> Dict[str, Any]:
+def verify(n: int = 0, seeds: int = 8, model: str = "bloom", model_config: str = "", dataset: str = "",
+           alpha: str = "measured", mask: str = "causal", slopes: str = "preset", content: str = "measured",
+           content_scale: str = "raw", head_weights: str = "", kernel_file: str = "", kernels: str = "auto",
+           alpha_kind: str = "token-mean", falcon_scale: bool = False) -> Dict[str, Any]:
     """Props. 4.2-4.5 and structured vs dense: the body of `rollout verify --format json`."""
 
 def dichotomy(depth: int = 100000, schedule: str = "const:0.5", schedule2: str = "power:0.5,2", eps: float = 0.0,
-              n: int = 0, **model: Any) -> Dict[str, Any]:
+              n: int = 0, model: str = "bloom", model_config: str = "", dataset: str = "",
+              alpha: str = "measured", mask: str = "causal", slopes: str = "preset", content: str = "measured",
+              content_scale: str = "raw", head_weights: str = "", kernel_file: str = "", kernels: str = "auto",
+              alpha_kind: str = "token-mean", falcon_scale: bool = False) -> Dict[str, Any]:
     """Lemma 5.3 / Theorem 5.4 in 50-digit arithmetic: the body of `rollout dichotomy --format json`."""
 
 def jacobian_bound(attention: Union[npt.ArrayLike, Sequence[npt.ArrayLike]], C: float = 1.0) -> Dict[str, F64]:

@@ -56,3 +56,39 @@ def test_every_binding_has_a_stub():
         declared = {n.name for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         public = set(getattr(causalflow, sub).__all__)
         assert public <= declared, (sub, sorted(public - declared))
+
+
+def _binding_params(f):
+    """Parameter names from the signature line pybind11 writes first in a docstring."""
+    first = f.__doc__.splitlines()[0]
+    inner = first[first.index("(") + 1:first.rindex(") ->")]
+    names, depth, cur, quote = [], 0, "", None
+    for ch in inner + ",":
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0 and not quote:
+            if cur.strip():
+                names.append(cur.split(":")[0].split("=")[0].strip())
+            cur = ""
+        else:
+            cur += ch
+    return names
+
+
+def test_stub_signatures_match_the_bindings():
+    import ast
+    import causalflow
+    for sub in ("graph", "rollout", "spectral", "model", "influence", "probe", "train"):
+        stub = ast.parse(open(os.path.join(ROOT, "python", "causalflow", f"{sub}.pyi"), encoding="utf-8").read())
+        mod = getattr(causalflow, sub)
+        for node in stub.body:
+            if isinstance(node, ast.FunctionDef) and node.name in mod.__all__:
+                declared = [a.arg for a in node.args.args + node.args.kwonlyargs]
+                assert node.args.kwarg is None, f"{sub}.{node.name}: the stub hides arguments behind **"
+                assert declared == _binding_params(getattr(mod, node.name)), f"{sub}.{node.name}"
