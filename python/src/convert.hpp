@@ -34,8 +34,8 @@ py::array_t<T> to_numpy(std::vector<T>&& v) {
   static_assert(std::is_arithmetic_v<T>, "numbers only");
   auto* owner = new std::vector<T>(std::move(v));
   py::capsule base(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>({static_cast<py::ssize_t>(owner->size())}, {static_cast<py::ssize_t>(sizeof(T))},
-                        owner->data(), base);
+  return py::array_t<T>({static_cast<py::ssize_t>(owner->size())}, {static_cast<py::ssize_t>(sizeof(T))}, owner->data(),
+                        base);
 }
 
 /// An Eigen matrix or vector moved behind a capsule: vectors (compile-time one column or one row)
