@@ -17,7 +17,22 @@ Bad input raises ValueError (the command-line tools exit 2 with the same message
 failures RuntimeError (exit 1). Arrays returned are views of the C++ results (no copy).
 See docs/python.md.
 """
-from . import _causalflow
+import sys as _sys
+
+try:
+    import numpy as _numpy  # noqa: F401  (every result is a numpy array)
+except ImportError:  # e.g. a pyenv / venv interpreter first on PATH instead of /usr/bin/python3
+    import warnings as _warnings
+
+    _warnings.warn(f"causalflow: numpy is not importable under {_sys.executable}: every function that returns "
+                   "an array will fail; run /usr/bin/python3 (Debian's python3-numpy), the interpreter the "
+                   "module is built for (docs/python.md)", RuntimeWarning, stacklevel=2)
+try:
+    from . import _causalflow
+except ImportError as _e:
+    raise ImportError(f"causalflow's extension does not load into {_sys.executable} (Python "
+                      f"{_sys.version.split()[0]}): it is built for /usr/bin/python3 unless CMake was given "
+                      f"-DCF_PYTHON_EXECUTABLE (docs/python.md); {_e}") from _e
 from ._causalflow import __version__, git_revision
 from . import graph, influence, model, probe, rollout, spectral, train
 

@@ -25,3 +25,14 @@ set_tests_properties("python: notebooks/quickstart.ipynb executes (nbconvert, qu
   SKIP_RETURN_CODE 77
   TIMEOUT 120
   ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;CF_SOURCE_DIR=${CMAKE_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1")
+
+# The documented install (docs/python.md): the component alone, into a scratch prefix, imported from
+# there (not from the build tree) by /usr/bin/python3 in another folder.
+set(CF_PY_INST ${CMAKE_CURRENT_BINARY_DIR}/install_test)
+add_test(NAME "python: cmake --install --component python gives an importable package"
+         COMMAND sh -c "rm -rf '${CF_PY_INST}' && '${CMAKE_COMMAND}' --install '${CMAKE_BINARY_DIR}' --component python \
+                        --prefix '${CF_PY_INST}' >/dev/null && cd / && \
+                        PYTHONPATH='${CF_PY_INST}/${CF_PYTHON_INSTALL_DIR}' '${Python3_EXECUTABLE}' -c \
+                        'import causalflow, causalflow.rollout as r; assert causalflow.__file__.startswith(\"${CF_PY_INST}/\"), causalflow.__file__; p = r.rollout(model=\"mpt-7b\", n=16)[\"residual\"]; assert abs(p.sum() - 1) < 1e-12; print(\"installed\", causalflow.__version__)'")
+set_tests_properties("python: cmake --install --component python gives an importable package" PROPERTIES
+  PASS_REGULAR_EXPRESSION "installed [0-9]" TIMEOUT 120)
