@@ -4,6 +4,7 @@
 #include <cmath>
 #include <new>
 
+#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 
 namespace cfpy {
@@ -65,6 +66,16 @@ Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> to_row_ma
         throw cf::InvalidArgument(cf::str(what, "[", i, ", ", j, "] is not finite (", m(i, j), ")"));
     }
   return m;
+}
+
+void check_output_path(const std::string& path, const std::string& what) {
+  try {
+    cf::check_output_writable(path);
+  } catch (const cf::InvalidArgument&) {
+    throw;
+  } catch (const cf::Error& e) {  // a missing folder is the caller's input, not a runtime failure
+    throw cf::InvalidArgument(cf::str(what, ": ", e.what()));
+  }
 }
 
 py::object from_json(const nlohmann::json& j) {

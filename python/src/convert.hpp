@@ -67,6 +67,11 @@ Eigen::VectorXd to_vector(const py::handle& a, const std::string& what);
 Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> to_row_matrix(const py::handle& a,
                                                                                      const std::string& what);
 
+/// Refuse (ValueError naming `what`) an output path that cannot be written before any work: a missing
+/// folder, a read-only file (as the tools' cf::app::check_output, without its per-run registry of the
+/// outputs already checked, which in a long-lived Python process would only grow).
+void check_output_path(const std::string& path, const std::string& what);
+
 /// A JSON value (a library report's body) as plain Python objects: dict, list, int, float, str,
 /// bool, None. Numbers keep their exact binary value (the CLI prints the same doubles).
 py::object from_json(const nlohmann::json& j);

@@ -3,8 +3,8 @@
 // arrays, or write a capture file for `rollout` / `influence`. Every function calls lib/nn and lib/hf.
 #include <algorithm>
 
-#include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/file_identity.hpp"
 #include "cf/hf/tokenizer.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/config.hpp"
@@ -190,7 +190,14 @@ void bind_model(py::module_& m) {
          bool store_qk) {
         const ModelHandle h = as_model(model);
         const auto t = as_tokens(h, py::str(text));
-        cf::check_output_writable(out);  // a missing folder or a read-only file: ValueError before the work
+        check_output_path(out, "out");  // a missing folder or a read-only file: ValueError before the work
+        // an output never replaces an input (docs/conventions.md "Output files"): the checkpoint, the model
+        // files of a Hugging Face folder, or the text
+        std::vector<std::string> inputs = {h.path, text};
+        for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) inputs.push_back(h.path + "/" + f);
+        for (const auto& in : inputs)
+          require(!cf::same_file(cf::file_identity(out), cf::file_identity(in)), "out '", out,
+                  "' is the same file as the input '", in, "': choose another path");
         CaptureSummary s;
         {
           py::gil_scoped_release nogil;

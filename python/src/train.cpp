@@ -4,9 +4,9 @@
 #include <atomic>
 #include <filesystem>
 
-#include "cf/core/atomic_file.hpp"
 #include "cf/core/dir_lock.hpp"
 #include "cf/core/error.hpp"
+#include "cf/core/file_identity.hpp"
 #include "cf/core/list.hpp"
 #include "cf/nn/config.hpp"
 #include "cf/nn/train_report.hpp"
@@ -102,13 +102,21 @@ void bind_train(py::module_& m) {
         tc.data_source = d.source;
         tc.data_checksum = data_checksum(d);
         check_train_inputs(mc, tc, d);
+        // the run's files never replace its input (docs/conventions.md "Output files")
+        std::vector<std::string> inputs = {text};
+        for (const char* ext : {".train.bin", ".val.bin", ".meta.json", ".train.mask.bin", ".val.mask.bin"})
+          if (!data.empty()) inputs.push_back(data + ext);
+        for (const char* f : {"last.h5", "best.h5", "log.csv", "loss.svg"})
+          for (const auto& in : inputs)
+            require(in.empty() || !cf::same_file(cf::file_identity(out_dir + "/" + f), cf::file_identity(in)), "'", in,
+                    "' is a file train writes into out_dir '", out_dir, "': choose another out_dir");
         // an earlier run in out_dir is not replaced unless asked (as `train --overwrite`)
         for (const char* f : {"last.h5", "best.h5", "log.csv"}) {
           std::error_code ec;
           const std::string p = out_dir + "/" + f;
           require(overwrite || !std::filesystem::exists(p, ec), "out_dir '", out_dir, "' holds an earlier run (", f,
                   "): pass overwrite=True to replace it or choose another folder");
-          if (std::filesystem::exists(p, ec)) cf::check_output_writable(p);
+          if (std::filesystem::exists(p, ec)) check_output_path(p, "out_dir");
         }
         const cf::DirLock lock(out_dir, "out_dir", "causalflow.train");
         std::atomic<bool> stop{false};

@@ -191,3 +191,17 @@ def test_callback_exception_propagates_with_its_type(tmp_path):
             raise KeyError("stop here")
     with pytest.raises(KeyError, match="stop here"):
         train.train(train.config(**TINY), text=CORPUS, out_dir=str(tmp_path / "cb"), callback=cb, **TRAIN)
+
+
+def test_outputs_never_replace_inputs(run, tmp_path):
+    _, _, ck = run
+    before = open(ck, "rb").read()
+    with pytest.raises(ValueError, match="same file"):
+        model.capture_file(ck, CORPUS, ck, seq_len=16, sequences=1)
+    assert open(ck, "rb").read() == before
+    text = tmp_path / "last.h5"
+    text.write_bytes(open(CORPUS, "rb").read())
+    with pytest.raises(ValueError, match="writes into out_dir"):
+        train.train(train.config(**TINY), text=str(text), out_dir=str(tmp_path), **TRAIN)
+    with pytest.raises(ValueError):
+        model.capture_file(ck, CORPUS, str(tmp_path / "no" / "such" / "dir" / "c.h5"))
