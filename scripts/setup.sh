@@ -68,6 +68,11 @@ TARGET=()
 log "building ${TARGET[*]:-everything} with $JOBS jobs"
 cmake --build "$BUILD" -j "$JOBS" "${TARGET[@]}" 2>&1 | grep -E "error|warning: unused|Error" || true
 cmake --build "$BUILD" -j "$JOBS" "${TARGET[@]}" >/dev/null   # fail loudly if anything is left broken
+if ls "$BUILD"/python/causalflow/_causalflow*.so >/dev/null 2>&1; then
+  log "Python module built: PYTHONPATH=$BUILD/python /usr/bin/python3 -c 'import causalflow' (docs/python.md)"
+else
+  log "Python module not built (pybind11-dev / python3-dev missing, or CF_BUILD_PYTHON=OFF): see CMake's warning"
+fi
 
 case "$MODE" in
   --run)
