@@ -14,10 +14,10 @@
 #include "cf/gpu/device_option.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/capture_report.hpp"
 #include "cf/nn/checkpoint.hpp"
-#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -48,7 +48,8 @@ void run(const CLI::App& app, const Options& o) {
   gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
   hf::check_token_input_options(app, o.input);
   // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
-  app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs), "attn_probs or Q/K stored (not both --no-qk and --no-probs)");
+  app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs),
+                     "attn_probs or Q/K stored (not both --no-qk and --no-probs)");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.out, "--out");
   const nn::Model<float> model = cf::model::load_model(o.checkpoint);

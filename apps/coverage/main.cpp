@@ -122,7 +122,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--e", o.e, "SE-Bridge extension e, 1 <= e <= b [default: b/2]")->check(app::integer(1, kMaxParam));
   auto* layers = app.add_option("--layers", o.layers, "Closure depth L (same pattern at every layer)")
                      ->check(app::integer(1, 1000000));
-  auto* sched = app.add_option("--schedule", o.schedule, "Per-layer patterns, e.g. 'pbb,pbb,pbb,full' or 'swa*3,full' (names as --pattern)");
+  auto* sched = app.add_option("--schedule", o.schedule,
+                               "Per-layer patterns, e.g. 'pbb,pbb,pbb,full' or 'swa*3,full' (names as --pattern)");
   layers->excludes(sched);
   sched->excludes(layers);
   app.add_option("--fusion", o.fusion, "Bridge fusion for the headline score count: branch | union")

@@ -9,8 +9,8 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/hf/checkpoint.hpp"
-#include "cf/nn/model.hpp"
 #include "cf/model/load.hpp"
+#include "cf/nn/model.hpp"
 
 using namespace cf;
 

@@ -1,10 +1,9 @@
-// influence — measured influence of the input positions on the next-token prediction (Position bias (Herasimchyk et al.),
-// Eq. 6; docs/spec.md §2): I_j = mean over windows of ||d p(yhat | x) / d e_j||, normalised to sum 1, from
-// the model's own backward pass. One checkpoint: the profile (table / CSV / JSON, HDF5 with the
-// per-window matrix on request) and its plot; several (a list or a glob, e.g. the step_*.h5 of
-// `train --keep-every`): summary metrics against the training step and their plot.
-// Thin app: an options struct, setup and run over cf/influence/influence.hpp and
-// cf/influence/influence_report.hpp (docs/influence.md).
+// influence — measured influence of the input positions on the next-token prediction (Position bias (Herasimchyk et
+// al.), Eq. 6; docs/spec.md §2): I_j = mean over windows of ||d p(yhat | x) / d e_j||, normalised to sum 1, from the
+// model's own backward pass. One checkpoint: the profile (table / CSV / JSON, HDF5 with the per-window matrix on
+// request) and its plot; several (a list or a glob, e.g. the step_*.h5 of `train --keep-every`): summary metrics
+// against the training step and their plot. Thin app: an options struct, setup and run over cf/influence/influence.hpp
+// and cf/influence/influence_report.hpp (docs/influence.md).
 #include <cmath>
 
 #include "cf/core/app.hpp"
@@ -17,12 +16,12 @@
 #include "cf/influence/influence.hpp"
 #include "cf/influence/influence_report.hpp"
 #include "cf/influence/profile_io.hpp"
+#include "cf/model/load.hpp"
 #include "cf/model/series.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/rollout/agreement.hpp"
 #include "cf/rollout/rollout.hpp"
-#include "cf/model/load.hpp"
 
 using namespace cf;
 using output::fmt;
@@ -170,7 +169,8 @@ void setup(CLI::App& app, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{
-      "influence: measured influence of each input position on the next-token prediction (Position bias (Herasimchyk et al.) Eq. 6): "
+      "influence: measured influence of each input position on the next-token prediction (Position bias (Herasimchyk "
+      "et al.) Eq. 6): "
       "I_j = mean over windows of ||d p(yhat|x) / d e_j||_2, normalised to sum 1, from the model's own "
       "backward pass. Several checkpoints: metrics against the training step.",
       "influence"};

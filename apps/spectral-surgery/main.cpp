@@ -10,11 +10,11 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/surgery_eval.hpp"
 #include "cf/spectral/surgery_report.hpp"
-#include "cf/model/load.hpp"
 
 using namespace cf;
 using namespace cf::spectral;

@@ -16,8 +16,8 @@
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
 #include "cf/spectral/report.hpp"
-#include "cf/spectral/series.hpp"
 #include "cf/spectral/sequence.hpp"
+#include "cf/spectral/series.hpp"
 
 using namespace cf;
 using namespace cf::spectral;

@@ -335,8 +335,8 @@ void plan_resumed_schedule(const Options& o, const nlohmann::json& was, std::int
           " is the checkpoint's own schedule length; there is nothing to re-plan (drop --replan-schedule)");
   if (o.common.quiet) return;
   std::cerr << "train: resuming at step " << step << " on the schedule: warm-up " << tc.warmup << ", cosine from "
-            << fmt(tc.lr, 3) << " to " << fmt(tc.min_lr, 3) << " ending at step " << tc.max_steps
-            << "; learning rate " << fmt(now, 3) << " now";
+            << fmt(tc.lr, 3) << " to " << fmt(tc.min_lr, 3) << " ending at step " << tc.max_steps << "; learning rate "
+            << fmt(now, 3) << " now";
   if (replanned)
     std::cerr << " (--replan-schedule: re-planned from " << old_steps << " steps, where it was " << fmt(before, 3)
               << ")";

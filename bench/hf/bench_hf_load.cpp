@@ -11,8 +11,8 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/hf/safetensors.hpp"
-#include "cf/nn/model.hpp"
 #include "cf/model/load.hpp"
+#include "cf/nn/model.hpp"
 
 namespace {
 

@@ -1,5 +1,6 @@
 // Benchmark of lib/influence (issue 10, acceptance 3; numbers in docs/benchmarks.md). Not a test.
-//  1. influence (Position bias (Herasimchyk et al.) Eq. 6) for W = 64 windows of n = 256 on a 4-layer 256-wide byte model
+//  1. influence (Position bias (Herasimchyk et al.) Eq. 6) for W = 64 windows of n = 256 on a 4-layer 256-wide byte
+//  model
 //     (4 heads) against 64 forward+backward training passes on the same windows (one training
 //     forward_backward of the batch of 64 windows); target: within 1.5x.
 //  2. exact Jacobian blocks (Runway (Lee & Clark) Theorem 3.3) for n = 128 across the 4 layers (L = 0, r = 4):

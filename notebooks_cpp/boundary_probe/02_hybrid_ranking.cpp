@@ -106,7 +106,8 @@ int report(const notebook::Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_boundary_probe_02_hybrid",
-                       "Notebook: Boundary repair (Yang) hybrid 3:1 local/full schedule vs all-local on candidate ranking",
-                       "results/boundary_hybrid_ranking", report);
+  return notebook::run(
+      argc, argv, "nb_boundary_probe_02_hybrid",
+      "Notebook: Boundary repair (Yang) hybrid 3:1 local/full schedule vs all-local on candidate ranking",
+      "results/boundary_hybrid_ranking", report);
 }

@@ -38,8 +38,10 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: Position bias (Herasimchyk et al.) BLOOM-176B rollout figures (variants b and c); writes bloom_rollout.csv",
-               "nb_rollout_01_bloom_figure"};
+  CLI::App app{
+      "Notebook: Position bias (Herasimchyk et al.) BLOOM-176B rollout figures (variants b and c); writes "
+      "bloom_rollout.csv",
+      "nb_rollout_01_bloom_figure"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

@@ -24,7 +24,9 @@ int report() {
   const Row rows[] = {{"Standard", gpt2_small_config("full", /*qkv_bias=*/false), 124412160LL},
                       {"S-D + LN", sd, 124513680LL},
                       {"S-D without LN", sd_noln, 124475280LL}};
-  std::printf("Routing/filtering (Jamil & Kapadia) Table 1: parameters of the GPT-2-small-shaped models (12 x 768, 12 heads, vocab 50,257)\n\n");
+  std::printf(
+      "Routing/filtering (Jamil & Kapadia) Table 1: parameters of the GPT-2-small-shaped models (12 x 768, 12 heads, "
+      "vocab 50,257)\n\n");
   std::printf("| model | causalflow layout | param_count | published | match |\n|---|---|---|---|---|\n");
   int bad = 0;
   for (const Row& r : rows) {
@@ -42,8 +44,10 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: Routing/filtering (Jamil & Kapadia) Table 1 parameter counts (exit 1 unless both reproduce the published row)",
-               "nb_routing_01_table1_params"};
+  CLI::App app{
+      "Notebook: Routing/filtering (Jamil & Kapadia) Table 1 parameter counts (exit 1 unless both reproduce the "
+      "published row)",
+      "nb_routing_01_table1_params"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

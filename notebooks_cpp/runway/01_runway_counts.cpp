@@ -61,8 +61,9 @@ int report() {
 
 // Command line: --help describes the report; unknown options and arguments are refused (exit 2).
 int main(int argc, char** argv) {
-  CLI::App app{"Notebook: Runway (Lee & Clark) runway counts (exact, checked against the closed form; exit 1 on a mismatch)",
-               "nb_runway_01_runway_counts"};
+  CLI::App app{
+      "Notebook: Runway (Lee & Clark) runway counts (exact, checked against the closed form; exit 1 on a mismatch)",
+      "nb_runway_01_runway_counts"};
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] { rc = report(); });
   return code != 0 ? code : rc;

@@ -17,10 +17,10 @@
 #include "cf/core/plot.hpp"
 #include "cf/influence/jacobian_analysis.hpp"
 #include "cf/influence/jacobian_report.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
 #include "cf/notebook/cli.hpp"
-#include "cf/model/load.hpp"
 
 using namespace cf;
 
@@ -78,7 +78,8 @@ int report(const notebook::Options& opt) {
     std::printf("|  | C_1(l) Frobenius |");
     for (const auto& o : a.one_layer_frobenius) std::printf(" %.4g", o.c1);
     std::printf(" | | | | | | | |\n");
-    heatmap(a.J.frobenius, "Runway (Lee & Clark): measured Jacobian norms ||J_ds||_F, J_ds = d h_d(r) / d h_s(0), " + attn,
+    heatmap(a.J.frobenius,
+            "Runway (Lee & Clark): measured Jacobian norms ||J_ds||_F, J_ds = d h_d(r) / d h_s(0), " + attn,
             "||J_ds||_F", out_dir + "/runway_" + attn + "_measured.svg");
     heatmap(a.bound.bound * std::pow(a.frobenius.c_star, a.span),
             "Runway (Lee & Clark): bound C*^r B_ds (Theorem 3.3), " + attn, "C*^r B_ds",
@@ -94,7 +95,8 @@ int report(const notebook::Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_runway_01_jacobian_vs_bound",
-                       "Notebook: Runway (Lee & Clark) Theorem 3.3, exact Jacobian blocks vs the bound on trained models",
-                       "runway_jacobian_out", report);
+  return notebook::run(
+      argc, argv, "nb_runway_01_jacobian_vs_bound",
+      "Notebook: Runway (Lee & Clark) Theorem 3.3, exact Jacobian blocks vs the bound on trained models",
+      "runway_jacobian_out", report);
 }

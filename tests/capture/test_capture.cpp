@@ -2,7 +2,8 @@
 // the measured rollout kernels read back from a capture (cf/rollout/kernel.hpp): probabilities are
 // row-stochastic and respect the Boundary repair (Yang) masks, equal independent recomputations from the captured
 // Q and K, the norms equal recomputation from the hidden states, the hook leaves the logits
-// bit-identical, and alpha_l in the file equals docs/spec.md §2 / Position bias (Herasimchyk et al.) Eq. 1 recomputed from the norms.
+// bit-identical, and alpha_l in the file equals docs/spec.md §2 / Position bias (Herasimchyk et al.) Eq. 1 recomputed
+// from the norms.
 #include <unistd.h>
 
 #include <Eigen/Dense>

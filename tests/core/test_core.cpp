@@ -15,7 +15,10 @@
 
 using namespace cf;
 
-TEST_CASE("output: tables render as aligned text, CSV without quoting (a comma in a cell becomes a semicolon) and JSON with meta", "[core]") {
+TEST_CASE(
+    "output: tables render as aligned text, CSV without quoting (a comma in a cell becomes a semicolon) and JSON with "
+    "meta",
+    "[core]") {
   output::Table t;
   t.title = "T";
   t.header = {"name", "value"};
@@ -458,7 +461,7 @@ TEST_CASE("plot (issue 29): legend inside or below, x range = data range, one '(
   s = plot::gnuplot_script(q, "svg", "D", "O");
   CHECK(s.find("using 1:2:3:4 with yerrorlines") != std::string::npos);
   CHECK(s.find("with lines dt 2 lw 2 lc rgb '#1f77b4'") != std::string::npos);  // model A's colour
-  CHECK(s.find("set xrange [-0.08999") != std::string::npos);  // 3 % of 0..3 for the end markers
+  CHECK(s.find("set xrange [-0.08999") != std::string::npos);                   // 3 % of 0..3 for the end markers
   CHECK(s.find(":3.08999") != std::string::npos);
   CHECK(s.find("(log scale)") == std::string::npos);
 }

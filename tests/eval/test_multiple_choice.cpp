@@ -46,8 +46,8 @@ TEST_CASE("hellaswag preprocess equals lm-evaluation-harness v0.4 utils.preproce
 }
 
 TEST_CASE("layouts: the harness v0.4 prompts of ARC, PIQA, HellaSwag, CommonsenseQA and generic", "[eval][layout]") {
-  const json arc = json::parse(
-      R"({"question": "Q?", "choices": {"text": ["a", "b"], "label": ["1", "2"]}, "answerKey": "2"})");
+  const json arc =
+      json::parse(R"({"question": "Q?", "choices": {"text": ["a", "b"], "label": ["1", "2"]}, "answerKey": "2"})");
   CHECK(detect_layout(arc) == McLayout::Arc);
   McItem it = mc_item_from_json(arc, McLayout::Arc, McTemplate::Harness);
   CHECK(it.context == "Question: Q?\nAnswer:");
@@ -97,11 +97,12 @@ TEST_CASE("layouts: bad items name the field", "[eval][layout]") {
                     Catch::Contains("empty choice: choice 1"));
   CHECK_THROWS_WITH(bad(R"({"context": "c", "choices": ["a", "b"], "gold": 1.0})", McLayout::Generic)(),
                     Catch::Contains("must be a whole number"));
-  CHECK_THROWS_WITH(bad(R"({"context": "c", "choices": ["a", "b"], "gold": 18446744073709551615})", McLayout::Generic)(),
-                    Catch::Contains("gold out of range"));
-  CHECK_THROWS_WITH(bad(R"({"question": "q", "choices": {"text": ["a"], "label": ["A", "B"]}, "answerKey": "A"})",
-                        McLayout::Arc)(),
-                    Catch::Contains("1 texts but 2 labels"));
+  CHECK_THROWS_WITH(
+      bad(R"({"context": "c", "choices": ["a", "b"], "gold": 18446744073709551615})", McLayout::Generic)(),
+      Catch::Contains("gold out of range"));
+  CHECK_THROWS_WITH(
+      bad(R"({"question": "q", "choices": {"text": ["a"], "label": ["A", "B"]}, "answerKey": "A"})", McLayout::Arc)(),
+      Catch::Contains("1 texts but 2 labels"));
   CHECK_THROWS_WITH(bad(R"({"context": " \n ", "choices": ["a", "b"], "gold": 0})", McLayout::Generic)(),
                     Catch::Contains("context is empty"));
   CHECK_THROWS_WITH(detect_layout(json::parse(R"({"x": 1})")), Catch::Contains("give --layout"));
@@ -174,7 +175,8 @@ TEST_CASE("score_items equals unbatched forward_logits log-likelihoods on a 2-la
   auto broken = model;  // NaN weights: refused (exit 1), never a silent argmax over NaN
   for (auto& w : broken.params) w = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_AS(score_items(broken, enc, items, 4, true), Error);
-  CHECK_THROWS_WITH(score_items(broken, enc, items, 4, true), Catch::Contains("the model's forward pass is not finite"));
+  CHECK_THROWS_WITH(score_items(broken, enc, items, 4, true),
+                    Catch::Contains("the model's forward pass is not finite"));
 }
 
 TEST_CASE("mean_bootstrap_ci holds the accuracy of 10 outcomes", "[eval][stats]") {
@@ -196,9 +198,10 @@ std::string write_temp(const std::string& name, const std::string& bytes) {
 }  // namespace
 
 TEST_CASE("read_mc_file: BOM, CRLF and blank lines kept in the line count", "[eval][file]") {
-  const std::string p = write_temp("crlf.jsonl",
-                                   "\xEF\xBB\xBF{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\r\n\r\n   \n"
-                                   "{\"context\": \"d\", \"choices\": [\"e\", \"f\"], \"gold\": \"0\"}");
+  const std::string p =
+      write_temp("crlf.jsonl",
+                 "\xEF\xBB\xBF{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\r\n\r\n   \n"
+                 "{\"context\": \"d\", \"choices\": [\"e\", \"f\"], \"gold\": \"0\"}");
   McLayout l = McLayout::Auto;
   const auto items = read_mc_file(p, McLayout::Auto, McTemplate::Harness, 0, &l);
   REQUIRE(items.size() == 2);
@@ -214,12 +217,15 @@ TEST_CASE("read_mc_file: 4 kinds of ill-formed UTF-8 (Python's decode errors) na
   const std::string ok = "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\n";
   // bytes.decode("utf-8") rejects each: overlong, surrogate, above U+10FFFF, truncated sequence
   for (const std::string bad : {"\xC0\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE2\x82"}) {
-    const std::string p = write_temp("bad_utf8.jsonl", ok + "{\"context\": \"x" + bad + "\", \"choices\": [\"b\", \"c\"], \"gold\": 0}\n");
+    const std::string p = write_temp(
+        "bad_utf8.jsonl", ok + "{\"context\": \"x" + bad + "\", \"choices\": [\"b\", \"c\"], \"gold\": 0}\n");
     CHECK_THROWS_WITH(read_mc_file(p, McLayout::Auto, McTemplate::Harness),
                       Catch::Contains("line 2: not valid UTF-8 (byte 15 of the line"));
     std::filesystem::remove(p);
   }
-  const std::string p = write_temp("good_utf8.jsonl", "{\"context\": \"\xF0\x9F\x98\x80 \xE2\x82\xAC\", \"choices\": [\"b\", \"c\"], \"gold\": 0}\n");
+  const std::string p =
+      write_temp("good_utf8.jsonl",
+                 "{\"context\": \"\xF0\x9F\x98\x80 \xE2\x82\xAC\", \"choices\": [\"b\", \"c\"], \"gold\": 0}\n");
   CHECK(read_mc_file(p, McLayout::Auto, McTemplate::Harness)[0].context == "\xF0\x9F\x98\x80 \xE2\x82\xAC");
   CHECK(code_points("\xF0\x9F\x98\x80 \xE2\x82\xAC") == 3);
   std::filesystem::remove(p);

@@ -17,8 +17,8 @@ static Pattern pat(PatternKind k, Index b = 128, Index w = 128, Index e = 64) {
 }
 
 TEST_CASE("scores: published branch accounting at n=1024, b=w=128, e=64", "[graph][boundary]") {
-  // Published facts: Boundary repair (Yang) Table 2 (attention scores per head at n = 1024), restated in docs/spec.md §1:
-  // Block 66,048; SWA 122,944; Bridge 123,840; PBB 123,840; SE 195,744; Full 524,800.
+  // Published facts: Boundary repair (Yang) Table 2 (attention scores per head at n = 1024), restated in docs/spec.md
+  // §1: Block 66,048; SWA 122,944; Bridge 123,840; PBB 123,840; SE 195,744; Full 524,800.
   const Index n = 1024;
   REQUIRE(scores_branch(make_mask(pat(PatternKind::Block), n)) == 66048);
   REQUIRE(scores_branch(make_mask(pat(PatternKind::Swa), n)) == 122944);

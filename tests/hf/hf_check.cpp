@@ -19,8 +19,8 @@
 
 #include "cf/hf/config.hpp"
 #include "cf/hf/safetensors.hpp"
-#include "cf/nn/model.hpp"
 #include "cf/model/load.hpp"
+#include "cf/nn/model.hpp"
 
 namespace {
 

@@ -21,8 +21,8 @@
 #include "cf/hf/checkpoint.hpp"
 #include "cf/hf/safetensors.hpp"
 #include "cf/hf/tokenizer.hpp"
-#include "cf/model/series.hpp"
 #include "cf/model/load.hpp"
+#include "cf/model/series.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/model.hpp"
 

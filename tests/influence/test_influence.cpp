@@ -92,8 +92,10 @@ std::vector<std::vector<std::int32_t>> random_windows(int W, int n, int vocab, u
 
 }  // namespace
 
-TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): input gradients equal central differences at every position, every target",
-          "[influence][position_bias][grad]") {
+TEST_CASE(
+    "Eq. 6 (Position bias (Herasimchyk et al.)): input gradients equal central differences at every position, every "
+    "target",
+    "[influence][position_bias][grad]") {
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
     nn::Model<double> m = fd_model(pos);
     const int n = 7, C = m.config.d_model;
@@ -132,8 +134,10 @@ TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): input gradients equal cen
   }
 }
 
-TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): yhat is the argmax next token, one batched pass equals one pass per window",
-          "[influence][position_bias]") {
+TEST_CASE(
+    "Eq. 6 (Position bias (Herasimchyk et al.)): yhat is the argmax next token, one batched pass equals one pass per "
+    "window",
+    "[influence][position_bias]") {
   nn::Model<double> m = fd_model(nn::PosKind::Learned);
   const auto windows = random_windows(4, 6, m.config.vocab_size - 1, 9);
   const InfluenceGradients all = influence_gradients(m, windows, Target::Probability);
@@ -153,7 +157,8 @@ TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): yhat is the argmax next t
   }
 }
 
-TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): profile = mean over windows normalised once (not per window)", "[influence][position_bias]") {
+TEST_CASE("Eq. 6 (Position bias (Herasimchyk et al.)): profile = mean over windows normalised once (not per window)",
+          "[influence][position_bias]") {
   nn::Model<float> m = nn::cast_model<float>(fd_model(nn::PosKind::Alibi));
   const auto windows = random_windows(5, 8, m.config.vocab_size - 1, 4);
   const InfluenceResult r = measure_influence(m, windows, Target::Probability, 2);
@@ -217,7 +222,8 @@ TEST_CASE("profile files: JSON, CSV with a header and plain numbers read back no
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): exact Jacobian blocks equal central differences", "[influence][runway][grad]") {
+TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): exact Jacobian blocks equal central differences",
+          "[influence][runway][grad]") {
   for (nn::PosKind pos : {nn::PosKind::Alibi, nn::PosKind::Learned}) {
     nn::Model<double> m = fd_model(pos, "swa,full");
     const int n = 6, C = m.config.d_model;
@@ -265,7 +271,8 @@ TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): exact Jacobian blocks equal centr
   }
 }
 
-TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): Jacobian blocks compose by the chain rule across layers", "[influence][runway]") {
+TEST_CASE("Theorem 3.3 (Runway (Lee & Clark)): Jacobian blocks compose by the chain rule across layers",
+          "[influence][runway]") {
   nn::Model<double> m = fd_model(nn::PosKind::Alibi, "block,full");
   const int n = 7;
   const auto w = random_windows(1, n, m.config.vocab_size - 1, 8)[0];

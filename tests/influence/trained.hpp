@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <string>
 
+#include "cf/model/load.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/trainer.hpp"
-#include "cf/model/load.hpp"
 
 namespace cf::test {
 

@@ -1,6 +1,6 @@
-// Capture files: the residual mixing coefficient alpha (docs/spec.md §2, Position bias (Herasimchyk et al.) Eq. 1) from per-token
-// norms against direct matrix computations, and the streaming capture writer (layout, shapes,
-// h5py compatibility, incomplete captures never replace a file).
+// Capture files: the residual mixing coefficient alpha (docs/spec.md §2, Position bias (Herasimchyk et al.) Eq. 1) from
+// per-token norms against direct matrix computations, and the streaming capture writer (layout, shapes, h5py
+// compatibility, incomplete captures never replace a file).
 #include <unistd.h>
 
 #include <Eigen/Dense>

@@ -371,7 +371,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "Boundary repair (Yang) Eq. 35 gradients: branch-fused centered bridge with b < w <= 2b matches finite differences, "
+    "Boundary repair (Yang) Eq. 35 gradients: branch-fused centered bridge with b < w <= 2b matches finite "
+    "differences, "
     "tiled and dense",
     "[nn][grad][boundary]") {
   for (AttentionPath path : {AttentionPath::Tiled, AttentionPath::Dense}) {

@@ -60,7 +60,8 @@ TrainData synthetic_data(std::size_t n, int V, std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE(
-    "Parameter counts: runway-dot equals standard, runway-bilinear adds n_layer d_head^2, S-D and no-LN per docs/spec.md §3",
+    "Parameter counts: runway-dot equals standard, runway-bilinear adds n_layer d_head^2, S-D and no-LN per "
+    "docs/spec.md §3",
     "[nn][params]") {
   for (int L : {1, 3}) {
     for (int dh : {4, 8}) {
@@ -84,7 +85,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("Routing/filtering (Jamil & Kapadia) Table 1: GPT-2 small without qkv bias has 124,412,160 parameters", "[nn][params][routing]") {
+TEST_CASE("Routing/filtering (Jamil & Kapadia) Table 1: GPT-2 small without qkv bias has 124,412,160 parameters",
+          "[nn][params][routing]") {
   // Published: Routing/filtering (Jamil & Kapadia), Table 1, "Model parameters" row: Standard 124,412,160; S-D + LN
   // 124,513,680; S-D without LN 124,475,280.
   CHECK(param_count(gpt2_small_config("full", /*qkv_bias=*/false)) == 124412160);

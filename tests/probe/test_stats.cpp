@@ -118,7 +118,8 @@ TEST_CASE("paired bootstrap is deterministic in its seed and checks its input", 
   CHECK_THROWS_AS(paired_bootstrap_ci(a, b, 10, 1.0, 1), cf::InvalidArgument);
 }
 
-TEST_CASE("Clopper-Pearson binomial interval equals the beta quantiles (n = 10 to 1000, level 0.95)", "[probe][stats]") {
+TEST_CASE("Clopper-Pearson binomial interval equals the beta quantiles (n = 10 to 1000, level 0.95)",
+          "[probe][stats]") {
   // expected: scipy.stats.beta.ppf(0.025, k, n - k + 1) and beta.ppf(0.975, k + 1, n - k) (scipy 1.10),
   // the closed form of the exact interval; the code bisects the binomial tails instead
   struct Case {

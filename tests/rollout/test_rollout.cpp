@@ -1,5 +1,5 @@
-// Rollout paths (Position bias (Herasimchyk et al.), docs/spec.md section 2): the published BLOOM-176B curve, and the structured
-// O(L H n) path against the dense O(L n^2) oracle on random configurations.
+// Rollout paths (Position bias (Herasimchyk et al.), docs/spec.md section 2): the published BLOOM-176B curve, and the
+// structured O(L H n) path against the dense O(L n^2) oracle on random configurations.
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -22,9 +22,9 @@ AlibiModel preset_model(const Preset& p, bool content) {
 }  // namespace
 
 TEST_CASE("Published BLOOM-176B residual-aware rollout at n 256 (variant b)", "[rollout][position_bias]") {
-  // Published fact (Position bias (Herasimchyk et al.), Fig. bloom; reference figure data/position-bias/figures/bloom.png
-  // and docs/spec.md section 2 "Check"): BLOOM-176B, 70 layers, 112 heads, measured FineWeb-Edu alpha,
-  // n = 256: p_0 ~ 0.0203, p_255 ~ 0.0252, minimum ~ 0.0025 near position 61.
+  // Published fact (Position bias (Herasimchyk et al.), Fig. bloom; reference figure
+  // data/position-bias/figures/bloom.png and docs/spec.md section 2 "Check"): BLOOM-176B, 70 layers, 112 heads,
+  // measured FineWeb-Edu alpha, n = 256: p_0 ~ 0.0203, p_255 ~ 0.0252, minimum ~ 0.0025 near position 61.
   const Preset p = load_preset("bloom");
   REQUIRE(p.layers == 70);
   REQUIRE(p.heads == 112);
@@ -104,9 +104,10 @@ TEST_CASE("Structured path is stable at n 65536 with slopes near 1 and near 0", 
 }
 
 TEST_CASE("Published BLOOM-176B rollout with content at n 256 (variant c)", "[rollout][position_bias]") {
-  // Published figure (Position bias (Herasimchyk et al.), Fig. bloom_content; data/position-bias/figures/bloom_content.png),
-  // values read off the plot: p_0 ~ 0.0137, p_254 ~ 0.022, p_255 ~ 0.0445, flat minimum ~ 0.002
-  // between positions 30 and 80. Content = per layer and head diagonal scores (FineWeb-Edu, raw q.k).
+  // Published figure (Position bias (Herasimchyk et al.), Fig. bloom_content;
+  // data/position-bias/figures/bloom_content.png), values read off the plot: p_0 ~ 0.0137, p_254 ~ 0.022, p_255 ~
+  // 0.0445, flat minimum ~ 0.002 between positions 30 and 80. Content = per layer and head diagonal scores
+  // (FineWeb-Edu, raw q.k).
   const Preset p = load_preset("bloom");
   AlibiModel m = preset_model(p, true);
   const Eigen::VectorXd pc = rollout_last_row_alibi(m, p.alpha_measured, 256);

@@ -79,7 +79,8 @@ TEST_CASE("BLOOM-176B: the content-free primacy arm all but vanishes by n = 8192
   REQUIRE(b256);
   REQUIRE(b1024);
   REQUIRE(b8192);
-  CHECK(b256->summary.first == Approx(0.0203).margin(0.00005));  // published (Position bias (Herasimchyk et al.), Fig. bloom)
+  CHECK(b256->summary.first ==
+        Approx(0.0203).margin(0.00005));  // published (Position bias (Herasimchyk et al.), Fig. bloom)
   CHECK(b256->summary.primacy > 0.1);
   CHECK(b1024->summary.primacy < 0.01);
   CHECK(b8192->summary.first < 1e-15);

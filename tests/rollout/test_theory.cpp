@@ -1,6 +1,6 @@
-// Theory of Position bias (Herasimchyk et al.) (Lemmas A.2-A.5, Propositions 4.2-4.5, Theorem 5.4) and Runway (Lee & Clark)
-// (Theorem 3.3), each checked against an independent computation: explicit matrix products,
-// brute-force enumeration, or closed forms evaluated separately.
+// Theory of Position bias (Herasimchyk et al.) (Lemmas A.2-A.5, Propositions 4.2-4.5, Theorem 5.4) and Runway (Lee &
+// Clark) (Theorem 3.3), each checked against an independent computation: explicit matrix products, brute-force
+// enumeration, or closed forms evaluated separately.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -200,7 +200,8 @@ TEST_CASE("Proposition 4.4 recency-favouring ALiBi bias gives recency", "[rollou
                        rollout_last_row_dense([&](int) { return kb[0]; }, p.alpha_measured, n)));
 }
 
-TEST_CASE("Proposition 4.5 diagonal content gives recency for delta above 0 and primacy below", "[rollout][position_bias]") {
+TEST_CASE("Proposition 4.5 diagonal content gives recency for delta above 0 and primacy below",
+          "[rollout][position_bias]") {
   const long n = 24;
   AlibiModel m;
   m.slopes = alibi_slopes_simple(8);
@@ -230,7 +231,8 @@ TEST_CASE("Proposition 4.5 diagonal content gives recency for delta above 0 and 
   }
 }
 
-TEST_CASE("Theorem 5.4 part i summable alpha keeps the diagonal mass above the product bound", "[rollout][position_bias]") {
+TEST_CASE("Theorem 5.4 part i summable alpha keeps the diagonal mass above the product bound",
+          "[rollout][position_bias]") {
   AlibiModel m;
   m.slopes = {0.5, 0.05};
   const RowMatrix K = alibi_kernel_dense(m, 0, 5);
@@ -251,7 +253,8 @@ TEST_CASE("Theorem 5.4 part i summable alpha keeps the diagonal mass above the p
   CHECK(std::stod(d.self_mass) > 0.1);  // no collapse
 }
 
-TEST_CASE("Theorem 5.4 part ii non-summable alpha collapses onto token 0 below double range", "[rollout][position_bias]") {
+TEST_CASE("Theorem 5.4 part ii non-summable alpha collapses onto token 0 below double range",
+          "[rollout][position_bias]") {
   AlibiModel m;
   m.slopes = {0.7};
   const RowMatrix K = alibi_kernel_dense(m, 0, 4);

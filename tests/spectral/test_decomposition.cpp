@@ -1,5 +1,5 @@
-// Tests of the routing/filtering decomposition (Routing/filtering (Jamil & Kapadia) §2-4, docs/spec.md §3). Every check compares with
-// an independent computation: entry sums, general eigensolvers, the dense oracle.
+// Tests of the routing/filtering decomposition (Routing/filtering (Jamil & Kapadia) §2-4, docs/spec.md §3). Every check
+// compares with an independent computation: entry sums, general eigensolvers, the dense oracle.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>

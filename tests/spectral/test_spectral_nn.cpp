@@ -5,11 +5,11 @@
 #include <random>
 
 #include "cf/core/error.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/trainer.hpp"
 #include "cf/spectral/sequence.hpp"
 #include "cf/spectral/surgery_eval.hpp"
-#include "cf/model/load.hpp"
 
 using namespace cf::spectral;
 namespace nn = cf::nn;

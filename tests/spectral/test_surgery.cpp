@@ -1,6 +1,5 @@
-// Surgery math (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3): Eckart–Young against brute force, exact
-// identity at full rank, linearisation invariants, ELU+1 linear attention against the quadratic
-// formula.
+// Surgery math (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3): Eckart–Young against brute
+// force, exact identity at full rank, linearisation invariants, ELU+1 linear attention against the quadratic formula.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>

@@ -311,7 +311,8 @@ void add_accuracy(Context& c) {
   const double s_m = double(q.fusion == "branch" ? c.br : c.un), s_b = double(scores_branch(blk));
   nlohmann::json aj = {{"model", acc.at("model")}, {"block", acc.at("block")}};
   output::Table t;
-  t.title = "Accuracy diagnostics (Boundary repair (Yang) Eq. 33): U_D per added score, rho_D share of the SWA gap recovered";
+  t.title =
+      "Accuracy diagnostics (Boundary repair (Yang) Eq. 33): U_D per added score, rho_D share of the SWA gap recovered";
   t.header = {"quantity", "value"};
   if (s_m != s_b) {
     aj["U_D"] = cost_normalised_gain(acc.at("model"), acc.at("block"), s_m, s_b);

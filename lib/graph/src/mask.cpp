@@ -34,9 +34,9 @@ PatternKind parse_pattern_kind(const std::string& name) {
   if (s == "bridge") return PatternKind::Bridge;
   if (s == "pbb") return PatternKind::Pbb;
   if (s == "se-bridge" || s == "se" || s == "sebridge" || s == "se_bridge") return PatternKind::SeBridge;
-  throw InvalidArgument(
-      str("unknown pattern '", name, "': known patterns are full, block, swa, bridge, pbb, se-bridge (aliases: causal = ",
-          "full; sliding, window = swa; se, sebridge, se_bridge = se-bridge)"));
+  throw InvalidArgument(str("unknown pattern '", name,
+                            "': known patterns are full, block, swa, bridge, pbb, se-bridge (aliases: causal = ",
+                            "full; sliding, window = swa; se, sebridge, se_bridge = se-bridge)"));
 }
 
 std::string describe(const Pattern& p) {

@@ -1,4 +1,5 @@
-// Rollout against measured influence (Position bias (Herasimchyk et al.) Tables 2-5), see cf/influence/agreement_table.hpp.
+// Rollout against measured influence (Position bias (Herasimchyk et al.) Tables 2-5), see
+// cf/influence/agreement_table.hpp.
 #include "cf/influence/agreement_table.hpp"
 
 #include <cmath>
@@ -163,7 +164,10 @@ output::Report agreement_report(const Agreement& ag, const Eigen::VectorXd& infl
   output::Report rep;
   output::Table sp, w1;
   const std::string n = std::to_string(influence.size());
-  sp.title = "Spearman rank correlation with the measured influence (Position bias (Herasimchyk et al.) Tables 2/4 layout), n = " + n;
+  sp.title =
+      "Spearman rank correlation with the measured influence (Position bias (Herasimchyk et al.) Tables 2/4 layout), n "
+      "= " +
+      n;
   w1.title = "W1 / (n-1) to the measured influence (Position bias (Herasimchyk et al.) Tables 3/5 layout), n = " + n;
   sp.header = w1.header = {"model"};
   std::vector<std::string> rs = {model_name}, rw = {model_name};

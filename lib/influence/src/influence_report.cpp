@@ -50,7 +50,8 @@ InfluenceReport influence_report(const InfluenceResult& r, const std::vector<std
               {"mean_g", std::vector<double>(r.mean_g.data(), r.mean_g.data() + r.mean_g.size())},
               {"summary", summary_json(r.profile)}};
   plot::LinePlot& lp = out.plot;
-  lp.title = "Measured influence (Position bias (Herasimchyk et al.) Eq. 6), " + target + " target, n = " + std::to_string(n);
+  lp.title =
+      "Measured influence (Position bias (Herasimchyk et al.) Eq. 6), " + target + " target, n = " + std::to_string(n);
   lp.xlabel = "input position j";
   lp.ylabel = "I_j (normalised mean gradient norm)";
   plot::Series se{"measured influence", {}, {}};

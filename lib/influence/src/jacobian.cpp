@@ -23,8 +23,8 @@ double spectral_norm(const Eigen::MatrixXd& J) {
 // One batched backward pass: seeds e_{c0+b} (b < B) at position d of the prefix of Tn = d + 1
 // tokens, residual h(L + r) -> h(L); dres[(b Tn + s) C + c] = d h_d(L+r)[c0+b] / d h_s(L)[c].
 template <class T>
-void seeded_pass(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r, int d, int c0,
-                 int B, std::vector<T>& scratch, nn::Workspace<T>& ws, std::vector<T>& dres) {
+void seeded_pass(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r, int d, int c0, int B,
+                 std::vector<T>& scratch, nn::Workspace<T>& ws, std::vector<T>& dres) {
   const int Tn = d + 1, C = model.config.d_model;
   std::vector<std::int32_t> tok(static_cast<std::size_t>(B) * Tn), tgt(tok.size(), -1);
   for (int b = 0; b < B; ++b)

@@ -73,8 +73,8 @@ JacobianReport jacobian_report(const nn::ModelConfig& cfg, const JacobianAnalysi
   }
   rep.tables.push_back(lt);
   output::Table st;
-  st.title = "Theorem 3.3 (Runway (Lee & Clark)): J_ds <= C^r [(I + A(L+r-1)) ... (I + A(L))]_ds, L = " + std::to_string(a.layer) +
-             ", r = " + std::to_string(r) + ", n = " + std::to_string(n);
+  st.title = "Theorem 3.3 (Runway (Lee & Clark)): J_ds <= C^r [(I + A(L+r-1)) ... (I + A(L))]_ds, L = " +
+             std::to_string(a.layer) + ", r = " + std::to_string(r) + ", n = " + std::to_string(n);
   st.header = {"norm",
                "C*",
                "max C_1",

@@ -481,7 +481,7 @@ void with_tiled_scores(const Pass<T>& p, int l, const AttnMode& m, const T* damp
   const int H = p.H, Tn = p.Tn, dh = head_dim(p.cfg, l);
   Activations<T>& a = p.a;
   const std::vector<double> slope_list = p.cfg.pos == PosKind::Alibi ? alibi_slopes(p.cfg) : std::vector<double>{};
-  const double* slopes = slope_list.data();  // the model's recipe (cf::nn::alibi_slopes)
+  const double* slopes = slope_list.data();           // the model's recipe (cf::nn::alibi_slopes)
   const auto pos = [&](auto inner_of, auto&& next) {  // ALiBi over the inner policy, or the inner policy
     if (p.cfg.pos == PosKind::Alibi)
       next([=](int b, int h) {

@@ -74,8 +74,7 @@ output::Report run_eval(const EvalOptions& o) {
   require(o.max_items >= 0, "--max-items must be >= 0 (got ", o.max_items, ")");
   require(o.templ == "harness" || o.templ == "verbatim", "--template must be harness or verbatim (got '", o.templ,
           "')");
-  require(o.truncate == "left" || o.truncate == "refuse", "--truncate must be left or refuse (got '", o.truncate,
-          "')");
+  require(o.truncate == "left" || o.truncate == "refuse", "--truncate must be left or refuse (got '", o.truncate, "')");
   if (!o.plot.empty()) plot::check_plot_path(o.plot);
   McLayout layout = parse_layout(o.layout);
   const McTemplate tpl = o.templ == "verbatim" ? McTemplate::Verbatim : McTemplate::Harness;
@@ -89,8 +88,8 @@ output::Report run_eval(const EvalOptions& o) {
   r.body["n_items"] = n;
   output::Table t;
   t.name = "accuracy";
-  t.title = "mc-eval: " + o.data + " (" + layout_name(layout) + ", " + std::to_string(n) + " items, template " + o.templ +
-            ")";
+  t.title = "mc-eval: " + o.data + " (" + layout_name(layout) + ", " + std::to_string(n) + " items, template " +
+            o.templ + ")";
   t.header = {"checkpoint", "metric", "correct", "items", "accuracy", "CI lo", "CI hi"};
   plot::LinePlot lp;
   lp.title = "zero-shot multiple choice: " + layout_name(layout) + " (" + std::to_string(n) + " items, " +
@@ -183,10 +182,11 @@ output::Report run_eval(const EvalOptions& o) {
     all.push_back(std::move(sc));
   }
   r.tables.push_back(t);
-  r.notes.push_back(str("log-likelihood of ' ' + choice after the context (natural log, no BOS); acc_norm_char "
-                        "divides by the choice's length in code points, acc_norm_token by its token count; "
-                        "ties go to the first choice. Intervals: percentile bootstrap over items, ",
-                        o.resamples, " resamples, level ", fmt(o.level, 3), ", seed ", o.boot_seed, "."));
+  r.notes.push_back(
+      str("log-likelihood of ' ' + choice after the context (natural log, no BOS); acc_norm_char "
+          "divides by the choice's length in code points, acc_norm_token by its token count; "
+          "ties go to the first choice. Intervals: percentile bootstrap over items, ",
+          o.resamples, " resamples, level ", fmt(o.level, 3), ", seed ", o.boot_seed, "."));
   if (all.size() == 2) {
     output::Table pt;
     pt.name = "paired";
@@ -219,18 +219,18 @@ output::Report run_eval(const EvalOptions& o) {
                           " resamples each (--resamples x (1 - --level) / 2 < 10): they are not reliable"));
   if (!o.plot.empty()) plot::save(lp, o.plot);
   r.meta = output::metadata("mc-eval", {{"data", o.data},
-                                     {"checkpoints", o.checkpoints},
-                                     {"layout", layout_name(layout)},
-                                     {"layout_option", o.layout},
-                                     {"template", o.templ},
-                                     {"truncate", o.truncate},
-                                     {"gpt2_dir", o.gpt2_dir},
-                                     {"batch", o.batch},
-                                     {"max_items", o.max_items},
-                                     {"resamples", o.resamples},
-                                     {"level", o.level},
-                                     {"bootstrap_seed", o.boot_seed},
-                                     {"plot", o.plot}});
+                                        {"checkpoints", o.checkpoints},
+                                        {"layout", layout_name(layout)},
+                                        {"layout_option", o.layout},
+                                        {"template", o.templ},
+                                        {"truncate", o.truncate},
+                                        {"gpt2_dir", o.gpt2_dir},
+                                        {"batch", o.batch},
+                                        {"max_items", o.max_items},
+                                        {"resamples", o.resamples},
+                                        {"level", o.level},
+                                        {"bootstrap_seed", o.boot_seed},
+                                        {"plot", o.plot}});
   return r;
 }
 

@@ -24,8 +24,8 @@ Encoder make_encoder(const std::string& checkpoint, int vocab_size, const std::s
     return [tok, vocab_size, file](std::string_view s) {
       std::vector<std::int32_t> ids = tok->encode(s);
       for (auto id : ids)
-        require(id >= 0 && id < vocab_size, "'", file, "' produced id ", id, " but the model has vocab_size = ",
-                vocab_size);
+        require(id >= 0 && id < vocab_size, "'", file, "' produced id ", id,
+                " but the model has vocab_size = ", vocab_size);
       return ids;
     };
   }
@@ -35,7 +35,8 @@ Encoder make_encoder(const std::string& checkpoint, int vocab_size, const std::s
   else if (vocab_size == data::kGpt2VocabSize)
     kind = "gpt2";
   else
-    throw InvalidArgument(str("--checkpoint '", checkpoint, "': text needs a byte (256) or GPT-2 BPE (50,257) "
+    throw InvalidArgument(str("--checkpoint '", checkpoint,
+                              "': text needs a byte (256) or GPT-2 BPE (50,257) "
                               "vocabulary, or a Hugging Face folder with tokenizer.json, but the model has "
                               "vocab_size = ",
                               vocab_size));
@@ -82,8 +83,8 @@ constexpr double kLogitBudget = 1024.0 * 1024.0 * 1024.0;
 // One (item, choice) row: the model input and where its continuation is scored.
 struct Row {
   std::size_t item = 0, choice = 0;
-  std::vector<std::int32_t> input;  // (context + continuation)[start : L - 1]
-  int first = 0;                    // input position that predicts the first continuation token
+  std::vector<std::int32_t> input;    // (context + continuation)[start : L - 1]
+  int first = 0;                      // input position that predicts the first continuation token
   std::vector<std::int32_t> targets;  // the continuation
   int dropped = 0;
 };
@@ -109,17 +110,17 @@ std::vector<McScore> score_items(const nn::Model<float>& model, const std::vecto
     for (std::size_t k = 0; k < e.continuations.size(); ++k) {
       const auto& cont = e.continuations[k];
       const int c = static_cast<int>(e.context.size()), n = static_cast<int>(cont.size()), L = c + n;
-      require(n <= bs, "line ", items[i].line, ": choice ", k, " is ", n,
-              " tokens, above the model's block_size ", bs, ": no context token would remain");
+      require(n <= bs, "line ", items[i].line, ": choice ", k, " is ", n, " tokens, above the model's block_size ", bs,
+              ": no context token would remain");
       const int start = std::max(0, L - 1 - bs);
       require(start == 0 || truncate_left, "line ", items[i].line, ": context + choice ", k, " is ", L - 1,
-              " input tokens, above the model's block_size ", bs, " (--truncate refuse; --truncate left keeps the last ",
-              bs, ")");
+              " input tokens, above the model's block_size ", bs,
+              " (--truncate refuse; --truncate left keeps the last ", bs, ")");
       Row r;
       r.item = i;
       r.choice = k;
-      for (int t = start; t < L - 1; ++t) r.input.push_back(t < c ? e.context[static_cast<std::size_t>(t)]
-                                                                  : cont[static_cast<std::size_t>(t - c)]);
+      for (int t = start; t < L - 1; ++t)
+        r.input.push_back(t < c ? e.context[static_cast<std::size_t>(t)] : cont[static_cast<std::size_t>(t - c)]);
       r.first = c - 1 - start;
       r.targets = cont;
       r.dropped = start;

@@ -23,12 +23,18 @@ McLayout parse_layout(const std::string& name) {
 
 std::string layout_name(McLayout l) {
   switch (l) {
-    case McLayout::Auto: return "auto";
-    case McLayout::Generic: return "generic";
-    case McLayout::Arc: return "arc";
-    case McLayout::Hellaswag: return "hellaswag";
-    case McLayout::Piqa: return "piqa";
-    case McLayout::Csqa: return "csqa";
+    case McLayout::Auto:
+      return "auto";
+    case McLayout::Generic:
+      return "generic";
+    case McLayout::Arc:
+      return "arc";
+    case McLayout::Hellaswag:
+      return "hellaswag";
+    case McLayout::Piqa:
+      return "piqa";
+    case McLayout::Csqa:
+      return "csqa";
   }
   return "?";
 }
@@ -64,9 +70,9 @@ char32_t to_upper(char32_t c) {
   if (c < 0x80) return c;
   if (c >= 0xE0 && c <= 0xFE && c != 0xF7) return c - 0x20;
   if (c == 0xFF) return 0x178;
-  if (c == 0xB5) return 0x39C;   // micro sign -> Greek capital mu, as Python
-  if (c == 0x131) return 'I';    // dotless i
-  if (c == 0x17F) return 'S';    // long s
+  if (c == 0xB5) return 0x39C;  // micro sign -> Greek capital mu, as Python
+  if (c == 0x131) return 'I';   // dotless i
+  if (c == 0x17F) return 'S';   // long s
   if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177))
     return (c % 2 == 1) ? c - 1 : c;
   if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c % 2 == 0) ? c - 1 : c;
@@ -118,8 +124,8 @@ std::string python_strip(std::string_view s) {
   std::size_t a = 0, b = cp.size();
   while (a < b && python_isspace(cp[a])) ++a;
   while (b > a && python_isspace(cp[b - 1])) --b;
-  return data::utf8_encode(std::vector<char32_t>(cp.begin() + static_cast<std::ptrdiff_t>(a),
-                                                 cp.begin() + static_cast<std::ptrdiff_t>(b)));
+  return data::utf8_encode(
+      std::vector<char32_t>(cp.begin() + static_cast<std::ptrdiff_t>(a), cp.begin() + static_cast<std::ptrdiff_t>(b)));
 }
 
 std::string python_capitalize(std::string_view s) {
@@ -177,8 +183,8 @@ const nlohmann::json& field(const nlohmann::json& j, const std::string& name, co
 
 std::string text(const nlohmann::json& j, const std::string& name, const std::string& where = "") {
   const auto& v = field(j, name, where);
-  require(v.is_string(), "field '", where.empty() ? name : where + "." + name, "' must be a string (got ",
-          type_name(v), ")");
+  require(v.is_string(), "field '", where.empty() ? name : where + "." + name, "' must be a string (got ", type_name(v),
+          ")");
   return v.get<std::string>();
 }
 
@@ -248,8 +254,7 @@ void question_and_choices(const nlohmann::json& j, std::string& q, std::vector<s
     labelled_choices(field(qv, "choices", "question"), "question.choices", txt, lab);
     where = "question.choices";
   } else {
-    require(qv.is_string(), "field 'question' must be a string or an object {stem, choices} (got ", type_name(qv),
-            ")");
+    require(qv.is_string(), "field 'question' must be a string or an object {stem, choices} (got ", type_name(qv), ")");
     q = qv.get<std::string>();
     labelled_choices(field(j, "choices"), "choices", txt, lab);
     where = "choices";
@@ -278,7 +283,8 @@ McItem mc_item_from_json(const nlohmann::json& j, McLayout layout, McTemplate tp
   std::string choices_field = "choices";
   long long gold = 0;
   switch (layout) {
-    case McLayout::Auto: throw InvalidArgument("mc_item_from_json: resolve the layout first");
+    case McLayout::Auto:
+      throw InvalidArgument("mc_item_from_json: resolve the layout first");
     case McLayout::Generic: {
       it.context = text(j, "context");
       it.choices = texts(field(j, "choices"), "choices");
@@ -327,11 +333,12 @@ McItem mc_item_from_json(const nlohmann::json& j, McLayout layout, McTemplate tp
   for (std::size_t i = 0; i < it.choices.size(); ++i)
     require(!it.choices[i].empty(), "empty choice: choice ", i, " of field '", choices_field,
             "' is an empty string (no token to score, no length to normalise by)");
-  require(gold >= 0 && gold < static_cast<long long>(it.choices.size()), "gold out of range: ", gold,
-          " is not in [0, ", it.choices.size() - 1, "] (", it.choices.size(), " choices)");
+  require(gold >= 0 && gold < static_cast<long long>(it.choices.size()), "gold out of range: ", gold, " is not in [0, ",
+          it.choices.size() - 1, "] (", it.choices.size(), " choices)");
   it.gold = static_cast<int>(gold);
-  require(!python_strip(it.context).empty(), "the context is empty (or only white space): nothing to condition "
-                                             "the choices on (this tool adds no BOS token)");
+  require(!python_strip(it.context).empty(),
+          "the context is empty (or only white space): nothing to condition "
+          "the choices on (this tool adds no BOS token)");
   return it;
 }
 

@@ -12,13 +12,13 @@
 #include "cf/data/task_file.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/graph/schedule.hpp"
+#include "cf/model/load.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/probe/boundary_copy.hpp"
 #include "cf/probe/detail/report_util.hpp"
 #include "cf/probe/evaluate.hpp"
 #include "cf/probe/passkey.hpp"
 #include "cf/probe/ranking.hpp"
-#include "cf/model/load.hpp"
 #include "cf/probe/stats.hpp"
 
 namespace cf::probe {
@@ -158,9 +158,8 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
                                                            o.checkpoints[m] + ", " + sched + ")"
                                                      : o.checkpoints[m] + " (" + sched + ")";
     plot::Series acc{"accuracy, " + who, {}, {}};
-    plot::Series bnd{"coverage bound, " + (o.checkpoints.size() > 1 ? "model " + std::string(1, char('A' + m)) : who),
-                     {},
-                     {}};
+    plot::Series bnd{
+        "coverage bound, " + (o.checkpoints.size() > 1 ? "model " + std::string(1, char('A' + m)) : who), {}, {}};
     bnd.dashed = true;
     acc.colour = bnd.colour = static_cast<int>(m);  // a model's bound in its colour
     int flagged = 0;

@@ -1,5 +1,5 @@
-// Model configs in the schema of the Position bias (Herasimchyk et al.) reference implementation (cf/rollout/model_config.hpp).
-// YAML is converted to a JSON value first, so both formats share one validator.
+// Model configs in the schema of the Position bias (Herasimchyk et al.) reference implementation
+// (cf/rollout/model_config.hpp). YAML is converted to a JSON value first, so both formats share one validator.
 #include "cf/rollout/model_config.hpp"
 
 #include <yaml-cpp/eventhandler.h>

@@ -161,7 +161,8 @@ RolloutSource make_source(const SourceOptions& o, long default_n) {
       s.structured = true;
       // the model's recipe: "hf" (BLOOM's build_alibi_tensor) for BLOOM imports, else 2^(-8h/H)
       const auto arch = cfg.find("arch");
-      const std::string recipe = arch != cfg.end() && arch->is_object() ? arch->value("alibi_slopes", std::string("simple")) : "simple";
+      const std::string recipe =
+          arch != cfg.end() && arch->is_object() ? arch->value("alibi_slopes", std::string("simple")) : "simple";
       require(recipe == "simple" || recipe == "hf", "--kernels alibi: '", o.model, "' has arch.alibi_slopes '", recipe,
               "' (expected simple or hf)");
       s.base.slopes = alibi_slopes(recipe, H);

@@ -31,8 +31,10 @@ VerifyOutcome verify_report(const RolloutSource& s, int seeds) {
   VerifyOutcome out;
   output::Report& rep = out.report;
   output::Table t;
-  t.title = "Finite-depth forces (Position bias (Herasimchyk et al.), Props. 4.2-4.5): max violation of the claimed inequality, n = " +
-            std::to_string(s.n) + " (ok when <= 1e-12)";
+  t.title =
+      "Finite-depth forces (Position bias (Herasimchyk et al.), Props. 4.2-4.5): max violation of the claimed "
+      "inequality, n = " +
+      std::to_string(s.n) + " (ok when <= 1e-12)";
   t.header = {"check", "kernels", "hypotheses", "max violation", "ok"};
   nlohmann::json rows = nlohmann::json::array();
   bool& all_ok = out.all_ok;
@@ -102,8 +104,10 @@ DichotomyOutcome dichotomy_report(const RowMatrix& K, const std::vector<AlphaSpe
   DichotomyOutcome out;
   output::Report& rep = out.report;
   output::Table t;
-  t.title = "Infinite-depth dichotomy (Position bias (Herasimchyk et al.), Theorem 5.4), last row i = n-1, layer-1 kernel of " + name +
-            ", n = " + std::to_string(n) + ", 50-digit arithmetic";
+  t.title =
+      "Infinite-depth dichotomy (Position bias (Herasimchyk et al.), Theorem 5.4), last row i = n-1, layer-1 kernel "
+      "of " +
+      name + ", n = " + std::to_string(n) + ", 50-digit arithmetic";
   t.header = {"schedule", "depth", "sum alpha", "P[i,i]", ">= bound (i)", "1 - P[i,0]", "<= bound (ii)", "holds"};
   nlohmann::json rows = nlohmann::json::array();
   bool& all = out.all_hold;

@@ -118,9 +118,10 @@ plot::LinePlot sweep_plot(const std::vector<SweepRow>& rows, const std::string& 
   for (const std::string what : {"p_0", "primacy", "recency"})
     for (const auto& r : rows) {
       const double y = what == "p_0" ? r.summary.first : what == "primacy" ? r.summary.primacy : r.summary.recency;
-      if (!(y > 0)) continue;  // log axis
+      if (!(y > 0)) continue;                           // log axis
       const std::string label = r.label + ": " + what;  // the display name the tables use
-      auto it = std::find_if(lp.series.begin(), lp.series.end(), [&](const plot::Series& x) { return x.label == label; });
+      auto it =
+          std::find_if(lp.series.begin(), lp.series.end(), [&](const plot::Series& x) { return x.label == label; });
       if (it == lp.series.end()) {
         plot::Series se{label, {}, {}};
         se.colour = r.key == "attention_only" ? 0 : r.key == "residual" ? 1 : 2;

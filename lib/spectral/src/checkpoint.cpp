@@ -2,16 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
 #include "cf/core/error.hpp"
+#include "cf/core/json.hpp"
 #include "cf/core/list.hpp"
 #include "cf/core/model_folder.hpp"
 #include "cf/io/hdf5.hpp"
-#include <filesystem>
-
-#include "cf/core/json.hpp"
 #include "cf/model/load.hpp"
 #include "cf/nn/model.hpp"
 

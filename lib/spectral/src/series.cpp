@@ -32,7 +32,8 @@ output::Table series_table(const std::vector<SeriesPoint>& s) {
   for (const auto& p : s) {
     // a list in one text cell, bracketed so it never reads as a number (a CSV column is numbers or text)
     std::string per = "[";
-    for (std::size_t i = 0; i < p.layer_erank_R.size(); ++i) per += (i ? ", " : "") + output::fmt(p.layer_erank_R[i], 4);
+    for (std::size_t i = 0; i < p.layer_erank_R.size(); ++i)
+      per += (i ? ", " : "") + output::fmt(p.layer_erank_R[i], 4);
     per += "]";
     t.add_row({output::fmt_int(p.step), p.path, output::fmt(p.summary.erank_R_mean, 4),
                output::fmt(p.summary.rho_median, 4), output::fmt_int(p.summary.routing_heads),

@@ -19,8 +19,8 @@ struct Series {
   std::vector<double> x, y;
   std::vector<double> y_lo = {}, y_hi = {};
   bool dashed = false;
-  int colour = -1;     ///< palette index (a bound in its model's colour); -1 = the series' position
-  int dash_type = 0;   ///< gnuplot dash type (2 dashed, 3 dotted, 4 dash-dot) for a line with markers; 0 solid
+  int colour = -1;    ///< palette index (a bound in its model's colour); -1 = the series' position
+  int dash_type = 0;  ///< gnuplot dash type (2 dashed, 3 dotted, 4 dash-dot) for a line with markers; 0 solid
 };
 
 /// Line plot with labelled axes and a legend. Series of at most kMarkerPoints points are drawn

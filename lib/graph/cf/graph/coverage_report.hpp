@@ -18,14 +18,14 @@ namespace cf::graph {
 
 /// Everything one coverage report is computed from (already parsed; checked by coverage_report).
 struct CoverageRequest {
-  Pattern main;                                   ///< the pattern analysed (b, w, e resolved)
-  std::optional<Pattern> compare;                 ///< second pattern (Prop. 4), same b, w, e
-  Schedule schedule;                              ///< per-layer patterns; empty = single layer
-  Index n = 1024;                                 ///< sequence length, 1 <= n <= 2^26 in the tool
-  std::string fusion = "branch";                  ///< headline accounting: "branch" | "union"
-  bool closure_map = false;                       ///< coverage map from the L-layer closure (needs a schedule)
-  std::optional<Index> block;                     ///< target block J of the closure map [default: last full block]
-  Index d_max = 256;                              ///< largest distance of the coverage map, >= 0
+  Pattern main;                    ///< the pattern analysed (b, w, e resolved)
+  std::optional<Pattern> compare;  ///< second pattern (Prop. 4), same b, w, e
+  Schedule schedule;               ///< per-layer patterns; empty = single layer
+  Index n = 1024;                  ///< sequence length, 1 <= n <= 2^26 in the tool
+  std::string fusion = "branch";   ///< headline accounting: "branch" | "union"
+  bool closure_map = false;        ///< coverage map from the L-layer closure (needs a schedule)
+  std::optional<Index> block;      ///< target block J of the closure map [default: last full block]
+  Index d_max = 256;               ///< largest distance of the coverage map, >= 0
   /// The plot's d range follows the closure's reach (closure maps only; the tool sets it when
   /// --d-max is not given): a 32-layer SWA closure reaches d = 4064, far beyond the default
   /// d_max = 2b, whose map would be one solid square. The report keeps d_max.
@@ -41,7 +41,7 @@ struct CoverageRequest {
 /// A finished report plus what the tool draws and whether verification failed.
 struct CoverageOutcome {
   output::Report report;
-  CoverageMatrix map;                         ///< C(d, r), rows d = 0..d_max, columns r = 0..b-1
+  CoverageMatrix map;  ///< C(d, r), rows d = 0..d_max, columns r = 0..b-1
   /// What the plot draws: `map`, or with plot_range_from_reach the closure map over d = 0 .. a
   /// little past the reach (the largest t - u over the block's targets), at most J b.
   CoverageMatrix plot_map;

@@ -1,8 +1,8 @@
 #pragma once
-// Rollout against measured influence on the model's own windows (Position bias (Herasimchyk et al.), section 6, Tables 2-5;
-// docs/spec.md §2 and §7): Spearman and W1/(n-1) of the rollout variants (a) attention-only, (b)
-// residual-aware, (c) residual-aware + constant-plus-diagonal content against the measured
-// influence profile (Eq. 6), with the kernels taken from one of two sources:
+// Rollout against measured influence on the model's own windows (Position bias (Herasimchyk et al.), section 6, Tables
+// 2-5; docs/spec.md §2 and §7): Spearman and W1/(n-1) of the rollout variants (a) attention-only, (b) residual-aware,
+// (c) residual-aware + constant-plus-diagonal content against the measured influence profile (Eq. 6), with the kernels
+// taken from one of two sources:
 //  - alibi: the model's content-free ALiBi kernels (its slopes 2^(-8h/H), its causal or sliding
 //    window mask); (c) adds the content prior delta(l, h) measured from the model's own scores.
 //    Needs an ALiBi checkpoint whose layers all use full or the same sliding-window attention.
@@ -31,7 +31,8 @@ std::string kernel_source_name(KernelSource s);
 void require_kernel_source(const nn::ModelConfig& cfg, KernelSource source);
 
 /// What one forward pass per window measures (means over the windows, all of length n):
-///  - alpha_token_mean / alpha_frobenius [L]: docs/spec.md §2 alpha_l in both forms (Position bias (Herasimchyk et al.) Eq. 1);
+///  - alpha_token_mean / alpha_frobenius [L]: docs/spec.md §2 alpha_l in both forms (Position bias (Herasimchyk et al.)
+///  Eq. 1);
 ///  - kernels [L] of n x n: head-mean attention, each head's rows normalised (branch fusion), mean
 ///    over windows (as cf::rollout::read_capture_kernels);
 ///  - content_delta [L, H]: the constant-plus-diagonal content of Prop. 4.5 from the content logits
@@ -70,7 +71,8 @@ Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasuremen
                             const Eigen::VectorXd& influence, bool frobenius_alpha = false, bool with_flow = false,
                             rollout::FlowAlgorithm flow_algorithm = rollout::FlowAlgorithm::PushRelabel);
 
-/// The Position bias (Herasimchyk et al.) Tables 2-5 layout: one table of Spearman and one of W1/(n-1), a row for the model
+/// The Position bias (Herasimchyk et al.) Tables 2-5 layout: one table of Spearman and one of W1/(n-1), a row for the
+/// model
 /// (`model_name`) and a column per variant ("not defined" where undefined), plus the variants'
 /// summaries, the kernel source and alpha in the notes / JSON body (keys: kernel_source, alpha,
 /// influence, variants{key: {defined, spearman, w1_normalised, p}}).

@@ -53,8 +53,8 @@ struct JacobianCost {
 JacobianCost jacobian_blocks_cost(int d_model, int n, int seed_batch);
 
 /// Seconds of one backward call of jacobian_blocks at its longest prefix (all n tokens, a full seed
-/// batch; the faster of two, the first warms up): the unit of the jacobian tool's cost estimate (estimated seconds ~ this x token_passes /
-/// pass_tokens; shorter prefixes cost less per token only through fixed overheads).
+/// batch; the faster of two, the first warms up): the unit of the jacobian tool's cost estimate (estimated seconds ~
+/// this x token_passes / pass_tokens; shorter prefixes cost less per token only through fixed overheads).
 double time_jacobian_pass(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens, int L, int r,
                           int seed_batch);
 

@@ -24,7 +24,8 @@ struct ResidualAlpha {
 /// block, attn_norm(n, t) = ||a_t||_2 after the output projection; both N x T with N, T >= 1 and
 /// non-negative entries. Uses ||X||_F = sqrt(sum_t ||x_t||^2). A token (or sample) whose two
 /// norms are both 0 contributes alpha = 0. Throws cf::InvalidArgument on shape mismatch or
-/// negative entries. Reference: docs/spec.md §2 (Position bias (Herasimchyk et al.) Eq. 1 and the token-averaged variant of its code).
+/// negative entries. Reference: docs/spec.md §2 (Position bias (Herasimchyk et al.) Eq. 1 and the token-averaged
+/// variant of its code).
 ResidualAlpha residual_alpha(const Eigen::Ref<const Eigen::MatrixXd>& resid_norm,
                              const Eigen::Ref<const Eigen::MatrixXd>& attn_norm);
 

@@ -1,8 +1,8 @@
 #pragma once
-// Checkpoint series over training (issue 10, "Over training"; Routing/filtering (Jamil & Kapadia) App. D, Position bias (Herasimchyk et al.)): the
-// checkpoints kept by `train --keep-every K` (step_XXXXXX.h5) given as a list or a glob, ordered
-// by their training step, for tools that plot a metric against the step (influence, spectral).
-// Part of lib/model (the one model loader: cf/model/load.hpp reads each entry).
+// Checkpoint series over training (issue 10, "Over training"; Routing/filtering (Jamil & Kapadia) App. D, Position bias
+// (Herasimchyk et al.)): the checkpoints kept by `train --keep-every K` (step_XXXXXX.h5) given as a list or a glob,
+// ordered by their training step, for tools that plot a metric against the step (influence, spectral). Part of
+// lib/model (the one model loader: cf/model/load.hpp reads each entry).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,9 +19,9 @@ struct CheckpointEntry {
 /// into checkpoints sorted by step, then path. An item (or list part) that exists as a path is
 /// taken literally first (file names may hold '[' or ','). The same file named twice (another
 /// spelling, a link, a glob overlapping a list) is refused with cf::InvalidArgument naming both. A single checkpoint is
-/// returned as given (step 0, its step never read): it may be any model cf::model::load_model reads, a Hugging Face directory
-/// included. Throws cf::InvalidArgument naming the item when a pattern matches nothing, or, for several, a file is
-/// missing or has no `step` attribute.
+/// returned as given (step 0, its step never read): it may be any model cf::model::load_model reads, a Hugging Face
+/// directory included. Throws cf::InvalidArgument naming the item when a pattern matches nothing, or, for several, a
+/// file is missing or has no `step` attribute.
 std::vector<CheckpointEntry> expand_checkpoints(const std::vector<std::string>& items);
 
 /// The training step stored in a checkpoint (root attribute `step`); throws cf::InvalidArgument.

@@ -1,7 +1,7 @@
 #pragma once
 // The report of the `capture` tool (issue 4; docs/checkpoint_format.md "Capture files"): one row
-// per layer with alpha_l in both docs/spec.md §2 forms (Position bias (Herasimchyk et al.) Eq. 1) and the mean attention entropy,
-// the JSON body, notes (mean loss, the uniform-head entropy reference, the next command) and the
+// per layer with alpha_l in both docs/spec.md §2 forms (Position bias (Herasimchyk et al.) Eq. 1) and the mean
+// attention entropy, the JSON body, notes (mean loss, the uniform-head entropy reference, the next command) and the
 // plot of alpha_l by layer. The app only parses options, loads tokens and calls capture_model.
 #include <cstddef>
 #include <string>

@@ -12,9 +12,10 @@
 namespace cf::nn {
 
 /// Attention variant of one layer. Full/Block/Swa/Bridge/Pbb/SeBridge are softmax attention
-/// restricted to the mask families of docs/spec.md §1 (Boundary repair (Yang)); RunwayDot/RunwayBilinear are full causal
-/// attention with runway-aware rewiring (Runway (Lee & Clark) Eqs. 8-14, docs/spec.md §4); Sd is skew-routing plus
-/// diagonal-damping attention (Routing/filtering (Jamil & Kapadia), docs/spec.md §3); Linear is ELU+1 linear attention (docs/spec.md §3).
+/// restricted to the mask families of docs/spec.md §1 (Boundary repair (Yang)); RunwayDot/RunwayBilinear are full
+/// causal attention with runway-aware rewiring (Runway (Lee & Clark) Eqs. 8-14, docs/spec.md §4); Sd is skew-routing
+/// plus diagonal-damping attention (Routing/filtering (Jamil & Kapadia), docs/spec.md §3); Linear is ELU+1 linear
+/// attention (docs/spec.md §3).
 enum class AttnKind { Full, Block, Swa, Bridge, Pbb, SeBridge, RunwayDot, RunwayBilinear, Sd, Linear };
 
 /// Position scheme: learned table (wpe), rotary (RoPE, base 10000, interleaved pairs (2i, 2i+1)),
@@ -148,7 +149,8 @@ ModelConfig config_from_json(const nlohmann::json& j);
 /// Total number of trainable parameters (tied embeddings counted once). Runway-dot adds none,
 /// runway-bilinear adds d_head^2 per such layer, S–D adds H (d_model + 1) per such layer, norm =
 /// none removes 4 d_model per layer + 2 d_model (docs/spec.md §3/§4). GPT-2 small (12 x 768, 12 heads,
-/// vocab 50257, block 1024, learned positions) without qkv bias has 124,412,160 (Routing/filtering (Jamil & Kapadia) Table 1).
+/// vocab 50257, block 1024, learned positions) without qkv bias has 124,412,160 (Routing/filtering (Jamil & Kapadia)
+/// Table 1).
 std::int64_t param_count(const ModelConfig& c);
 
 }  // namespace cf::nn

@@ -1,8 +1,9 @@
 #pragma once
 // Custom seeds for the model's backward pass (issue 10): the gradient of an objective other than
 // the training loss, read at a residual stream instead of the parameters. Used by
-// cf/influence/influence.hpp (Position bias (Herasimchyk et al.) Eq. 6: d p(yhat | x) / d e_j) and cf/influence/jacobian.hpp
-// (Runway (Lee & Clark) Theorem 3.3: d h_d(L+r) / d h_s(L)). Passed to cf::nn::forward_backward.
+// cf/influence/influence.hpp (Position bias (Herasimchyk et al.) Eq. 6: d p(yhat | x) / d e_j) and
+// cf/influence/jacobian.hpp (Runway (Lee & Clark) Theorem 3.3: d h_d(L+r) / d h_s(L)). Passed to
+// cf::nn::forward_backward.
 #include <functional>
 #include <vector>
 

@@ -9,11 +9,10 @@
 // divided by the continuation's token count; ties go to the first maximum (numpy.argmax).
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cf/nn/model.hpp"
 
@@ -102,11 +101,11 @@ McEncoded encode_item(const McItem& item, const Encoder& enc);
 
 /// Scores of one item under one model.
 struct McScore {
-  std::vector<double> loglik;      ///< summed natural-log likelihood of each continuation
-  std::vector<int> n_tokens;       ///< continuation token counts
-  std::vector<int> n_chars;        ///< choice lengths in code points (without the leading space)
+  std::vector<double> loglik;                   ///< summed natural-log likelihood of each continuation
+  std::vector<int> n_tokens;                    ///< continuation token counts
+  std::vector<int> n_chars;                     ///< choice lengths in code points (without the leading space)
   int pred = 0, pred_char = 0, pred_token = 0;  ///< argmax of loglik, loglik/n_chars, loglik/n_tokens
-  int dropped = 0;                 ///< context tokens dropped on the left (max over the choices)
+  int dropped = 0;                              ///< context tokens dropped on the left (max over the choices)
 };
 
 /// Index of the first maximum (numpy.argmax). Requires a non-empty vector.

@@ -20,7 +20,8 @@ struct TaskOptions {
   std::uint64_t seed = 1;
   int rows_train = 2000, rows_val = 500;
   // boundary-copy (and b for ranking). b = 0 (and w = 0): the task's default, 4 for boundary-copy
-  // and b = w = 32 for ranking (the Boundary repair (Yang) setting; a bridge-window value of 5 byte tokens needs h = w/2 >= 5).
+  // and b = w = 32 for ranking (the Boundary repair (Yang) setting; a bridge-window value of 5 byte tokens needs h =
+  // w/2 >= 5).
   int K = 4, distance = 1, b = 0, seq_len = 32, alphabet_start = -1;
   std::string phases = "all";
   double readout_rate = 0.5;

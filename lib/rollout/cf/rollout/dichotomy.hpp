@@ -1,7 +1,7 @@
 #pragma once
-// Infinite-depth dichotomy (Position bias (Herasimchyk et al.), Lemma 5.3 and Theorem 5.4; docs/spec.md section 2), evaluated in
-// high precision (Boost.Multiprecision, 50 decimal digits, exponent range far beyond double) so
-// depths up to 10^6 layers can be followed where doubles underflow.
+// Infinite-depth dichotomy (Position bias (Herasimchyk et al.), Lemma 5.3 and Theorem 5.4; docs/spec.md section 2),
+// evaluated in high precision (Boost.Multiprecision, 50 decimal digits, exponent range far beyond double) so depths up
+// to 10^6 layers can be followed where doubles underflow.
 #include <Eigen/Dense>
 #include <functional>
 #include <string>

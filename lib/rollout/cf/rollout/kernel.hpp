@@ -1,7 +1,7 @@
 #pragma once
-// Attention kernels for the rollout of Position bias (Herasimchyk et al.) (docs/spec.md section 2): causal / sliding-window
-// masks, ALiBi slopes, constant-plus-diagonal content, and the dense expected kernel
-// Abar(l) = sum_h w_h A(l,h). Notation: n positions, L layers, H heads, row i = query, col j = key.
+// Attention kernels for the rollout of Position bias (Herasimchyk et al.) (docs/spec.md section 2): causal /
+// sliding-window masks, ALiBi slopes, constant-plus-diagonal content, and the dense expected kernel Abar(l) = sum_h w_h
+// A(l,h). Notation: n positions, L layers, H heads, row i = query, col j = key.
 #include <Eigen/Dense>
 #include <string>
 #include <vector>
@@ -99,13 +99,12 @@ void require_capture_file(const std::string& path);
 bool capture_has_kernels(const std::string& path);
 
 /// Measured expected kernels from a capture: for each layer l (0..L-1, L = number of layer_{l}
-/// groups), Abar(l+1) = the uniform mean over the stored heads (Position bias (Herasimchyk et al.) Eq. 4, docs/spec.md §2) and over
-/// the N captured sequences of the rows of /layer_{l}/attn_probs [N, H, T, T], each head's row
-/// divided by its sum first (branch-fused bridge layers store the sum of the two branches'
-/// weights, so their rows sum to 2 where the bridge admits a key). Returns L row-stochastic,
-/// causal T x T kernels. Throws cf::InvalidArgument (via require_capture_file) for a file that is
-/// not a capture, one without attn_probs ("re-run capture without --no-probs"), negative entries,
-/// an empty row or mass above the diagonal beyond 1e-6.
+/// groups), Abar(l+1) = the uniform mean over the stored heads (Position bias (Herasimchyk et al.) Eq. 4, docs/spec.md
+/// §2) and over the N captured sequences of the rows of /layer_{l}/attn_probs [N, H, T, T], each head's row divided by
+/// its sum first (branch-fused bridge layers store the sum of the two branches' weights, so their rows sum to 2 where
+/// the bridge admits a key). Returns L row-stochastic, causal T x T kernels. Throws cf::InvalidArgument (via
+/// require_capture_file) for a file that is not a capture, one without attn_probs ("re-run capture without
+/// --no-probs"), negative entries, an empty row or mass above the diagonal beyond 1e-6.
 std::vector<RowMatrix> read_capture_kernels(const std::string& path);
 
 }  // namespace cf::rollout

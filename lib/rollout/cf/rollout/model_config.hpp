@@ -1,10 +1,11 @@
 #pragma once
 // Rollout model described by a config file (`rollout --model-config FILE`): any ALiBi model with
 // its layers, heads, slopes (per layer or shared), head weights, residual schedule and per-head
-// constant-plus-diagonal content (Position bias (Herasimchyk et al.) Eqs. 1-4, Prop. 4.5; docs/spec.md sections 2, 6, 7).
+// constant-plus-diagonal content (Position bias (Herasimchyk et al.) Eqs. 1-4, Prop. 4.5; docs/spec.md sections 2, 6,
+// 7).
 //
-// The schema is the one of the Position bias (Herasimchyk et al.) reference implementation (github ml-uhh/position-bias,
-// src/rollout/main.py ModelConfig), so its shipped configs (data/position-bias/config/rollout)
+// The schema is the one of the Position bias (Herasimchyk et al.) reference implementation (github
+// ml-uhh/position-bias, src/rollout/main.py ModelConfig), so its shipped configs (data/position-bias/config/rollout)
 // load unchanged; YAML (yaml-cpp) or JSON with the same keys. docs/rollout.md "Model configs"
 // lists every field, its range and the semantics the reference gives it.
 #include <Eigen/Dense>

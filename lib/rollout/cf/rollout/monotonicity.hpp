@@ -1,6 +1,6 @@
 #pragma once
-// Stochastic order and stochastically monotone kernels (Position bias (Herasimchyk et al.), Assumption 4.1, Definition A.1,
-// Lemmas A.2-A.5; docs/spec.md section 2), and numerical demonstrations of the finite-depth forces
+// Stochastic order and stochastically monotone kernels (Position bias (Herasimchyk et al.), Assumption 4.1, Definition
+// A.1, Lemmas A.2-A.5; docs/spec.md section 2), and numerical demonstrations of the finite-depth forces
 // (Propositions 4.2-4.5).
 #include <Eigen/Dense>
 #include <vector>

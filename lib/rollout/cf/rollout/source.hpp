@@ -1,8 +1,8 @@
 #pragma once
-// What a rollout runs on (Position bias (Herasimchyk et al.), docs/spec.md sections 2, 6, 7): a structured ALiBi model (a preset
-// with a dataset's measured schedule and content prior, or a model config file) or dense kernels
-// (a kernel file, or the measured kernels of a capture / in-process captured checkpoint), with the
-// residual schedule resolved. One resolution for every `rollout` subcommand (apps/rollout).
+// What a rollout runs on (Position bias (Herasimchyk et al.), docs/spec.md sections 2, 6, 7): a structured ALiBi model
+// (a preset with a dataset's measured schedule and content prior, or a model config file) or dense kernels (a kernel
+// file, or the measured kernels of a capture / in-process captured checkpoint), with the residual schedule resolved.
+// One resolution for every `rollout` subcommand (apps/rollout).
 #include <Eigen/Dense>
 #include <nlohmann/json.hpp>
 #include <string>

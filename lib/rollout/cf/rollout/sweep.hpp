@@ -1,7 +1,7 @@
 #pragma once
-// Context-length sweeps of the rollout variants (issue 10, Position bias (Herasimchyk et al.) section 6.2): for each n the
-// summary of every variant's last-row distribution (p_0, p_(n-1), primacy and recency mass,
-// argmin, min), computed on the structured O(L H n) path.
+// Context-length sweeps of the rollout variants (issue 10, Position bias (Herasimchyk et al.) section 6.2): for each n
+// the summary of every variant's last-row distribution (p_0, p_(n-1), primacy and recency mass, argmin, min), computed
+// on the structured O(L H n) path.
 #include <string>
 #include <vector>
 

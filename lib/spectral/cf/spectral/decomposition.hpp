@@ -1,5 +1,6 @@
 #pragma once
-// Routing/filtering decomposition of an attention interaction matrix (Routing/filtering (Jamil & Kapadia) §2, docs/spec.md §3).
+// Routing/filtering decomposition of an attention interaction matrix (Routing/filtering (Jamil & Kapadia) §2,
+// docs/spec.md §3).
 //
 // Notation (docs/spec.md §3): M is a head's interaction matrix, either the weight kernel W = W_Q W_K^T
 // (d x d, rank <= d_k) or the sequence-level score matrix Q K^T / sqrt(d_k) (n x n, UNMASKED).
@@ -21,10 +22,9 @@ struct Parts {
 /// (Routing/filtering (Jamil & Kapadia) §2). Throws cf::InvalidArgument unless M is square and non-empty.
 Parts split(const Eigen::MatrixXd& M);
 
-/// Entropy effective rank exp(-sum_i p_i log p_i), p_i = sigma_i / sum_j sigma_j (Routing/filtering (Jamil & Kapadia) §2).
-/// sigma: singular values (any order), every entry >= 0. Returns 0 for an all-zero vector; one
-/// rotation plane (two equal values) gives exactly 2. Throws cf::InvalidArgument on a negative
-/// or non-finite entry.
+/// Entropy effective rank exp(-sum_i p_i log p_i), p_i = sigma_i / sum_j sigma_j (Routing/filtering (Jamil & Kapadia)
+/// §2). sigma: singular values (any order), every entry >= 0. Returns 0 for an all-zero vector; one rotation plane (two
+/// equal values) gives exactly 2. Throws cf::InvalidArgument on a negative or non-finite entry.
 double effective_rank_entropy(const Eigen::VectorXd& sigma);
 
 /// Participation-ratio effective rank (sum sigma_i)^2 / sum sigma_i^2 (docs/spec.md §7 option 8; uses
@@ -72,7 +72,8 @@ struct HeadSpectrum {
   Index n = 0;       ///< dimension of M (d at weight level, n tokens at sequence level)
   Spectrum M, F, R;  ///< M.sigma is empty when options.spectrum_M is false
   double rho = 0;    ///< ||R||_F / ||F||_F
-  /// max_i Re lambda_i(M) (> lambda_tol: dynamically unstable head, Routing/filtering (Jamil & Kapadia) §3); NaN when not computed.
+  /// max_i Re lambda_i(M) (> lambda_tol: dynamically unstable head, Routing/filtering (Jamil & Kapadia) §3); NaN when
+  /// not computed.
   double max_re_lambda = 0;
   /// Rounding level of max_re_lambda: n u ||M||_F (AnalysisOptions); values up to it are noise.
   double lambda_tol = 0;

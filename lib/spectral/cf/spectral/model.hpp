@@ -1,6 +1,6 @@
 #pragma once
-// Per-head, per-layer and per-model routing/filtering metrics (Routing/filtering (Jamil & Kapadia) §3, §5.2; docs/spec.md §3): the
-// weight-level analysis of every head of a checkpoint (factorised, never a dense d x d SVD) and
+// Per-head, per-layer and per-model routing/filtering metrics (Routing/filtering (Jamil & Kapadia) §3, §5.2;
+// docs/spec.md §3): the weight-level analysis of every head of a checkpoint (factorised, never a dense d x d SVD) and
 // the per-layer profile whose effective routing rank by layer is the "spectral cascade".
 #include <string>
 #include <vector>
@@ -14,8 +14,8 @@ namespace cf::spectral {
 struct HeadResult {
   int layer = 0, head = 0;
   std::string attn;  ///< the layer's attention variant
-  /// At sequence level: averages over the texts of each scalar below (Routing/filtering (Jamil & Kapadia) App. A: "averaged
-  /// across sequences per head"); at weight level the values of the one kernel.
+  /// At sequence level: averages over the texts of each scalar below (Routing/filtering (Jamil & Kapadia) App. A:
+  /// "averaged across sequences per head"); at weight level the values of the one kernel.
   double rho = 0, erank_R = 0, erank_F = 0, pr_R = 0, pr_F = 0, erank_M = 0;
   double norm_M = 0, norm_F = 0, norm_R = 0, max_re_lambda = 0;
   double lambda_tol = 0;             ///< rounding level of max_re_lambda (HeadSpectrum::lambda_tol; averaged)

@@ -27,8 +27,8 @@ nlohmann::json to_json(const ModelSpectrum& m, bool with_sigma = true);
 /// Cascade series: x = layer, y = mean effective routing rank (headline form).
 plot::Series cascade_series(const ModelSpectrum& m, ErankForm form, const std::string& label);
 
-/// The report of the `spectral` tool (Routing/filtering (Jamil & Kapadia) §3, §5.2; docs/spectral.md) being assembled: the
-/// report (tables, JSON body, notes; the tool sets meta) and the cascade plot, one series per level.
+/// The report of the `spectral` tool (Routing/filtering (Jamil & Kapadia) §3, §5.2; docs/spectral.md) being assembled:
+/// the report (tables, JSON body, notes; the tool sets meta) and the cascade plot, one series per level.
 struct CascadeReport {
   output::Report report;
   plot::LinePlot plot;

@@ -1,7 +1,7 @@
 #pragma once
-// Sequence-level routing/filtering analysis (Routing/filtering (Jamil & Kapadia) §3, App. A; docs/spec.md §3): the UNMASKED score
-// matrix M = Q K^T / sqrt(d_k) (S–D layers: S - D) of every head on given texts, intercepted from
-// the trainer's forward pass (cf::nn::ForwardHooks::on_scores), decomposed and averaged over texts.
+// Sequence-level routing/filtering analysis (Routing/filtering (Jamil & Kapadia) §3, App. A; docs/spec.md §3): the
+// UNMASKED score matrix M = Q K^T / sqrt(d_k) (S–D layers: S - D) of every head on given texts, intercepted from the
+// trainer's forward pass (cf::nn::ForwardHooks::on_scores), decomposed and averaged over texts.
 #include <string>
 #include <vector>
 

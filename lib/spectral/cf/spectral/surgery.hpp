@@ -1,9 +1,9 @@
 #pragma once
-// Spectral surgery on one head's interaction (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3 "Surgery"):
-// truncate the routing part R and/or the filtering part F of M to rank k by SVD (Eckart–Young),
-// remove a part, or "linearize" (top singular PAIR of R, one scalar of filtering per head).
-// These functions transform an n x n sequence-level matrix; the run-time substitution inside a
-// forward pass is the trainer's hook (lib/nn), which calls them.
+// Spectral surgery on one head's interaction (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3
+// "Surgery"): truncate the routing part R and/or the filtering part F of M to rank k by SVD (Eckart–Young), remove a
+// part, or "linearize" (top singular PAIR of R, one scalar of filtering per head). These functions transform an n x n
+// sequence-level matrix; the run-time substitution inside a forward pass is the trainer's hook (lib/nn), which calls
+// them.
 #include <Eigen/Dense>
 #include <string>
 
@@ -59,8 +59,8 @@ Eigen::MatrixXd apply_surgery(const Eigen::MatrixXd& M, const SurgerySpec& spec)
 /// truncate_skew_top_pair) and F -> s I with s = trace F / n (= mean diag F). M: n x n, n >= 1.
 Eigen::MatrixXd linearize_standard(const Eigen::MatrixXd& M, ScalarFiltering mode = ScalarFiltering::TraceOverN);
 
-/// Linearise an S–D head (Routing/filtering (Jamil & Kapadia) §5.1, §6): routing S (n x n, skew) -> its top singular pair
-/// (truncate_skew_top_pair), damping d (n entries, > 0) -> its mean. Returns S' - mean(d) I (the pre-mask logits).
+/// Linearise an S–D head (Routing/filtering (Jamil & Kapadia) §5.1, §6): routing S (n x n, skew) -> its top singular
+/// pair (truncate_skew_top_pair), damping d (n entries, > 0) -> its mean. Returns S' - mean(d) I (the pre-mask logits).
 Eigen::MatrixXd linearize_sd(const Eigen::MatrixXd& S, const Eigen::VectorXd& d);
 
 /// The S–D interaction S - diag(d) (Routing/filtering (Jamil & Kapadia) §4) for skew S (n x n) and damping d (n).

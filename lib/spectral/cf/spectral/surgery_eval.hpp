@@ -1,8 +1,8 @@
 #pragma once
-// Spectral surgery at run time (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3): validation perplexity
-// (overlapping-stride) with each selected layer's interaction M replaced by its truncation /
-// linearisation through the trainer's score hook, or the layer replaced by ELU+1 linear
-// attention; per-layer and cumulative front-to-back linearisation sweeps.
+// Spectral surgery at run time (Routing/filtering (Jamil & Kapadia) §5.1, §6, App. B; docs/spec.md §3): validation
+// perplexity (overlapping-stride) with each selected layer's interaction M replaced by its truncation / linearisation
+// through the trainer's score hook, or the layer replaced by ELU+1 linear attention; per-layer and cumulative
+// front-to-back linearisation sweeps.
 #include <string>
 #include <vector>
 

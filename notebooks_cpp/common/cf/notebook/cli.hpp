@@ -1,7 +1,7 @@
 #pragma once
 // The shared command line of the notebooks that train models (Runway (Lee & Clark) passkey and Jacobian,
-// Boundary repair (Yang) probes, Position bias (Herasimchyk et al.) influence): one parser instead of five hand-written argv loops, so
-// every notebook answers --help with exit 0, refuses unknown options and bad numbers with exit 2
+// Boundary repair (Yang) probes, Position bias (Herasimchyk et al.) influence): one parser instead of five hand-written
+// argv loops, so every notebook answers --help with exit 0, refuses unknown options and bad numbers with exit 2
 // (docs/conventions.md), and sets its threads the way the tools do (cf::configure_threads).
 #include <CLI/CLI.hpp>
 #include <algorithm>

@@ -1,9 +1,9 @@
 #pragma once
-// Tiled-attention variant unit: S-D skew scores with diagonal damping (Routing/filtering (Jamil & Kapadia), docs/spec.md §3; issue 12,
-// one variant = one unit). Logits of a tile: scale (Q_I K_J^T - K_I Q_J^T) minus the damping d_i
-// on the diagonal i = j; gradients: the four GEMMs of the skew product and d damp_i = -dS_ii.
-// The damping values themselves (d = eps + softplus(x W_d + b_d) per token and head) are computed
-// by the attention sub-layer (model.cpp sd_damping_*). Internal to lib/nn.
+// Tiled-attention variant unit: S-D skew scores with diagonal damping (Routing/filtering (Jamil & Kapadia),
+// docs/spec.md §3; issue 12, one variant = one unit). Logits of a tile: scale (Q_I K_J^T - K_I Q_J^T) minus the damping
+// d_i on the diagonal i = j; gradients: the four GEMMs of the skew product and d damp_i = -dS_ii. The damping values
+// themselves (d = eps + softplus(x W_d + b_d) per token and head) are computed by the attention sub-layer (model.cpp
+// sd_damping_*). Internal to lib/nn.
 #include "cf/nn/detail/variants/score_policy.hpp"
 
 namespace cf::nn::detail {
