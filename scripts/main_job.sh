@@ -7,7 +7,8 @@ BIN="$BUILD/bin"
 mkdir -p results
 REPORT=results/README.md
 RUN=results/main_job_run
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+rev=unknown
+[ -d .git ] && rev=$(git rev-parse --short HEAD)
 {
   echo "# causalflow main job"
   echo

@@ -38,8 +38,8 @@ void refuse_ignored(const CLI::App& app, const Options& o, const std::string& su
     refuse_unless(app, "--influence-target", false, with_ck + " and --influence auto");
   }
   // what only the default mode reads
-  if (sub == "flow")  // flow reads --influence and plots with --plot-scale; its matrix is --flow-matrix
-    refuse_in_mode(app, {"--matrix", "--path"}, mode);
+  if (sub == "flow")  // flow reads --influence and plots with --plot-scale; run_flow refuses --matrix
+    refuse_in_mode(app, {"--path"}, mode);  // pointing at --flow-matrix
   else if (!sub.empty())
     refuse_in_mode(app, {"--matrix", "--influence", "--path", "--plot-scale"}, mode);
   // what a subcommand's computation does not read: the alpha schedule (monotonicity and jacobian

@@ -21,6 +21,23 @@
 #include "cf/hf/tokenizer.hpp"
 
 int main(int argc, char** argv) {
+  const char* usage = "usage: bench_added_tokens [ADDED=20000] [KB=720] [SCAN_KB=8]\n";
+  if (argc > 4) {
+    std::fprintf(stderr, "bench_added_tokens: at most 3 arguments\n%s", usage);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    }
+    if (a.empty() || a.find_first_not_of("0123456789") != std::string::npos || a.size() > 9 || std::atol(argv[i]) < 1) {
+      std::fprintf(stderr, "bench_added_tokens: '%s' is not a positive whole number (or an unknown option)\n%s",
+                   a.c_str(), usage);
+      return 2;
+    }
+  }
   const int added_n = argc > 1 ? std::atoi(argv[1]) : 20000;
   const std::size_t kb = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 720;
   const std::size_t scan_kb = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 8;

@@ -50,8 +50,20 @@ volatile double g_sink = 0;  // keeps results observable
 
 int main(int argc, char** argv) {
   using namespace cf;
+  const char* usage = "usage: bench_binding_cpp coverage_map|closure_sizes|rollout REPS\n";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    }
+    if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "bench_binding_cpp: unknown option '%s'\n%s", a.c_str(), usage);
+      return 2;
+    }
+  }
   if (argc != 3) {
-    std::fprintf(stderr, "usage: bench_binding_cpp coverage_map|closure_sizes|rollout REPS\n");
+    std::fprintf(stderr, "%s", usage);
     return 2;
   }
   const std::string what = argv[1];

@@ -167,8 +167,9 @@ def test_jacobian_blocks_equal_cli(run):
     start = body["window_start"]
     toks = model.tokenize(ck, CORPUS)[start:start + 12]
     jb = influence.jacobian_blocks(ck, toks, L=0, r=2)
-    assert [jb["frobenius"][d, :d + 1].tolist() for d in range(12)] == body["J_frobenius"]
-    assert [jb["spectral"][d, :d + 1].tolist() for d in range(12)] == body["J_spectral"]
+    # the JSON matrices are n x n with null above the diagonal (s > d: outside the causal triangle)
+    assert [jb["frobenius"][d, :d + 1].tolist() + [None] * (11 - d) for d in range(12)] == body["J_frobenius"]
+    assert [jb["spectral"][d, :d + 1].tolist() + [None] * (11 - d) for d in range(12)] == body["J_spectral"]
 
 
 def test_hugging_face_folder_loads_and_forwards_as_the_checkpoint(tmp_path):

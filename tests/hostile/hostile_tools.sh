@@ -163,15 +163,15 @@ resume)
   model r 3 --keep-every 1
   for f in last.h5 best.h5 step_000002.h5 step_000003.h5 log.csv; do cp "r/$f" "keep_$f"; done
   expect2 "--resume 'r/step_000001.h5' is at step 1 but --out-dir 'r' holds newer files of that run \(last.h5 \(step 3\).*--out-dir NEW" \
-    "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/step_000001.h5 --out-dir r --steps 4
+    "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/step_000001.h5 --out-dir r --steps 3
   for f in last.h5 best.h5 step_000002.h5 step_000003.h5 log.csv; do same "r/$f" "keep_$f"; done
   # --overwrite does not make it replace them either
   expect2 "holds newer files of that run" \
-    "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/step_000001.h5 --out-dir r --steps 4 --overwrite
+    "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/step_000001.h5 --out-dir r --steps 3 --overwrite
   # a new folder is fine, and so is continuing last.h5 in place
-  "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/step_000001.h5 --out-dir r_new --steps 2 >/dev/null ||
+  "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/step_000001.h5 --out-dir r_new --steps 3 >/dev/null ||
     fail "resume into a new folder"
-  "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/last.h5 --out-dir r --steps 4 >/dev/null ||
+  "$BIN/train" --text "$CORPUS" --threads 1 --quiet --resume r/last.h5 --out-dir r --steps 4 --replan-schedule >/dev/null ||
     fail "continue last.h5 in place"
   no_temps resume
   echo "ok: resume never replaces newer files"
