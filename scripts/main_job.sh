@@ -20,8 +20,7 @@ rev=unknown
 section() { printf '== %s ==\n' "$1"; printf '\n## %s\n' "$1" >> "$REPORT"; }
 # run CMD...: runs a command, its output to the terminal and, as a code block, to the report
 run() {
-  local shown="${*#"$BUILD"/}"
-  printf '\n    %s\n\n```\n' "$shown" >> "$REPORT"
+  printf '\n    %s\n\n```\n' "$*" >> "$REPORT"
   "$@" 2>&1 | tee -a "$REPORT"
   printf '```\n' >> "$REPORT"
 }

@@ -13,6 +13,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
+#include "cf/core/progress.hpp"
 
 namespace cf::rollout {
 
@@ -252,9 +253,18 @@ FlowResult attention_flow(const std::vector<RowMatrix>& R, const FlowOptions& o)
   const NodeSet alive = alive_nodes(R, t);
   std::vector<SingleFlow> sf(sources.size());
   OmpExceptions errors;
+  // a progress line with ETA on a terminal (n = 2,048 at 12 layers is about half an hour), counted
+  // in edges, (t - j + 1)^2 per layer and source, since the first sources hold the largest graphs
+  auto work = [&](long j) { return static_cast<std::int64_t>(t - j + 1) * (t - j + 1); };
+  std::int64_t total = 0;
+  for (long j : sources) total += work(j);
+  Progress progress("attention flow (edges of all sources)", total);
 #pragma omp parallel for schedule(dynamic, 1)
   for (long k = 0; k < static_cast<long>(sources.size()); ++k)
-    errors.run([&] { sf[k] = solve(R, sources[k], t, alive, o.algorithm, o.certificate); });
+    errors.run([&] {
+      sf[k] = solve(R, sources[k], t, alive, o.algorithm, o.certificate);
+      progress.advance(work(sources[k]));
+    });
   errors.rethrow();
   for (std::size_t k = 0; k < sources.size(); ++k) {
     const long j = sources[k];
