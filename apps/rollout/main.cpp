@@ -111,19 +111,7 @@ output::Table variant_table(const std::vector<VariantProfile>& vs, const Eigen::
     t.header.push_back("W1/(n-1)");
   }
   for (const auto& v : vs) {
-    const auto sm = summarize(v.p);
-    std::vector<std::string> row = {v.label,        fmt(sm.first, 4),   fmt(sm.last, 4),    output::fmt_int(sm.argmin),
-                                    fmt(sm.min, 4), fmt(sm.primacy, 4), fmt(sm.recency, 4), fmt(v.seconds, 3)};
-    nlohmann::json js = {{"p_first", sm.first}, {"p_last", sm.last},          {"argmin", sm.argmin},
-                         {"min", sm.min},       {"primacy_mass", sm.primacy}, {"recency_mass", sm.recency},
-                         {"seconds", v.seconds}};
-    if (influence.size()) {
-      const double rho = spearman(v.p, influence), w1 = wasserstein1_normalised(v.p, influence);
-      row.push_back(fmt(rho, 4));
-      row.push_back(fmt(w1, 4));
-      js["spearman"] = rho;
-      js["w1_normalised"] = w1;
-    }
+    auto [row, js] = variant_summary_row(v.label, v.p, v.seconds, influence);
     t.add_row(row);
     summary[v.key] = js;
   }

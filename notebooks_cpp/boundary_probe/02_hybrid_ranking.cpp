@@ -61,7 +61,7 @@ int report(const notebook::Options& opt) {
     mc.layers = nn::parse_schedule(schedules[m], 4, lc);
     nn::TrainConfig tc;
     tc.out_dir = out + "/" + names[m];
-    tc.max_steps = full ? 300 : 4;
+    tc.max_steps = full ? 1000 : 4;  // the planned 1,000 steps (300 before 2026-11-27)
     tc.batch = 16;
     tc.seq_len = td.row_len - 1;
     tc.lr = 2e-3;

@@ -36,19 +36,8 @@ output::Report flow_report(const RolloutSource& s, const std::vector<VariantProf
   for (const auto& v : vs) {
     // flow to a target t < n - 1 lives on positions 0..t: summarise that prefix
     const Eigen::VectorXd p = v.key == "flow" ? Eigen::VectorXd(v.p.head(t + 1)) : v.p;
-    const auto sm = summarize(p);
-    std::vector<std::string> row = {v.label,        fmt(sm.first, 4),   fmt(sm.last, 4),    std::to_string(sm.argmin),
-                                    fmt(sm.min, 4), fmt(sm.primacy, 4), fmt(sm.recency, 4), fmt(v.seconds, 3)};
-    nlohmann::json js = {{"p_first", sm.first}, {"p_last", sm.last},          {"argmin", sm.argmin},
-                         {"min", sm.min},       {"primacy_mass", sm.primacy}, {"recency_mass", sm.recency},
-                         {"seconds", v.seconds}};
-    if (influence.size()) {
-      const double rho = spearman(v.p, influence), w1 = wasserstein1_normalised(v.p, influence);
-      row.push_back(fmt(rho, 4));
-      row.push_back(fmt(w1, 4));
-      js["spearman"] = rho;
-      js["w1_normalised"] = w1;
-    }
+    // with --influence the target is n - 1, so p is the whole profile
+    auto [row, js] = variant_summary_row(v.label, p, v.seconds, influence);
     sum.add_row(row);
     summary[v.key] = js;
     variants[v.key] = vec(v.p);

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/core/output.hpp"
+#include "cf/rollout/agreement.hpp"
 #include "cf/rollout/rollout.hpp"
 #include "cf/rollout/sweep.hpp"
 
@@ -137,6 +139,28 @@ plot::LinePlot sweep_plot(const std::vector<SweepRow>& rows, const std::string& 
   if (top > 0) lp.y_min = top * 1e-12, lp.y_max = std::min(1.0, top) * 2;
   lp.title = "Last-row rollout against context length, " + name + " (y from 1e-12 x the largest mass)";
   return lp;
+}
+
+std::pair<std::vector<std::string>, nlohmann::json> variant_summary_row(const std::string& label,
+                                                                        const Eigen::VectorXd& p, double seconds,
+                                                                        const Eigen::VectorXd& influence) {
+  using output::fmt;
+  const auto sm = summarize(p);
+  std::vector<std::string> row = {label,          fmt(sm.first, 4),   fmt(sm.last, 4),    output::fmt_int(sm.argmin),
+                                  fmt(sm.min, 4), fmt(sm.primacy, 4), fmt(sm.recency, 4), fmt(seconds, 3)};
+  nlohmann::json js = {{"p_first", sm.first}, {"p_last", sm.last},          {"argmin", sm.argmin},
+                       {"min", sm.min},       {"primacy_mass", sm.primacy}, {"recency_mass", sm.recency},
+                       {"seconds", seconds}};
+  if (influence.size()) {
+    require(influence.size() == p.size(), "variant summary: influence has ", influence.size(), " positions but the ",
+            "profile ", p.size());
+    const double rho = spearman(p, influence), w1 = wasserstein1_normalised(p, influence);
+    row.push_back(fmt(rho, 4));
+    row.push_back(fmt(w1, 4));
+    js["spearman"] = rho;
+    js["w1_normalised"] = w1;
+  }
+  return {row, js};
 }
 
 }  // namespace cf::rollout

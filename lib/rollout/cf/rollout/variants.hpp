@@ -4,7 +4,9 @@
 //   (c) residual-aware + constant-plus-diagonal content (structured sources with content only).
 // A table of per-variant profiles that callers extend (e.g. a measured influence beside them).
 #include <Eigen/Dense>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cf/rollout/source.hpp"
@@ -28,5 +30,14 @@ Eigen::VectorXd rollout_profile(const RolloutSource& s, const Eigen::VectorXd& a
 /// Variants (a), (b) and, when the source is structured and has content, (c), at length n
 /// (0 = s.n), in that order.
 std::vector<VariantProfile> rollout_variants(const RolloutSource& s, long n = 0, bool dense = false);
+
+/// One profile's row of the variants summary table (the layout `rollout` and `rollout flow` share):
+/// cells {label, p_0, p_n-1, argmin, min, primacy, recency, seconds} and, when `influence` is not
+/// empty (same length as `p`), Spearman and W1/(n-1) against it (Position bias (Herasimchyk et al.)
+/// Tables 2-5); and the same numbers as a JSON object (p_first, p_last, argmin, min, primacy_mass,
+/// recency_mass, seconds[, spearman, w1_normalised]). `p` is a distribution over positions.
+std::pair<std::vector<std::string>, nlohmann::json> variant_summary_row(const std::string& label,
+                                                                        const Eigen::VectorXd& p, double seconds,
+                                                                        const Eigen::VectorXd& influence);
 
 }  // namespace cf::rollout
