@@ -252,13 +252,13 @@ FlowResult attention_flow(const std::vector<RowMatrix>& R, const FlowOptions& o)
   fr.cut = Eigen::VectorXd::Constant(n, std::numeric_limits<double>::quiet_NaN());
   const NodeSet alive = alive_nodes(R, t);
   std::vector<SingleFlow> sf(sources.size());
-  OmpExceptions errors;
   // a progress line with ETA on a terminal (n = 2,048 at 12 layers is about half an hour), counted
   // in edges, (t - j + 1)^2 per layer and source, since the first sources hold the largest graphs
   auto work = [&](long j) { return static_cast<std::int64_t>(t - j + 1) * (t - j + 1); };
   std::int64_t total = 0;
   for (long j : sources) total += work(j);
   Progress progress("attention flow (edges of all sources)", total);
+  OmpExceptions errors;
 #pragma omp parallel for schedule(dynamic, 1)
   for (long k = 0; k < static_cast<long>(sources.size()); ++k)
     errors.run([&] {
