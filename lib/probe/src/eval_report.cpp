@@ -4,16 +4,12 @@
 #include "cf/probe/eval_report.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <iostream>
 #include <limits>
-#include <memory>
 
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
-#include "cf/core/progress.hpp"
-#include "cf/model/load.hpp"
 #include "cf/nn/model.hpp"
+#include "cf/probe/detail/report_util.hpp"
 #include "cf/probe/multiple_choice.hpp"
 #include "cf/probe/report.hpp"
 
@@ -41,26 +37,7 @@ std::vector<std::uint8_t> outcomes(const std::vector<McScore>& s, const std::vec
 }
 
 McProgress make_progress(const EvalOptions& o, const std::string& label) {
-  // docs/conventions.md "Progress": only on a terminal (or CF_PROGRESS=1), never into a log file
-  if (o.quiet || !cf::progress_visible()) return {};
-  auto t0 = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-  auto last = std::make_shared<double>(-1.0);
-  return [=](std::int64_t done, std::int64_t total) {
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - *t0).count();
-    if (done < total && el - *last < 2.0) return;
-    *last = el;
-    const double eta = done > 0 ? el / double(done) * double(total - done) : 0.0;
-    std::cerr << "mc-eval " << label << ": " << done << "/" << total << " (item, choice) rows | " << fmt(el, 3)
-              << " s | ETA " << fmt(eta, 3) << " s\n";
-  };
-}
-
-nn::Model<float> load_eval_model(const std::string& path) {
-  try {
-    return cf::model::load_model(path);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(str("--checkpoint '", path, "': cannot read the model: ", e.what()));
-  }
+  return detail::row_progress(o.quiet, "mc-eval " + label, "(item, choice) rows");
 }
 
 }  // namespace
@@ -105,7 +82,7 @@ output::Report run_eval(const EvalOptions& o) {
   std::vector<Encoder> encoders;
   std::vector<std::string> tok_names(o.checkpoints.size());
   for (std::size_t m = 0; m < o.checkpoints.size(); ++m) {
-    models.push_back(load_eval_model(o.checkpoints[m]));
+    models.push_back(detail::load_checkpoint_model(o.checkpoints[m]));
     encoders.push_back(make_encoder(o.checkpoints[m], models[m].config.vocab_size, o.gpt2_dir, &tok_names[m]));
   }
   require(o.gpt2_dir.empty() || std::count(tok_names.begin(), tok_names.end(), "gpt2") > 0,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
@@ -50,18 +51,22 @@ std::string plot_path(const std::string& base, const std::string& suffix) {
   return base.substr(0, dot) + "_" + suffix + base.substr(dot);
 }
 
-nn::Model<float> load_probe_model(const std::string& path) {
+nn::Model<float> load_checkpoint_model(const std::string& path, const std::string& what) {
   try {
     return cf::model::load_model(path);
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(str("--checkpoint '", path, "': cannot read the model and its mask schedule: ", e.what()));
+    throw InvalidArgument(str("--checkpoint '", path, "': cannot read the model", what, ": ", e.what()));
   }
 }
 
-Progress make_progress(const ProbeOptions& o, const std::string& label) {
+nn::Model<float> load_probe_model(const std::string& path) {
+  return load_checkpoint_model(path, " and its mask schedule");
+}
+
+Progress row_progress(bool quiet, const std::string& prefix, const std::string& rows) {
   // Like every tool's progress line (docs/conventions.md "Progress"): only on a terminal (or with
   // CF_PROGRESS=1), never into a redirected stderr or a log file.
-  if (o.quiet || !cf::progress_visible()) return {};
+  if (quiet || !cf::progress_visible()) return {};
   auto t0 = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   auto last = std::make_shared<double>(-1.0);
   return [=](std::int64_t done, std::int64_t total) {
@@ -69,9 +74,13 @@ Progress make_progress(const ProbeOptions& o, const std::string& label) {
     if (done < total && el - *last < 2.0) return;
     *last = el;
     const double eta = done > 0 ? el / double(done) * double(total - done) : 0.0;
-    std::cerr << "probe " << label << ": " << done << "/" << total << " rows | " << fmt(el, 3) << " s | ETA "
+    std::cerr << prefix << ": " << done << "/" << total << " " << rows << " | " << fmt(el, 3) << " s | ETA "
               << fmt(eta, 3) << " s\n";
   };
+}
+
+Progress make_progress(const ProbeOptions& o, const std::string& label) {
+  return row_progress(o.quiet, "probe " + label, "rows");
 }
 
 void add_paired(output::Report& r, const std::string& title, const PairedResult& p, const ProbeOptions& o,

@@ -10,7 +10,13 @@
 #include "cf/probe/report.hpp"
 
 namespace cf::probe::detail {
+/// cf::model::load_model, its refusal prefixed with "--checkpoint 'PATH': cannot read the model" +
+/// `what` (e.g. " and its mask schedule").
+nn::Model<float> load_checkpoint_model(const std::string& path, const std::string& what = "");
 nn::Model<float> load_probe_model(const std::string& path);
+/// A progress callback printing "PREFIX: done/total ROWS | elapsed s | ETA s" at most every 2 s,
+/// only on a terminal (docs/conventions.md "Progress"); empty when `quiet` or not visible.
+Progress row_progress(bool quiet, const std::string& prefix, const std::string& rows);
 Progress make_progress(const ProbeOptions& o, const std::string& label);
 void add_paired(output::Report& r, const std::string& title, const PairedResult& p, const ProbeOptions& o,
                 const std::string& key);
