@@ -41,13 +41,13 @@ int main(int argc, char** argv) {
       "bench_flow"};
   long n = 256, samples = 0;
   int L = 12;
-  std::string algs = "bk,push-relabel", kernels_out, flows_out;
+  std::string algs = "layered,bk,push-relabel", kernels_out, flows_out;
   app.add_option("n", n, "Positions n")->check(CLI::Range(2L, 8192L))->capture_default_str();
   app.add_option("layers", L, "Layers L")->check(CLI::Range(1, 96))->capture_default_str();
   app.add_option("samples", samples, "0 = every source; K = the K evenly spaced sources floor(k n / K)")
       ->check(CLI::Range(0L, 8192L))
       ->capture_default_str();
-  app.add_option("algorithms", algs, "Comma list of solvers: bk, push-relabel")->capture_default_str();
+  app.add_option("algorithms", algs, "Comma list of solvers: layered, bk, push-relabel")->capture_default_str();
   app.add_option("kernels_out", kernels_out, "Write R as L*n rows of n numbers (17 digits)");
   app.add_option("flows_out", flows_out, "Write 'j flow' per computed source (the first solver's flows)");
   int rc = 0;
@@ -82,18 +82,19 @@ int report(long n, int L, long samples, const std::string& algs, const std::stri
     for (long k = 0; k < samples; ++k) o.sources.push_back(k * n / samples);
   std::printf("attention flow: n = %ld, L = %d, %s sources, R = 0.5 I + 0.5 (12-head ALiBi mean)\n", n, L,
               samples ? std::to_string(samples).c_str() : "all");
-  std::printf("%-14s %10s %10s %12s %12s %10s\n", "algorithm", "wall s", "cpu s", "edges(max)", "gap(max)", "flow(0)");
+  std::printf("%-14s %10s %10s %12s %12s %10s %8s %14s\n", "algorithm", "wall s", "cpu s", "edges(max)", "gap(max)",
+              "flow(0)", "phases", "arcs scanned");
   FlowResult first;
   bool have = false;
-  for (const std::string a : {"bk", "push-relabel"}) {
+  for (const std::string a : {"layered", "bk", "push-relabel"}) {
     if (algs.find(a) == std::string::npos) continue;
     o.algorithm = parse_flow_algorithm(a);
     const double c0 = cpu_now();
     const auto t0 = std::chrono::steady_clock::now();
     const FlowResult fr = attention_flow(R, o);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%-14s %10.3f %10.3f %12ld %12.2e %10.6f\n", a.c_str(), wall, cpu_now() - c0, fr.max_edges,
-                fr.max_cut_gap, fr.flow(0));
+    std::printf("%-14s %10.3f %10.3f %12ld %12.2e %10.6f %8ld %14lld\n", a.c_str(), wall, cpu_now() - c0, fr.max_edges,
+                fr.max_cut_gap, fr.flow(0), fr.max_phases, static_cast<long long>(fr.arcs_scanned));
     if (have) {
       double d = 0;
       for (long j = 0; j < n; ++j)

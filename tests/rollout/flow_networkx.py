@@ -8,11 +8,15 @@ R_l = (1 - alpha_l) I + alpha_l K_l; flow of j = networkx.maximum_flow_value((0,
 It never reads causalflow's graph or code, only the numbers `rollout flow --format json` prints.
 
 Modes:
-  random ROLLOUT WORKDIR [COUNT=200]   COUNT random graphs, L 1-6, n 2-40 (fixed seeds), both
-                                       solvers (bk for all, push-relabel for every 4th), flows to
-                                       1e-9 relative, profile = flow / sum, cut = flow.
-  capture ROLLOUT CAPTURE.h5           measured kernels of a capture: head mean of the row-normalised
+  random ROLLOUT WORKDIR [COUNT=200] [DRIVER]
+                                       COUNT random graphs, L 1-6, n 2-40 (fixed seeds), the tool's
+                                       Boost solvers (bk for all, push-relabel for every 4th), flows
+                                       to 1e-9 relative, profile = flow / sum, cut = flow.
+  capture ROLLOUT CAPTURE.h5 [DRIVER]  measured kernels of a capture: head mean of the row-normalised
                                        attn_probs, mean over sequences, measured alpha (token-mean).
+With DRIVER (tests/rollout/flow_driver.cpp), the layered solver is also run on every graph, on the
+residual-mixed kernels the oracle built (written with repr, so bit-identical), flows and cuts
+checked the same way.
 Exit 77 (skip) when networkx / numpy / h5py are missing, unless CI=true (then exit 1).
 """
 import json
@@ -87,9 +91,24 @@ def compare(tag, flow_nx, js):
     return worst
 
 
-def random_mode(tool, work, count):
+def run_driver(driver, work, R, tag, flow_nx):
+    """The layered solver on exactly R (flow_driver reads 'L n' and the L n x n matrices)."""
+    rfile = os.path.join(work, "R.txt")
+    L, n = len(R), R[0].shape[0]
+    with open(rfile, "w") as f:
+        f.write(f"{L} {n}\n")
+        for M in R:
+            for i in range(n):
+                f.write(" ".join(repr(float(x)) for x in M[i]) + "\n")
+    js = run_tool([driver, "layered", rfile])
+    s = sum(js["flow"])
+    js["flow"] = {"raw": js["flow"], "cut": js["cut"], "profile": [f / s if s > 0 else 0.0 for f in js["flow"]]}
+    return compare(tag + " layered", flow_nx, js), js["max_phases"]
+
+
+def random_mode(tool, work, count, driver=None):
     os.makedirs(work, exist_ok=True)
-    worst, solved = 0.0, 0
+    worst, solved, phases = 0.0, 0, []
     for g in range(count):
         rng = random.Random(3400 + g)
         L = rng.randint(1, 6)
@@ -129,10 +148,17 @@ def random_mode(tool, work, count):
                            "--format", "json"])
             worst = max(worst, compare(f"graph {g} (L={L}, n={n}, zeros {zero}, {alg})", ref, js))
             solved += n
+        if driver:
+            w, p = run_driver(driver, work, R, f"graph {g} (L={L}, n={n}, zeros {zero})", ref)
+            worst, solved = max(worst, w), solved + n
+            phases.append(p)
     print(f"all {count} random graphs match networkx: {solved} source flows, worst relative error {worst:.3g}")
+    if driver:
+        print(f"layered solver: Dinic phases per source at most {max(phases)}; graphs needing more than one "
+              f"phase: {sum(p > 1 for p in phases)} of {count}")
 
 
-def capture_mode(tool, cap):
+def capture_mode(tool, cap, driver=None, work="."):
     try:
         import h5py
     except ImportError as e:
@@ -151,14 +177,20 @@ def capture_mode(tool, cap):
     ref = nx_flows(R, n - 1)
     js = run_tool([tool, "flow", "--model", cap, "--alpha", "measured", "--format", "json"])
     worst = compare("capture", ref, js)
+    if driver:
+        w, p = run_driver(driver, work, R, "capture", ref)
+        worst = max(worst, w)
+        print(f"captured kernels: layered solver matches networkx ({p} Dinic phase(s) at most)")
     print(f"captured kernels (L = {len(R)}, n = {n}) match networkx: worst relative error {worst:.3g}")
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "random":
-        random_mode(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 200)
-    elif len(sys.argv) == 4 and sys.argv[1] == "capture":
-        capture_mode(sys.argv[2], sys.argv[3])
+        random_mode(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 200,
+                    sys.argv[5] if len(sys.argv) > 5 else None)
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "capture":
+        capture_mode(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None,
+                     os.path.dirname(os.path.abspath(sys.argv[3])))
     else:
         print(__doc__)
         sys.exit(2)

@@ -1,6 +1,6 @@
 // Attention flow (cf/rollout/flow.hpp): max-flow min-cut certificates recomputed on the FULL
-// layered graph from the returned source side, closed forms for one layer and n = 2, the two
-// Boost solvers against each other, the rollout lower bound and the trivial-cut upper bounds.
+// layered graph from the returned source side, closed forms for one layer and n = 2, the layered
+// solver and the two Boost solvers against each other, the rollout lower bound and the trivial-cut upper bounds.
 // The networkx oracle (flow values) is tests/rollout/flow_networkx.py.
 #include <catch2/catch.hpp>
 #include <random>
@@ -69,7 +69,7 @@ TEST_CASE(
     const long n = nd(rng);
     const auto R = residual_mixed_kernels(random_kernels(rng, L, n, g % 3 == 0 ? 0.6 : 0.1), random_alpha(rng, L));
     const long t = g % 4 == 0 ? n / 2 : n - 1;
-    for (auto alg : {FlowAlgorithm::BoykovKolmogorov, FlowAlgorithm::PushRelabel})
+    for (auto alg : {FlowAlgorithm::Layered, FlowAlgorithm::BoykovKolmogorov, FlowAlgorithm::PushRelabel})
       for (long j = 0; j <= t; ++j) {
         const SingleFlow f = max_flow_single(R, j, t, alg, true);
         const auto& S = f.source_side;
@@ -84,23 +84,55 @@ TEST_CASE(
         ++checked;
       }
   }
-  CHECK(checked > 1000);
+  CHECK(checked > 1500);
 }
 
-TEST_CASE("Attention flow: Boykov-Kolmogorov and push-relabel agree to 1e-12, 30 random graphs", "[flow]") {
+TEST_CASE("Attention flow: layered, Boykov-Kolmogorov and push-relabel agree to 1e-12, 30 random graphs", "[flow]") {
   std::mt19937_64 rng(7);
   for (int g = 0; g < 30; ++g) {
     const int L = 1 + g % 6;
     const long n = 2 + (g * 7) % 30;
     const auto R = residual_mixed_kernels(random_kernels(rng, L, n, 0.3), random_alpha(rng, L));
-    FlowOptions a, b;
+    FlowOptions a, b, c;
     a.algorithm = FlowAlgorithm::BoykovKolmogorov;
     b.algorithm = FlowAlgorithm::PushRelabel;
-    const FlowResult fa = attention_flow(R, a), fb = attention_flow(R, b);
-    for (long j = 0; j < n; ++j) REQUIRE(std::abs(fa.flow(j) - fb.flow(j)) <= 1e-12 * std::max(1.0, fa.flow(j)));
+    c.algorithm = FlowAlgorithm::Layered;
+    const FlowResult fa = attention_flow(R, a), fb = attention_flow(R, b), fc = attention_flow(R, c);
+    for (long j = 0; j < n; ++j) {
+      REQUIRE(std::abs(fa.flow(j) - fb.flow(j)) <= 1e-12 * std::max(1.0, fa.flow(j)));
+      REQUIRE(std::abs(fa.flow(j) - fc.flow(j)) <= 1e-12 * std::max(1.0, fa.flow(j)));
+    }
     CHECK(fa.max_cut_gap <= 1e-12);
+    CHECK(fc.max_cut_gap <= 1e-12);
     CHECK(std::abs(fa.profile.sum() - 1) < 1e-12);
   }
+}
+
+TEST_CASE("Attention flow: the layered solver equals Boost push-relabel on larger random graphs (L 2-12, n 40-160)",
+          "[flow]") {
+  // larger and sparser than the networkx oracle's graphs; sparse kernels and alpha = 1 layers make
+  // the first blocking flow fall short, so the later Dinic phases (residual BFS, reverse arcs) run
+  std::mt19937_64 rng(3434);
+  long multi_phase = 0;
+  for (int g = 0; g < 12; ++g) {
+    const int L = 2 + g % 11;
+    const long n = 40 + (g * 37) % 121;
+    const double zero = g % 3 == 0 ? 0.0 : (g % 3 == 1 ? 0.7 : 0.95);
+    const auto R = residual_mixed_kernels(random_kernels(rng, L, n, zero), random_alpha(rng, L));
+    FlowOptions pr, ly;
+    pr.algorithm = FlowAlgorithm::PushRelabel;
+    ly.algorithm = FlowAlgorithm::Layered;
+    const FlowResult a = attention_flow(R, pr), b = attention_flow(R, ly);
+    INFO("graph " << g << " L = " << L << " n = " << n << " zeros " << zero);
+    for (long j = 0; j < n; ++j) REQUIRE(std::abs(a.flow(j) - b.flow(j)) <= 1e-12 * std::max(1.0, a.flow(j)));
+    REQUIRE(b.max_cut_gap <= 1e-12);
+    multi_phase += b.max_phases > 1;
+    for (long j = 0; j < n; j += 7) {  // certificates recomputed on the full graph
+      const SingleFlow f = max_flow_single(R, j, n - 1, FlowAlgorithm::Layered, true);
+      REQUIRE(std::abs(full_cut(R, f.source_side) - f.value) <= 1e-12 * std::max(1.0, f.value));
+    }
+  }
+  CHECK(multi_phase > 0);
 }
 
 TEST_CASE("Attention flow: one layer, the flow of j is the single edge R_1[t, j]", "[flow]") {
@@ -120,7 +152,7 @@ TEST_CASE("Attention flow: n = 2, L = 2 closed form min(R1[0,0], R2[1,0]) + min(
   B << 1, 0, 0.45, 0.55;
   const std::vector<RowMatrix> R = {A, B};
   const double f0 = std::min(1.0, 0.45) + std::min(0.3, 0.55), f1 = std::min(0.7, 0.55);
-  for (auto alg : {FlowAlgorithm::BoykovKolmogorov, FlowAlgorithm::PushRelabel}) {
+  for (auto alg : {FlowAlgorithm::Layered, FlowAlgorithm::BoykovKolmogorov, FlowAlgorithm::PushRelabel}) {
     FlowOptions o;
     o.algorithm = alg;
     const FlowResult fr = attention_flow(R, o);
@@ -172,11 +204,16 @@ TEST_CASE("Attention flow matrix: row t equals the single-target flows to t, zer
   std::mt19937_64 rng(3);
   const auto R = residual_mixed_kernels(random_kernels(rng, 3, 12, 0.3), random_alpha(rng, 3));
   const RowMatrix F = attention_flow_matrix(R);
+  const RowMatrix G = attention_flow_matrix(R, FlowAlgorithm::PushRelabel);
   for (long t = 0; t < 12; ++t) {
     FlowOptions o;
     o.target = t;
+    o.algorithm = FlowAlgorithm::PushRelabel;
     const FlowResult fr = attention_flow(R, o);
-    for (long j = 0; j < 12; ++j) CHECK(F(t, j) == Approx(fr.flow(j)).margin(1e-15).epsilon(1e-12));
+    for (long j = 0; j < 12; ++j) {
+      CHECK(F(t, j) == Approx(fr.flow(j)).margin(1e-15).epsilon(1e-12));
+      CHECK(G(t, j) == Approx(fr.flow(j)).margin(1e-15).epsilon(1e-12));
+    }
   }
 }
 
@@ -208,6 +245,8 @@ TEST_CASE("Attention flow: malformed kernels and positions are refused naming th
   CHECK_THROWS_WITH(attention_flow(R), Catch::Contains("layer 2 kernel is 2 x 2"));
   CHECK_THROWS_WITH(residual_mixed_kernels({A}, Eigen::VectorXd::Constant(2, 1.5)), Catch::Contains("alpha_1"));
   CHECK_THROWS_AS(parse_flow_algorithm("dinic"), cf::InvalidArgument);
+  CHECK(parse_flow_algorithm("layered") == FlowAlgorithm::Layered);
+  CHECK(flow_algorithm_name(FlowAlgorithm::Layered) == "layered");
 }
 
 TEST_CASE("Attention flow: identity kernels carry exactly 1 along the diagonal of the target only", "[flow]") {

@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <memory>
 
 #include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
 #include "cf/core/progress.hpp"
+#include "cf/rollout/detail/flow_layered.hpp"
 
 namespace cf::rollout {
 
@@ -30,7 +32,8 @@ struct Arc {
 using Graph = boost::compressed_sparse_row_graph<boost::directedS, boost::no_property, Arc, boost::no_property,
                                                  std::uint32_t, std::uint32_t>;
 using Edge = boost::graph_traits<Graph>::edge_descriptor;
-using NodeSet = std::vector<std::vector<char>>;  // [layer][position]
+using detail::alive_nodes;
+using detail::NodeSet;
 
 void check_kernels(const std::vector<RowMatrix>& R) {
   require(!R.empty(), "attention flow: at least one layer required");
@@ -44,23 +47,6 @@ void check_kernels(const std::vector<RowMatrix>& R) {
         require(std::isfinite(R[l](i, j)) && R[l](i, j) >= 0, "attention flow: layer ", l + 1, " entry [", i, ", ", j,
                 "] = ", R[l](i, j), " must be finite and >= 0");
   }
-}
-
-/// alive[l][i] = node (l, i) can reach the sink (L, t). Layer L: only the sink (the other nodes of
-/// the last layer have no out-edges). Depends on the target only, so it is shared by all sources.
-NodeSet alive_nodes(const std::vector<RowMatrix>& R, long t) {
-  const int L = static_cast<int>(R.size());
-  const long n = R[0].rows();
-  NodeSet alive(L + 1, std::vector<char>(n, 0));
-  alive[L][t] = 1;
-  for (int l = L; l >= 1; --l)
-    for (long k = 0; k <= t; ++k)
-      for (long i = k; i <= t; ++i)
-        if (alive[l][i] && R[l - 1](i, k) > 0) {
-          alive[l - 1][k] = 1;
-          break;
-        }
-  return alive;
 }
 
 /// One pruned layered graph (source j, sink t) and its max flow.
@@ -218,12 +204,20 @@ std::vector<RowMatrix> residual_mixed_kernels(const std::vector<RowMatrix>& kern
 }
 
 FlowAlgorithm parse_flow_algorithm(const std::string& name, const std::string& option) {
+  if (name == "layered") return FlowAlgorithm::Layered;
   if (name == "bk") return FlowAlgorithm::BoykovKolmogorov;
   if (name == "push-relabel") return FlowAlgorithm::PushRelabel;
-  throw InvalidArgument(option + ": unknown max-flow algorithm '" + name + "' (expected bk | push-relabel)");
+  throw InvalidArgument(option + ": unknown max-flow algorithm '" + name + "' (expected layered | bk | push-relabel)");
 }
 
-std::string flow_algorithm_name(FlowAlgorithm a) { return a == FlowAlgorithm::PushRelabel ? "push-relabel" : "bk"; }
+std::string flow_algorithm_name(FlowAlgorithm a) {
+  switch (a) {
+    case FlowAlgorithm::Layered: return "layered";
+    case FlowAlgorithm::PushRelabel: return "push-relabel";
+    case FlowAlgorithm::BoykovKolmogorov: break;
+  }
+  return "bk";
+}
 
 SingleFlow max_flow_single(const std::vector<RowMatrix>& R, long source, long target, FlowAlgorithm algorithm,
                            bool certificate) {
@@ -232,6 +226,10 @@ SingleFlow max_flow_single(const std::vector<RowMatrix>& R, long source, long ta
   const long t = resolve_target(target, n);
   require(source >= 0 && source <= t, "attention flow: source position must lie in [0, target = ", t, "], got ",
           source);
+  if (algorithm == FlowAlgorithm::Layered) {
+    const detail::LayeredGraph g = detail::make_layered_graph(R, t);
+    return detail::LayeredSolver(g).solve(source, certificate);
+  }
   return solve(R, source, t, alive_nodes(R, t), algorithm, certificate);
 }
 
@@ -250,27 +248,44 @@ FlowResult attention_flow(const std::vector<RowMatrix>& R, const FlowOptions& o)
   std::sort(sources.begin(), sources.end());  // ascending j = largest graphs first (dynamic schedule)
   fr.flow = Eigen::VectorXd::Zero(n);
   fr.cut = Eigen::VectorXd::Constant(n, std::numeric_limits<double>::quiet_NaN());
-  const NodeSet alive = alive_nodes(R, t);
   std::vector<SingleFlow> sf(sources.size());
-  // a progress line with ETA on a terminal (n = 2,048 at 12 layers is about half an hour), counted
-  // in edges, (t - j + 1)^2 per layer and source, since the first sources hold the largest graphs
+  // a progress line with ETA on a terminal, counted in edges, (t - j + 1)^2 per layer and source,
+  // since the first sources hold the largest graphs
   auto work = [&](long j) { return static_cast<std::int64_t>(t - j + 1) * (t - j + 1); };
   std::int64_t total = 0;
   for (long j : sources) total += work(j);
   Progress progress("attention flow (edges of all sources)", total);
   OmpExceptions errors;
+  if (o.algorithm == FlowAlgorithm::Layered) {
+    const detail::LayeredGraph g = detail::make_layered_graph(R, t);
+#pragma omp parallel
+    {
+      std::unique_ptr<detail::LayeredSolver> solver;  // one per thread: its flow array spans the graph
+#pragma omp for schedule(dynamic, 1)
+      for (long k = 0; k < static_cast<long>(sources.size()); ++k)
+        errors.run([&] {
+          if (!solver) solver = std::make_unique<detail::LayeredSolver>(g);
+          sf[k] = solver->solve(sources[k], o.certificate);
+          progress.advance(work(sources[k]));
+        });
+    }
+  } else {
+    const NodeSet alive = alive_nodes(R, t);
 #pragma omp parallel for schedule(dynamic, 1)
-  for (long k = 0; k < static_cast<long>(sources.size()); ++k)
-    errors.run([&] {
-      sf[k] = solve(R, sources[k], t, alive, o.algorithm, o.certificate);
-      progress.advance(work(sources[k]));
-    });
+    for (long k = 0; k < static_cast<long>(sources.size()); ++k)
+      errors.run([&] {
+        sf[k] = solve(R, sources[k], t, alive, o.algorithm, o.certificate);
+        progress.advance(work(sources[k]));
+      });
+  }
   errors.rethrow();
   for (std::size_t k = 0; k < sources.size(); ++k) {
     const long j = sources[k];
     fr.flow(j) = sf[k].value;
     fr.max_nodes = std::max(fr.max_nodes, sf[k].nodes);
     fr.max_edges = std::max(fr.max_edges, sf[k].edges);
+    fr.max_phases = std::max(fr.max_phases, sf[k].phases);
+    fr.arcs_scanned += sf[k].arcs_scanned;
     if (o.certificate) {
       fr.cut(j) = sf[k].cut_capacity;
       const double gap = std::abs(sf[k].cut_capacity - sf[k].value) / std::max(sf[k].value, 1e-300);
@@ -288,12 +303,29 @@ RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R, FlowAlgorithm a
   const long n = R[0].rows();
   require(n <= 512, "attention flow matrix: n <= 512 required (n (n + 1) / 2 max-flows), got ", n);
   RowMatrix F = RowMatrix::Zero(n, n);
+  OmpExceptions errors;
+  if (algorithm == FlowAlgorithm::Layered) {
+    for (long t = n - 1; t >= 0 && !errors.failed(); --t) {
+      const detail::LayeredGraph g = detail::make_layered_graph(R, t);
+#pragma omp parallel
+      {
+        std::unique_ptr<detail::LayeredSolver> solver;
+#pragma omp for schedule(dynamic, 1)
+        for (long j = 0; j <= t; ++j)
+          errors.run([&] {
+            if (!solver) solver = std::make_unique<detail::LayeredSolver>(g);
+            F(t, j) = solver->solve(j, false).value;
+          });
+      }
+    }
+    errors.rethrow();
+    return F;
+  }
   std::vector<NodeSet> alive(n);
   for (long t = 0; t < n; ++t) alive[t] = alive_nodes(R, t);
   std::vector<std::pair<long, long>> pairs;
   for (long t = n - 1; t >= 0; --t)
     for (long j = 0; j <= t; ++j) pairs.emplace_back(t, j);  // largest graphs first
-  OmpExceptions errors;
 #pragma omp parallel for schedule(dynamic, 1)
   for (long k = 0; k < static_cast<long>(pairs.size()); ++k)
     errors.run([&] {

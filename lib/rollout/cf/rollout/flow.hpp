@@ -7,9 +7,12 @@
 // and positions i = 0..n-1; an edge (l-1, j) -> (l, i) for every j <= i with R_l[i, j] > 0 and
 // capacity R_l[i, j]. The flow of input position j to target position t is the maximum flow from
 // the source (0, j) to the sink (L, t) (t = n - 1 by default: the next-token position).
-// Max-flow by Boost.Graph (push-relabel by default, Boykov-Kolmogorov on request), on a graph
-// pruned to the nodes that lie on some source-sink path (structure used: causality, layer L reduced
-// to the sink, zero capacities dropped); one graph per source, sources in parallel (OpenMP).
+// Max-flow by a solver specialised to the layered DAG (default; Dinic's algorithm whose first level
+// graph is the graph itself, searched lazily: cf/rollout/detail/flow_layered.hpp), or by
+// Boost.Graph (push-relabel, Boykov-Kolmogorov) on a graph pruned to the nodes that lie on some
+// source-sink path, one graph per source. Sources in parallel (OpenMP). docs/rollout.md
+// "Attention flow" records the measurements behind the default.
+#include <cstdint>
 #include <Eigen/Dense>
 #include <string>
 #include <vector>
@@ -23,25 +26,27 @@ namespace cf::rollout {
 /// cf::InvalidArgument on a shape mismatch or alpha outside [0, 1].
 std::vector<RowMatrix> residual_mixed_kernels(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha);
 
-/// Max-flow solver (both from Boost.Graph; docs/rollout.md reports the measurement that picked the
-/// default).
+/// Max-flow solver (docs/rollout.md reports the measurements that picked the default).
 enum class FlowAlgorithm {
-  PushRelabel,      ///< Boost's push-relabel, phase 1 (maximum preflow) only ("push-relabel", default:
-                    ///< 2-3x faster than BK on ALiBi kernels, docs/benchmarks.md "Attention flow")
+  Layered,          ///< Dinic specialised to the layered DAG, lazy first blocking flow ("layered", default)
+  PushRelabel,      ///< Boost's push-relabel, phase 1 (maximum preflow) only ("push-relabel": the
+                    ///< faster Boost solver, 3-5x faster than BK on ALiBi kernels)
   BoykovKolmogorov  ///< boost::boykov_kolmogorov_max_flow ("bk")
 };
 
-/// "bk" | "push-relabel"; throws cf::InvalidArgument naming `option` otherwise.
+/// "layered" | "bk" | "push-relabel"; throws cf::InvalidArgument naming `option` otherwise.
 FlowAlgorithm parse_flow_algorithm(const std::string& name, const std::string& option = "--algorithm");
-/// "bk" | "push-relabel".
+/// "layered" | "bk" | "push-relabel".
 std::string flow_algorithm_name(FlowAlgorithm a);
 
 /// One maximum flow from (0, source) to (L, target).
 struct SingleFlow {
   double value = 0;         ///< the maximum flow value
   double cut_capacity = 0;  ///< capacity of the certificate cut (see source_side)
-  long nodes = 0;           ///< nodes of the pruned graph (source and sink included)
-  long edges = 0;           ///< edges of the pruned graph (reverse arcs not counted)
+  long nodes = 0;           ///< nodes of the pruned graph (Boost solvers; source and sink included)
+  long edges = 0;           ///< edges of the pruned graph (Boost solvers; reverse arcs not counted)
+  long phases = 0;          ///< layered solver: blocking flows (Dinic phases)
+  std::int64_t arcs_scanned = 0;  ///< layered solver: arc inspections (searches and advances)
   /// Certificate (filled when asked): source_side[l][i] = 1 when node (l, i) lies on the source
   /// side S of a minimum cut: the nodes that cannot reach the sink in the final residual graph,
   /// including every node that cannot reach the sink at all (dead ends: adding them to S cuts no edge, so the
@@ -54,12 +59,12 @@ struct SingleFlow {
 /// (a source after the target has flow 0 and is refused here). With `certificate`, source_side is
 /// filled and cut_capacity = the sum of R over the edges leaving S (equal to value up to round-off).
 SingleFlow max_flow_single(const std::vector<RowMatrix>& R, long source, long target,
-                           FlowAlgorithm algorithm = FlowAlgorithm::PushRelabel, bool certificate = false);
+                           FlowAlgorithm algorithm = FlowAlgorithm::Layered, bool certificate = false);
 
 /// Options of attention_flow.
 struct FlowOptions {
   long target = -1;  ///< sink position t in [0, n); -1 = n - 1
-  FlowAlgorithm algorithm = FlowAlgorithm::PushRelabel;
+  FlowAlgorithm algorithm = FlowAlgorithm::Layered;
   bool certificate = true;    ///< compute each source's min-cut capacity (a residual search; cheap)
   std::vector<long> sources;  ///< sources to compute (each in [0, t]); empty = all of 0..t
 };
@@ -71,7 +76,9 @@ struct FlowResult {
   Eigen::VectorXd profile;            ///< flow / sum(flow) (all zero if the sum is 0)
   Eigen::VectorXd cut;                ///< n min-cut capacities (certificate; NaN where not computed)
   double max_cut_gap = 0;             ///< max over sources of |cut - flow| / max(flow, 1e-300) (certificate)
-  long max_nodes = 0, max_edges = 0;  ///< largest pruned graph solved
+  long max_nodes = 0, max_edges = 0;  ///< largest pruned graph solved (Boost solvers)
+  long max_phases = 0;                ///< layered solver: most Dinic phases of one source
+  std::int64_t arcs_scanned = 0;      ///< layered solver: arc inspections over all sources
   double seconds = 0;                 ///< wall time
 };
 
@@ -82,7 +89,7 @@ FlowResult attention_flow(const std::vector<RowMatrix>& R, const FlowOptions& op
 
 /// Flow matrix for all targets: F[t, j] = max-flow from (0, j) to (L, t) for j <= t, 0 above the
 /// diagonal; n (n + 1) / 2 max-flows (parallel). n <= 512 (O(L n^5) work in the worst case).
-RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R, FlowAlgorithm algorithm = FlowAlgorithm::PushRelabel);
+RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R, FlowAlgorithm algorithm = FlowAlgorithm::Layered);
 
 /// Upper bound on the flow of source j to target t that holds for every layered graph: the
 /// smaller of the two trivial cuts, the source's out-capacity sum_{i in [j, t]} R_1[i, j] (L > 1;
