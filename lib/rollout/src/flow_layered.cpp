@@ -81,6 +81,11 @@ void LayeredSolver::reset(long s) {
   for (long p = 0; p < g_.m; ++p)
     if (p != s) level_[id(0, p)] = -1;
   dsink_ = g_.L;
+  open_source_ = open_sink_ = 0;
+  for (long p = s; p < g_.m; ++p) {
+    open_source_ += level_[id(1, p)] >= 0 && g_.cap[g_.arc(1, s, p)] > 0;
+    open_sink_ += level_[id(g_.L - 1, p)] >= 0 && g_.cap[g_.arc(g_.L, p, g_.m - 1)] > 0;
+  }
 }
 
 // The next admissible arc out of u (to a node one level further, with residual capacity),
@@ -129,6 +134,9 @@ void LayeredSolver::push(const Step& st, double delta, bool saturate) {
     }
     // a saturated arc gets residual exactly 0, a fully cancelled one exactly its capacity
     res_[st.arc] = saturate ? 0.0 : res_[st.arc] - delta;
+    // (the source's and the sink's arcs are never cancelled: no level graph has an arc back into
+    // the source or out of the sink)
+    if (saturate) open_source_ -= st.from / g_.m == 0, open_sink_ -= st.to == sink_;
   } else {
     res_[st.arc] = saturate ? g_.cap[st.arc] : res_[st.arc] + delta;
   }
@@ -161,6 +169,8 @@ double LayeredSolver::blocking_flow(long s) {
       }
       total += delta;
       ++stats_.augments;
+      // all arcs of a trivial cut saturated: nothing more can pass (the search would only prove it)
+      if (open_source_ == 0 || open_sink_ == 0) break;
       u = path_[first].from;  // resume from the tail of the first saturated arc
       path_.resize(first);
       continue;

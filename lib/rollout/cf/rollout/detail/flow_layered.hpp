@@ -88,6 +88,7 @@ class LayeredSolver {
   std::vector<long> cur_;                   // current arc: position i (forward) or m + index into in_flow_
   std::vector<long> open_;                  // per layer, m + 1 entries: union-find "next open position"
   int dsink_ = 0;                           // level of the sink in the current level graph
+  long open_source_ = 0, open_sink_ = 0;    // unsaturated arcs out of the source / into the sink
   std::vector<Step> path_;
   std::vector<long> queue_, tqueue_;
   LayeredStats stats_;
