@@ -93,7 +93,7 @@ int report(long n, int L, long samples, const std::string& algs, const std::stri
     const auto t0 = std::chrono::steady_clock::now();
     const FlowResult fr = attention_flow(R, o);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%-14s %10.3f %10.3f %12ld %12.2e %10.6f %8ld %14lld\n", a.c_str(), wall, cpu_now() - c0, fr.max_edges,
+    std::printf("%-14s %10.4f %10.4f %12ld %12.2e %10.6f %8ld %14lld\n", a.c_str(), wall, cpu_now() - c0, fr.max_edges,
                 fr.max_cut_gap, fr.flow(0), fr.max_phases, static_cast<long long>(fr.arcs_scanned));
     if (have) {
       double d = 0;

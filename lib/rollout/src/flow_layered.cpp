@@ -349,6 +349,10 @@ SingleFlow LayeredSolver::solve(long s, bool want_certificate, LayeredStats* sta
   if (want_certificate) out.cut_capacity = certificate(s, side, out);
   out.phases = stats_.phases;
   out.arcs_scanned = stats_.arcs;
+  // the graph this solver searches: positions s..t, layer 0 the source only, layer L the sink only
+  const long w = g_.m - s;
+  out.nodes = (g_.L - 1) * w + 2;
+  out.edges = g_.L == 1 ? 1 : 2 * w + (g_.L - 2) * w * (w + 1) / 2;
   if (stats) *stats = stats_;
   return out;
 }

@@ -60,6 +60,10 @@ output::Report flow_report(const RolloutSource& s, const std::vector<VariantProf
   ft.add_row({"max |cut - flow| / flow", fmt(fr.max_cut_gap, 3)});
   ft.add_row({"largest graph: nodes", std::to_string(fr.max_nodes)});
   ft.add_row({"largest graph: edges", std::to_string(fr.max_edges)});
+  if (algorithm == FlowAlgorithm::Layered) {
+    ft.add_row({"Dinic phases (most of one source)", std::to_string(fr.max_phases)});
+    ft.add_row({"arc inspections (all sources)", std::to_string(fr.arcs_scanned)});
+  }
   ft.add_row({"seconds", fmt(fr.seconds, 3)});
   rep.tables.push_back(ft);
   // ---- the Tables 2-5 layout of Position bias (Herasimchyk et al.): one row, a column per variant ----
@@ -114,6 +118,8 @@ output::Report flow_report(const RolloutSource& s, const std::vector<VariantProf
                 {"max_cut_gap", fr.max_cut_gap},
                 {"max_nodes", fr.max_nodes},
                 {"max_edges", fr.max_edges},
+                {"max_phases", fr.max_phases},
+                {"arcs_scanned", fr.arcs_scanned},
                 {"seconds", fr.seconds}}}};
   if (influence.size()) rep.body["influence"] = vec(influence);
   rep.notes.push_back(

@@ -43,8 +43,8 @@ std::string flow_algorithm_name(FlowAlgorithm a);
 struct SingleFlow {
   double value = 0;         ///< the maximum flow value
   double cut_capacity = 0;  ///< capacity of the certificate cut (see source_side)
-  long nodes = 0;           ///< nodes of the pruned graph (Boost solvers; source and sink included)
-  long edges = 0;           ///< edges of the pruned graph (Boost solvers; reverse arcs not counted)
+  long nodes = 0;  ///< nodes of the graph solved (source and sink included): pruned (Boost) or positions >= j (layered)
+  long edges = 0;  ///< its edges (reverse arcs not counted)
   long phases = 0;          ///< layered solver: blocking flows (Dinic phases)
   std::int64_t arcs_scanned = 0;  ///< layered solver: arc inspections (searches and advances)
   /// Certificate (filled when asked): source_side[l][i] = 1 when node (l, i) lies on the source
@@ -76,7 +76,7 @@ struct FlowResult {
   Eigen::VectorXd profile;            ///< flow / sum(flow) (all zero if the sum is 0)
   Eigen::VectorXd cut;                ///< n min-cut capacities (certificate; NaN where not computed)
   double max_cut_gap = 0;             ///< max over sources of |cut - flow| / max(flow, 1e-300) (certificate)
-  long max_nodes = 0, max_edges = 0;  ///< largest pruned graph solved (Boost solvers)
+  long max_nodes = 0, max_edges = 0;  ///< largest graph solved (SingleFlow::nodes, edges)
   long max_phases = 0;                ///< layered solver: most Dinic phases of one source
   std::int64_t arcs_scanned = 0;      ///< layered solver: arc inspections over all sources
   double seconds = 0;                 ///< wall time
