@@ -255,12 +255,12 @@ FlowResult attention_flow(const std::vector<RowMatrix>& R, const FlowOptions& o)
   std::int64_t total = 0;
   for (long j : sources) total += work(j);
   Progress progress("attention flow (edges of all sources)", total);
-  OmpExceptions errors;
   if (o.algorithm == FlowAlgorithm::Layered) {
-    const detail::LayeredGraph g = detail::make_layered_graph(R, t);
+    const detail::LayeredGraph g = detail::make_layered_graph(R, t);  // shared by all sources
+    OmpExceptions errors;
 #pragma omp parallel
     {
-      std::unique_ptr<detail::LayeredSolver> solver;  // one per thread: its flow array spans the graph
+      std::unique_ptr<detail::LayeredSolver> solver;  // one per thread: its residual array spans the graph
 #pragma omp for schedule(dynamic, 1)
       for (long k = 0; k < static_cast<long>(sources.size()); ++k)
         errors.run([&] {
@@ -269,16 +269,18 @@ FlowResult attention_flow(const std::vector<RowMatrix>& R, const FlowOptions& o)
           progress.advance(work(sources[k]));
         });
     }
+    errors.rethrow();
   } else {
     const NodeSet alive = alive_nodes(R, t);
+    OmpExceptions errors;
 #pragma omp parallel for schedule(dynamic, 1)
     for (long k = 0; k < static_cast<long>(sources.size()); ++k)
       errors.run([&] {
         sf[k] = solve(R, sources[k], t, alive, o.algorithm, o.certificate);
         progress.advance(work(sources[k]));
       });
+    errors.rethrow();
   }
-  errors.rethrow();
   for (std::size_t k = 0; k < sources.size(); ++k) {
     const long j = sources[k];
     fr.flow(j) = sf[k].value;
@@ -303,10 +305,10 @@ RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R, FlowAlgorithm a
   const long n = R[0].rows();
   require(n <= 512, "attention flow matrix: n <= 512 required (n (n + 1) / 2 max-flows), got ", n);
   RowMatrix F = RowMatrix::Zero(n, n);
-  OmpExceptions errors;
   if (algorithm == FlowAlgorithm::Layered) {
-    for (long t = n - 1; t >= 0 && !errors.failed(); --t) {
+    for (long t = n - 1; t >= 0; --t) {  // one graph per target, its sources in parallel
       const detail::LayeredGraph g = detail::make_layered_graph(R, t);
+      OmpExceptions errors;
 #pragma omp parallel
       {
         std::unique_ptr<detail::LayeredSolver> solver;
@@ -317,8 +319,8 @@ RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R, FlowAlgorithm a
             F(t, j) = solver->solve(j, false).value;
           });
       }
+      errors.rethrow();
     }
-    errors.rethrow();
     return F;
   }
   std::vector<NodeSet> alive(n);
@@ -326,6 +328,7 @@ RowMatrix attention_flow_matrix(const std::vector<RowMatrix>& R, FlowAlgorithm a
   std::vector<std::pair<long, long>> pairs;
   for (long t = n - 1; t >= 0; --t)
     for (long j = 0; j <= t; ++j) pairs.emplace_back(t, j);  // largest graphs first
+  OmpExceptions errors;
 #pragma omp parallel for schedule(dynamic, 1)
   for (long k = 0; k < static_cast<long>(pairs.size()); ++k)
     errors.run([&] {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "cf/core/error.hpp"
+
 namespace cf::rollout::detail {
 
 NodeSet alive_nodes(const std::vector<RowMatrix>& R, long t) {
@@ -73,7 +75,7 @@ void LayeredSolver::reset(long s) {
   touched_.clear();
   for (auto& v : in_flow_) v.clear();
   for (auto& v : out_flow_) v.clear();
-  stats_ = {};
+  phases_ = 0, arcs_ = 0;
   // the first level graph is the layered graph itself: level = layer on every live node
   for (int l = 0; l <= g_.L; ++l)
     for (long p = 0; p < g_.m; ++p) level_[id(l, p)] = (p >= s && g_.alive[l][p]) ? l : -1;
@@ -101,7 +103,7 @@ bool LayeredSolver::next_arc(long u, Step& st) {
     if (l + 1 == g_.L) c = std::max(c, m - 1);  // the last layer holds the sink only
     const std::int64_t base = g_.arc(l + 1, i, i) - i;
     for (c = next_open(l + 1, c); c < m; c = next_open(l + 1, c + 1)) {
-      ++stats_.arcs;
+      ++arcs_;
       const long v = id(l + 1, c);
       if (admissible(v) && res_[base + c] > 0) {
         st = {u, v, base + c, true};
@@ -112,7 +114,7 @@ bool LayeredSolver::next_arc(long u, Step& st) {
   if (c < m) c = m;
   const auto& in = in_flow_[u];
   for (; c - m < static_cast<long>(in.size()); ++c) {
-    ++stats_.arcs;
+    ++arcs_;
     const long k = in[c - m];
     const long v = id(l - 1, k);
     const std::int64_t a = g_.arc(l, k, i);
@@ -168,7 +170,6 @@ double LayeredSolver::blocking_flow(long s) {
         if (sat && first == path_.size()) first = k;
       }
       total += delta;
-      ++stats_.augments;
       // all arcs of a trivial cut saturated: nothing more can pass (the search would only prove it)
       if (open_source_ == 0 || open_sink_ == 0) break;
       u = path_[first].from;  // resume from the tail of the first saturated arc
@@ -186,7 +187,7 @@ double LayeredSolver::blocking_flow(long s) {
     u = path_.back().from;
     path_.pop_back();
   }
-  ++stats_.phases;
+  ++phases_;
   return total;
 }
 
@@ -209,7 +210,7 @@ bool LayeredSolver::levels(long s) {
       const std::int64_t base = g_.arc(l + 1, i, i) - i;
       const auto& alive = g_.alive[l + 1];
       for (long p = (l + 1 == g_.L ? m - 1 : i); p < m; ++p) {
-        ++stats_.arcs;
+        ++arcs_;
         const long v = id(l + 1, p);
         if (level_[v] < 0 && alive[p] && res_[base + p] > 0) {
           level_[v] = d;
@@ -219,7 +220,7 @@ bool LayeredSolver::levels(long s) {
       }
     }
     for (long k : in_flow_[u]) {
-      ++stats_.arcs;
+      ++arcs_;
       const long v = id(l - 1, k);
       if (level_[v] < 0 && carries(g_.arc(l, k, i))) level_[v] = d, queue_.push_back(v);
     }
@@ -241,6 +242,10 @@ LayeredSolver::Closed LayeredSolver::closed_side(long s) {
   in_s_[id(0, s)] = in_t_[sink_] = 1;
   std::size_t qs = 0, qt = 0;
   std::int64_t work_s = 0, work_t = 0;
+  auto done = [&](Closed c) {
+    arcs_ += work_s + work_t;
+    return c;
+  };
   while (qs < queue_.size() && qt < tqueue_.size()) {
     if (work_s <= work_t) {  // expand one node reached from the source
       const long u = queue_[qs++];
@@ -252,7 +257,7 @@ LayeredSolver::Closed LayeredSolver::closed_side(long s) {
         for (long p = (l + 1 == g_.L ? m - 1 : i); p < m; ++p, ++work_s) {
           const long v = id(l + 1, p);
           if (!in_s_[v] && alive[p] && res_[base + p] > 0) {
-            if (in_t_[v]) return Closed::None;
+            if (in_t_[v]) return done(Closed::None);
             in_s_[v] = 1, queue_.push_back(v);
           }
         }
@@ -261,7 +266,7 @@ LayeredSolver::Closed LayeredSolver::closed_side(long s) {
         ++work_s;
         const long v = id(l - 1, k);
         if (!in_s_[v] && carries(g_.arc(l, k, i))) {
-          if (in_t_[v]) return Closed::None;
+          if (in_t_[v]) return done(Closed::None);
           in_s_[v] = 1, queue_.push_back(v);
         }
       }
@@ -274,7 +279,7 @@ LayeredSolver::Closed LayeredSolver::closed_side(long s) {
           const long u = id(l - 1, k);
           const std::int64_t a = g_.arc(l, k, i);
           if (!in_t_[u] && res_[a] > 0) {
-            if (in_s_[u]) return Closed::None;
+            if (in_s_[u]) return done(Closed::None);
             in_t_[u] = 1, tqueue_.push_back(u);
           }
         }
@@ -283,14 +288,13 @@ LayeredSolver::Closed LayeredSolver::closed_side(long s) {
         ++work_t;
         const long u = id(l + 1, p);
         if (!in_t_[u] && carries(g_.arc(l + 1, i, p))) {
-          if (in_s_[u]) return Closed::None;
+          if (in_s_[u]) return done(Closed::None);
           in_t_[u] = 1, tqueue_.push_back(u);
         }
       }
     }
   }
-  stats_.arcs += work_s + work_t;
-  return qs == queue_.size() ? Closed::Source : Closed::Sink;
+  return done(qs == queue_.size() ? Closed::Source : Closed::Sink);
 }
 
 // The minimum cut that closed_side found, as SingleFlow::source_side, and its capacity (the arcs
@@ -332,28 +336,27 @@ double LayeredSolver::certificate(long s, Closed side, SingleFlow& out) const {
   return cut;
 }
 
-SingleFlow LayeredSolver::solve(long s, bool want_certificate, LayeredStats* stats) {
+SingleFlow LayeredSolver::solve(long s, bool want_certificate) {
   SingleFlow out;
   reset(s);
   Closed side = Closed::Source;
   if (g_.alive[0][s]) {
     out.value = blocking_flow(s);
     while ((side = closed_side(s)) == Closed::None) {
-      levels(s);
+      // both searches use the same residual test, so the BFS finds the path they met on
+      if (!levels(s)) throw Error("layered max-flow: the residual searches disagree (internal error)");
       out.value += blocking_flow(s);
     }
   } else {
     side = closed_side(s);  // nothing reaches the sink: S = the source's residual reach (all of it dead)
   }
-  stats_.touched = static_cast<std::int64_t>(touched_.size());
   if (want_certificate) out.cut_capacity = certificate(s, side, out);
-  out.phases = stats_.phases;
-  out.arcs_scanned = stats_.arcs;
+  out.phases = phases_;
+  out.arcs_scanned = arcs_;
   // the graph this solver searches: positions s..t, layer 0 the source only, layer L the sink only
   const long w = g_.m - s;
   out.nodes = (g_.L - 1) * w + 2;
   out.edges = g_.L == 1 ? 1 : 2 * w + (g_.L - 2) * w * (w + 1) / 2;
-  if (stats) *stats = stats_;
   return out;
 }
 

@@ -39,22 +39,14 @@ struct LayeredGraph {
 /// The graph of R for target t (R checked by the caller).
 LayeredGraph make_layered_graph(const std::vector<RowMatrix>& R, long t);
 
-/// Work counters of one solve (docs/benchmarks.md "Attention flow").
-struct LayeredStats {
-  long phases = 0;              ///< blocking flows (Dinic phases) run
-  std::int64_t arcs = 0;        ///< arc inspections (DFS advances and searches)
-  std::int64_t augments = 0;    ///< augmenting paths
-  std::int64_t touched = 0;     ///< distinct arcs that carried flow
-};
-
 /// One solver per thread: its flow array spans the whole graph (zeroed once) and is reset along
 /// the list of touched arcs after each source.
 class LayeredSolver {
  public:
   explicit LayeredSolver(const LayeredGraph& g);
-  /// Max-flow from (0, s) to the sink; certificate as SingleFlow::source_side (S = the nodes the
-  /// final residual search reaches from the source, plus every node that cannot reach the sink).
-  SingleFlow solve(long s, bool certificate, LayeredStats* stats = nullptr);
+  /// Max-flow from (0, s) to the sink, with SingleFlow::phases and arcs_scanned; with
+  /// `certificate` also source_side and cut_capacity (the minimum cut the final search closed).
+  SingleFlow solve(long s, bool certificate);
 
  private:
   struct Step {     // one arc of the current DFS path
@@ -91,7 +83,8 @@ class LayeredSolver {
   long open_source_ = 0, open_sink_ = 0;    // unsaturated arcs out of the source / into the sink
   std::vector<Step> path_;
   std::vector<long> queue_, tqueue_;
-  LayeredStats stats_;
+  long phases_ = 0;            // blocking flows run for the current source
+  std::int64_t arcs_ = 0;      // arc inspections (DFS advances and searches) for the current source
 };
 
 }  // namespace cf::rollout::detail
