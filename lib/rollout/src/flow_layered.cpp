@@ -73,8 +73,9 @@ void LayeredSolver::block(long u) {
 void LayeredSolver::reset(long s) {
   for (std::int64_t a : touched_) res_[a] = g_.cap[a], seen_[a] = 0;
   touched_.clear();
-  for (auto& v : in_flow_) v.clear();
-  for (auto& v : out_flow_) v.clear();
+  if (lists_)
+    for (long v = 0; v < static_cast<long>(in_flow_.size()); ++v) in_flow_[v].clear(), out_flow_[v].clear();
+  lists_ = false;
   phases_ = 0, arcs_ = 0;
   // the first level graph is the layered graph itself: level = layer on every live node
   for (int l = 0; l <= g_.L; ++l)
@@ -131,8 +132,7 @@ void LayeredSolver::push(const Step& st, double delta, bool saturate) {
     if (!seen_[st.arc]) {
       seen_[st.arc] = 1;
       touched_.push_back(st.arc);
-      in_flow_[st.to].push_back(st.from % g_.m);
-      out_flow_[st.from].push_back(st.to % g_.m);
+      if (lists_) in_flow_[st.to].push_back(st.from % g_.m), out_flow_[st.from].push_back(st.to % g_.m);
     }
     // a saturated arc gets residual exactly 0, a fully cancelled one exactly its capacity
     res_[st.arc] = saturate ? 0.0 : res_[st.arc] - delta;
@@ -141,6 +141,22 @@ void LayeredSolver::push(const Step& st, double delta, bool saturate) {
     if (saturate) open_source_ -= st.from / g_.m == 0, open_sink_ -= st.to == sink_;
   } else {
     res_[st.arc] = saturate ? g_.cap[st.arc] : res_[st.arc] + delta;
+  }
+}
+
+// The arcs that carried flow per node, decoded from touched_: only reverse arcs need them (later
+// phases and searches past the first node), and the first blocking flow, where most arcs get
+// their flow, does not, so it skips their upkeep.
+void LayeredSolver::need_lists() {
+  if (lists_) return;
+  lists_ = true;
+  for (std::int64_t a : touched_) {
+    const int l = static_cast<int>(a / g_.tri) + 1;  // layer of the head
+    const std::int64_t off = a % g_.tri;
+    const long k = static_cast<long>(std::upper_bound(g_.col.begin(), g_.col.begin() + g_.m, off) - g_.col.begin()) - 1;
+    const long i = k + static_cast<long>(off - g_.col[k]);
+    in_flow_[id(l, i)].push_back(k);
+    out_flow_[id(l - 1, k)].push_back(i);
   }
 }
 
@@ -194,6 +210,7 @@ double LayeredSolver::blocking_flow(long s) {
 // Residual breadth-first search from the source; levels of the reached nodes (-1 elsewhere).
 // Stops as soon as the sink is labelled (deeper nodes cannot lie on a shortest path).
 bool LayeredSolver::levels(long s) {
+  need_lists();
   const long m = g_.m;
   for (int l = 0; l <= g_.L; ++l)
     for (long p = s; p < m; ++p) level_[id(l, p)] = -1;
@@ -262,6 +279,7 @@ LayeredSolver::Closed LayeredSolver::closed_side(long s) {
           }
         }
       }
+      if (l > 0) need_lists();
       for (long k : in_flow_[u]) {
         ++work_s;
         const long v = id(l - 1, k);
@@ -284,6 +302,7 @@ LayeredSolver::Closed LayeredSolver::closed_side(long s) {
           }
         }
       }
+      if (l < g_.L) need_lists();
       for (long p : out_flow_[v]) {
         ++work_t;
         const long u = id(l + 1, p);

@@ -65,6 +65,7 @@ class LayeredSolver {
   enum class Closed { None, Source, Sink };
   Closed closed_side(long s);
   void push(const Step& st, double delta, bool saturate);
+  void need_lists();  // fills in_flow_ / out_flow_ from touched_ the first time a search needs them
   void reset(long s);
   double certificate(long s, Closed side, SingleFlow& out) const;
 
@@ -75,6 +76,7 @@ class LayeredSolver {
   std::vector<std::int64_t> touched_;
   std::vector<std::vector<long>> in_flow_;  // node (l, i): tails k of arcs (l-1, k) -> (l, i) that carried flow
   std::vector<std::vector<long>> out_flow_; // node (l, i): heads p of arcs (l, i) -> (l+1, p) that carried flow
+  bool lists_ = false;                      // in_flow_ / out_flow_ are filled (and kept up to date)
   std::vector<char> in_s_, in_t_;           // closed_side: reached from the source / reaching the sink
   std::vector<int> level_;                  // BFS level, -1 = outside the level graph
   std::vector<long> cur_;                   // current arc: position i (forward) or m + index into in_flow_
