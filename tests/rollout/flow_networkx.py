@@ -5,7 +5,8 @@ public code runs on the layered attention graph.
 The oracle builds the graph itself from the kernels it wrote (or read from a capture with h5py):
 nodes (l, i), l = 0..L; edge (l-1, j) -> (l, i) for j <= i with capacity R_l[i, j],
 R_l = (1 - alpha_l) I + alpha_l K_l; flow of j = networkx.maximum_flow_value((0, j), (L, n-1)).
-It never reads causalflow's graph or code, only the numbers `rollout flow --format json` prints.
+It never reads causalflow's graph or code, only the numbers `rollout flow --format json` and the
+test driver `flow_driver` print.
 
 Modes:
   random ROLLOUT WORKDIR [COUNT=200] [DRIVER]

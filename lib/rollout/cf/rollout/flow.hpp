@@ -48,9 +48,11 @@ struct SingleFlow {
   long phases = 0;          ///< layered solver: blocking flows (Dinic phases)
   std::int64_t arcs_scanned = 0;  ///< layered solver: arc inspections (searches and advances)
   /// Certificate (filled when asked): source_side[l][i] = 1 when node (l, i) lies on the source
-  /// side S of a minimum cut: the nodes that cannot reach the sink in the final residual graph,
-  /// including every node that cannot reach the sink at all (dead ends: adding them to S cuts no edge, so the
-  /// cut of S in the FULL layered graph equals the cut in the pruned one). L + 1 rows of n.
+  /// side S of a minimum cut: the nodes that cannot reach the sink in the final residual graph
+  /// (Boost solvers; the layered solver uses this form or S = the nodes the source reaches,
+  /// whichever of its two searches closed first), including every node that cannot reach the sink
+  /// at all (dead ends: adding them to S cuts no edge, so the cut of S in the FULL layered graph is
+  /// the cut in the graph solved). L + 1 rows of n.
   std::vector<std::vector<char>> source_side;
 };
 
