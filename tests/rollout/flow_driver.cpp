@@ -23,7 +23,8 @@ std::vector<RowMatrix> read_kernels(const std::string& path) {
   std::vector<RowMatrix> R(L, RowMatrix(n, n));
   for (auto& M : R)
     for (long i = 0; i < n; ++i)
-      for (long j = 0; j < n; ++j) cf::require(static_cast<bool>(f >> M(i, j)), "flow_driver: ", path, ": too few numbers");
+      for (long j = 0; j < n; ++j)
+        cf::require(static_cast<bool>(f >> M(i, j)), "flow_driver: ", path, ": too few numbers");
   return R;
 }
 

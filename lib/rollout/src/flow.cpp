@@ -212,9 +212,12 @@ FlowAlgorithm parse_flow_algorithm(const std::string& name, const std::string& o
 
 std::string flow_algorithm_name(FlowAlgorithm a) {
   switch (a) {
-    case FlowAlgorithm::Layered: return "layered";
-    case FlowAlgorithm::PushRelabel: return "push-relabel";
-    case FlowAlgorithm::BoykovKolmogorov: break;
+    case FlowAlgorithm::Layered:
+      return "layered";
+    case FlowAlgorithm::PushRelabel:
+      return "push-relabel";
+    case FlowAlgorithm::BoykovKolmogorov:
+      break;
   }
   return "bk";
 }

@@ -12,8 +12,8 @@
 // Boost.Graph (push-relabel, Boykov-Kolmogorov) on a graph pruned to the nodes that lie on some
 // source-sink path, one graph per source. Sources in parallel (OpenMP). docs/rollout.md
 // "Attention flow" records the measurements behind the default.
-#include <cstdint>
 #include <Eigen/Dense>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -45,7 +45,7 @@ struct SingleFlow {
   double cut_capacity = 0;  ///< capacity of the certificate cut (see source_side)
   long nodes = 0;  ///< nodes of the graph solved (source and sink included): pruned (Boost) or positions >= j (layered)
   long edges = 0;  ///< its edges (reverse arcs not counted)
-  long phases = 0;          ///< layered solver: blocking flows (Dinic phases)
+  long phases = 0;                ///< layered solver: blocking flows (Dinic phases)
   std::int64_t arcs_scanned = 0;  ///< layered solver: arc inspections (searches and advances)
   /// Certificate (filled when asked): source_side[l][i] = 1 when node (l, i) lies on the source
   /// side S of a minimum cut: the nodes that cannot reach the sink in the final residual graph

@@ -27,12 +27,12 @@ NodeSet alive_nodes(const std::vector<RowMatrix>& R, long t);
 /// R_l contiguous: the out-arcs of node (l-1, k)).
 struct LayeredGraph {
   int L = 0;
-  long m = 0;                       ///< positions 0..m-1; the sink is (L, m - 1)
-  long n = 0;                       ///< positions of the kernels (n >= m; positions >= m cannot reach the sink)
-  std::int64_t tri = 0;             ///< arcs per layer, m (m + 1) / 2
-  std::vector<std::int64_t> col;    ///< m + 1 column offsets inside a layer
-  std::vector<double> cap;          ///< L * tri capacities
-  NodeSet alive;                    ///< alive_nodes(R, m - 1)
+  long m = 0;                     ///< positions 0..m-1; the sink is (L, m - 1)
+  long n = 0;                     ///< positions of the kernels (n >= m; positions >= m cannot reach the sink)
+  std::int64_t tri = 0;           ///< arcs per layer, m (m + 1) / 2
+  std::vector<std::int64_t> col;  ///< m + 1 column offsets inside a layer
+  std::vector<double> cap;        ///< L * tri capacities
+  NodeSet alive;                  ///< alive_nodes(R, m - 1)
   std::int64_t arc(int l, long k, long i) const { return (l - 1) * tri + col[k] + (i - k); }
 };
 
@@ -52,7 +52,7 @@ class LayeredSolver {
   struct Step {     // one arc of the current DFS path
     long from, to;  // node ids l * m + i
     std::int64_t arc;
-    bool forward;   // forward arc (residual cap - flow) or reverse arc (residual flow)
+    bool forward;  // forward arc (residual cap - flow) or reverse arc (residual flow)
   };
   long id(int l, long i) const { return l * g_.m + i; }
   double residual(const Step& st) const { return st.forward ? res_[st.arc] : g_.cap[st.arc] - res_[st.arc]; }
@@ -71,22 +71,22 @@ class LayeredSolver {
 
   const LayeredGraph& g_;
   long sink_;
-  std::vector<double> res_;                 // residual capacity per arc (the capacity outside `touched_`)
-  std::vector<char> seen_;                  // per arc: in `touched_`
+  std::vector<double> res_;  // residual capacity per arc (the capacity outside `touched_`)
+  std::vector<char> seen_;   // per arc: in `touched_`
   std::vector<std::int64_t> touched_;
-  std::vector<std::vector<long>> in_flow_;  // node (l, i): tails k of arcs (l-1, k) -> (l, i) that carried flow
-  std::vector<std::vector<long>> out_flow_; // node (l, i): heads p of arcs (l, i) -> (l+1, p) that carried flow
-  bool lists_ = false;                      // in_flow_ / out_flow_ are filled (and kept up to date)
-  std::vector<char> in_s_, in_t_;           // closed_side: reached from the source / reaching the sink
-  std::vector<int> level_;                  // BFS level, -1 = outside the level graph
-  std::vector<long> cur_;                   // current arc: position i (forward) or m + index into in_flow_
-  std::vector<long> open_;                  // per layer, m + 1 entries: union-find "next open position"
-  int dsink_ = 0;                           // level of the sink in the current level graph
-  long open_source_ = 0, open_sink_ = 0;    // unsaturated arcs out of the source / into the sink
+  std::vector<std::vector<long>> in_flow_;   // node (l, i): tails k of arcs (l-1, k) -> (l, i) that carried flow
+  std::vector<std::vector<long>> out_flow_;  // node (l, i): heads p of arcs (l, i) -> (l+1, p) that carried flow
+  bool lists_ = false;                       // in_flow_ / out_flow_ are filled (and kept up to date)
+  std::vector<char> in_s_, in_t_;            // closed_side: reached from the source / reaching the sink
+  std::vector<int> level_;                   // BFS level, -1 = outside the level graph
+  std::vector<long> cur_;                    // current arc: position i (forward) or m + index into in_flow_
+  std::vector<long> open_;                   // per layer, m + 1 entries: union-find "next open position"
+  int dsink_ = 0;                            // level of the sink in the current level graph
+  long open_source_ = 0, open_sink_ = 0;     // unsaturated arcs out of the source / into the sink
   std::vector<Step> path_;
   std::vector<long> queue_, tqueue_;
-  long phases_ = 0;            // blocking flows run for the current source
-  std::int64_t arcs_ = 0;      // arc inspections (DFS advances and searches) for the current source
+  long phases_ = 0;        // blocking flows run for the current source
+  std::int64_t arcs_ = 0;  // arc inspections (DFS advances and searches) for the current source
 };
 
 }  // namespace cf::rollout::detail
