@@ -127,11 +127,4 @@ std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build) {
 #endif
 }
 
-bool emulation_requested() {
-  const char* e = std::getenv("CF_GPU_EMULATE");
-  if (!e || std::string(e).empty() || std::string(e) == "0") return false;
-  require(std::string(e) == "1", "CF_GPU_EMULATE = '", e, "': use 1 (run --device cuda on the emulated twin) or 0");
-  return true;
-}
-
 }  // namespace cf::gpu
