@@ -332,7 +332,8 @@ void run_sweep(const Options& o) {
   Setup st;
   setup(st, os, ns.front());
   const RolloutSource& s = st.s;
-  const auto rows = sweep_context(s, ns);
+  const auto device = gpu::make_rollout_backend(o.backend);  // null: the CPU paths
+  const auto rows = sweep_context(s, ns, device.get());
   output::Report rep;
   nlohmann::json params = s.params;
   params.erase("n");

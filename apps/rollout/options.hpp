@@ -42,8 +42,9 @@ struct Options {
 void refuse_ignored(const CLI::App& app, const Options& o, const std::string& sub);
 
 /// Why mode `sub` (as in refuse_ignored) has no device path, "" when it has one: the default
-/// rollout's variants (structured ALiBi scans, dense kernels of a file, capture or checkpoint) run on
-/// a device; the agreement table (--model CHECKPOINT --influence) and the subcommands do not yet
+/// rollout's variants (structured ALiBi scans, dense kernels of a file, capture or checkpoint) and
+/// sweep run on a device; the agreement table (--model CHECKPOINT --influence), --matrix and the
+/// other subcommands do not yet
 /// (device.cpp; docs/gpu.md).
 std::string device_path_missing(const Options& o, const std::string& sub);
 

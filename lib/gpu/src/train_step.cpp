@@ -1,7 +1,6 @@
 #include "cf/gpu/train_step.hpp"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "cf/core/error.hpp"
 #include "cf/gpu/trainer.hpp"

@@ -103,7 +103,8 @@ std::vector<long> parse_n_list(const std::string& spec, const std::string& optio
   return ns;
 }
 
-std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns) {
+std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns,
+                                    const LastRowBackend* backend) {
   require(s.structured,
           "sweep needs a structured ALiBi model (a preset, --model-config or an ALiBi checkpoint); "
           "kernels from a file or capture fix n = T");
@@ -111,7 +112,7 @@ std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<lo
   std::vector<std::vector<SweepRow>> by_n;
   for (long n : ns) {
     std::vector<SweepRow> rows;
-    for (const auto& v : rollout_variants(s, n)) rows.push_back({v.key, v.label, n, summarize(v.p), v.seconds});
+    for (const auto& v : rollout_variants(s, n, false, backend)) rows.push_back({v.key, v.label, n, summarize(v.p), v.seconds});
     by_n.push_back(rows);
   }
   std::vector<SweepRow> out;
