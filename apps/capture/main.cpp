@@ -29,7 +29,7 @@ struct Options {
   int seq_len = 0;       // 0 = min(256, block_size)
   int n_seq = 4;
   bool no_qk = false, no_probs = false;
-  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
+  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
   app::CommonOptions common;   // --format, --report (the report's file; --out is the capture), --plot
 };
 
@@ -45,7 +45,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
+  gpu::resolve_device(o.device, "capture", "capture has no device path yet");  // docs/gpu.md
   hf::check_token_input_options(app, o.input);
   // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
   app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs),
@@ -114,7 +114,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_flag("--no-qk", o.no_qk, "Do not store Q and K");
   app.add_flag("--no-probs", o.no_probs, "Do not store attention probabilities (rollout then needs --kernel-file)");
   app.add_option("--out", o.out, "Capture file (HDF5, written atomically)")->capture_default_str();
-  gpu::add_device_option(app, o.device);
+  gpu::add_analysis_device_option(app, o.device);
   app::add_common_options(app, o.common, /*with_plot=*/true, "--report");
   app.get_option("--plot")->description("Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");
   app.footer(

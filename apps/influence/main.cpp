@@ -10,6 +10,7 @@
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
 #include "cf/influence/capture_input.hpp"
@@ -35,6 +36,7 @@ struct Options {
   int n = 0;  // 0 = min(256, block_size)
   int windows = 64;
   int batch = 0;
+  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
   app::CommonOptions common;
 };
 
@@ -117,6 +119,7 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
 }
 
 void run(const CLI::App& app, const Options& o) {
+  gpu::resolve_device(o.device, "influence", "influence has no device path yet");  // docs/gpu.md
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
@@ -150,6 +153,7 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--h5", o.h5,
                  "Also write an HDF5 file with the per-window matrix (/per_window [W, n], /starts, /yhat)");
+  gpu::add_analysis_device_option(app, o.device);
   app::add_common_options(app, o.common);
   app.get_option("--plot")->description(
       "Plot the profile (one checkpoint) or the metrics against step (several) to FILE.svg|FILE.png");

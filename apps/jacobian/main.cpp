@@ -13,6 +13,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/progress.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
 #include "cf/influence/capture_input.hpp"
@@ -31,6 +32,7 @@ struct Options {
   std::string checkpoint, capture;
   hf::TokenInput input;  ///< --text | --data | --tokens (or --capture), --split, --gpt2-dir
   int n = 64, window = 0, windows = 64, layer = 0, span = 0, seed_batch = 0;
+  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
   app::CommonOptions common;
 };
 
@@ -40,6 +42,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const std::string& check
 }
 
 void run(const CLI::App& app, const Options& o) {
+  gpu::resolve_device(o.device, "jacobian", "jacobian has no device path yet");  // docs/gpu.md
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   // a capture fixes the window: n = its sequence length T
   app::refuse_unless(app, "--n", o.capture.empty(), "--text, --data or --tokens (with --capture, n = T)");
@@ -141,6 +144,7 @@ void setup(CLI::App& app, Options& o) {
                  "Seeds (vector-Jacobian products) per batched backward pass (0 = d_model)")
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
+  gpu::add_analysis_device_option(app, o.device);
   app::add_common_options(app, o.common);
   app.get_option("--plot")->description(
       "Heat map of the measured Frobenius block norms to FILE.svg|png; the bound "

@@ -7,6 +7,7 @@
 
 #include "cf/core/app.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/probe/eval_report.hpp"
 
 using namespace cf;
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
       ->check(app::unsigned_integer())
       ->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
+  std::string device = "cpu";
+  gpu::add_analysis_device_option(app, device);
   app::add_common_options(app, common);
   app.footer(
       "Examples:\n"
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
       "choices, not UTF-8, not JSON -- the message names the line; an unreadable checkpoint; a choice longer\n"
       "than the block size).");
   return app::run(app, argc, argv, [&] {
+    gpu::resolve_device(device, "mc-eval", "mc-eval has no device path yet");  // docs/gpu.md
     o.plot = common.plot;
     o.quiet = o.quiet || common.quiet;
     app::emit(probe::run_eval(o), common);

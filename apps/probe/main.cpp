@@ -7,6 +7,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
       ->check(app::integer(1, 64))
       ->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
+  std::string device = "cpu";
+  gpu::add_analysis_device_option(app, device);
   app::add_common_options(app, common);
   app.footer(
       "Examples:\n"
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (task K < 2, context above the model's block size,\n"
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
+    gpu::resolve_device(device, "probe", "probe has no device path yet");  // docs/gpu.md
     // a bad value first, then an option the task or the number of checkpoints leaves unread
     probe::check_probe_options(o);
     app::refuse_unless(app, "--alpha", o.task == "boundary-copy", "probe boundary-copy (its bound test)");

@@ -16,6 +16,7 @@
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/rollout_backend.hpp"
 #include "cf/hf/tokenizer.hpp"
 #include "cf/influence/agreement_table.hpp"
 #include "cf/influence/profile_io.hpp"
@@ -184,7 +185,8 @@ void run_rollout(const Options& o) {
     influence = cf::influence::read_profile(o.influence);  // number list, or influence --out CSV/JSON
     require(influence.size() == s.n, "--influence has ", influence.size(), " positions but n = ", s.n);
   }
-  const std::vector<VariantProfile> vs = rollout_variants(s, s.n, o.path == "dense");
+  const auto device = gpu::make_rollout_backend(o.backend);  // null: the CPU paths
+  const std::vector<VariantProfile> vs = rollout_variants(s, s.n, o.path == "dense", device.get());
   output::Report rep;
   nlohmann::json params = s.params;
   params["path"] =
@@ -330,7 +332,8 @@ void run_sweep(const Options& o) {
   Setup st;
   setup(st, os, ns.front());
   const RolloutSource& s = st.s;
-  const auto rows = sweep_context(s, ns);
+  const auto device = gpu::make_rollout_backend(o.backend);  // null: the CPU paths
+  const auto rows = sweep_context(s, ns, device.get());
   output::Report rep;
   nlohmann::json params = s.params;
   params.erase("n");
@@ -574,7 +577,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"probability", "log-probability", "logit"}))
       ->capture_default_str();
   app.add_option("--matrix", o.matrix, "Also write the full rollout matrix P(L) of variant (b) as CSV (n <= 2048)");
-  gpu::add_device_option(app, o.device);
+  gpu::add_analysis_device_option(app, o.device);
   app::add_common_options(app, o.common);
   auto* sweep =
       app.add_subcommand("sweep", "Variants (a), (b), (c) against context length n (structured O(L H n) path)");
@@ -633,8 +636,9 @@ int main(int argc, char** argv) {
       "  rollout flow --model run/best.h5 --alpha measured --influence auto --n 64   # Tables 2-5 layout with flow\n"
       "  rollout flow --model-config cfg.yaml --n 32 --flow-matrix F.csv --algorithm push-relabel");
   return app::run(app, argc, argv, [&] {
-    gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
-    rollout_app::refuse_ignored(app, o, app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name());
+    const std::string sub = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
+    o.backend = gpu::resolve_device(o.device, "rollout", rollout_app::device_path_missing(o, sub));  // docs/gpu.md
+    rollout_app::refuse_ignored(app, o, sub);
     if (*sweep) return run_sweep(o);
     if (*mono) return run_monotonicity(o);
     if (*verify) return run_verify(o);

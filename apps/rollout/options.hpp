@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cf/core/app.hpp"
+#include "cf/gpu/device_option.hpp"
 #include "cf/rollout/source.hpp"
 
 namespace cf::rollout_app {
@@ -30,7 +31,8 @@ struct Options {
   int seeds = 8;
   // flow (issue 34): max-flow solver and the all-targets matrix file
   std::string flow_algorithm = "push-relabel", flow_matrix;
-  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
+  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  gpu::Backend backend = gpu::Backend::Cpu;  ///< --device resolved (device_path_missing)
   app::CommonOptions common;
 };
 
@@ -38,5 +40,12 @@ struct Options {
 /// `sub` is the subcommand ("" = the default rollout, "sweep", "monotonicity", "verify",
 /// "dichotomy", "jacobian", "flow"). Called after parsing, before any work (ignored.cpp).
 void refuse_ignored(const CLI::App& app, const Options& o, const std::string& sub);
+
+/// Why mode `sub` (as in refuse_ignored) has no device path, "" when it has one: the default
+/// rollout's variants (structured ALiBi scans, dense kernels of a file, capture or checkpoint) and
+/// sweep run on a device; the agreement table (--model CHECKPOINT --influence), --matrix and the
+/// other subcommands do not yet
+/// (device.cpp; docs/gpu.md).
+std::string device_path_missing(const Options& o, const std::string& sub);
 
 }  // namespace cf::rollout_app

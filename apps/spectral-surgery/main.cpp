@@ -27,7 +27,7 @@ struct Options {
   int rank = -1, context = 0, stride = 0;
   long max_tokens = 8192;
   bool linearize = false;
-  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
+  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
   app::CommonOptions common;
 };
 
@@ -46,7 +46,7 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
+  gpu::resolve_device(o.device, "spectral-surgery", "spectral-surgery has no device path yet");  // docs/gpu.md
   require(o.data.empty() != o.text.empty(),
           "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);
@@ -146,7 +146,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--max-tokens", o.max_tokens, "Score at most this many validation tokens")
       ->check(app::integer(2, 1LL << 40))
       ->capture_default_str();
-  gpu::add_device_option(app, o.device);
+  gpu::add_analysis_device_option(app, o.device);
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"

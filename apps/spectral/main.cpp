@@ -12,6 +12,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/spectral_backend.hpp"
 #include "cf/model/series.hpp"
 #include "cf/spectral/checkpoint.hpp"
 #include "cf/spectral/model.hpp"
@@ -29,19 +30,20 @@ struct Options {
   std::string gpt2_dir;
   int max_tokens = 1024;
   bool summary_only = false, no_eigen = false;
-  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
+  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
   app::CommonOptions common;
 };
 
 // Several checkpoints (a comma list or a glob, e.g. train --keep-every's step_*.h5): the weight-level
 // cascade against the training step (cf/spectral/series.hpp).
-void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks, ErankForm form) {
+void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks, ErankForm form,
+                const SymEigenSolver* device) {
   require(o.level == "weight", "several checkpoints are analysed at the weight level: add --level weight");
   std::vector<std::pair<std::string, std::int64_t>> list;
   for (const auto& c : cks) list.emplace_back(c.path, c.step);
   AnalysisOptions aopt;
   aopt.eigenvalues = !o.no_eigen;
-  const auto s = spectral_series(list, o.layers, aopt, form);
+  const auto s = spectral_series(list, o.layers, aopt, form, device);
   output::Report rep = series_report(s);
   rep.meta = output::metadata("spectral", {{"checkpoints", o.checkpoint}, {"level", "weight"}, {"layers", o.layers}});
   app::emit(rep, o.common);
@@ -49,7 +51,12 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::require_device(gpu::parse_device(o.device), /*supported=*/false);  // docs/gpu.md
+  // the weight level runs on a device (its eigenproblems batched); the sequence level not yet
+  const gpu::Backend backend = gpu::resolve_device(
+      o.device, "spectral",
+      o.level == "weight" ? "" : "spectral --level " + o.level + " has no device path yet (--level weight has one)");
+  const SymEigenSolver eig = gpu::make_spectral_eigensolver(backend);  // docs/gpu.md
+  const SymEigenSolver* device = eig.solve ? &eig : nullptr;           // null: the CPU path
   // Sequence-level options with --level weight would be ignored: refused instead.
   for (const char* name : {"--texts", "--tokenizer", "--gpt2-dir", "--max-tokens"})
     app::refuse_unless(app, name, o.level != "weight", "--level sequence or --level both");
@@ -61,7 +68,7 @@ void run(const CLI::App& app, const Options& o) {
     if (cks.size() > 1) {
       // the series table has one row per checkpoint and layer: no per-head table to leave out
       app::refuse_in_mode(app, {"--summary-only"}, "spectral over several checkpoints (the series table)");
-      return run_series(o, cks, form);
+      return run_series(o, cks, form, device);
     }
   }
   const bool want_weight = o.level != "sequence", want_seq = o.level != "weight";
@@ -81,8 +88,10 @@ void run(const CLI::App& app, const Options& o) {
                            {"n_head", w.n_head},
                            {"d_model", w.d_model},
                            {"pos", w.pos},
-                           {"norm", w.norm}};
-  if (want_weight) add_weight_level(cr, analyse_weights(w, layers, aopt));
+                           {"norm", w.norm},
+                           {"device", gpu::backend_name(backend)}};
+  if (want_weight)
+    add_weight_level(cr, device ? analyse_weights(w, layers, aopt, *device) : analyse_weights(w, layers, aopt));
   bool seq_done = false;
   if (want_seq) {
     SequenceOptions so;
@@ -135,7 +144,7 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_flag("--summary-only", o.summary_only, "Print the per-layer profile only (no per-head table)");
   app.add_flag("--no-eigenvalues", o.no_eigen, "Skip max Re lambda (general eigensolver)");
-  gpu::add_device_option(app, o.device);
+  gpu::add_analysis_device_option(app, o.device);
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"

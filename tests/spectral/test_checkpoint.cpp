@@ -170,3 +170,41 @@ TEST_CASE("Layer specs all, single, ranges and lists with out of range rejected"
                                                                "n_layer = 4)"));
   CHECK_THROWS_WITH(parse_layer_spec("0,1-", 4), Catch::Contains("'1-' is not a layer index"));
 }
+
+TEST_CASE("Weight analysis with a batched eigensolver (Eigen in double) equals the per-head dense oracle",
+          "[routing]") {
+  // the device path's algebra (issue 30) with an exact solver: sigma(F) = |eig(CF)|, sigma(R) and
+  // sigma(M) from the embeddings [[0, X], [X^T, 0]], one batch per matrix size
+  std::vector<Eigen::MatrixXd> raw;
+  const std::string path = write_fixture("batched", 2, 3, 12, "full", true, &raw);
+  const AttentionWeights w = read_attention_weights(path);
+  std::vector<long> batch_sizes;
+  SymEigenSolver eig;
+  eig.solve = [&](const std::vector<Eigen::MatrixXd>& ms) {
+    batch_sizes.push_back(static_cast<long>(ms.size()));
+    std::vector<Eigen::VectorXd> out;
+    for (const auto& A : ms) {
+      REQUIRE(A.isApprox(A.transpose(), 0.0));  // symmetric exactly
+      out.push_back(Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(A, Eigen::EigenvaluesOnly).eigenvalues());
+    }
+    return out;
+  };
+  const ModelSpectrum m = analyse_weights(w, {}, AnalysisOptions{}, eig);
+  REQUIRE(m.heads.size() == 6);
+  CHECK(batch_sizes == std::vector<long>{6, 6, 6});  // CF (8 x 8), CR and C's rows embedded (16, 12)
+  for (const auto& h : m.heads) {
+    const Eigen::MatrixXd Wq = raw[h.layer].middleRows(h.head * 4, 4).transpose();
+    const Eigen::MatrixXd Wk = raw[h.layer].middleRows(12 + h.head * 4, 4).transpose();
+    const HeadSpectrum d = analyse_dense(Wq * Wk.transpose());
+    INFO("layer " << h.layer << " head " << h.head);
+    CHECK(h.erank_R == Approx(d.R.erank_entropy).epsilon(1e-8));
+    CHECK(h.erank_F == Approx(d.F.erank_entropy).epsilon(1e-8));
+    CHECK(h.erank_M == Approx(d.M.erank_entropy).epsilon(1e-8));
+    CHECK(h.rho == Approx(d.rho).epsilon(1e-8));
+    CHECK(h.rank_R == d.R.numerical_rank);
+    CHECK(h.rank_F == d.F.numerical_rank);
+    CHECK(h.max_re_lambda == Approx(d.max_re_lambda).margin(1e-8 * d.M.sigma[0]));
+    for (Index i = 0; i < h.sigma_R.size(); ++i) CHECK(h.sigma_R[i] == Approx(d.R.sigma[i]).margin(1e-10));
+  }
+  std::remove(path.c_str());
+}

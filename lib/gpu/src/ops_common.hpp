@@ -38,17 +38,20 @@ struct AdamWApply {
 namespace cf::gpu::detail {
 
 /// Row coefficients of head h on row i of a causal ALiBi kernel with diagonal content delta:
-/// A[i,j] = a r^(i-j) + b [i = j] (see lib/rollout/src/rollout_structured.cpp): s = max(delta, -m)
-/// is the largest logit, Z = e^-s r G(i) + e^(delta-s), G(k) = sum_{d<k} r^d.
+/// A[i,j] = a r^(i-j) for j < i and A[i,i] = d (see lib/rollout/src/rollout_structured.cpp):
+/// s = max(delta, -m) is the largest logit, Z = e^-s r G(i) + e^(delta-s), G(k) = sum_{d<k} r^d,
+/// a = e^-s / Z, d = e^(delta-s) / Z. d is formed directly, never as a + (d - a): with strongly
+/// negative content a reaches e^-delta and the sum cancels (row 0 lost 4 digits at delta = -31, a
+/// BLOOM layer's measured content).
 struct AlibiRow {
-  double a, b;
+  double a, d;
 };
 CF_HD inline AlibiRow alibi_row(double m, double delta, long long i) {
   const double s = delta > -m ? delta : -m;
   const double G = m == 0.0 ? static_cast<double>(i) : expm1(-m * static_cast<double>(i)) / expm1(-m);
   const double off = exp(-s), diag = exp(delta - s);
   const double Z = off * exp(-m) * G + diag;
-  return AlibiRow{off / Z, (diag - off) / Z};
+  return AlibiRow{off / Z, diag / Z};
 }
 
 /// Scan input of head h = idx / n at reversed position j = n - 1 - idx % n: the map x -> r x + v_j a_j.
@@ -75,7 +78,7 @@ struct TransposeGather {
   }
 };
 
-/// out_j = sum_h w_h (S_{h,j} + v_j b_{h,j}) from the scanned suffix sums.
+/// out_j = sum_h w_h (r S_{h,j+1} + v_j d_{h,j}) from the scanned suffix sums.
 struct AlibiGather {
   const double *slopes, *deltas, *weights, *v;
   const Affine* S;
@@ -83,8 +86,13 @@ struct AlibiGather {
   long long n;
   CF_HD double operator()(long long j) const {
     double acc = 0;
-    for (int h = 0; h < H; ++h)
-      acc += weights[h] * (S[h * n + (n - 1 - j)].c + v[j] * alibi_row(slopes[h], deltas[h], j).b);
+    // the keys i > j from the suffix sum S_{j+1} (non-negative terms), the diagonal as v_j d:
+    // S_j + v_j (d - a) would cancel
+    for (int h = 0; h < H; ++h) {
+      const double r = exp(-slopes[h]);
+      const double tail = j + 1 < n ? r * S[h * n + (n - 2 - j)].c : 0.0;
+      acc += weights[h] * (tail + v[j] * alibi_row(slopes[h], deltas[h], j).d);
+    }
     return acc;
   }
 };
@@ -139,7 +147,7 @@ struct WindowGather {
     if (w.B == 0) {  // window of one key: every row reads only itself (d = 1)
       for (int h = 0; h < H; ++h) {
         const AlibiRow c = alibi_row(slopes[h], deltas[h], 0);
-        acc += weights[h] * v[j] * (c.a + c.b);
+        acc += weights[h] * v[j] * c.d;
       }
       return acc;
     }
@@ -152,7 +160,7 @@ struct WindowGather {
         const long long last = j + w.B < n - 1 ? j + w.B : n - 1;
         t += exp(-m * static_cast<double>(s - j)) * Pre[h * n + last].c;
       }
-      acc += weights[h] * (t + v[j] * (c.a + c.b));
+      acc += weights[h] * (t + v[j] * c.d);
     }
     return acc;
   }

@@ -1,7 +1,6 @@
 #include "cf/gpu/train_step.hpp"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "cf/core/error.hpp"
 #include "cf/gpu/trainer.hpp"
@@ -125,13 +124,6 @@ std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build) {
 #else
   throw InvalidArgument("the device trainer's CUDA build is not in this binary (configured without CUDA)");
 #endif
-}
-
-bool emulation_requested() {
-  const char* e = std::getenv("CF_GPU_EMULATE");
-  if (!e || std::string(e).empty() || std::string(e) == "0") return false;
-  require(std::string(e) == "1", "CF_GPU_EMULATE = '", e, "': use 1 (run --device cuda on the emulated twin) or 0");
-  return true;
 }
 
 }  // namespace cf::gpu

@@ -14,28 +14,38 @@
 namespace cf::rollout {
 
 Eigen::VectorXd rollout_profile(const RolloutSource& s, const Eigen::VectorXd& alpha, bool content, long n,
-                                bool dense) {
+                                bool dense, const LastRowBackend* backend) {
   if (!s.structured) {
     require(n == s.n, "rollout: kernels from a file or capture fix n = ", s.n, ", got n = ", n);
     require(n <= kDenseMaxN, "n = ", n, " is too large for the dense path (n <= ", kDenseMaxN,
             ") and kernels from a file or capture have no structured path");
+    if (backend) {
+      require(s.kernels.size() == 1 || static_cast<long>(s.kernels.size()) == alpha.size(), "rollout: ",
+              s.kernels.size(), " kernels for L = ", alpha.size(), " layers (need 1 or L)");
+      return backend->dense([&](int l) { return s.kernels.size() == 1 ? s.kernels[0] : s.kernels[l]; }, alpha, n);
+    }
     return rollout_last_row_dense(s.kernels, alpha);
   }
   AlibiModel m = s.base;
   if (content) m.delta = s.delta;
   if (dense) {
     require(n <= kDenseMaxN, "--path dense needs --n <= ", kDenseMaxN, ", got ", n);
+    if (backend) {
+      validate_model(m);
+      return backend->dense([&](int l) { return alibi_kernel_dense(m, l, n); }, alpha, n);
+    }
     return rollout_last_row_alibi_dense(m, alpha, n);
   }
-  return rollout_last_row_alibi(m, alpha, n);
+  return backend ? backend->alibi(m, alpha, n) : rollout_last_row_alibi(m, alpha, n);
 }
 
-std::vector<VariantProfile> rollout_variants(const RolloutSource& s, long n, bool dense) {
+std::vector<VariantProfile> rollout_variants(const RolloutSource& s, long n, bool dense,
+                                             const LastRowBackend* backend) {
   if (n == 0) n = s.n;
   std::vector<VariantProfile> vs;
   auto timed = [&](const std::string& key, const std::string& label, const Eigen::VectorXd& a, bool content) {
     const auto t0 = std::chrono::steady_clock::now();
-    Eigen::VectorXd p = rollout_profile(s, a, content, n, dense);
+    Eigen::VectorXd p = rollout_profile(s, a, content, n, dense, backend);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     vs.push_back({key, label, std::move(p), sec});
   };
@@ -93,7 +103,8 @@ std::vector<long> parse_n_list(const std::string& spec, const std::string& optio
   return ns;
 }
 
-std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns) {
+std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns,
+                                    const LastRowBackend* backend) {
   require(s.structured,
           "sweep needs a structured ALiBi model (a preset, --model-config or an ALiBi checkpoint); "
           "kernels from a file or capture fix n = T");
@@ -101,7 +112,7 @@ std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<lo
   std::vector<std::vector<SweepRow>> by_n;
   for (long n : ns) {
     std::vector<SweepRow> rows;
-    for (const auto& v : rollout_variants(s, n)) rows.push_back({v.key, v.label, n, summarize(v.p), v.seconds});
+    for (const auto& v : rollout_variants(s, n, false, backend)) rows.push_back({v.key, v.label, n, summarize(v.p), v.seconds});
     by_n.push_back(rows);
   }
   std::vector<SweepRow> out;

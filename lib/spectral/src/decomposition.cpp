@@ -154,45 +154,56 @@ HeadSpectrum analyse_factored(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B
   return analyse_factored_stacked(U, scale, opt);
 }
 
-HeadSpectrum analyse_factored_stacked(const Eigen::MatrixXd& U, double scale, const AnalysisOptions& opt) {
+FactoredCores factored_cores(const Eigen::MatrixXd& U, double scale) {
   require(U.rows() >= 1 && U.cols() >= 2 && U.cols() % 2 == 0,
           "stacked factors U = [A, B] must be m x 2r with m >= 1, r >= 1 (got ", U.rows(), " x ", U.cols(), ")");
   require(U.allFinite() && std::isfinite(scale), "factors and scale must be finite");
   const Index m = U.rows(), r = U.cols() / 2, p = std::min(m, 2 * r);
-  // R_U (p x 2r, upper trapezoidal); only R_U is needed, never Q_U.
-  const Eigen::MatrixXd RU = qr_r_factor(U);
-  const Eigen::MatrixXd C = scale * (RU.leftCols(r) * RU.rightCols(r).transpose());
-  const Eigen::MatrixXd CF = 0.5 * (C + C.transpose());
-  const Eigen::MatrixXd CR = 0.5 * (C - C.transpose());
-
-  HeadSpectrum h;
-  h.n = m;
-  h.method = "factored";
-  const double tol = rank_tolerance(m, opt);
-  h.F = make_spectrum(singular_values_symmetric(CF), tol);
-  h.R = make_spectrum(singular_values_skew(CR), tol);
-  h.lambda_tol = double(m) * opt.rounding_unit * C.norm();  // ||M||_F = ||C||_F
+  FactoredCores c;
+  c.m = m;
   // R_A = [T_A; 0] (the first r columns of an upper-trapezoidal R_U), so only the first
   // r' = min(r, p) rows of C are nonzero: C = [X; 0] with X = T_A R_B^T (r' x p). Hence
   // sigma(M) = sigma(X) and eig(C) = eig(X[:, :r']) plus p - r' zeros: half-size problems.
-  const Index rr = std::min(r, p);
-  if (opt.spectrum_M) {
-    Eigen::BDCSVD<Eigen::MatrixXd> svd(C.topRows(rr));
-    h.M = make_spectrum(svd.singularValues(), tol);
-  } else {
-    h.M.fro = C.norm();
-  }
+  c.rr = std::min(r, p);
+  // R_U (p x 2r, upper trapezoidal); only R_U is needed, never Q_U.
+  const Eigen::MatrixXd RU = qr_r_factor(U);
+  c.C = scale * (RU.leftCols(r) * RU.rightCols(r).transpose());
+  c.CF = 0.5 * (c.C + c.C.transpose());
+  c.CR = 0.5 * (c.C - c.C.transpose());
+  return c;
+}
+
+HeadSpectrum factored_spectrum(const FactoredCores& c, const Eigen::VectorXd& sigma_F, const Eigen::VectorXd& sigma_R,
+                               const Eigen::VectorXd& sigma_M, double rank_tol, const AnalysisOptions& opt) {
+  HeadSpectrum h;
+  h.n = c.m;
+  h.method = "factored";
+  h.F = make_spectrum(sigma_F, rank_tol);
+  h.R = make_spectrum(sigma_R, rank_tol);
+  h.lambda_tol = double(c.m) * opt.rounding_unit * c.C.norm();  // ||M||_F = ||C||_F
+  if (opt.spectrum_M)
+    h.M = make_spectrum(sigma_M, rank_tol);
+  else
+    h.M.fro = c.C.norm();
   h.rho = routing_filtering_ratio(h.R.fro, h.F.fro);
   if (opt.eigenvalues) {
     // M = Q C Q^T with Q^T Q = I: the nonzero eigenvalues of M are those of C; M has m - r'
     // further eigenvalues that are exactly 0 whenever m > r'.
-    double mx = max_real_eigenvalue_dense(C.topLeftCorner(rr, rr));
-    if (m > rr) mx = std::max(mx, 0.0);
+    double mx = max_real_eigenvalue_dense(c.C.topLeftCorner(c.rr, c.rr));
+    if (c.m > c.rr) mx = std::max(mx, 0.0);
     h.max_re_lambda = mx;
   } else {
     h.max_re_lambda = std::numeric_limits<double>::quiet_NaN();
   }
   return h;
+}
+
+HeadSpectrum analyse_factored_stacked(const Eigen::MatrixXd& U, double scale, const AnalysisOptions& opt) {
+  const FactoredCores c = factored_cores(U, scale);
+  Eigen::VectorXd sigma_M;
+  if (opt.spectrum_M) sigma_M = Eigen::BDCSVD<Eigen::MatrixXd>(c.C.topRows(c.rr)).singularValues();
+  return factored_spectrum(c, singular_values_symmetric(c.CF), singular_values_skew(c.CR), sigma_M,
+                           rank_tolerance(c.m, opt), opt);
 }
 
 }  // namespace cf::spectral

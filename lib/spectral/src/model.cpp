@@ -7,6 +7,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
+#include "cf/spectral/decomposition.hpp"
 
 namespace cf::spectral {
 
@@ -43,19 +44,22 @@ HeadResult head_result(int layer, int head, const std::string& attn, const HeadS
   return r;
 }
 
-ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>& layers, const AnalysisOptions& opt) {
+namespace {
+
+std::vector<int> checked_layers(const AttentionWeights& w, const std::vector<int>& layers) {
   std::vector<int> ls = layers;
   if (ls.empty())
     for (int l = 0; l < int(w.layers.size()); ++l) ls.push_back(l);
   for (int l : ls)
     require(l >= 0 && l < int(w.layers.size()), "layer ", l,
             " is out of range (0 <= layer < n_layer = ", w.layers.size(), ")");
-  std::vector<std::pair<int, int>> jobs;
-  for (int l : ls)
-    for (int h = 0; h < w.layers[l].n_head; ++h) jobs.emplace_back(l, h);
-  ModelSpectrum m;
-  m.level = "weight";
-  m.heads.resize(jobs.size());
+  return ls;
+}
+
+// Run `head(j, l, h, U)` for every (layer, head) job in parallel, U = [W_Q, W_K] of the head in
+// double, with each error naming the checkpoint, layer and head.
+template <class Head>
+void for_each_head(const AttentionWeights& w, const std::vector<std::pair<int, int>>& jobs, Head&& head) {
   // exceptions never leave the region (cf/core/omp_exception.hpp): the declaration of U cannot
   // throw and every iteration of the worksharing loop runs through omp_errors
   cf::OmpExceptions omp_errors;
@@ -76,13 +80,98 @@ ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>&
           U.leftCols(lw.d_head) = lw.W_Q(h).cast<double>();
           U.rightCols(lw.d_head) = lw.W_K(h).cast<double>();
           require(U.allFinite(), "the attention weights W_Q, W_K of this head hold inf or NaN");
-          m.heads[j] = head_result(l, h, lw.attn, analyse_factored_stacked(U, 1.0, opt));
+          head(j, U);
         } catch (const std::exception& e) {
           throw InvalidArgument(str(w.path.empty() ? std::string() : "checkpoint '" + w.path + "': ", "layer ", l,
                                     " head ", h, ": ", e.what()));
         }
       });
   }
+  omp_errors.rethrow();
+}
+
+std::vector<std::pair<int, int>> head_jobs(const AttentionWeights& w, const std::vector<int>& layers) {
+  std::vector<std::pair<int, int>> jobs;
+  for (int l : layers)
+    for (int h = 0; h < w.layers[l].n_head; ++h) jobs.emplace_back(l, h);
+  return jobs;
+}
+
+// [[0, X], [X^T, 0]]: symmetric, eigenvalues +-sigma_i(X) and |rows - cols| zeros.
+Eigen::MatrixXd symmetric_embedding(const Eigen::MatrixXd& X) {
+  const Index a = X.rows(), b = X.cols();
+  Eigen::MatrixXd E = Eigen::MatrixXd::Zero(a + b, a + b);
+  E.topRightCorner(a, b) = X;
+  E.bottomLeftCorner(b, a) = X.transpose();
+  return E;
+}
+
+// The k largest entries of ev (the sigma of an embedding's eigenvalues), descending.
+Eigen::VectorXd largest(Eigen::VectorXd ev, Index k) {
+  std::sort(ev.data(), ev.data() + ev.size(), [](double a, double b) { return a > b; });
+  return ev.head(k);
+}
+
+// The eigenvalues of every matrix of `ms` by `eig`, one batch per matrix size.
+std::vector<Eigen::VectorXd> eigenvalues(const std::vector<Eigen::MatrixXd>& ms, const SymEigenSolver& eig) {
+  std::map<Index, std::vector<std::size_t>> by_size;
+  for (std::size_t i = 0; i < ms.size(); ++i) by_size[ms[i].rows()].push_back(i);
+  std::vector<Eigen::VectorXd> out(ms.size());
+  for (const auto& [n, idx] : by_size) {
+    std::vector<Eigen::MatrixXd> batch;
+    for (std::size_t i : idx) batch.push_back(ms[i]);
+    const std::vector<Eigen::VectorXd> ev = eig.solve(batch);
+    require(ev.size() == batch.size(), "batched eigensolver: ", ev.size(), " results for ", batch.size(), " matrices");
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      require(ev[k].size() == n, "batched eigensolver: ", ev[k].size(), " eigenvalues of a ", n, " x ", n, " matrix");
+      out[idx[k]] = ev[k];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>& layers, const AnalysisOptions& opt) {
+  const std::vector<std::pair<int, int>> jobs = head_jobs(w, checked_layers(w, layers));
+  ModelSpectrum m;
+  m.level = "weight";
+  m.heads.resize(jobs.size());
+  for_each_head(w, jobs, [&](long j, const Eigen::MatrixXd& U) {
+    const LayerWeights& lw = w.layers[jobs[j].first];
+    m.heads[j] = head_result(jobs[j].first, jobs[j].second, lw.attn, analyse_factored_stacked(U, 1.0, opt));
+  });
+  aggregate(m);
+  return m;
+}
+
+ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>& layers, const AnalysisOptions& opt,
+                              const SymEigenSolver& eig) {
+  const std::vector<std::pair<int, int>> jobs = head_jobs(w, checked_layers(w, layers));
+  std::vector<FactoredCores> cores(jobs.size());
+  for_each_head(w, jobs, [&](long j, const Eigen::MatrixXd& U) { cores[j] = factored_cores(U, 1.0); });
+  // the symmetric problems of every head, batched: CF, and the embeddings of CR and of C's rows
+  std::vector<Eigen::MatrixXd> F(jobs.size()), R(jobs.size()), M(opt.spectrum_M ? jobs.size() : 0);
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    F[j] = cores[j].CF;
+    R[j] = symmetric_embedding(cores[j].CR);
+    if (opt.spectrum_M) M[j] = symmetric_embedding(cores[j].C.topRows(cores[j].rr));
+  }
+  const std::vector<Eigen::VectorXd> eF = eigenvalues(F, eig), eR = eigenvalues(R, eig), eM = eigenvalues(M, eig);
+  ModelSpectrum m;
+  m.level = "weight";
+  m.heads.resize(jobs.size());
+  cf::OmpExceptions omp_errors;  // max Re lambda: a general eigensolver per head, on the CPU
+#pragma omp parallel for schedule(dynamic)
+  for (long j = 0; j < long(jobs.size()); ++j)
+    omp_errors.run([&] {
+      const FactoredCores& c = cores[j];
+      const Index p = c.CF.rows();
+      const double tol = std::max(rank_tolerance(c.m, opt), double(p) * eig.rounding_unit);
+      const Eigen::VectorXd sM = opt.spectrum_M ? largest(eM[j], c.rr) : Eigen::VectorXd();
+      const HeadSpectrum s = factored_spectrum(c, eF[j].cwiseAbs(), largest(eR[j], p), sM, tol, opt);
+      m.heads[j] = head_result(jobs[j].first, jobs[j].second, w.layers[jobs[j].first].attn, s);
+    });
   omp_errors.rethrow();
   aggregate(m);
   return m;

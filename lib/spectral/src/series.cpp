@@ -6,11 +6,13 @@
 namespace cf::spectral {
 
 std::vector<SeriesPoint> spectral_series(const std::vector<std::pair<std::string, std::int64_t>>& checkpoints,
-                                         const std::string& layer_spec, const AnalysisOptions& opt, ErankForm form) {
+                                         const std::string& layer_spec, const AnalysisOptions& opt, ErankForm form,
+                                         const SymEigenSolver* eig) {
   std::vector<SeriesPoint> out;
   for (const auto& [path, step] : checkpoints) {
     const AttentionWeights w = read_attention_weights(path);
-    const ModelSpectrum m = analyse_weights(w, parse_layer_spec(layer_spec, w.n_layer), opt);
+    const std::vector<int> layers = parse_layer_spec(layer_spec, w.n_layer);
+    const ModelSpectrum m = eig ? analyse_weights(w, layers, opt, *eig) : analyse_weights(w, layers, opt);
     SeriesPoint p;
     p.path = path;
     p.step = step;

@@ -26,4 +26,9 @@ DeviceStatus device_status();
 /// for Device::Cpu.
 void require_device(Device d, bool supported);
 
+/// Whether the environment asks `--device cuda` to run the emulated twin on the CPU instead of a
+/// device (CF_GPU_EMULATE=1; a test device for CI, docs/gpu.md). Any other value than "1" or "0"
+/// or unset throws cf::InvalidArgument naming the variable.
+bool emulation_requested();
+
 }  // namespace cf::gpu

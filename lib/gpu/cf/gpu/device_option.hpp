@@ -1,5 +1,7 @@
 #pragma once
-// The `--device cpu|cuda` option every GPU-capable tool shares (issue 14; docs/gpu.md).
+// The `--device` option the GPU-capable tools share (issue 14, issue 30; docs/gpu.md):
+// `train` takes cpu|cuda (add_device_option); the analysers take cpu|cuda|auto
+// (add_analysis_device_option) and resolve it with resolve_device, one rule for every tool.
 #include <CLI/CLI.hpp>
 #include <string>
 
@@ -13,5 +15,39 @@ inline CLI::Option* add_device_option(CLI::App& app, std::string& device) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
 }
+
+/// Declare an analyser's --device cpu|cuda|auto (default "cpu"; anything else exits 2).
+inline CLI::Option* add_analysis_device_option(CLI::App& app, std::string& device) {
+  return app
+      .add_option("--device", device,
+                  "where to compute: cpu (the default and the oracle), cuda (the tool's device path; exit 2 "
+                  "without a usable device or path; CF_GPU_EMULATE=1 runs it emulated on the CPU) or auto (cuda "
+                  "when usable, else the CPU, said on stderr); docs/gpu.md")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+}
+
+/// Where an analyser's work runs once --device, the machine and CF_GPU_EMULATE are read.
+enum class Backend {
+  Cpu,       ///< the CPU analyser (the oracle)
+  Cuda,      ///< the tool's device path on a CUDA device
+  Emulated,  ///< the same device path, its emulated build on the CPU (CF_GPU_EMULATE=1; a test device)
+};
+
+/// Resolve an analyser's --device value ("cpu" | "cuda" | "auto") for `tool` (the name that
+/// starts its stderr lines). `missing` is empty when the tool, in the mode asked for, has a device
+/// path, else why not (e.g. "rollout verify has no device path yet").
+///  - cpu: Backend::Cpu.
+///  - cuda: Backend::Emulated when CF_GPU_EMULATE=1 and there is a path; Backend::Cuda when a
+///    device is usable and there is a path; otherwise throws cf::InvalidArgument ("--device cuda:
+///    <reason>; use --device cpu", exit 2).
+///  - auto: Backend::Cuda when a device is usable and there is a path; otherwise Backend::Cpu after
+///    one line on stderr: "<tool>: --device auto: <reason>; running on the CPU". auto never picks
+///    the emulated device (CF_GPU_EMULATE applies to --device cuda only).
+/// A CF_GPU_EMULATE other than unset, "", "0" or "1" is refused for cuda (cf::InvalidArgument).
+Backend resolve_device(const std::string& device, const std::string& tool, const std::string& missing);
+
+/// "cpu", "cuda" or "cuda (emulated on the CPU)", for reports' metadata.
+std::string backend_name(Backend b);
 
 }  // namespace cf::gpu

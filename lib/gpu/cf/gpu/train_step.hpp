@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cf/gpu/device.hpp"  // emulation_requested (CF_GPU_EMULATE)
 #include "cf/gpu/train_plan.hpp"
 #include "cf/nn/config.hpp"
 #include "cf/nn/trainer.hpp"
@@ -37,9 +38,5 @@ enum class TrainerBuild {
 /// TrainerBuild::Cuda in a build without CUDA.
 std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build);
 
-/// Whether the environment asks `--device cuda` to run the emulated twin on the CPU instead of a
-/// device (CF_GPU_EMULATE=1; a test device for CI, docs/gpu.md). Any other value than "1" or "0"
-/// or unset throws cf::InvalidArgument naming the variable.
-bool emulation_requested();
 
 }  // namespace cf::gpu

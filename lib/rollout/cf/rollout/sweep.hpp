@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cf/core/plot.hpp"
+#include "cf/rollout/last_row_backend.hpp"
 #include "cf/rollout/rollout.hpp"
 #include "cf/rollout/source.hpp"
 
@@ -27,7 +28,8 @@ struct SweepRow {
 
 /// Sweep the variants of a structured source over ns (each >= 1). Rows ordered by variant, then n.
 /// Throws cf::InvalidArgument for a dense (kernel file / capture) source: its kernels fix n.
-std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns);
+std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<long>& ns,
+                                    const LastRowBackend* backend = nullptr);
 
 /// The plot of `rollout sweep`: p_0, primacy and recency mass of every variant against log2 n on a
 /// log axis from 1e-12 x the largest mass (the curves that fall below are named as clipped), the

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "cf/rollout/last_row_backend.hpp"
 #include "cf/rollout/source.hpp"
 
 namespace cf::rollout {
@@ -23,13 +24,15 @@ struct VariantProfile {
 
 /// Last row of P(L) for the source with schedule `alpha` (L entries), content on or off, at
 /// sequence length n. Structured sources take the O(L H n) path (or the dense one when `dense`,
-/// n <= kDenseMaxN); dense sources need n == s.n.
+/// n <= kDenseMaxN); dense sources need n == s.n. `backend` computes the last row on a device
+/// (issue 30; null = the CPU paths of cf/rollout/rollout.hpp).
 Eigen::VectorXd rollout_profile(const RolloutSource& s, const Eigen::VectorXd& alpha, bool content, long n,
-                                bool dense = false);
+                                bool dense = false, const LastRowBackend* backend = nullptr);
 
 /// Variants (a), (b) and, when the source is structured and has content, (c), at length n
-/// (0 = s.n), in that order.
-std::vector<VariantProfile> rollout_variants(const RolloutSource& s, long n = 0, bool dense = false);
+/// (0 = s.n), in that order; `backend` as in rollout_profile.
+std::vector<VariantProfile> rollout_variants(const RolloutSource& s, long n = 0, bool dense = false,
+                                             const LastRowBackend* backend = nullptr);
 
 /// One profile's row of the variants summary table (the layout `rollout` and `rollout flow` share):
 /// cells {label, p_0, p_n-1, argmin, min, primacy, recency, seconds} and, when `influence` is not

@@ -114,6 +114,22 @@ HeadSpectrum analyse_factored(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B
 /// that build U anyway (the weight-level analysis, straight from float32 weights). Same results.
 HeadSpectrum analyse_factored_stacked(const Eigen::MatrixXd& U, double scale = 1.0, const AnalysisOptions& opt = {});
 
+/// The p x p cores of analyse_factored_stacked for U = [A, B] (m x 2r): C = scale R_A R_B^T, its
+/// symmetric part CF and skew part CR, and rr = min(r, p), the leading rows of C that can be nonzero
+/// (sigma(M) = sigma(C.topRows(rr))). Same checks as analyse_factored_stacked.
+struct FactoredCores {
+  Index m = 0, rr = 0;
+  Eigen::MatrixXd C, CF, CR;
+};
+FactoredCores factored_cores(const Eigen::MatrixXd& U, double scale = 1.0);
+
+/// The HeadSpectrum of analyse_factored_stacked from its cores and the singular values of CF, CR
+/// and (when opt.spectrum_M) C.topRows(rr), however they were computed (issue 30: a device's
+/// batched eigensolver); rank_tol as rank_tolerance(m, opt) or larger for a less precise solver.
+/// max Re lambda is computed here (general eigensolver on the CPU) when opt.eigenvalues.
+HeadSpectrum factored_spectrum(const FactoredCores& c, const Eigen::VectorXd& sigma_F, const Eigen::VectorXd& sigma_R,
+                               const Eigen::VectorXd& sigma_M, double rank_tol, const AnalysisOptions& opt);
+
 /// R factor (min(m, c) x c, upper trapezoidal) of the thin QR U = Q R of an m x c matrix:
 /// Cholesky QR (R = chol(U^T U)^T) when U is well conditioned (diagonal of the Cholesky factor
 /// within a factor 1e3), else Householder QR. Row signs of R may differ between the two.

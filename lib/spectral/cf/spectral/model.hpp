@@ -2,6 +2,7 @@
 // Per-head, per-layer and per-model routing/filtering metrics (Routing/filtering (Jamil & Kapadia) §3, §5.2;
 // docs/spec.md §3): the weight-level analysis of every head of a checkpoint (factorised, never a dense d x d SVD) and
 // the per-layer profile whose effective routing rank by layer is the "spectral cascade".
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,23 @@ HeadResult head_result(int layer, int head, const std::string& attn, const HeadS
 /// [0, n_layer). Cost O(L H (d d_k^2 + d_k^3)).
 ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>& layers = {},
                               const AnalysisOptions& opt = {});
+
+/// A batched symmetric eigensolver from elsewhere (issue 30: a device, lib/gpu's
+/// cf/gpu/spectral_backend.hpp): `solve` returns the eigenvalues (any order) of each matrix of a
+/// batch of symmetric matrices of one size; `rounding_unit` is the unit roundoff of its arithmetic.
+struct SymEigenSolver {
+  std::function<std::vector<Eigen::VectorXd>(const std::vector<Eigen::MatrixXd>&)> solve;
+  double rounding_unit = 0x1p-53;
+};
+
+/// analyse_weights with the symmetric eigenproblems of every head batched through `eig`: sigma(F)
+/// = |eig(CF)|, sigma(R) and sigma(M) the non-negative half of the eigenvalues +-sigma of the
+/// symmetric embeddings [[0, X], [X^T, 0]] of CR and C.topRows(rr) (cf::spectral::FactoredCores).
+/// The QR factors and max Re lambda stay on the CPU. Numerical ranks count sigma_i above
+/// max(rank_tolerance, p eig.rounding_unit) sigma_max (p = the core's size: below that a less
+/// precise solver returns noise). Equal to analyse_weights to the solver's precision.
+ModelSpectrum analyse_weights(const AttentionWeights& w, const std::vector<int>& layers, const AnalysisOptions& opt,
+                              const SymEigenSolver& eig);
 
 /// Average several per-text HeadResults of the same head (sequence level): every scalar is the
 /// mean; ranks and sigma come from the last entry. Throws cf::InvalidArgument if empty.

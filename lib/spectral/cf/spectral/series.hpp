@@ -24,9 +24,11 @@ struct SeriesPoint {
 };
 
 /// Weight-level analysis of every checkpoint (path, step) in order; `layer_spec` as
-/// parse_layer_spec ("all", "0-3", ...). Throws cf::InvalidArgument for unreadable checkpoints.
+/// parse_layer_spec ("all", "0-3", ...); `eig` batches the eigenproblems on a device (analyse_weights;
+/// null = the CPU path). Throws cf::InvalidArgument for unreadable checkpoints.
 std::vector<SeriesPoint> spectral_series(const std::vector<std::pair<std::string, std::int64_t>>& checkpoints,
-                                         const std::string& layer_spec, const AnalysisOptions& opt, ErankForm form);
+                                         const std::string& layer_spec, const AnalysisOptions& opt, ErankForm form,
+                                         const SymEigenSolver* eig = nullptr);
 
 /// Table (step, checkpoint, mean erank(R), median rho, routing heads, heads, per-layer erank(R)) and the
 /// plot of mean erank(R) per layer against the step (one series per layer).

@@ -1,0 +1,59 @@
+// --device cpu|cuda|auto for the analysers (cf/gpu/device_option.hpp) and CF_GPU_EMULATE: one
+// rule for every tool, so that each refuses, falls back and emulates the same way (issue 30).
+#include <cstdlib>
+#include <iostream>
+
+#include "cf/core/error.hpp"
+#include "cf/gpu/device_option.hpp"
+
+namespace cf::gpu {
+
+bool emulation_requested() {
+  const char* e = std::getenv("CF_GPU_EMULATE");
+  if (!e || std::string(e).empty() || std::string(e) == "0") return false;
+  require(std::string(e) == "1", "CF_GPU_EMULATE = '", e, "': use 1 (run --device cuda on the emulated twin) or 0");
+  return true;
+}
+
+namespace {
+// Why a real device cannot run the tool here ("" when it can): no device first (the reason users
+// can act on), then a tool without a device path.
+std::string device_unusable(const std::string& missing) {
+  const DeviceStatus s = device_status();
+  if (!s.compiled || s.count == 0) return s.message;
+  return missing;
+}
+}  // namespace
+
+Backend resolve_device(const std::string& device, const std::string& tool, const std::string& missing) {
+  if (device == "cpu") return Backend::Cpu;
+  if (device == "cuda") {
+    if (emulation_requested()) {
+      require(missing.empty(), "--device cuda: ", missing, " (CF_GPU_EMULATE=1 emulates existing device paths only; ",
+              "docs/gpu.md); use --device cpu");
+      return Backend::Emulated;
+    }
+    const std::string why = device_unusable(missing);
+    require(why.empty(), "--device cuda: ", why, "; use --device cpu");
+    return Backend::Cuda;
+  }
+  require(device == "auto", "--device: unknown device '", device, "' (use cpu, cuda or auto)");
+  const std::string why = device_unusable(missing);
+  if (why.empty()) return Backend::Cuda;
+  std::cerr << tool << ": --device auto: " << why << "; running on the CPU\n";
+  return Backend::Cpu;
+}
+
+std::string backend_name(Backend b) {
+  switch (b) {
+    case Backend::Cpu:
+      return "cpu";
+    case Backend::Cuda:
+      return "cuda";
+    case Backend::Emulated:
+      return "cuda (emulated on the CPU)";
+  }
+  return "cpu";
+}
+
+}  // namespace cf::gpu
