@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/train_plan.hpp"
 #include "cf/nn/config.hpp"
 #include "cf/nn/trainer.hpp"
@@ -33,13 +34,15 @@ enum class TrainerBuild {
   Emulated,  ///< cf::gpu::emu::Trainer on the CPU (tests; CF_GPU_EMULATE=1 for `train --device cuda`)
 };
 
-/// The cf::nn::UpdateBackend of the device trainer. Throws cf::InvalidArgument for
-/// TrainerBuild::Cuda in a build without CUDA.
+/// The cf::nn::UpdateBackend of the device trainer, running in `ctx` (which must outlive it).
+/// Throws cf::InvalidArgument for TrainerBuild::Cuda in a build without CUDA.
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Context& ctx);
+/// The same in default_context().
 std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build);
 
-/// Whether the environment asks `--device cuda` to run the emulated twin on the CPU instead of a
-/// device (CF_GPU_EMULATE=1; a test device for CI, docs/gpu.md). Any other value than "1" or "0"
-/// or unset throws cf::InvalidArgument naming the variable.
+/// Whether `--device cuda` runs the emulated twin on the CPU instead of a device: the default
+/// context's option (CF_GPU_EMULATE=1 when the environment made it; a test device for CI,
+/// docs/gpu.md). A bad environment value throws cf::InvalidArgument naming the variable.
 bool emulation_requested();
 
 }  // namespace cf::gpu
