@@ -237,12 +237,11 @@ TEST_CASE("Windowed structured path in head chunks equals the unchunked one and 
   m.delta = p.content_delta;
   m.mask.window = 17;
   const Eigen::VectorXd whole = rollout_last_row_alibi(m, p.alpha_measured, 300);
-  const double saved = window_buffer_limit();
-  window_buffer_limit() = 16 * 5;  // B = 16: chunks of 5 heads (32 heads: 7 chunks)
-  const Eigen::VectorXd chunked = rollout_last_row_alibi(m, p.alpha_measured, 300);
-  window_buffer_limit() = 1;  // one head per chunk
-  const Eigen::VectorXd single = rollout_last_row_alibi(m, p.alpha_measured, 300);
-  window_buffer_limit() = saved;
+  RolloutOptions o;
+  o.window_buffer_doubles = 16 * 5;  // B = 16: chunks of 5 heads (32 heads: 7 chunks)
+  const Eigen::VectorXd chunked = rollout_last_row_alibi(m, p.alpha_measured, 300, o);
+  o.window_buffer_doubles = 1;  // one head per chunk
+  const Eigen::VectorXd single = rollout_last_row_alibi(m, p.alpha_measured, 300, o);
   const Eigen::VectorXd dense = rollout_last_row_alibi_dense(m, p.alpha_measured, 300);
   CHECK(entrywise_rel_err(chunked, whole) < 1e-13);
   CHECK(entrywise_rel_err(single, whole) < 1e-13);
