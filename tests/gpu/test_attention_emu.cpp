@@ -56,8 +56,8 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-void check_case(cf::gpu::Context& ctx, cf::graph::PatternKind kind, bool branch, bool alibi, int T, int dh, int bb = 12, int w = 10,
-                int e = 4) {
+void check_case(cf::gpu::Context& ctx, cf::graph::PatternKind kind, bool branch, bool alibi, int T, int dh, int bb = 12,
+                int w = 10, int e = 4) {
   const int B = 2, H = 3;
   const Masks masks = make_masks(kind, branch, T, bb, w, e);
   std::vector<const std::uint8_t*> mp;

@@ -13,10 +13,10 @@
 
 #include "cf/graph/mask.hpp"
 #include "cf/graph/scores.hpp"
+#include "cf/nn/context.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/detail/attention_tiled.hpp"
-#include "cf/nn/context.hpp"
 #include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/model.hpp"
 

@@ -46,8 +46,8 @@ struct TrainerTraits<Backend::Cuda> {
     void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
               float beta, float* C, int ldc) const {
       if (m == 0 || n == 0) return;
-      const cublasStatus_t st = cublasSgemm(h_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
-                                            k, &alpha, B, ldb, A, lda, &beta, C, ldc);
+      const cublasStatus_t st = cublasSgemm(h_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                            &alpha, B, ldb, A, lda, &beta, C, ldc);
       if (st != CUBLAS_STATUS_SUCCESS) throw Error(str("device trainer: cublasSgemm failed with status ", int(st)));
     }
 

@@ -33,8 +33,8 @@ struct TrainerTraits<Backend::Emulated> {
     void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
               float beta, float* C, int ldc) const {
       if (m == 0 || n == 0) return;
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A,
-                  lda, B, ldb, beta, C, ldc);
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda,
+                  B, ldb, beta, C, ldc);
     }
   };
 };
