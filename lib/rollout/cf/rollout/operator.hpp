@@ -59,10 +59,12 @@ class KernelOperator {
 Eigen::VectorXd rollout_last_row(KernelOperator& op, const Eigen::VectorXd& alpha);
 
 /// Dense kernels held by the caller (kernels.size() == L, kernels[l] = Abar(l+1), or 1: the same
-/// kernel at every layer), each n x n; no copies. A kernel file or a capture's measured kernels.
+/// kernel at every layer), each n x n; a kernel file or a capture's measured kernels. Keeps a
+/// reference (no copies): the kernels must outlive the operator.
 class StoredKernels final : public KernelOperator {
  public:
   explicit StoredKernels(const std::vector<RowMatrix>& kernels) : k_(kernels) {}
+  explicit StoredKernels(std::vector<RowMatrix>&&) = delete;
   void check(const Eigen::VectorXd& alpha) const override;
   long size() const override;
   void apply_left(int l, const Eigen::VectorXd& v, Eigen::VectorXd& out) override;
@@ -90,10 +92,11 @@ class GeneratedKernels final : public KernelOperator {
 };
 
 /// A structured ALiBi model built dense per layer (alibi_kernel_dense_into, one reused buffer):
-/// the O(L H n^2) oracle of AlibiKernels.
+/// the O(L H n^2) oracle of AlibiKernels. Keeps a reference to the model.
 class AlibiDenseKernels final : public KernelOperator {
  public:
   AlibiDenseKernels(const AlibiModel& model, long n) : m_(model), n_(n) {}
+  AlibiDenseKernels(AlibiModel&&, long) = delete;
   void check(const Eigen::VectorXd& alpha) const override;
   long size() const override { return n_; }
   void apply_left(int l, const Eigen::VectorXd& v, Eigen::VectorXd& out) override;
@@ -109,10 +112,12 @@ class AlibiDenseKernels final : public KernelOperator {
 /// A structured ALiBi model (causal or sliding-window mask, constant-plus-diagonal content) in
 /// O(H n) time per layer and O(n + H K) memory, where K is the number of leading rows whose
 /// normaliser still varies (about 40/min slope, capped by n and the window); agrees with
-/// AlibiDenseKernels to ~1e-13 relative. Layers with the same kernel share one table.
+/// AlibiDenseKernels to ~1e-13 relative. Layers with the same kernel share one table. Keeps a
+/// reference to the model.
 class AlibiKernels final : public KernelOperator {
  public:
   AlibiKernels(const AlibiModel& model, long n, RolloutOptions o = {});
+  AlibiKernels(AlibiModel&&, long, RolloutOptions = {}) = delete;
   ~AlibiKernels() override;
   /// Validates the model, n >= 1, alpha, and the per-layer content, slopes and weights against L.
   void check(const Eigen::VectorXd& alpha) const override;
