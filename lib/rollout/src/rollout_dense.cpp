@@ -1,5 +1,4 @@
 #include <cmath>
-#include <optional>
 
 #include "cf/core/error.hpp"
 #include "cf/core/progress.hpp"
@@ -27,28 +26,6 @@ void dense_apply(const RowMatrix& A, int l, const Eigen::VectorXd& v, Eigen::Vec
   Eigen::Map<Eigen::RowVectorXd>(out.data(), n).noalias() = Eigen::Map<const Eigen::RowVectorXd>(v.data(), n) * A;
 }
 }  // namespace
-
-Eigen::VectorXd rollout_last_row(KernelOperator& op, const Eigen::VectorXd& alpha) {
-  op.check(alpha);
-  const long n = op.size();
-  std::optional<detail::FlushDenormals> ftz;
-  if (op.flush_denormals()) ftz.emplace();
-  Eigen::VectorXd v = Eigen::VectorXd::Zero(n), u(n);
-  v(n - 1) = 1.0;
-  std::optional<Progress> progress;  // stderr, terminals only
-  if (const char* label = op.progress_label()) progress.emplace(label, alpha.size());
-  for (long l = alpha.size() - 1; l >= 0; --l) {
-    if (alpha(l) != 0.0) {
-      op.apply_left(static_cast<int>(l), v, u);
-      if (alpha(l) == 1.0)
-        v.swap(u);
-      else
-        v = (1.0 - alpha(l)) * v + alpha(l) * u;
-    }
-    if (progress) progress->advance();
-  }
-  return v;
-}
 
 void StoredKernels::check(const Eigen::VectorXd& alpha) const {
   require(!k_.empty(), "rollout: at least one kernel required");
