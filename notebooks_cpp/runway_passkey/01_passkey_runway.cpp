@@ -68,7 +68,7 @@ nn::ModelConfig model_config(const char* kind, bool full, int block_size) {
   nn::ModelConfig mc;
   mc.vocab_size = 256;
   mc.block_size = block_size;  // the longest evaluated context + the answer: RoPE has no table to outgrow
-  mc.n_layer = full ? 4 : 2;
+  mc.n_layer = 2;
   mc.n_head = 4;
   mc.d_model = full ? 64 : 32;
   mc.pos = nn::PosKind::Rope;
@@ -79,7 +79,7 @@ nn::ModelConfig model_config(const char* kind, bool full, int block_size) {
 nn::TrainConfig train_config(const std::string& dir, bool full, int seq_len) {
   nn::TrainConfig tc;
   tc.out_dir = dir;
-  tc.max_steps = full ? 2000 : 4;
+  tc.max_steps = full ? 3500 : 4;
   tc.batch = 16;
   tc.seq_len = seq_len;  // the in-context rows only
   tc.lr = 2e-3;
