@@ -287,7 +287,9 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
         for (const auto& x : res)
           if (passkey_regime(d, x.length) == regime) hit += x.correct, n += 1;
         if (n == 0) continue;
-        r.body["models"].back()["exact_match_" + std::string(regime)] = hit / n;
+        std::string key = "exact_match_" + std::string(regime);  // exact_match_in_context, as paired.in_context
+        std::replace(key.begin(), key.end(), '-', '_');
+        r.body["models"].back()[key] = hit / n;
         by_regime += std::string(", ") + regime + " " + fmt(hit / n, 4);
       }
     r.notes.push_back(o.checkpoints[m] + ": exact match " + fmt(tot / nres, 4) + by_regime +
