@@ -32,7 +32,7 @@ struct Options {
   // flow (issue 34): max-flow solver and the all-targets matrix file
   std::string flow_algorithm = "push-relabel", flow_matrix;
   std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
-  gpu::Backend backend = gpu::Backend::Cpu;  ///< --device resolved (device_path_missing)
+  gpu::Placement backend = gpu::Placement::Cpu;  ///< --device resolved (device_path_missing)
   app::CommonOptions common;
 };
 

@@ -52,7 +52,7 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
 
 void run(const CLI::App& app, const Options& o) {
   // the weight level runs on a device (its eigenproblems batched); the sequence level not yet
-  const gpu::Backend backend = gpu::resolve_device(
+  const gpu::Placement backend = gpu::resolve_device(
       o.device, "spectral",
       o.level == "weight" ? "" : "spectral --level " + o.level + " has no device path yet (--level weight has one)");
   const SymEigenSolver eig = gpu::make_spectral_eigensolver(backend);  // docs/gpu.md

@@ -22,32 +22,32 @@ std::string device_unusable(const std::string& missing) {
 }
 }  // namespace
 
-Backend resolve_device(const std::string& device, const std::string& tool, const std::string& missing) {
-  if (device == "cpu") return Backend::Cpu;
+Placement resolve_device(const std::string& device, const std::string& tool, const std::string& missing) {
+  if (device == "cpu") return Placement::Cpu;
   if (device == "cuda") {
     if (emulation_requested()) {
       require(missing.empty(), "--device cuda: ", missing, " (CF_GPU_EMULATE=1 emulates existing device paths only; ",
               "docs/gpu.md); use --device cpu");
-      return Backend::Emulated;
+      return Placement::Emulated;
     }
     const std::string why = device_unusable(missing);
     require(why.empty(), "--device cuda: ", why, "; use --device cpu");
-    return Backend::Cuda;
+    return Placement::Cuda;
   }
   require(device == "auto", "--device: unknown device '", device, "' (use cpu, cuda or auto)");
   const std::string why = device_unusable(missing);
-  if (why.empty()) return Backend::Cuda;
+  if (why.empty()) return Placement::Cuda;
   std::cerr << tool << ": --device auto: " << why << "; running on the CPU\n";
-  return Backend::Cpu;
+  return Placement::Cpu;
 }
 
-std::string backend_name(Backend b) {
+std::string backend_name(Placement b) {
   switch (b) {
-    case Backend::Cpu:
+    case Placement::Cpu:
       return "cpu";
-    case Backend::Cuda:
+    case Placement::Cuda:
       return "cuda";
-    case Backend::Emulated:
+    case Placement::Emulated:
       return "cuda (emulated on the CPU)";
   }
   return "cpu";

@@ -96,9 +96,9 @@ class DeviceRollout final : public rollout::LastRowBackend {
 
 }  // namespace
 
-std::unique_ptr<rollout::LastRowBackend> make_rollout_backend(Backend b) {
-  if (b == Backend::Emulated) return std::make_unique<DeviceRollout<true>>();
-  if (b == Backend::Cuda) return std::make_unique<DeviceRollout<false>>();
+std::unique_ptr<rollout::LastRowBackend> make_rollout_backend(Placement b) {
+  if (b == Placement::Emulated) return std::make_unique<DeviceRollout<true>>();
+  if (b == Placement::Cuda) return std::make_unique<DeviceRollout<false>>();
   return nullptr;
 }
 

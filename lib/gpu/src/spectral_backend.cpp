@@ -44,11 +44,11 @@ constexpr Solve kCudaSolve = &no_cuda;
 
 }  // namespace
 
-spectral::SymEigenSolver make_spectral_eigensolver(Backend b) {
+spectral::SymEigenSolver make_spectral_eigensolver(Placement b) {
   spectral::SymEigenSolver s;
   s.rounding_unit = 0x1p-24;
-  if (b == Backend::Cpu) return s;
-  const Solve solve = b == Backend::Emulated ? &emu::sym_eigenvalues_batched : kCudaSolve;
+  if (b == Placement::Cpu) return s;
+  const Solve solve = b == Placement::Emulated ? &emu::sym_eigenvalues_batched : kCudaSolve;
   s.solve = [solve](const std::vector<Eigen::MatrixXd>& ms) { return solve_batch(solve, ms); };
   return s;
 }

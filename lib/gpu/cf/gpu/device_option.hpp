@@ -27,8 +27,9 @@ inline CLI::Option* add_analysis_device_option(CLI::App& app, std::string& devic
       ->capture_default_str();
 }
 
-/// Where an analyser's work runs once --device, the machine and CF_GPU_EMULATE are read.
-enum class Backend {
+/// Where an analyser's work runs once --device, the machine and CF_GPU_EMULATE are read (not
+/// cf::gpu::Backend, the build of a device operation: an analyser may also stay on the CPU).
+enum class Placement {
   Cpu,       ///< the CPU analyser (the oracle)
   Cuda,      ///< the tool's device path on a CUDA device
   Emulated,  ///< the same device path, its emulated build on the CPU (CF_GPU_EMULATE=1; a test device)
@@ -37,17 +38,17 @@ enum class Backend {
 /// Resolve an analyser's --device value ("cpu" | "cuda" | "auto") for `tool` (the name that
 /// starts its stderr lines). `missing` is empty when the tool, in the mode asked for, has a device
 /// path, else why not (e.g. "rollout verify has no device path yet").
-///  - cpu: Backend::Cpu.
-///  - cuda: Backend::Emulated when CF_GPU_EMULATE=1 and there is a path; Backend::Cuda when a
+///  - cpu: Placement::Cpu.
+///  - cuda: Placement::Emulated when CF_GPU_EMULATE=1 and there is a path; Placement::Cuda when a
 ///    device is usable and there is a path; otherwise throws cf::InvalidArgument ("--device cuda:
 ///    <reason>; use --device cpu", exit 2).
-///  - auto: Backend::Cuda when a device is usable and there is a path; otherwise Backend::Cpu after
+///  - auto: Placement::Cuda when a device is usable and there is a path; otherwise Placement::Cpu after
 ///    one line on stderr: "<tool>: --device auto: <reason>; running on the CPU". auto never picks
 ///    the emulated device (CF_GPU_EMULATE applies to --device cuda only).
 /// A CF_GPU_EMULATE other than unset, "", "0" or "1" is refused for cuda (cf::InvalidArgument).
-Backend resolve_device(const std::string& device, const std::string& tool, const std::string& missing);
+Placement resolve_device(const std::string& device, const std::string& tool, const std::string& missing);
 
 /// "cpu", "cuda" or "cuda (emulated on the CPU)", for reports' metadata.
-std::string backend_name(Backend b);
+std::string backend_name(Placement b);
 
 }  // namespace cf::gpu

@@ -1,7 +1,7 @@
 #pragma once
 // The rollout on a device (issue 30; docs/gpu.md): a cf::rollout::LastRowBackend whose structured
 // ALiBi path runs the windowed / causal affine-scan step (alibi_rollout_apply_left_window) and whose
-// dense path a column-dot rollout loop, both on the device of a cf::gpu::Backend (the CUDA build,
+// dense path a column-dot rollout loop, both on the device of a cf::gpu::Placement (the CUDA build,
 // or its emulated twin on the CPU for CF_GPU_EMULATE=1 and CI).
 #include <memory>
 
@@ -10,8 +10,8 @@
 
 namespace cf::gpu {
 
-/// The device rollout of `b`; null for Backend::Cpu (the CPU paths of lib/rollout). Throws
-/// cf::InvalidArgument for Backend::Cuda in a build without CUDA.
-std::unique_ptr<rollout::LastRowBackend> make_rollout_backend(Backend b);
+/// The device rollout of `b`; null for Placement::Cpu (the CPU paths of lib/rollout). Throws
+/// cf::InvalidArgument for Placement::Cuda in a build without CUDA.
+std::unique_ptr<rollout::LastRowBackend> make_rollout_backend(Placement b);
 
 }  // namespace cf::gpu

@@ -9,8 +9,8 @@ namespace cf::gpu {
 
 /// The batched eigensolver of `b` (float32: rounding_unit 2^-24; each matrix is scaled by its
 /// largest |entry| before the conversion, so no core under- or overflows float32). For
-/// Backend::Cpu, a solver with an empty `solve` (callers take the CPU path). Throws
-/// cf::InvalidArgument for Backend::Cuda in a build without CUDA.
-spectral::SymEigenSolver make_spectral_eigensolver(Backend b);
+/// Placement::Cpu, a solver with an empty `solve` (callers take the CPU path). Throws
+/// cf::InvalidArgument for Placement::Cuda in a build without CUDA.
+spectral::SymEigenSolver make_spectral_eigensolver(Placement b);
 
 }  // namespace cf::gpu
