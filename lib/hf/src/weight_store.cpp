@@ -19,6 +19,8 @@ namespace cf::hf {
 
 namespace fs = std::filesystem;
 
+constexpr std::size_t kReleaseStep = std::size_t{1} << 20;
+
 std::int64_t StoredTensor::numel() const {
   std::int64_t n = 1;
   for (auto s : shape) n *= s;
@@ -160,8 +162,13 @@ StageStats WeightStore::stage(const std::vector<std::string>& names, std::uint8_
     ++s.tensors;
     for (std::uint64_t off = 0; off < t.bytes; off += staging_bytes) {
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(staging_bytes, t.bytes - off));
-      std::memcpy(staging, bytes(t) + off, n);
-      release(t.shard, t.offset + off, t.offset + off + n);
+      // copied in 1 MiB steps, each step's pages released at once: the mapped pages resident at any
+      // time stay about 1 MiB, so the peak is one staging buffer, not two
+      for (std::size_t done = 0; done < n; done += kReleaseStep) {
+        const std::size_t m = std::min(kReleaseStep, n - done);
+        std::memcpy(staging + done, bytes(t) + off + done, m);
+        release(t.shard, t.offset + off + done, t.offset + off + done + m);
+      }
       sink(StagedChunk{&t, off, staging, n});
       s.bytes += n;
       ++s.chunks;
