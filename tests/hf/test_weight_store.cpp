@@ -95,7 +95,9 @@ struct Fixture {
     write_text(dir / "model.safetensors.index.json", nlohmann::json({{"weight_map", wm}}).dump());
   }
   ~Fixture() { fs::remove_all(dir); }
-  static std::string shard_name(std::size_t s) { return "model-0000" + std::to_string(s + 1) + "-of-00003.safetensors"; }
+  static std::string shard_name(std::size_t s) {
+    return "model-0000" + std::to_string(s + 1) + "-of-00003.safetensors";
+  }
   std::string index() const { return (dir / "model.safetensors.index.json").string(); }
   void rewrite_index(const std::function<void(nlohmann::json&)>& edit) const {
     nlohmann::json j = nlohmann::json::parse(std::ifstream(index()));
@@ -187,9 +189,9 @@ TEST_CASE("weight store: staging walks shards in order in chunks no larger than 
   });
   CHECK(seen == std::vector<std::string>{"model.embed.weight", "model.layers.1.weight"});
   int calls = 0;
-  CHECK_THROWS_WITH(ws.stage({"model.embed.weight", "nope"}, buf.data(), buf.size(),
-                             [&](const StagedChunk&) { ++calls; }),
-                    Catch::Contains("'nope'"));
+  CHECK_THROWS_WITH(
+      ws.stage({"model.embed.weight", "nope"}, buf.data(), buf.size(), [&](const StagedChunk&) { ++calls; }),
+      Catch::Contains("'nope'"));
   CHECK(calls == 0);
   CHECK_THROWS_AS(ws.stage({}, buf.data(), 0, [](const StagedChunk&) {}), InvalidArgument);
 }
@@ -218,8 +220,9 @@ TEST_CASE("weight store: corrupt shards and indexes are refused naming the file 
   }
   SECTION("offset past the end of the file") {
     const Fixture fx("ws_bad_offset");
-    write_shard(fx.dir / s2, fx.shards[1],
-                [](nlohmann::json& h) { h["model.scale"]["data_offsets"] = {1 << 20, (1 << 20) + 2}; });
+    write_shard(fx.dir / s2, fx.shards[1], [](nlohmann::json& h) {
+      h["model.scale"]["data_offsets"] = {1 << 20, (1 << 20) + 2};
+    });
     const std::string m = refusal(fx.dir);
     CHECK_THAT(m, Catch::Contains(s2) && Catch::Contains("'model.scale'") && Catch::Contains("beyond the data region"));
   }
@@ -233,8 +236,8 @@ TEST_CASE("weight store: corrupt shards and indexes are refused naming the file 
   SECTION("unknown dtype") {
     const Fixture fx("ws_bad_dtype");
     write_shard(fx.dir / s2, fx.shards[1], [](nlohmann::json& h) { h["model.scale"]["dtype"] = "BF17"; });
-    CHECK_THAT(refusal(fx.dir), Catch::Contains(s2) && Catch::Contains("'model.scale'") &&
-                                    Catch::Contains("unknown dtype 'BF17'"));
+    CHECK_THAT(refusal(fx.dir),
+               Catch::Contains(s2) && Catch::Contains("'model.scale'") && Catch::Contains("unknown dtype 'BF17'"));
   }
   SECTION("overlapping tensors") {
     const Fixture fx("ws_bad_overlap");
@@ -253,7 +256,8 @@ TEST_CASE("weight store: corrupt shards and indexes are refused naming the file 
   SECTION("index naming a tensor its shard lacks") {
     const Fixture fx("ws_bad_lacks");
     fx.rewrite_index([&](nlohmann::json& wm) { wm["model.ghost"] = s2; });
-    CHECK_THAT(refusal(fx.dir), Catch::Contains("maps tensor 'model.ghost' to '" + s2 + "' but that shard does not hold it"));
+    CHECK_THAT(refusal(fx.dir),
+               Catch::Contains("maps tensor 'model.ghost' to '" + s2 + "' but that shard does not hold it"));
   }
   SECTION("index mapping a tensor to the wrong shard") {
     const Fixture fx("ws_bad_wrong");
@@ -273,6 +277,10 @@ TEST_CASE("weight store: corrupt shards and indexes are refused naming the file 
     const Fixture fx("ws_bad_path");
     fx.rewrite_index([](nlohmann::json& wm) { wm["model.scale"] = "../x.safetensors"; });
     CHECK_THAT(refusal(fx.dir), Catch::Contains("'model.scale'") && Catch::Contains("not a plain file name"));
+  }
+  SECTION("the index given instead of its folder") {
+    const Fixture fx("ws_bad_indexfile");
+    CHECK_THAT(refusal(fx.index()), Catch::Contains("is not a safetensors file: give the Hugging Face folder itself"));
   }
   SECTION("a directory with no weights") {
     const fs::path d = fs::current_path() / "ws_bad_empty";

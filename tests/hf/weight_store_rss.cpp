@@ -57,11 +57,18 @@ std::vector<Spec> gpt2_tensors() {
   std::vector<Spec> t = {{"transformer.wte.weight", {kVocab, C}}, {"transformer.wpe.weight", {kPositions, C}}};
   for (int l = 0; l < kLayers; ++l) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
-    for (Spec s : std::vector<Spec>{{"ln_1.weight", {C}}, {"ln_1.bias", {C}}, {"attn.c_attn.weight", {C, 3 * C}},
-                                    {"attn.c_attn.bias", {3 * C}}, {"attn.c_proj.weight", {C, C}},
-                                    {"attn.c_proj.bias", {C}}, {"ln_2.weight", {C}}, {"ln_2.bias", {C}},
-                                    {"mlp.c_fc.weight", {C, 4 * C}}, {"mlp.c_fc.bias", {4 * C}},
-                                    {"mlp.c_proj.weight", {4 * C, C}}, {"mlp.c_proj.bias", {C}}}) {
+    for (Spec s : std::vector<Spec>{{"ln_1.weight", {C}},
+                                    {"ln_1.bias", {C}},
+                                    {"attn.c_attn.weight", {C, 3 * C}},
+                                    {"attn.c_attn.bias", {3 * C}},
+                                    {"attn.c_proj.weight", {C, C}},
+                                    {"attn.c_proj.bias", {C}},
+                                    {"ln_2.weight", {C}},
+                                    {"ln_2.bias", {C}},
+                                    {"mlp.c_fc.weight", {C, 4 * C}},
+                                    {"mlp.c_fc.bias", {4 * C}},
+                                    {"mlp.c_proj.weight", {4 * C, C}},
+                                    {"mlp.c_proj.bias", {C}}}) {
       s.name = p + s.name;
       t.push_back(s);
     }
@@ -93,7 +100,8 @@ int make(const fs::path& dir) {
       bytes += specs[next].bytes();
       mine.push_back(specs[next++]);
     }
-    const std::string name = "model-0000" + std::to_string(k + 1) + "-of-0000" + std::to_string(kShards) + ".safetensors";
+    const std::string name =
+        "model-0000" + std::to_string(k + 1) + "-of-0000" + std::to_string(kShards) + ".safetensors";
     nlohmann::json h = nlohmann::json::object();
     std::uint64_t off = 0;
     for (const auto& s : mine) {
@@ -115,8 +123,11 @@ int make(const fs::path& dir) {
     if (!out) return std::cerr << "cannot write " << (dir / name) << "\n", 1;
   }
   std::ofstream(dir / "model.safetensors.index.json") << nlohmann::json({{"weight_map", wm}}).dump();
-  std::ofstream(dir / "config.json") << nlohmann::json({{"model_type", "gpt2"}, {"vocab_size", kVocab},
-                                                        {"n_embd", kEmbd}, {"n_layer", kLayers}, {"n_head", 16},
+  std::ofstream(dir / "config.json") << nlohmann::json({{"model_type", "gpt2"},
+                                                        {"vocab_size", kVocab},
+                                                        {"n_embd", kEmbd},
+                                                        {"n_layer", kLayers},
+                                                        {"n_head", 16},
                                                         {"n_positions", kPositions}})
                                             .dump();
   std::ofstream(dir / "expected.txt") << total << " " << checksum << "\n";
@@ -139,14 +150,15 @@ int stage(const fs::path& dir, double staging_mib, double frac) {
   std::vector<std::uint8_t> staging(static_cast<std::size_t>(staging_mib * (1 << 20)));
   std::uint64_t sum = 0;
   const auto st = ws.stage({}, staging.data(), staging.size(), [&](const cf::hf::StagedChunk& c) {
-    for (std::size_t i = 0; i + 1 < c.bytes; i += 2) sum += static_cast<std::uint16_t>(c.data[i] | (c.data[i + 1] << 8));
+    for (std::size_t i = 0; i + 1 < c.bytes; i += 2)
+      sum += static_cast<std::uint16_t>(c.data[i] | (c.data[i + 1] << 8));
   });
   const std::uint64_t grow = peak_rss() - base;
   std::printf("stage: %zu shards, %zu tensors, %zu chunks, %.1f MiB staged through a %.1f MiB buffer\n", st.shards,
               st.tensors, st.chunks, mib(st.bytes), staging_mib);
-  std::printf("stage: peak RSS %.1f MiB over a baseline of %.1f MiB = %.1f%% of the %.1f MiB of shards (bound %.0f%%)\n",
-              mib(grow), mib(base), 100.0 * static_cast<double>(grow) / static_cast<double>(file), mib(file),
-              100 * frac);
+  std::printf(
+      "stage: peak RSS %.1f MiB over a baseline of %.1f MiB = %.1f%% of the %.1f MiB of shards (bound %.0f%%)\n",
+      mib(grow), mib(base), 100.0 * static_cast<double>(grow) / static_cast<double>(file), mib(file), 100 * frac);
   if (st.bytes != want_bytes || sum != want_sum)
     return std::printf("FAIL: staged %llu bytes, checksum %llu; expected %llu, %llu\n",
                        static_cast<unsigned long long>(st.bytes), static_cast<unsigned long long>(sum),
@@ -165,10 +177,10 @@ int load_float(const fs::path& dir) {
   const std::uint64_t file = shard_bytes(dir), base = peak_rss();
   const auto m = cf::hf::load_hf_model(dir.string());
   const std::uint64_t grow = peak_rss() - base;
-  std::printf("float32 loader: %zu parameters, peak RSS %.1f MiB over a baseline of %.1f MiB = %.1f%% of the %.1f MiB "
-              "of shards\n",
-              m.params.size(), mib(grow), mib(base), 100.0 * static_cast<double>(grow) / static_cast<double>(file),
-              mib(file));
+  std::printf(
+      "float32 loader: %zu parameters, peak RSS %.1f MiB over a baseline of %.1f MiB = %.1f%% of the %.1f MiB "
+      "of shards\n",
+      m.params.size(), mib(grow), mib(base), 100.0 * static_cast<double>(grow) / static_cast<double>(file), mib(file));
   return 0;
 }
 

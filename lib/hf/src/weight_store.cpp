@@ -31,6 +31,10 @@ WeightStore::WeightStore(const std::string& path) {
   try {
     std::error_code ec;
     if (!fs::is_directory(path, ec)) {
+      const std::string name = fs::path(path).filename().string();
+      require(name != "model.safetensors.index.json" && name != "config.json", "'", path,
+              "' is not a safetensors file: give the Hugging Face folder itself ('",
+              fs::path(path).parent_path().string(), "')");
       add_shard(path);
     } else if (fs::exists(fs::path(path) / "model.safetensors", ec)) {
       // transformers' precedence: the single file first, the index only without it
@@ -87,8 +91,8 @@ void WeightStore::add_shard(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size < 8) {
     ::close(fd);
-    throw InvalidArgument(str("safetensors '", path, "': file has ", st.st_size,
-                              " bytes, fewer than the 8-byte header length"));
+    throw InvalidArgument(
+        str("safetensors '", path, "': file has ", st.st_size, " bytes, fewer than the 8-byte header length"));
   }
   const auto size = static_cast<std::size_t>(st.st_size);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -144,8 +148,8 @@ void WeightStore::release(std::size_t shard, std::uint64_t begin, std::uint64_t 
   if (e > b) ::madvise(const_cast<std::uint8_t*>(m.base) + b, e - b, MADV_DONTNEED);
 }
 
-StageStats WeightStore::stage(const std::vector<std::string>& names, std::uint8_t* staging,
-                              std::size_t staging_bytes, const Sink& sink) const {
+StageStats WeightStore::stage(const std::vector<std::string>& names, std::uint8_t* staging, std::size_t staging_bytes,
+                              const Sink& sink) const {
   require(staging != nullptr && staging_bytes > 0, "staging buffer must be non-empty");
   std::vector<bool> pick(tensors_.size(), names.empty());
   for (const auto& n : names) {

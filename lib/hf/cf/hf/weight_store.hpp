@@ -51,7 +51,8 @@ struct StageStats {
 class WeightStore {
  public:
   /// `path`: a directory (model.safetensors preferred, as transformers does, else
-  /// model.safetensors.index.json and its shards) or one .safetensors file. Every shard's header
+  /// model.safetensors.index.json and its shards) or one .safetensors file (the index or
+  /// config.json given as the file is refused, naming the folder to give). Every shard's header
   /// is validated (parse_header: offsets inside the file, size = shape product x dtype size, no
   /// overlap, known dtypes); a tensor in two shards, an index naming a shard that is missing or a
   /// tensor its shard lacks, and a shard name that is not a plain file name are refused with
@@ -61,7 +62,8 @@ class WeightStore {
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
-  /// Shard file paths, in staging order (index order of first mention; one entry for a single file).
+  /// Shard file paths, in staging order (sorted by file name: model-00001-of-0000N first; one entry
+  /// for a single file).
   const std::vector<std::string>& shards() const { return paths_; }
   /// All tensors, by shard then offset (the order stage() visits them).
   const std::vector<StoredTensor>& tensors() const { return tensors_; }
