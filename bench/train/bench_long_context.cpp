@@ -24,6 +24,7 @@
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
+#include "cf/nn/context.hpp"
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/attention_linear.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
@@ -91,7 +92,9 @@ HeadsBench::HeadsBench(const LayerConfig& lc, int Tn_, int B_) : Tn(Tn_), B(B_) 
   const std::string gemm_s = gemm_env ? gemm_env : "tile";
   if (gemm_s != "tile" && gemm_s != "eigen")
     throw cf::InvalidArgument("CF_TILE_GEMM must be tile or eigen, got '" + gemm_s + "'");
-  detail::set_tile_gemm_enabled(gemm_s == "tile");
+  Context ctx = context();
+  ctx.tile_products = gemm_s == "tile";
+  set_context(ctx);
   // env CF_TILE_MERGE: none | adjacent | bridging (detail::TileMerge; default bridging)
   const char* sub = std::getenv("CF_SUB_ROWS");
   const char* merge_env = std::getenv("CF_TILE_MERGE");

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "cf/nn/context.hpp"
 #include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/gemm_backend.hpp"
 #include "cf/nn/model.hpp"
@@ -50,7 +51,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train_step: CF_TILE_GEMM must be tile or eigen, got '%s'\n", tile_gemm.c_str());
     return 2;
   }
-  detail::set_tile_gemm_enabled(tile_gemm == "tile");
+  Context ctx = context();
+  ctx.tile_products = tile_gemm == "tile";
+  set_context(ctx);
   ModelConfig c;
   c.n_layer = std::atoi(argv[1]);
   c.d_model = std::atoi(argv[2]);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cf/gpu/attention.hpp"
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/emulation.hpp"
 #include "cf/gpu/ops.hpp"
 #include "cf/graph/mask.hpp"
@@ -55,8 +56,8 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-void check_case(cf::graph::PatternKind kind, bool branch, bool alibi, int T, int dh, int bb = 12, int w = 10,
-                int e = 4) {
+void check_case(cf::gpu::Context& ctx, cf::graph::PatternKind kind, bool branch, bool alibi, int T, int dh, int bb = 12,
+                int w = 10, int e = 4) {
   const int B = 2, H = 3;
   const Masks masks = make_masks(kind, branch, T, bb, w, e);
   std::vector<const std::uint8_t*> mp;
@@ -88,9 +89,9 @@ void check_case(cf::graph::PatternKind kind, bool branch, bool alibi, int T, int
     cf::gpu::emu::set_schedule(sched);
     std::vector<float> y1(n), lse(size_t(B) * H * tm.nb * T), obr(lse.size() * dh), dsum(lse.size());
     std::vector<float> dq1(n, 0), dk1(n, 0), dv1(n, 0);
-    cf::gpu::emu::attention_forward(s, tm, slopes.data(), q.data(), k.data(), v.data(), y1.data(), lse.data(),
+    cf::gpu::emu::attention_forward(ctx, s, tm, slopes.data(), q.data(), k.data(), v.data(), y1.data(), lse.data(),
                                     obr.data());
-    cf::gpu::emu::attention_backward(s, tm, slopes.data(), q.data(), k.data(), v.data(), dy.data(), lse.data(),
+    cf::gpu::emu::attention_backward(ctx, s, tm, slopes.data(), q.data(), k.data(), v.data(), dy.data(), lse.data(),
                                      obr.data(), dsum.data(), dq1.data(), dk1.data(), dv1.data());
     INFO(cf::graph::pattern_name(kind) << (branch ? " branch" : " union") << (alibi ? " alibi" : "") << " T=" << T
                                        << " dh=" << dh);
@@ -108,24 +109,26 @@ void check_case(cf::graph::PatternKind kind, bool branch, bool alibi, int T, int
 
 TEST_CASE("gpu tiled attention = dense attention for every mask family, fusion, ALiBi, ragged T", "[gpu][emu]") {
   using K = cf::graph::PatternKind;
-  // both kernel sets of plain heads: the register-resident ones (default) and the general ones
-  for (const char* path : {"plain", "generic"}) {
-    INFO("CF_GPU_ATTENTION=" << path);
-    ::setenv("CF_GPU_ATTENTION", path, 1);
+  // both kernel sets of plain heads: the register-resident ones (default) and the general ones,
+  // each in its own context (CF_GPU_ATTENTION=plain|generic sets the default context's choice)
+  for (const auto path : {cf::gpu::AttentionPath::Plain, cf::gpu::AttentionPath::Generic}) {
+    INFO("CF_GPU_ATTENTION=" << (path == cf::gpu::AttentionPath::Plain ? "plain" : "generic"));
+    cf::gpu::ContextOptions o;
+    o.attention = path;
+    cf::gpu::Context ctx(o);
     for (K kind : {K::Full, K::Block, K::Swa, K::Bridge, K::Pbb, K::SeBridge})
       for (bool branch : {false, true})
         for (bool alibi : {false, true}) {
           if (branch && (kind == K::Full || kind == K::Block || kind == K::Swa)) continue;
-          check_case(kind, branch, alibi, /*T=*/45, /*dh=*/8);
+          check_case(ctx, kind, branch, alibi, /*T=*/45, /*dh=*/8);
         }
-    check_case(K::Full, false, true, 77, 40);      // dh between the 32 and 64 capacities
-    check_case(K::SeBridge, true, false, 70, 72);  // dh in the 128 capacity
-    check_case(K::Full, false, false, 1, 4);       // a single position
+    check_case(ctx, K::Full, false, true, 77, 40);      // dh between the 32 and 64 capacities
+    check_case(ctx, K::SeBridge, true, false, 70, 72);  // dh in the 128 capacity
+    check_case(ctx, K::Full, false, false, 1, 4);       // a single position
     // centered bridges with b < w <= 2b: overlapping write-back sets, two bridge branches (Eq. 35)
-    check_case(K::Bridge, true, true, 45, 8, /*b=*/8, /*w=*/12);
-    check_case(K::Pbb, true, false, 45, 8, /*b=*/8, /*w=*/12);
+    check_case(ctx, K::Bridge, true, true, 45, 8, /*b=*/8, /*w=*/12);
+    check_case(ctx, K::Pbb, true, false, 45, 8, /*b=*/8, /*w=*/12);
   }
-  ::unsetenv("CF_GPU_ATTENTION");
 }
 
 TEST_CASE("gpu tiled mask: visited tiles follow the mask's score count", "[gpu]") {
@@ -330,12 +333,32 @@ TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than plain or generic is 
   const Masks m = make_masks(cf::graph::PatternKind::Full, false, T, 12, 10, 4);
   const auto tm = cf::gpu::tiled_mask_from_dense({m[0].data()}, T);
   std::vector<float> a(T * dh, 0.1f), y(T * dh), l(T), o(T * dh);
+  // the environment is read where a context is made from it (ContextOptions::from_environment)
   ::setenv("CF_GPU_ATTENTION", "fast", 1);
-  REQUIRE_THROWS_WITH(cf::gpu::emu::attention_forward({1, 1, T, dh, 0.5f}, tm, nullptr, a.data(), a.data(), a.data(),
-                                                      y.data(), l.data(), o.data()),
+  REQUIRE_THROWS_WITH(cf::gpu::ContextOptions::from_environment(),
                       Catch::Contains("CF_GPU_ATTENTION must be plain or generic, got 'fast'"));
   ::unsetenv("CF_GPU_ATTENTION");
-  cf::gpu::emu::attention_forward({1, 1, T, dh, 0.5f}, tm, nullptr, a.data(), a.data(), a.data(), y.data(), l.data(),
-                                  o.data());
+  cf::gpu::Context ctx(cf::gpu::ContextOptions::from_environment());
+  cf::gpu::emu::attention_forward(ctx, {1, 1, T, dh, 0.5f}, tm, nullptr, a.data(), a.data(), a.data(), y.data(),
+                                  l.data(), o.data());
   CHECK(std::abs(y[0] - 0.1f) < 1e-6f);  // row 0 attends to itself only: y_0 = v_0
+}
+
+TEST_CASE("gpu context: the default context is made once and the environment read once", "[gpu]") {
+  ::setenv("CF_GPU_EMULATE", "2", 1);
+  REQUIRE_THROWS_WITH(cf::gpu::ContextOptions::from_environment(), Catch::Contains("CF_GPU_EMULATE = '2'"));
+  ::setenv("CF_GPU_EMULATE", "1", 1);
+  ::setenv("CF_GPU_ATTENTION", "generic", 1);
+  const cf::gpu::ContextOptions o = cf::gpu::ContextOptions::from_environment();
+  CHECK(o.emulate);
+  CHECK(o.attention == cf::gpu::AttentionPath::Generic);
+  ::unsetenv("CF_GPU_EMULATE");
+  ::unsetenv("CF_GPU_ATTENTION");
+  cf::gpu::Context& d = cf::gpu::default_context();
+  const cf::gpu::AttentionPath before = d.attention();
+  CHECK(&cf::gpu::default_context() == &d);  // one object for the whole process
+  ::setenv("CF_GPU_ATTENTION", before == cf::gpu::AttentionPath::Plain ? "generic" : "plain", 1);
+  CHECK(cf::gpu::default_context().attention() == before);  // not read again
+  ::unsetenv("CF_GPU_ATTENTION");
+  CHECK_THROWS_WITH(cf::gpu::init_default_context(cf::gpu::ContextOptions{}), Catch::Contains("exists already"));
 }

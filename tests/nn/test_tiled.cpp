@@ -13,6 +13,7 @@
 
 #include "cf/graph/mask.hpp"
 #include "cf/graph/scores.hpp"
+#include "cf/nn/context.hpp"
 #include "cf/nn/detail/activations.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/detail/attention_tiled.hpp"
@@ -174,12 +175,15 @@ TEST_CASE(
     compare<float>(cfg_of("se-bridge", 1, PosKind::Learned, Fusion::Branch, 64, 64, 32, 300, 32), 1, Tn, 2e-4);
     compare<double>(cfg_of("se-bridge", 2, PosKind::Alibi, Fusion::Branch, 64, 64, 32, 300, 32), 1, Tn, 1e-11);
   }
-  cf::nn::detail::set_tile_gemm_enabled(false);
+  const cf::nn::Context saved = cf::nn::context();
+  cf::nn::Context eigen_products = saved;
+  eigen_products.tile_products = false;
+  cf::nn::set_context(eigen_products);
   for (const char* sch : schedules) {
     INFO(sch << " (Eigen products)");
     compare<double>(cfg_of(sch, 2, PosKind::Alibi, Fusion::Branch, 24, 40, 10, 150), 2, 150, 1e-11);
   }
-  cf::nn::detail::set_tile_gemm_enabled(true);
+  cf::nn::set_context(saved);
 }
 
 TEST_CASE("Tile plan: visited tiles cover every admitted score, and SWA visits O(T w) of them", "[nn][tiled]") {

@@ -231,6 +231,68 @@ TEST_CASE("probe task files: malformed passkey items are refused, not read past 
   REQUIRE_THROWS_AS(evaluate_passkey(m, d, tok, 2, 4, 0), InvalidArgument);  // not a raw JSON error (exit 1)
 }
 
+TEST_CASE("passkey scoring: every generated answer is an exact match, a run-on digit string is not", "[probe][evaluate]") {
+  // the generator and the scorer must agree: rows whose answer lacked the closing period taught the
+  // models to run on, and strict exact match was 0 for every trained model of the first full run
+  const auto tok = data::Tokenizer::create("byte");
+  PasskeySpec s;
+  s.lengths = {64, 80};
+  s.depths = {0.0, 0.5, 1.0};
+  s.reps = 3;
+  s.rows_train = 2;
+  const data::TaskData d = generate_passkey(s, tok, filler_tokens(tok));
+  for (std::size_t i = 0; i < d.val.items.size(); ++i) {
+    std::vector<data::Token> ans;  // the tokens the loss is on: what a model is taught to answer
+    for (int j = 0; j < d.row_len; ++j)
+      if (d.val.mask[i * d.row_len + j]) ans.push_back(d.val.tokens[i * d.row_len + j]);
+    const std::string pk = d.val.items[i]["passkey"];
+    INFO("item " << i << " answer '" << tok.decode(ans) << "'");
+    CHECK(tok.decode(ans) == " " + pk + ".");
+    CHECK(score_passkey_answer(tok.decode(ans), pk).exact);
+    CHECK(score_passkey_answer(tok.decode(ans), pk).prefix_match);
+  }
+  // the rule by hand: the leading digit run (after spaces) is all and only the passkey
+  struct Case {
+    const char* decoded;
+    bool exact, prefix;
+  };
+  for (const Case& c : {Case{" 12345.", true, true}, Case{"12345", true, true}, Case{" 12345 The", true, true},
+                        Case{" 1234567", false, true}, Case{" 1234", false, false}, Case{" 12346.", false, false},
+                        Case{"", false, false}, Case{" .12345", false, false}, Case{"  012345.", false, false}}) {
+    INFO("decoded '" << c.decoded << "'");
+    CHECK(score_passkey_answer(c.decoded, "12345").exact == c.exact);
+    CHECK(score_passkey_answer(c.decoded, "12345").prefix_match == c.prefix);
+  }
+}
+
+TEST_CASE("passkey in-context length: in the metadata, lengths labelled by regime, a malformed one refused", "[probe][evaluate]") {
+  const auto tok = data::Tokenizer::create("byte");
+  PasskeySpec s;
+  s.lengths = {64, 80};
+  s.depths = {0.0, 1.0};
+  s.reps = 1;
+  s.rows_train = 2;
+  const data::TaskData plain = generate_passkey(s, tok, filler_tokens(tok));
+  CHECK_FALSE(plain.task.contains("in_context"));
+  CHECK(passkey_regime(plain, 64).empty());
+  s.in_context = 64;
+  const data::TaskData d = generate_passkey(s, tok, filler_tokens(tok));
+  REQUIRE(d.task.at("in_context") == 64);
+  CHECK(passkey_regime(d, 64) == "in-context");
+  CHECK(passkey_regime(d, 65) == "out-of-context");
+  CHECK(passkey_regime(d, 80) == "out-of-context");
+  const auto m = byte_model(128);
+  CHECK(evaluate_passkey(m, d, tok, 2, 4, 0).size() == 4);
+  for (const nlohmann::json& v : {nlohmann::json("64"), nlohmann::json(-1), nlohmann::json(6.5)}) {
+    data::TaskData bad = d;
+    bad.task["in_context"] = v;
+    INFO("in_context = " << v.dump());
+    CHECK_THROWS_WITH(evaluate_passkey(m, bad, tok, 2, 4, 0), Catch::Contains("in_context"));
+  }
+  s.in_context = -1;
+  CHECK_THROWS_AS(generate_passkey(s, tok, filler_tokens(tok)), InvalidArgument);
+}
+
 TEST_CASE("probe task files: malformed ranking items are refused, not read out of bounds", "[probe][evaluate]") {
   // prompt_len 0 read the probability at position -1 and a correct slot of 4 the fifth of four
   // scores (both SIGSEGV); three candidates or a string were raw JSON errors (exit 1).

@@ -237,15 +237,53 @@ TEST_CASE("Windowed structured path in head chunks equals the unchunked one and 
   m.delta = p.content_delta;
   m.mask.window = 17;
   const Eigen::VectorXd whole = rollout_last_row_alibi(m, p.alpha_measured, 300);
-  const double saved = window_buffer_limit();
-  window_buffer_limit() = 16 * 5;  // B = 16: chunks of 5 heads (32 heads: 7 chunks)
-  const Eigen::VectorXd chunked = rollout_last_row_alibi(m, p.alpha_measured, 300);
-  window_buffer_limit() = 1;  // one head per chunk
-  const Eigen::VectorXd single = rollout_last_row_alibi(m, p.alpha_measured, 300);
-  window_buffer_limit() = saved;
+  RolloutOptions o;
+  o.window_buffer_doubles = 16 * 5;  // B = 16: chunks of 5 heads (32 heads: 7 chunks)
+  const Eigen::VectorXd chunked = rollout_last_row_alibi(m, p.alpha_measured, 300, o);
+  o.window_buffer_doubles = 1;  // one head per chunk
+  const Eigen::VectorXd single = rollout_last_row_alibi(m, p.alpha_measured, 300, o);
   const Eigen::VectorXd dense = rollout_last_row_alibi_dense(m, p.alpha_measured, 300);
   CHECK(entrywise_rel_err(chunked, whole) < 1e-13);
   CHECK(entrywise_rel_err(single, whole) < 1e-13);
   CHECK(entrywise_rel_err(whole, dense) < 1e-11);
   CHECK(whole.minCoeff() >= 0);
+}
+
+namespace {
+// A kernel kind the library does not have: the uniform causal kernel A[i, j] = 1/(i+1) for j <= i,
+// applied in O(n) by a suffix sum, (v A)_j = sum_{i >= j} v_i / (i+1).
+class UniformCausal final : public KernelOperator {
+ public:
+  explicit UniformCausal(long n) : n_(n) {}
+  void check(const Eigen::VectorXd&) const override {}
+  long size() const override { return n_; }
+  void apply_left(int, const Eigen::VectorXd& v, Eigen::VectorXd& out) override {
+    out.resize(n_);
+    double s = 0;
+    for (long j = n_ - 1; j >= 0; --j) out(j) = s += v(j) / static_cast<double>(j + 1);
+  }
+
+ private:
+  long n_;
+};
+}  // namespace
+
+TEST_CASE("Rollout over a new kernel operator: uniform causal kernels, closed form and the stored dense kernel",
+          "[rollout][operator]") {
+  const long n = 40;
+  UniformCausal op(n);
+  // two full layers: p_j = (1/n) sum_{i >= j} 1/(i+1) = (H_n - H_j) / n (harmonic numbers)
+  const Eigen::VectorXd p = rollout_last_row(op, Eigen::VectorXd::Ones(2));
+  double tail = 0;  // H_n - H_j, built from the top
+  for (long j = n - 1; j >= 0; --j) {
+    tail += 1.0 / static_cast<double>(j + 1);
+    CHECK(p(j) == Approx(tail / n).epsilon(1e-14));
+  }
+  // with a residual schedule, the same as the dense kernel through StoredKernels
+  RowMatrix A = RowMatrix::Zero(n, n);
+  for (long i = 0; i < n; ++i) A.row(i).head(i + 1).setConstant(1.0 / static_cast<double>(i + 1));
+  const std::vector<RowMatrix> ks{A};
+  StoredKernels stored(ks);
+  const Eigen::VectorXd alpha = Eigen::VectorXd::LinSpaced(5, 0.0, 1.0);
+  CHECK(rel_err(rollout_last_row(op, alpha), rollout_last_row(stored, alpha)) < 1e-14);
 }

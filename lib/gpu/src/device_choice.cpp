@@ -4,16 +4,13 @@
 #include <iostream>
 
 #include "cf/core/error.hpp"
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/device_option.hpp"
 
 namespace cf::gpu {
 
-bool emulation_requested() {
-  const char* e = std::getenv("CF_GPU_EMULATE");
-  if (!e || std::string(e).empty() || std::string(e) == "0") return false;
-  require(std::string(e) == "1", "CF_GPU_EMULATE = '", e, "': use 1 (run --device cuda on the emulated twin) or 0");
-  return true;
-}
+// CF_GPU_EMULATE is read once, by the default context (ContextOptions::from_environment).
+bool emulation_requested() { return default_context().options().emulate; }
 
 namespace {
 // Why a real device cannot run the tool here ("" when it can): no device first (the reason users

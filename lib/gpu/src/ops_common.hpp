@@ -1,5 +1,5 @@
 #pragma once
-// Functors used only by ops_impl.inc (Thrust zip adaptors of the public functors).
+// Functors used only by ops_body.hpp (Thrust zip adaptors of the public functors).
 #include <thrust/tuple.h>
 
 #include <cmath>

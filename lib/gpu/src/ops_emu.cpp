@@ -1,6 +1,7 @@
-// cf::gpu::emu: the CUDA kernels of cf/gpu/kernels executed on the CPU by the emulation header,
-// the Thrust paths on the OpenMP backend (host pointers). Compiled by the host compiler in every
-// build: this is what CI runs against the CPU oracles (tests/gpu).
+// Ops<Backend::Emulated> (cf::gpu::emu): the CUDA kernels of cf/gpu/kernels executed on the CPU
+// by the emulation header, the Thrust paths on the OpenMP backend (host pointers). Compiled by the
+// host compiler in every build: this is what CI runs against the CPU oracles (tests/gpu). The
+// bodies are the templates of ops_body.hpp, instantiated here.
 #include <cblas.h>
 #include <thrust/count.h>
 #include <thrust/execution_policy.h>
@@ -19,52 +20,54 @@
 #include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
 #include "cf/gpu/emulation.hpp"
-#include "cf/gpu/kernels/crossentropy.cuh"
-#include "cf/gpu/kernels/layernorm.cuh"
 #include "cf/gpu/ops.hpp"
-#include "ops_common.hpp"
+#include "ops_body.hpp"
 
-namespace cf::gpu::emu {
+namespace cf::gpu {
 
-namespace {
-using namespace cf::gpu::detail;
-inline auto policy() { return thrust::omp::par; }
-inline void check_launch(const char*) {}  // emulated launches throw on failure
-struct DeviceMask {
-  const TiledMask& m;
-  explicit DeviceMask(const TiledMask& mm) : m(mm) {}
-  kernels::MaskView view() const { return m.view(); }
-};
-struct Scratch {
-  std::vector<float> buf;
-  void resize(std::size_t n) { buf.assign(n, 0.0f); }
-  float* data() { return buf.data(); }
-};
-}  // namespace
+/// The emulated back end's primitives (the contract is in ops_body.hpp).
+template <>
+struct OpsTraits<Backend::Emulated> {
+  static auto policy() { return thrust::omp::par; }
+  static void check_launch(const char*) {}  // emulated launches throw on failure
+  /// The kernels read the host arrays directly.
+  struct DeviceMask {
+    const TiledMask& m;
+    explicit DeviceMask(const TiledMask& mm) : m(mm) {}
+    kernels::MaskView view() const { return m.view(); }
+  };
+  struct Scratch {
+    std::vector<float> buf;
+    void resize(std::size_t n) { buf.assign(n, 0.0f); }
+    float* data() { return buf.data(); }
+  };
 
-#include "ops_impl.inc"
+  /// OpenBLAS sgemm per batch.
+  static void gemm_strided_batched(Context&, int m, int n, int k, float alpha, const float* A, std::int64_t sa,
+                                   const float* B, std::int64_t sb, float beta, float* C, std::int64_t sc, int batch) {
+    for (int b = 0; b < batch; ++b)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, A + b * sa, k, B + b * sb, n, beta,
+                  C + b * sc, n);
+  }
 
-void gemm_strided_batched(int m, int n, int k, float alpha, const float* A, std::int64_t sa, const float* B,
-                          std::int64_t sb, float beta, float* C, std::int64_t sc, int batch) {
-  require(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm_strided_batched: negative size");
-  for (int b = 0; b < batch; ++b)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, A + b * sa, k, B + b * sb, n, beta,
-                C + b * sc, n);
-}
-
-void sym_eig_batched(const float* A, int n, int batch, float* w, float* V) {
-  require(n >= 1 && batch >= 0, "sym_eig_batched: n = ", n, ", batch = ", batch);
-  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const std::int64_t nn = static_cast<std::int64_t>(n) * n;
-  cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
+  /// Eigen's SelfAdjointEigenSolver per matrix, matrices in parallel.
+  static void sym_eig_batched(Context&, const float* A, int n, int batch, float* w, float* V) {
+    using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const std::int64_t nn = static_cast<std::int64_t>(n) * n;
+    cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(dynamic)
-  for (int b = 0; b < batch; ++b)
-    omp_errors.run([&] {
-      Eigen::SelfAdjointEigenSolver<M> es(Eigen::Map<const M>(A + b * nn, n, n));
-      Eigen::Map<Eigen::VectorXf>(w + static_cast<std::int64_t>(b) * n, n) = es.eigenvalues();
-      Eigen::Map<M>(V + b * nn, n, n) = es.eigenvectors();
-    });
-  omp_errors.rethrow();
-}
+    for (int b = 0; b < batch; ++b)
+      omp_errors.run([&] {
+        Eigen::SelfAdjointEigenSolver<M> es(Eigen::Map<const M>(A + b * nn, n, n));
+        Eigen::Map<Eigen::VectorXf>(w + static_cast<std::int64_t>(b) * n, n) = es.eigenvalues();
+        Eigen::Map<M>(V + b * nn, n, n) = es.eigenvectors();
+      });
+    omp_errors.rethrow();
+  }
+};
 
-}  // namespace cf::gpu::emu
+static_assert(ops_body::IsOpsTraits<OpsTraits<Backend::Emulated>>::value, "OpsTraits<Emulated> breaks the contract");
+
+template struct Ops<Backend::Emulated>;
+
+}  // namespace cf::gpu

@@ -76,8 +76,9 @@ namespace {
 template <class Tr>
 class DeviceBackend final : public nn::UpdateBackend {
  public:
+  explicit DeviceBackend(Context& ctx) : ctx_(ctx) {}
   void load(const nn::Model<float>& model, const nn::AdamWState& st, int B, int T) override {
-    t_ = std::make_unique<Tr>(make_train_plan(model.config, B, T));
+    t_ = std::make_unique<Tr>(ctx_, make_train_plan(model.config, B, T));
     const std::size_t n = model.params.size();
     require(st.m.empty() || (st.m.size() == n && st.v.size() == n), "device trainer: optimizer state has ", st.m.size(),
             " entries for ", n, " parameters");
@@ -112,18 +113,23 @@ class DeviceBackend final : public nn::UpdateBackend {
     require(t_ != nullptr, "device trainer: no model loaded");
     return *t_;
   }
+  Context& ctx_;
   std::unique_ptr<Tr> t_;
 };
 
 }  // namespace
 
-std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build) {
-  if (build == TrainerBuild::Emulated) return std::make_unique<DeviceBackend<emu::Trainer>>();
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Context& ctx) {
+  if (build == TrainerBuild::Emulated) return std::make_unique<DeviceBackend<emu::Trainer>>(ctx);
 #if CF_GPU_HAVE_CUDA
-  return std::make_unique<DeviceBackend<cuda::Trainer>>();
+  return std::make_unique<DeviceBackend<cuda::Trainer>>(ctx);
 #else
   throw InvalidArgument("the device trainer's CUDA build is not in this binary (configured without CUDA)");
 #endif
+}
+
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build) {
+  return make_update_backend(build, default_context());
 }
 
 }  // namespace cf::gpu

@@ -1,5 +1,5 @@
 #pragma once
-// Index functors of the device trainer (trainer_impl.inc): gathers between the [B, T, ...] row
+// Index functors of the device trainer (trainer_body.hpp): gathers between the [B, T, ...] row
 // layout of the linear layers and the [B, H, T, dh] layout of the attention kernels, embeddings,
 // bias broadcasts and reductions. Each writes one output element from inputs it only reads, so
 // the Thrust calls are race-free and deterministic on both backends (no atomics).

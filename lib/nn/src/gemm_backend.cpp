@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cf/core/error.hpp"
+#include "cf/nn/context.hpp"
 
 extern "C" char* openblas_get_corename(void);
 extern "C" int openblas_get_num_threads(void);
@@ -25,35 +26,29 @@ bool openblas_core_is_modern(const std::string& core) {
   return false;
 }
 
-struct Choice {
-  GemmBackend backend;
-  std::string why;
-};
+}  // namespace
 
-Choice decide() {
+GemmBackend gemm_backend_from_environment(std::string& why) {
   const std::string core = openblas_get_corename() ? openblas_get_corename() : "unknown";
   if (const char* env = std::getenv("CF_GEMM"); env && *env) {
     const std::string v = env;
-    if (v == "eigen") return {GemmBackend::eigen, "eigen (CF_GEMM=eigen; OpenBLAS core " + core + ")"};
-    if (v == "openblas") return {GemmBackend::openblas, "openblas (CF_GEMM=openblas; core " + core + ")"};
-    throw cf::InvalidArgument("environment variable CF_GEMM=" + v + ": expected 'eigen' or 'openblas'");
+    if (v != "eigen" && v != "openblas")
+      throw cf::InvalidArgument("environment variable CF_GEMM=" + v + ": expected 'eigen' or 'openblas'");
+    why = v + " (CF_GEMM=" + v + (v == "eigen" ? "; OpenBLAS core " : "; core ") + core + ")";
+    return v == "eigen" ? GemmBackend::eigen : GemmBackend::openblas;
   }
 #if defined(__AVX2__)
-  if (!openblas_core_is_modern(core))
-    return {GemmBackend::eigen, "eigen (OpenBLAS core " + core + " has no AVX2 kernels)"};
+  if (!openblas_core_is_modern(core)) {
+    why = "eigen (OpenBLAS core " + core + " has no AVX2 kernels)";
+    return GemmBackend::eigen;
+  }
 #endif
-  return {GemmBackend::openblas, "openblas (core " + core + ")"};
+  why = "openblas (core " + core + ")";
+  return GemmBackend::openblas;
 }
 
-const Choice& choice() {
-  static const Choice c = decide();  // thread-safe one-time initialisation
-  return c;
-}
-
-}  // namespace
-
-GemmBackend gemm_backend() { return choice().backend; }
-std::string gemm_backend_description() { return choice().why; }
+GemmBackend gemm_backend() { return context().gemm; }
+std::string gemm_backend_description() { return context().gemm_why; }
 
 void sgemm_omp(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc) {

@@ -43,6 +43,7 @@ data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok
   for (int L : s.lengths)
     require(L >= needle_len_max + static_cast<int>(prompt.size()) + 1, "--lengths: context length ", L,
             " is too short for the needle and the prompt (need >= ", needle_len_max + prompt.size() + 1, " tokens)");
+  require(s.in_context >= 0, "passkey: in-context length ", s.in_context, " is negative");
   require(filler.size() > static_cast<std::size_t>(maxL) + 1, "filler corpus has ", filler.size(),
           " tokens, fewer than the longest context ", maxL);
   data::TaskData d;
@@ -54,6 +55,7 @@ data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok
             {"rows_train", s.rows_train}, {"seed", s.seed},
             {"prompt", kPasskeyPrompt},   {"needle", passkey_needle("NNNNN")},
             {"tokenizer", tok.name()}};
+  if (s.in_context > 0) d.task["in_context"] = s.in_context;
   auto make = [&](data::TaskSplit& sp, int rows, std::uint64_t salt, bool grid) {
     std::mt19937_64 rng(s.seed * 1000003ull + salt);
     std::uniform_int_distribution<int> digit(0, 9);
@@ -91,11 +93,29 @@ data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok
   return d;
 }
 
+PasskeyScore score_passkey_answer(const std::string& decoded, const std::string& passkey) {
+  std::size_t k = 0;
+  while (k < decoded.size() && decoded[k] == ' ') ++k;
+  std::string digits;
+  while (k < decoded.size() && decoded[k] >= '0' && decoded[k] <= '9') digits += decoded[k++];
+  return {digits == passkey, digits.size() >= 5 && digits.compare(0, 5, passkey) == 0};
+}
+
+std::string passkey_regime(const data::TaskData& d, int length) {
+  const std::int64_t in = d.task.value("in_context", std::int64_t{0});
+  if (in <= 0) return "";
+  return length <= in ? "in-context" : "out-of-context";
+}
+
 void check_passkey_task(const data::TaskData& d) {
   try {
     const auto lengths = d.task.at("lengths").get<std::vector<int>>();
     const auto depths = d.task.at("depths").get<std::vector<double>>();
     require(!lengths.empty() && !depths.empty(), "passkey task: the metadata lists no context lengths or no depths");
+    if (d.task.contains("in_context"))
+      require(d.task["in_context"].is_number_integer() && d.task["in_context"].get<std::int64_t>() >= 0,
+              "passkey task: the metadata's in_context is ", d.task["in_context"].dump(),
+              ", not a context length >= 0");
     for (std::size_t i = 0; i < d.val.items.size(); ++i) {
       const auto& it = d.val.items[i];
       const auto& L = it.at("length");
@@ -165,12 +185,9 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
       for (int b = 0; b < B; ++b) {
         auto& o = out[idx[b0 + b]];
         o.decoded = tok.decode(gen[b]);
-        std::size_t k = 0;
-        while (k < o.decoded.size() && o.decoded[k] == ' ') ++k;
-        std::string digits;
-        while (k < o.decoded.size() && o.decoded[k] >= '0' && o.decoded[k] <= '9') digits += o.decoded[k++];
-        o.correct = digits == o.passkey;
-        o.prefix_match = digits.compare(0, 5, o.passkey) == 0 && digits.size() >= 5;
+        const PasskeyScore sc = score_passkey_answer(o.decoded, o.passkey);
+        o.correct = sc.exact;
+        o.prefix_match = sc.prefix_match;
       }
       done += B;
       if (progress) progress(done, static_cast<std::int64_t>(n));
@@ -198,6 +215,7 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   check_pair(models, o.checkpoints);
   const auto lengths = d.task.at("lengths").get<std::vector<int>>();
   const auto depths = d.task.at("depths").get<std::vector<double>>();
+  const std::int64_t in_context = d.task.value("in_context", std::int64_t{0});
   output::Report r;
   r.body["task"] = d.task;
   std::vector<std::vector<PasskeyOutcome>> all;
@@ -230,15 +248,19 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
     if (o.checkpoints.size() > 1) t.name = model_table_name("passkey_exact_match", m);
     t.title = "passkey exact match: " + o.checkpoints[m] + " (rows = context length, columns = depth)";
     t.header = {"length"};
+    if (in_context > 0) t.header.push_back("regime");
     for (double x : depths) t.header.push_back("depth " + fmt(x, 3));
+    if (in_context > 0) t.header.push_back("all depths");
     nlohmann::json grid = nlohmann::json::array();
     for (std::size_t li = 0; li < lengths.size(); ++li) {
       std::vector<std::string> row{fmt_int(lengths[li])};
+      if (in_context > 0) row.push_back(passkey_regime(d, lengths[li]));
       for (std::size_t di = 0; di < depths.size(); ++di) {
         const double a = cnt(li, di) > 0 ? acc(li, di) / cnt(li, di) : std::nan("");
         row.push_back(fmt(a, 4));  // accuracies: 4 significant digits in every table
         grid.push_back({{"length", lengths[li]}, {"depth", depths[di]}, {"items", cnt(li, di)}, {"exact_match", a}});
       }
+      if (in_context > 0) row.push_back(fmt(acc.row(li).sum() / std::max(1.0, cnt.row(li).sum()), 4));
       t.add_row(row);
     }
     r.tables.push_back(t);
@@ -258,17 +280,32 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
                                 {"exact_match", tot / nres},
                                 {"first_five_digits_match", pre / nres},
                                 {"grid", grid}});
-    r.notes.push_back(o.checkpoints[m] + ": exact match " + fmt(tot / nres, 4) +
+    std::string by_regime;
+    if (in_context > 0)
+      for (const char* regime : {"in-context", "out-of-context"}) {
+        double hit = 0, n = 0;
+        for (const auto& x : res)
+          if (passkey_regime(d, x.length) == regime) hit += x.correct, n += 1;
+        if (n == 0) continue;
+        std::string key = "exact_match_" + std::string(regime);  // exact_match_in_context, as paired.in_context
+        std::replace(key.begin(), key.end(), '-', '_');
+        r.body["models"].back()[key] = hit / n;
+        by_regime += std::string(", ") + regime + " " + fmt(hit / n, 4);
+      }
+    r.notes.push_back(o.checkpoints[m] + ": exact match " + fmt(tot / nres, 4) + by_regime +
                       "; first five decoded digits correct (more digits may follow) " + fmt(pre / nres, 4));
     if (!o.plot.empty()) {
       plot::Heatmap h;
       h.title = "passkey exact match: " + o.checkpoints[m] + " (colour scale 0..1, the same for every model)";
       h.xlabel = "needle depth (% of the context)";
-      h.ylabel = "context length (tokens)";
+      h.ylabel = in_context > 0 ? "context length (tokens; in = in-context, trained up to " +
+                                      std::to_string(in_context) + "; out = beyond)"
+                                : "context length (tokens)";
       h.value_label = "exact-match accuracy";
       h.y_up = true;
       for (double x : depths) h.x_labels.push_back(fmt(100.0 * x, 3));
-      for (int L : lengths) h.y_labels.push_back(std::to_string(L));
+      for (int L : lengths)
+        h.y_labels.push_back(std::to_string(L) + (in_context <= 0 ? "" : L <= in_context ? " in" : " out"));
       h.cb_min = 0;  // ONE scale: 0.75 of one model is the colour of 0.75 of the other
       h.cb_max = 1;
       for (Eigen::Index i = 0; i < acc.size(); ++i) acc(i) = cnt(i) > 0 ? acc(i) / cnt(i) : std::nan("");
@@ -288,8 +325,20 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
       a.push_back(all[0][i].correct);
       b.push_back(all[1][i].correct);
     }
-    add_paired(r, "paired: A = " + o.checkpoints[0] + " vs B = " + o.checkpoints[1],
-               paired_compare(a, b, o.resamples, o.level, o.boot_seed), o, "all");
+    const std::string title = "paired: A = " + o.checkpoints[0] + " vs B = " + o.checkpoints[1];
+    add_paired(r, title, paired_compare(a, b, o.resamples, o.level, o.boot_seed), o, "all");
+    // the paper's claim is about the regimes apart: rewiring keeps accuracy beyond the trained length
+    if (in_context > 0)
+      for (const char* regime : {"in-context", "out-of-context"}) {
+        std::vector<std::uint8_t> ra, rb;
+        for (std::size_t i = 0; i < all[0].size(); ++i)
+          if (passkey_regime(d, all[0][i].length) == regime) ra.push_back(a[i]), rb.push_back(b[i]);
+        if (ra.empty()) continue;
+        std::string key = regime;
+        std::replace(key.begin(), key.end(), '-', '_');
+        add_paired(r, title + ", " + regime + " lengths", paired_compare(ra, rb, o.resamples, o.level, o.boot_seed),
+                   o, key);
+      }
   }
   return r;
 }

@@ -3,6 +3,7 @@
 #include "cf/core/error.hpp"
 #include "cf/core/progress.hpp"
 #include "cf/rollout/detail/flush_denormals.hpp"
+#include "cf/rollout/operator.hpp"
 #include "cf/rollout/preset.hpp"
 #include "cf/rollout/rollout.hpp"
 
@@ -15,40 +16,55 @@ void check_dense(const Eigen::VectorXd& alpha, long n) {
           "; use a structured (ALiBi) kernel for larger n");
   validate_alpha(alpha, static_cast<int>(alpha.size()));
 }
-}  // namespace
 
-namespace {
-// v <- v R(l) for l = L..1; get(l) returns a reference to Abar(l+1) valid until the next call.
-template <class Get>
-Eigen::VectorXd last_row_impl(Get&& get, const Eigen::VectorXd& alpha, long n) {
-  check_dense(alpha, n);
-  const detail::FlushDenormals ftz;
-  Eigen::RowVectorXd v = Eigen::RowVectorXd::Zero(n), u(n);
-  v(n - 1) = 1.0;
-  Progress progress("dense rollout: layers", alpha.size());  // stderr, terminals only
-  for (long l = alpha.size() - 1; l >= 0; --l, progress.advance()) {
-    if (alpha(l) == 0.0) continue;
-    const RowMatrix& A = get(static_cast<int>(l));
-    require(A.rows() == n && A.cols() == n, "rollout: kernel of layer ", l + 1, " is ", A.rows(), " x ", A.cols(),
-            ", expected n x n with n = ", n);
-    u.noalias() = v * A;
-    v = (1.0 - alpha(l)) * v + alpha(l) * u;
-  }
-  return v.transpose();
+// out = v A for an n x n kernel A of layer l (v, out: n entries, as row vectors).
+void dense_apply(const RowMatrix& A, int l, const Eigen::VectorXd& v, Eigen::VectorXd& out) {
+  const long n = v.size();
+  require(A.rows() == n && A.cols() == n, "rollout: kernel of layer ", l + 1, " is ", A.rows(), " x ", A.cols(),
+          ", expected n x n with n = ", n);
+  out.resize(n);
+  Eigen::Map<Eigen::RowVectorXd>(out.data(), n).noalias() = Eigen::Map<const Eigen::RowVectorXd>(v.data(), n) * A;
 }
 }  // namespace
 
+void StoredKernels::check(const Eigen::VectorXd& alpha) const {
+  require(!k_.empty(), "rollout: at least one kernel required");
+  require(k_.size() == 1 || static_cast<long>(k_.size()) == alpha.size(), "rollout: ", k_.size(),
+          " kernels for L = ", alpha.size(), " layers (need 1 or L)");
+  check_dense(alpha, size());
+}
+
+long StoredKernels::size() const { return k_.empty() ? 0 : k_[0].rows(); }
+
+void StoredKernels::apply_left(int l, const Eigen::VectorXd& v, Eigen::VectorXd& out) {
+  dense_apply(k_.size() == 1 ? k_[0] : k_[static_cast<std::size_t>(l)], l, v, out);
+}
+
+void GeneratedKernels::check(const Eigen::VectorXd& alpha) const { check_dense(alpha, n_); }
+
+void GeneratedKernels::apply_left(int l, const Eigen::VectorXd& v, Eigen::VectorXd& out) {
+  buf_ = f_(l);
+  dense_apply(buf_, l, v, out);
+}
+
+void AlibiDenseKernels::check(const Eigen::VectorXd& alpha) const {
+  validate_model(m_);
+  check_dense(alpha, n_);
+}
+
+void AlibiDenseKernels::apply_left(int l, const Eigen::VectorXd& v, Eigen::VectorXd& out) {
+  alibi_kernel_dense_into(m_, l, n_, buf_);
+  dense_apply(buf_, l, v, out);
+}
+
 Eigen::VectorXd rollout_last_row_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n) {
-  RowMatrix buf;
-  return last_row_impl([&](int l) -> const RowMatrix& { return buf = kernel(l); }, alpha, n);
+  GeneratedKernels op(kernel, n);
+  return rollout_last_row(op, alpha);
 }
 
 Eigen::VectorXd rollout_last_row_dense(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha) {
-  require(!kernels.empty(), "rollout: at least one kernel required");
-  require(kernels.size() == 1 || static_cast<long>(kernels.size()) == alpha.size(), "rollout: ", kernels.size(),
-          " kernels for L = ", alpha.size(), " layers (need 1 or L)");
-  return last_row_impl([&](int l) -> const RowMatrix& { return kernels.size() == 1 ? kernels[0] : kernels[l]; }, alpha,
-                       kernels[0].rows());
+  StoredKernels op(kernels);
+  return rollout_last_row(op, alpha);
 }
 
 RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n) {
@@ -66,14 +82,8 @@ RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& al
 }
 
 Eigen::VectorXd rollout_last_row_alibi_dense(const AlibiModel& model, const Eigen::VectorXd& alpha, long n) {
-  validate_model(model);
-  RowMatrix buf;
-  return last_row_impl(
-      [&](int l) -> const RowMatrix& {
-        alibi_kernel_dense_into(model, l, n, buf);
-        return buf;
-      },
-      alpha, n);
+  AlibiDenseKernels op(model, n);
+  return rollout_last_row(op, alpha);
 }
 
 DistributionSummary summarize(const Eigen::VectorXd& p) {

@@ -249,12 +249,12 @@ void sweep_window_blocked(const LayerTables& t, long window, const double* v, do
   }
 }
 
-// The windowed sweep over heads [q0, q1) in chunks whose B x chunk buffer stays below 2^24
-// doubles (128 MB; chunks of one head for windows above 2^24), accumulated into out.
+// The windowed sweep over heads [q0, q1) in chunks whose B x chunk buffer stays below `limit`
+// doubles (RolloutOptions; chunks of one head for windows above it), accumulated into out.
 void sweep_window(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n,
-                  std::vector<double>& pre, std::vector<double>& part) {
+                  std::vector<double>& pre, std::vector<double>& part, double limit) {
   const double B = static_cast<double>(window - 1);
-  const int chunk = static_cast<int>(std::clamp(window_buffer_limit() / B, 1.0, static_cast<double>(q1 - q0)));
+  const int chunk = static_cast<int>(std::clamp(limit / B, 1.0, static_cast<double>(q1 - q0)));
   if (chunk >= q1 - q0) return sweep_window_blocked(t, window, v, out, q0, q1, n, pre);
   part.resize(n);
   for (long j = 0; j < n; ++j) out[j] = 0;
@@ -264,8 +264,8 @@ void sweep_window(const LayerTables& t, long window, const double* v, double* ou
   }
 }
 
-void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::VectorXd& v, Eigen::VectorXd& out,
-                Workspace& ws) {
+void sweep_layer(const AlibiModel& model, const LayerTables& t, const Eigen::VectorXd& v, Eigen::VectorXd& out,
+                 Workspace& ws, const RolloutOptions& o) {
   const long n = v.size();
   const int H = t.H;
   const long window = model.mask.window;
@@ -279,7 +279,7 @@ void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::Vect
     const bool par = static_cast<double>(n) * H > 1e7 && H >= 2;
     auto run = [&](int q0, int q1, double* dst, Workspace& w) {
       if (windowed)
-        sweep_window(t, window, v.data(), dst, q0, q1, n, w.pre, w.x);
+        sweep_window(t, window, v.data(), dst, q0, q1, n, w.pre, w.x, o.window_buffer_doubles);
       else
         sweep_causal(t, v.data(), dst, q0, q1, n);
     };
@@ -305,51 +305,52 @@ void apply_left(const AlibiModel& model, const LayerTables& t, const Eigen::Vect
 
 }  // namespace
 
-double& window_buffer_limit() {
-  static double limit = 16777216.0;
-  return limit;
+struct AlibiKernels::State {
+  LayerTables t;
+  int t_layer = -1;  // the layer `t` was made for; layers with identical kernels (e.g. no content) share it
+  Workspace ws;
+};
+
+AlibiKernels::AlibiKernels(const AlibiModel& model, long n, RolloutOptions o)
+    : m_(model), n_(n), o_(o), s_(std::make_unique<State>()) {}
+
+AlibiKernels::~AlibiKernels() = default;
+
+void AlibiKernels::check(const Eigen::VectorXd& alpha) const {
+  validate_model(m_);
+  require(n_ >= 1, "rollout: n >= 1 required, got ", n_);
+  validate_alpha(alpha, static_cast<int>(alpha.size()));
+  require(m_.delta.rows() <= 1 || m_.delta.rows() == alpha.size(), "rollout: delta has ", m_.delta.rows(),
+          " layers but the schedule has L = ", alpha.size());
+  require(m_.layer_slopes.empty() || static_cast<long>(m_.layer_slopes.size()) == alpha.size(),
+          "rollout: per-layer slopes for ", m_.layer_slopes.size(), " layers but the schedule has L = ", alpha.size());
+  require(m_.layer_head_weights.empty() || static_cast<long>(m_.layer_head_weights.size()) == alpha.size(),
+          "rollout: per-layer head weights for ", m_.layer_head_weights.size(),
+          " layers but the schedule has L = ", alpha.size());
+}
+
+void AlibiKernels::apply_left(int l, const Eigen::VectorXd& v, Eigen::VectorXd& out) {
+  State& s = *s_;
+  if (s.t_layer < 0 || !same_layer_kernel(m_, s.t_layer, l)) {
+    s.t = make_tables(m_, l, n_);
+    s.t_layer = l;
+  }
+  sweep_layer(m_, s.t, v, out, s.ws, o_);
 }
 
 Eigen::VectorXd alibi_apply_left(const AlibiModel& model, int l, const Eigen::VectorXd& v) {
   validate_model(model);
   require(v.size() >= 1, "rollout: v must have n >= 1 entries");
   Eigen::VectorXd out;
-  Workspace ws;
-  const LayerTables t = make_tables(model, l, v.size());
-  apply_left(model, t, v, out, ws);
+  AlibiKernels op(model, v.size());
+  op.apply_left(l, v, out);
   return out;
 }
 
-Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::VectorXd& alpha, long n) {
-  validate_model(model);
-  require(n >= 1, "rollout: n >= 1 required, got ", n);
-  validate_alpha(alpha, static_cast<int>(alpha.size()));
-  require(model.delta.rows() <= 1 || model.delta.rows() == alpha.size(), "rollout: delta has ", model.delta.rows(),
-          " layers but the schedule has L = ", alpha.size());
-  require(model.layer_slopes.empty() || static_cast<long>(model.layer_slopes.size()) == alpha.size(),
-          "rollout: per-layer slopes for ", model.layer_slopes.size(),
-          " layers but the schedule has L = ", alpha.size());
-  require(model.layer_head_weights.empty() || static_cast<long>(model.layer_head_weights.size()) == alpha.size(),
-          "rollout: per-layer head weights for ", model.layer_head_weights.size(),
-          " layers but the schedule has L = ", alpha.size());
-  Eigen::VectorXd v = Eigen::VectorXd::Zero(n), u;
-  v(n - 1) = 1.0;
-  LayerTables t;
-  Workspace ws;
-  int t_layer = -1;  // layers with identical kernels (e.g. no content) share one table
-  for (long l = alpha.size() - 1; l >= 0; --l) {
-    if (alpha(l) == 0.0) continue;
-    if (t_layer < 0 || !same_layer_kernel(model, t_layer, static_cast<int>(l))) {
-      t = make_tables(model, static_cast<int>(l), n);
-      t_layer = static_cast<int>(l);
-    }
-    apply_left(model, t, v, u, ws);
-    if (alpha(l) == 1.0)
-      v.swap(u);
-    else
-      v = (1.0 - alpha(l)) * v + alpha(l) * u;
-  }
-  return v;
+Eigen::VectorXd rollout_last_row_alibi(const AlibiModel& model, const Eigen::VectorXd& alpha, long n,
+                                       const RolloutOptions& o) {
+  AlibiKernels op(model, n, o);
+  return rollout_last_row(op, alpha);
 }
 
 }  // namespace cf::rollout

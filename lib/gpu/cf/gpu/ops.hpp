@@ -1,22 +1,114 @@
 #pragma once
-// The heavy operations of the trainer and analysers with two implementations of one interface
-// (issue 14; STYLE.md habit 7): namespace cf::gpu::emu runs the CUDA kernels on the CPU through
-// the emulation header and the Thrust paths on OpenMP (host pointers; always built, tested in
-// CI), namespace cf::gpu::cuda runs the same kernel sources compiled by nvcc (device pointers;
-// built when CUDA is on, run only on a machine with a device). The CPU oracle of each is the
-// lib/nn / lib/rollout function named in its doc.
+// The heavy operations of the trainer and analysers with two builds of one interface (issue 14;
+// STYLE.md habit 7): Ops<Backend::Emulated> runs the CUDA kernels on the CPU through the
+// emulation header and the Thrust paths on OpenMP (host pointers; always built, tested in CI),
+// Ops<Backend::Cuda> runs the same kernel sources compiled by nvcc (device pointers; built when
+// CUDA is on, run only on a machine with a device). Both are instantiated from one templated
+// body (lib/gpu/src/ops_body.hpp, docs/gpu.md "Twins"). Every operation takes the execution
+// context (cf/gpu/context.hpp); the free functions of namespaces cf::gpu::emu and cf::gpu::cuda
+// are the same operations with and without a Context (the latter on default_context()). The CPU
+// oracle of each is the lib/nn / lib/rollout function named in its doc.
 #include <cstdint>
 
 #include "cf/gpu/attention.hpp"
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/functors.hpp"
 
 namespace cf::gpu {
 
+/// The operations of one back end (definitions: ops_body.hpp, instantiated in ops_emu.cpp and
+/// ops_cuda.cu; a member a back end lacks is a link error, never a silent fallback).
+template <Backend Bk>
+struct Ops {
+  /// Twin of cf::nn::layernorm_forward: out, inp [N, C]; mean, rstd [N]; w, b [C].
+  static void layernorm_forward(Context& ctx, float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                const float* b, int N, int C);
+  /// Twin of cf::nn::layernorm_backward: dinp [N, C], dw, db [C] accumulated.
+  static void layernorm_backward(Context& ctx, float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                 const float* w, const float* mean, const float* rstd, int N, int C);
+  /// Twin of cf::nn::crossentropy_forward: logits [N, V] -> probabilities, losses [N]; returns the
+  /// number of rows with target >= 0.
+  static std::int64_t crossentropy_forward(Context& ctx, float* logits, float* losses, const std::int32_t* targets,
+                                           int N, int V);
+  /// Twin of cf::nn::crossentropy_backward: probs [N, V] -> scale (p - onehot) in place.
+  static void crossentropy_backward(Context& ctx, float* probs, const std::int32_t* targets, int N, int V, float scale);
+  /// Twin of cf::nn::gelu_forward (Thrust transform with GeluForward).
+  static void gelu_forward(Context& ctx, float* out, const float* inp, std::int64_t n);
+  /// Twin of cf::nn::gelu_backward: dinp [n] += gelu'(inp) dout (Thrust transform with GeluBackward).
+  static void gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dout, std::int64_t n);
+  /// Twin of cf::nn::rope_apply over nseq sequences at once (Thrust for_each): sequence s has Tn
+  /// rows at x + s seq_stride, row stride ld; pair (2i, 2i+1) of row t rotates by t base^(-2i/r),
+  /// r = rot (0 = dh), inverse = the transpose rotation (the backward pass).
+  static void rope_apply(Context& ctx, float* x, std::int64_t nseq, int Tn, int dh, std::int64_t ld,
+                         std::int64_t seq_stride, bool inverse, int rot = 0, double base = 10000.0);
+  /// One AdamW step over n parameters sharing one decay value (twin of the inner loop of
+  /// cf::nn::adamw_step; Thrust for_each with AdamWUpdate).
+  static void adamw_update(Context& ctx, float* params, const float* grad, float* m, float* v, std::int64_t n,
+                           const AdamWUpdate& u);
+  /// Inclusive scans of consecutive equal-key segments of affine maps under AffineCompose (Thrust
+  /// inclusive_scan_by_key): out[i] = in[first of segment] o ... o in[i].
+  static void affine_scan_by_key(Context& ctx, const int* keys, const Affine* in, Affine* out, std::int64_t n);
+  /// Tiled attention forward (kernels::attention_forward_kernel): q, k, v, y [B, H, T, dh]; lse
+  /// [B, H, nb, T]; obr [B, H, nb, T, dh]; slopes [H] (ALiBi) or null. Throws cf::InvalidArgument
+  /// for dh > 128 or a mask of another length.
+  static void attention_forward(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                const float* q, const float* k, const float* v, float* y, float* lse, float* obr);
+  /// Tiled attention backward: dq, dk, dv [B, H, T, dh] accumulated from dy; dsum [B, H, nb, T]
+  /// is scratch (the per-branch row terms dy . o).
+  static void attention_backward(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                 const float* q, const float* k, const float* v, const float* dy, const float* lse,
+                                 const float* obr, float* dsum, float* dq, float* dk, float* dv);
+  /// Tiled attention forward with S-D and / or runway (AttentionExtras; the logits of
+  /// kernels/attention.cuh). attention_forward is this call with no extras. Throws
+  /// cf::InvalidArgument for dh > 128, a mask of another length, or a runway without its values.
+  static void attention_forward_ex(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                   const AttentionExtras& x, const float* q, const float* k, const float* v, float* y,
+                                   float* lse, float* obr);
+  /// Tiled attention backward with S-D and / or runway: dq, dk, dv as attention_backward, plus the
+  /// extras' gradients g (accumulated). attention_backward is this call with no extras.
+  static void attention_backward_ex(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                    const AttentionExtras& x, const float* q, const float* k, const float* v,
+                                    const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
+                                    float* dk, float* dv, const AttentionExtraGrads& g);
+  /// One step v <- v Abar(l) of the structured ALiBi rollout on a causal mask (twin of
+  /// cf::rollout::alibi_apply_left, Position bias (Herasimchyk et al.) Eqs. 1-3, docs/spec.md §2): per head h the
+  /// suffix recurrence S_j = r_h S_{j+1} + v_j a_{h,j} (r_h = exp(-m_h)) as an affine scan over all heads at once
+  /// (Thrust inclusive_scan_by_key), then out_j = sum_h w_h (r_h S_{h,j+1} + v_j d_{h,j}). slopes, deltas,
+  /// weights [H] (weights normalised); v, out [n]; scratch [H n]. O(H n) work, every term >= 0.
+  static void alibi_rollout_apply_left(Context& ctx, const double* slopes, const double* deltas, const double* weights,
+                                       int H, const double* v, double* out, std::int64_t n, Affine* scratch);
+  /// One step v <- v Abar(l) of the structured ALiBi rollout on a sliding window of `window` keys
+  /// (twin of cf::rollout::alibi_apply_left with model.mask.window = window, docs/spec.md §2): per head the
+  /// window sums T_j = sum_{j < i <= j+w-1} r^(i-j) v_i a_i as two segmented affine scans over all
+  /// heads at once (a within-block suffix and a within-block prefix, blocks of w-1 positions: every
+  /// term >= 0, no cancellation), then out_j = sum_h w_h (T_{h,j} + v_j d_{h,j}). window <= 0 or
+  /// >= n is the causal step (alibi_rollout_apply_left). v, out [n]; scratch [2 H n].
+  static void alibi_rollout_apply_left_window(Context& ctx, const double* slopes, const double* deltas,
+                                              const double* weights, int H, std::int64_t window, const double* v,
+                                              double* out, std::int64_t n, Affine* scratch);
+  /// Strided batched GEMM C_b = alpha A_b B_b + beta C_b, row-major: A_b [m, k], B_b [k, n], C_b [m, n]
+  /// at strides sa, sb, sc (OpenBLAS sgemm per batch on the CPU twin, cublasSgemmStridedBatched).
+  static void gemm_strided_batched(Context& ctx, int m, int n, int k, float alpha, const float* A, std::int64_t sa,
+                                   const float* B, std::int64_t sb, float beta, float* C, std::int64_t sc, int batch);
+  /// Eigen-decompositions of `batch` symmetric n x n matrices (row-major, contiguous): eigenvalues
+  /// ascending in w [batch, n], eigenvectors as columns of V [batch, n, n] (row-major). The spectral
+  /// per-head cores (lib/spectral). CPU twin: Eigen's SelfAdjointEigenSolver; device: one
+  /// cusolverDnSsyevd per matrix (syevjBatched is limited to n <= 32, the cores reach 2 d_head).
+  static void sym_eig_batched(Context& ctx, const float* A, int n, int batch, float* w, float* V);
+};
+
+// Instantiated once each, in ops_emu.cpp and ops_cuda.cu (never implicitly where the bodies are
+// visible).
+extern template struct Ops<Backend::Emulated>;
+extern template struct Ops<Backend::Cuda>;
+
 namespace emu {
+inline constexpr Backend kBackend = Backend::Emulated;
 #include "cf/gpu/detail/ops_decl.inc"
 }  // namespace emu
 
 namespace cuda {
+inline constexpr Backend kBackend = Backend::Cuda;
 #include "cf/gpu/detail/ops_decl.inc"
 }  // namespace cuda
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/device.hpp"  // emulation_requested (CF_GPU_EMULATE)
 #include "cf/gpu/train_plan.hpp"
 #include "cf/nn/config.hpp"
@@ -34,8 +35,10 @@ enum class TrainerBuild {
   Emulated,  ///< cf::gpu::emu::Trainer on the CPU (tests; CF_GPU_EMULATE=1 for `train --device cuda`)
 };
 
-/// The cf::nn::UpdateBackend of the device trainer. Throws cf::InvalidArgument for
-/// TrainerBuild::Cuda in a build without CUDA.
+/// The cf::nn::UpdateBackend of the device trainer, running in `ctx` (which must outlive it).
+/// Throws cf::InvalidArgument for TrainerBuild::Cuda in a build without CUDA.
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Context& ctx);
+/// The same in default_context().
 std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build);
 
 

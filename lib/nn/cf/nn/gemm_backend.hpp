@@ -15,13 +15,18 @@ namespace cf::nn {
 /// The GEMM back end of the float trainer.
 enum class GemmBackend { openblas, eigen };
 
-/// The back end in use: decided once per process from CF_GEMM or, when unset, from OpenBLAS's
-/// core name (see the header comment). Throws cf::InvalidArgument for a CF_GEMM value other
-/// than `eigen` or `openblas` (cf::InvalidArgument: exit 2 in the tools).
+/// The back end in use: the process's context's (cf/nn/context.hpp), which is decided once per
+/// process from CF_GEMM or, when unset, from OpenBLAS's core name (see the header comment).
+/// Throws cf::InvalidArgument for a CF_GEMM value other than `eigen` or `openblas`
+/// (cf::InvalidArgument: exit 2 in the tools).
 GemmBackend gemm_backend();
 
 /// One line for logs and benchmark output, e.g. "eigen (OpenBLAS core Prescott has no AVX2 kernels)".
 std::string gemm_backend_description();
+
+/// The rule above applied to this process's environment and OpenBLAS core (what
+/// Context::from_environment uses); `why` receives the line gemm_backend_description returns.
+GemmBackend gemm_backend_from_environment(std::string& why);
 
 /// Row-major C (M x N) = alpha op(A) op(B) + beta C through OpenBLAS sgemm, threaded by OpenMP:
 /// the output is cut into one block of rows per thread (of columns when it is wider than tall,

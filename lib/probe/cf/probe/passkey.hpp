@@ -22,6 +22,11 @@ struct PasskeySpec {
   int reps = 4;                ///< validation items per (length, depth) cell
   int rows_train = 2000;       ///< training items, cycling through the grid
   std::uint64_t seed = 1;
+  /// The longest context length the evaluated models were trained at (0 = not stated): lengths up
+  /// to it are in-context, longer ones out-of-context (Runway (Lee & Clark) §5.3 / App. C.2, where
+  /// models trained at 1,024 tokens are probed from 1,024 up to 1,536). Written to the metadata as
+  /// "in_context"; `probe passkey` then labels the lengths and compares the regimes separately.
+  int in_context = 0;
 };
 
 /// Spec from the prepare-data options; throws cf::InvalidArgument for a depth outside [0, 1], a
@@ -39,6 +44,20 @@ inline constexpr const char* kPasskeyPrompt = " The passkey is";
 /// `filler` at seeded offsets; the needle starts at round(depth * filler tokens).
 data::TaskData generate_passkey(const PasskeySpec& s, const data::Tokenizer& tok,
                                 const std::vector<data::Token>& filler);
+
+/// The scoring rule: exact when the leading digit run of the decoded text (after leading spaces)
+/// is the passkey, all and only its digits (Runway (Lee & Clark) App. C.2); prefix_match when its
+/// first five digits are the passkey (more may follow). The answer of a generated row, " NNNNN.",
+/// is exact: the period ends the digit run.
+struct PasskeyScore {
+  bool exact = false;
+  bool prefix_match = false;
+};
+PasskeyScore score_passkey_answer(const std::string& decoded, const std::string& passkey);
+
+/// "in-context" or "out-of-context" for a context length against the task's metadata "in_context"
+/// (empty when the task does not state it: its value is 0 or absent).
+std::string passkey_regime(const data::TaskData& d, int length);
 
 /// One evaluated item.
 struct PasskeyOutcome {

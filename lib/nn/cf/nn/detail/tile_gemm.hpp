@@ -12,22 +12,19 @@
 // row-major buffers; the Eigen products are their oracle (tests/nn/test_tile_gemm.cpp).
 // Internal to lib/nn.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <utility>
 
+#include "cf/nn/context.hpp"
+
 namespace cf::nn::detail {
 
-/// Switch between these products (default) and the Eigen ones, for side-by-side benchmarks
-/// (bench_long_context CF_TILE_GEMM=eigen); both give the same values up to float rounding.
-inline std::atomic<bool>& tile_gemm_flag() {
-  static std::atomic<bool> on{true};
-  return on;
-}
-inline bool tile_gemm_enabled() { return tile_gemm_flag().load(std::memory_order_relaxed); }
-inline void set_tile_gemm_enabled(bool on) { tile_gemm_flag().store(on, std::memory_order_relaxed); }
+/// Whether the tiled attention uses these products (default) or the Eigen ones: the process's
+/// context (cf/nn/context.hpp; bench_long_context CF_TILE_GEMM=eigen switches it for side-by-side
+/// benchmarks); both give the same values up to float rounding.
+inline bool tile_gemm_enabled() { return context().tile_products; }
 
 template <class T>
 struct TileVec {

@@ -1,27 +1,64 @@
-// The body of the device trainer (cf/gpu/trainer.hpp), compiled twice like ops_impl.inc: by g++
-// in trainer_emu.cpp (buffers in host memory, kernels emulated, Thrust on OpenMP, OpenBLAS) and
-// by nvcc in trainer_cuda.cu (device memory, CUDA kernels, cuBLAS). The including file provides,
-// in its namespace:
+#pragma once
+// The body of the device trainer (cf/gpu/trainer.hpp), one template for both back ends like
+// ops_body.hpp: instantiated by g++ in trainer_emu.cpp (buffers in host memory, kernels
+// emulated, Thrust on OpenMP, OpenBLAS) and by nvcc in trainer_cuda.cu (device memory, CUDA
+// kernels, cuBLAS). The instantiating file first specialises TrainerTraits<Bk> (the contract,
+// static_asserted by Impl below):
 //   policy()                                  a Thrust execution policy,
 //   device_alloc(bytes) / device_free(p)      device memory,
 //   to_device / to_host (dst, src, bytes)     copies from / to host memory,
 //   fill_zero(p, bytes)                       memset 0 on the device,
-//   Blas                                      row-major SGEMM with transposes (gemm below).
+//   Blas                                      made from the Context: row-major SGEMM with transposes.
 // The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the GPT-2
 // features of make_train_plan: embed, blocks (LayerNorm, qkv, tiled attention, c_proj, residual;
 // LayerNorm, c_fc, GELU, c_proj, residual), final LayerNorm, LM head, cross-entropy, and back.
+#include <thrust/count.h>
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
 
-namespace trainer_backend {
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
-using namespace cf::gpu::detail;
+#include "cf/core/error.hpp"
+#include "cf/gpu/ops.hpp"
+#include "cf/gpu/trainer.hpp"
+#include "trainer_common.hpp"
+
+namespace cf::gpu {
+
+/// A back end's primitives for the trainer body (specialised by trainer_emu.cpp / trainer_cuda.cu).
+template <Backend Bk>
+struct TrainerTraits;
+
+namespace trainer_body {
+
+/// The compile-checked contract of TrainerTraits<Bk> (what the body below uses).
+template <class Tr, class = void>
+struct IsTrainerTraits : std::false_type {};
+template <class Tr>
+struct IsTrainerTraits<
+    Tr, std::void_t<decltype(Tr::policy()), decltype(Tr::device_alloc(std::size_t(1))),
+                    decltype(Tr::device_free(nullptr)), decltype(Tr::to_device(nullptr, nullptr, std::size_t(1))),
+                    decltype(Tr::to_host(nullptr, nullptr, std::size_t(1))),
+                    decltype(Tr::fill_zero(nullptr, std::size_t(1))),
+                    decltype(std::declval<const typename Tr::Blas&>().gemm(false, false, 0, 0, 0, 1.0f, nullptr, 0,
+                                                                           nullptr, 0, 0.0f, nullptr, 0))>>
+    : std::is_constructible<typename Tr::Blas, Context&> {};
 
 /// A device array of n elements of T (zero-filled), freed with the owner.
-template <class T>
+template <class Tr, class T>
 class DBuf {
  public:
   DBuf() = default;
   explicit DBuf(std::size_t n) { reset(n); }
-  ~DBuf() { device_free(p_); }
+  ~DBuf() { Tr::device_free(p_); }
   DBuf(DBuf&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
   DBuf& operator=(DBuf&& o) noexcept {
     std::swap(p_, o.p_);
@@ -31,16 +68,16 @@ class DBuf {
   DBuf(const DBuf&) = delete;
   DBuf& operator=(const DBuf&) = delete;
   void reset(std::size_t n) {
-    device_free(p_);
+    Tr::device_free(p_);
     p_ = nullptr;
     n_ = n;
     if (n) {
-      p_ = static_cast<T*>(device_alloc(n * sizeof(T)));
-      fill_zero(p_, n * sizeof(T));
+      p_ = static_cast<T*>(Tr::device_alloc(n * sizeof(T)));
+      Tr::fill_zero(p_, n * sizeof(T));
     }
   }
   void zero() {
-    if (n_) fill_zero(p_, n_ * sizeof(T));
+    if (n_) Tr::fill_zero(p_, n_ * sizeof(T));
   }
   T* get() const { return p_; }
   std::size_t size() const { return n_; }
@@ -52,12 +89,19 @@ class DBuf {
 
 inline thrust::counting_iterator<long long> index0() { return thrust::counting_iterator<long long>(0); }
 
-}  // namespace trainer_backend
-using namespace trainer_backend;
+}  // namespace trainer_body
 
-struct Trainer::Impl {
+template <Backend Bk>
+struct DeviceTrainer<Bk>::Impl {
+  using Tr = TrainerTraits<Bk>;
+  using O = Ops<Bk>;
+  template <class T>
+  using DBuf = trainer_body::DBuf<Tr, T>;
+  static_assert(trainer_body::IsTrainerTraits<Tr>::value, "TrainerTraits<Bk> breaks the contract (trainer_body.hpp)");
+
+  Context& ctx;
   TrainPlan p;
-  Blas blas;
+  typename Tr::Blas blas;
   DBuf<float> W, G, M, V;
   struct Layer {
     DBuf<float> ln1, ln1_mean, ln1_rstd, qkv, atty, lse, obr, ln2, ln2_mean, ln2_rstd, fch, fcg, slopes;
@@ -69,7 +113,7 @@ struct Trainer::Impl {
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
   std::vector<std::int32_t> h_tokens;
 
-  explicit Impl(TrainPlan plan) : p(std::move(plan)) {
+  Impl(Context& c, TrainPlan plan) : ctx(c), p(std::move(plan)), blas(c) {
     const std::size_t N = static_cast<std::size_t>(p.N), C = static_cast<std::size_t>(p.C),
                       F = static_cast<std::size_t>(p.F), P = static_cast<std::size_t>(p.total);
     W.reset(P), G.reset(P), M.reset(P), V.reset(P);
@@ -86,7 +130,7 @@ struct Trainer::Impl {
       a.fch.reset(N * F), a.fcg.reset(N * F);
       if (!tl.slopes.empty()) {
         a.slopes.reset(tl.slopes.size());
-        to_device(a.slopes.get(), tl.slopes.data(), tl.slopes.size() * sizeof(float));
+        Tr::to_device(a.slopes.get(), tl.slopes.data(), tl.slopes.size() * sizeof(float));
       }
       L.push_back(std::move(a));
       maxhd = std::max(maxhd, HD);
@@ -96,7 +140,7 @@ struct Trainer::Impl {
     for (std::size_t l = 0; l < p.layers.size(); ++l) resid_mid.emplace_back(N * C);
     if (p.layernorm) lnf.reset(N * C), lnf_mean.reset(N), lnf_rstd.reset(N);
     logits.reset(N * static_cast<std::size_t>(p.V)), losses.reset(N), ones.reset(N);
-    thrust::fill(policy(), ones.get(), ones.get() + N, 1.0f);
+    thrust::fill(Tr::policy(), ones.get(), ones.get() + N, 1.0f);
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
     dqkv.reset(N * 3 * maxhd), dsum.reset(maxst);
     tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C), dfc.reset(N * F), dfch.reset(N * F);
@@ -110,7 +154,8 @@ struct Trainer::Impl {
   void linear_forward(float* out, const float* inp, std::int64_t wo, std::int64_t bo, int N, int IC, int OC) {
     blas.gemm(false, true, N, OC, IC, 1.0f, inp, IC, w(wo), IC, 0.0f, out, OC);
     if (bo >= 0)
-      thrust::for_each(policy(), index0(), index0() + static_cast<long long>(N) * OC, AddBias{out, w(bo), OC});
+      thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(N) * OC,
+                       detail::AddBias{out, w(bo), OC});
   }
   // dinp [N, IC] += dout W; dW += dout^T inp; db += column sums of dout (cf::nn::linear_backward).
   void linear_backward(float* dinp, std::int64_t wo, std::int64_t bo, const float* dout, const float* inp, int N,
@@ -124,16 +169,17 @@ struct Trainer::Impl {
                      std::int64_t wo, std::int64_t bo) {
     const long long n = static_cast<long long>(p.N) * p.C;
     if (p.layernorm)
-      layernorm_backward(dx, g(wo), g(bo), dnorm, x, w(wo), mean, rstd, p.N, p.C);
+      O::layernorm_backward(ctx, dx, g(wo), g(bo), dnorm, x, w(wo), mean, rstd, p.N, p.C);
     else
-      thrust::transform(policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
+      thrust::transform(Tr::policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
   }
   void add(float* out, const float* a, const float* b, long long n) {
-    thrust::transform(policy(), a, a + n, b, out, thrust::plus<float>());
+    thrust::transform(Tr::policy(), a, a + n, b, out, thrust::plus<float>());
   }
   void to_heads(float* dst, const float* src, const TrainLayer& tl, long long ld, long long off) {
     const long long n = static_cast<long long>(p.N) * p.H * tl.dh;
-    thrust::transform(policy(), index0(), index0() + n, dst, ToHeads{src, p.H, p.T, tl.dh, ld, off});
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, dst,
+                      detail::ToHeads{src, p.H, p.T, tl.dh, ld, off});
   }
   AttentionShape shape(const TrainLayer& tl) const {
     return AttentionShape{p.B, p.H, p.T, tl.dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(tl.dh)))};
@@ -145,52 +191,52 @@ struct Trainer::Impl {
       require(tgt[n] < p.V, "target ", tgt[n], " at index ", n, " >= vocab_size = ", p.V);
     }
     h_tokens.assign(tok, tok + p.N);
-    to_device(tokens.get(), tok, sizeof(std::int32_t) * p.N);
-    to_device(targets.get(), tgt, sizeof(std::int32_t) * p.N);
+    Tr::to_device(tokens.get(), tok, sizeof(std::int32_t) * p.N);
+    Tr::to_device(targets.get(), tgt, sizeof(std::int32_t) * p.N);
   }
 
   // Forward over the uploaded batch; returns the mean loss over counted targets.
   double forward(std::int64_t& count) {
     const int N = p.N, C = p.C, H = p.H, F = p.F;
     const long long NC = static_cast<long long>(N) * C;
-    thrust::transform(policy(), index0(), index0() + NC, resid[0].get(),
-                      Embed{tokens.get(), w(p.wte), w(p.wpe), p.T, C});
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + NC, resid[0].get(),
+                      detail::Embed{tokens.get(), w(p.wte), w(p.wpe), p.T, C});
     for (std::size_t l = 0; l < p.layers.size(); ++l) {
       const TrainLayer& tl = p.layers[l];
       Layer& a = L[l];
       const int HD = H * tl.dh;
       const float* in = resid[l].get();
       if (p.layernorm) {
-        layernorm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), in, w(tl.ln1_w), w(tl.ln1_b), N, C);
+        O::layernorm_forward(ctx, a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), in, w(tl.ln1_w), w(tl.ln1_b), N, C);
         in = a.ln1.get();
       }
       linear_forward(a.qkv.get(), in, tl.attn_w, tl.attn_b, N, C, 3 * HD);
       for (int s = 0; s < 3; ++s) to_heads((s == 0 ? q : s == 1 ? k : v).get(), a.qkv.get(), tl, 3 * HD, s * HD);
-      attention_forward(shape(tl), tl.mask, a.slopes.get(), q.get(), k.get(), v.get(), y.get(), a.lse.get(),
-                        a.obr.get());
-      thrust::transform(policy(), index0(), index0() + static_cast<long long>(N) * HD, a.atty.get(),
-                        FromHeads{y.get(), y.get(), y.get(), H, p.T, tl.dh, 1});
+      O::attention_forward(ctx, shape(tl), tl.mask, a.slopes.get(), q.get(), k.get(), v.get(), y.get(), a.lse.get(),
+                           a.obr.get());
+      thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(N) * HD,
+                        a.atty.get(), detail::FromHeads{y.get(), y.get(), y.get(), H, p.T, tl.dh, 1});
       linear_forward(tmp.get(), a.atty.get(), tl.proj_w, tl.proj_b, N, HD, C);
       add(resid_mid[l].get(), resid[l].get(), tmp.get(), NC);
       const float* in2 = resid_mid[l].get();
       if (p.layernorm) {
-        layernorm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), in2, w(tl.ln2_w), w(tl.ln2_b), N, C);
+        O::layernorm_forward(ctx, a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), in2, w(tl.ln2_w), w(tl.ln2_b), N, C);
         in2 = a.ln2.get();
       }
       linear_forward(a.fch.get(), in2, tl.fc_w, tl.fc_b, N, C, F);
-      gelu_forward(a.fcg.get(), a.fch.get(), static_cast<std::int64_t>(N) * F);
+      O::gelu_forward(ctx, a.fcg.get(), a.fch.get(), static_cast<std::int64_t>(N) * F);
       linear_forward(tmp.get(), a.fcg.get(), tl.fcproj_w, tl.fcproj_b, N, F, C);
       add(resid[l + 1].get(), resid_mid[l].get(), tmp.get(), NC);
     }
     const float* f = resid.back().get();
     if (p.layernorm) {
-      layernorm_forward(lnf.get(), lnf_mean.get(), lnf_rstd.get(), f, w(p.lnf_w), w(p.lnf_b), N, C);
+      O::layernorm_forward(ctx, lnf.get(), lnf_mean.get(), lnf_rstd.get(), f, w(p.lnf_w), w(p.lnf_b), N, C);
       f = lnf.get();
     }
     linear_forward(logits.get(), f, p.head, -1, N, C, p.V);
-    count = crossentropy_forward(logits.get(), losses.get(), targets.get(), N, p.V);
+    count = O::crossentropy_forward(ctx, logits.get(), losses.get(), targets.get(), N, p.V);
     if (count == 0) return 0.0;
-    const double sum = thrust::transform_reduce(policy(), losses.get(), losses.get() + N, ToDouble(), 0.0,
+    const double sum = thrust::transform_reduce(Tr::policy(), losses.get(), losses.get() + N, detail::ToDouble(), 0.0,
                                                 thrust::plus<double>());
     return sum / static_cast<double>(count);
   }
@@ -198,7 +244,7 @@ struct Trainer::Impl {
   // Backward of forward for the mean loss over `count` targets; gradients accumulated in G.
   void backward(std::int64_t count) {
     const int N = p.N, C = p.C, H = p.H, F = p.F;
-    crossentropy_backward(logits.get(), targets.get(), N, p.V, 1.0f / static_cast<float>(count));
+    O::crossentropy_backward(ctx, logits.get(), targets.get(), N, p.V, 1.0f / static_cast<float>(count));
     const float* f = p.layernorm ? lnf.get() : resid.back().get();
     dn.zero();
     linear_backward(dn.get(), p.head, -1, logits.get(), f, N, C, p.V);
@@ -212,22 +258,21 @@ struct Trainer::Impl {
       dfc.zero();
       linear_backward(dfc.get(), tl.fcproj_w, tl.fcproj_b, dres.get(), a.fcg.get(), N, F, C);
       dfch.zero();
-      gelu_backward(dfch.get(), a.fch.get(), dfc.get(), static_cast<std::int64_t>(N) * F);
+      O::gelu_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), static_cast<std::int64_t>(N) * F);
       dn.zero();
-      linear_backward(dn.get(), tl.fc_w, tl.fc_b, dfch.get(), p.layernorm ? a.ln2.get() : resid_mid[l].get(), N, C,
-                      F);
-      norm_backward(dres.get(), dn.get(), resid_mid[l].get(), a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w,
-                    tl.ln2_b);
+      linear_backward(dn.get(), tl.fc_w, tl.fc_b, dfch.get(), p.layernorm ? a.ln2.get() : resid_mid[l].get(), N, C, F);
+      norm_backward(dres.get(), dn.get(), resid_mid[l].get(), a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w, tl.ln2_b);
       // attention sub-layer: d resid_mid[l] -> d resid[l]
-      fill_zero(datty.get(), sizeof(float) * N * HD);
+      Tr::fill_zero(datty.get(), sizeof(float) * N * HD);
       linear_backward(datty.get(), tl.proj_w, tl.proj_b, dres.get(), a.atty.get(), N, HD, C);
       to_heads(dy.get(), datty.get(), tl, HD, 0);
       for (int s = 0; s < 3; ++s) to_heads((s == 0 ? q : s == 1 ? k : v).get(), a.qkv.get(), tl, 3 * HD, s * HD);
-      for (DBuf<float>* b : {&dq, &dk, &dv}) fill_zero(b->get(), sizeof(float) * N * HD);
-      attention_backward(shape(tl), tl.mask, a.slopes.get(), q.get(), k.get(), v.get(), dy.get(), a.lse.get(),
-                         a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get());
-      thrust::transform(policy(), index0(), index0() + static_cast<long long>(N) * 3 * HD, dqkv.get(),
-                        FromHeads{dq.get(), dk.get(), dv.get(), H, p.T, tl.dh, 3});
+      for (DBuf<float>* b : {&dq, &dk, &dv}) Tr::fill_zero(b->get(), sizeof(float) * N * HD);
+      O::attention_backward(ctx, shape(tl), tl.mask, a.slopes.get(), q.get(), k.get(), v.get(), dy.get(), a.lse.get(),
+                            a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get());
+      thrust::transform(Tr::policy(), trainer_body::index0(),
+                        trainer_body::index0() + static_cast<long long>(N) * 3 * HD, dqkv.get(),
+                        detail::FromHeads{dq.get(), dk.get(), dv.get(), H, p.T, tl.dh, 3});
       dn.zero();
       linear_backward(dn.get(), tl.attn_w, tl.attn_b, dqkv.get(), p.layernorm ? a.ln1.get() : resid[l].get(), N, C,
                       3 * HD);
@@ -247,87 +292,112 @@ struct Trainer::Impl {
         hp.push_back(i);
       }
     hp.push_back(N);
-    to_device(uniq.get(), hu.data(), sizeof(std::int32_t) * hu.size());
-    to_device(ptr.get(), hp.data(), sizeof(std::int32_t) * hp.size());
-    to_device(pos.get(), order.data(), sizeof(std::int32_t) * order.size());
-    thrust::for_each(policy(), index0(), index0() + static_cast<long long>(hu.size()) * C,
-                     EmbedBackwardTokens{g(p.wte), dres.get(), uniq.get(), ptr.get(), pos.get(), C});
+    Tr::to_device(uniq.get(), hu.data(), sizeof(std::int32_t) * hu.size());
+    Tr::to_device(ptr.get(), hp.data(), sizeof(std::int32_t) * hp.size());
+    Tr::to_device(pos.get(), order.data(), sizeof(std::int32_t) * order.size());
+    thrust::for_each(Tr::policy(), trainer_body::index0(),
+                     trainer_body::index0() + static_cast<long long>(hu.size()) * C,
+                     detail::EmbedBackwardTokens{g(p.wte), dres.get(), uniq.get(), ptr.get(), pos.get(), C});
     if (p.wpe >= 0)
-      thrust::for_each(policy(), index0(), index0() + static_cast<long long>(p.T) * C,
-                       EmbedBackwardPositions{g(p.wpe), dres.get(), p.B, p.T, C});
+      thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.T) * C,
+                       detail::EmbedBackwardPositions{g(p.wpe), dres.get(), p.B, p.T, C});
   }
 };
 
-Trainer::Trainer(TrainPlan plan) : impl_(new Impl(std::move(plan))) {}
-Trainer::~Trainer() { delete impl_; }
-const TrainPlan& Trainer::plan() const { return impl_->p; }
+template <Backend Bk>
+DeviceTrainer<Bk>::DeviceTrainer(Context& ctx, TrainPlan plan) : impl_(new Impl(ctx, std::move(plan))) {}
+template <Backend Bk>
+DeviceTrainer<Bk>::DeviceTrainer(TrainPlan plan) : DeviceTrainer(default_context(), std::move(plan)) {}
+template <Backend Bk>
+DeviceTrainer<Bk>::~DeviceTrainer() {
+  delete impl_;
+}
+template <Backend Bk>
+const TrainPlan& DeviceTrainer<Bk>::plan() const {
+  return impl_->p;
+}
 
-void Trainer::upload(const float* params, const float* m, const float* v) {
+template <Backend Bk>
+void DeviceTrainer<Bk>::upload(const float* params, const float* m, const float* v) {
   const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
-  to_device(impl_->W.get(), params, bytes);
+  Impl::Tr::to_device(impl_->W.get(), params, bytes);
   if (m)
-    to_device(impl_->M.get(), m, bytes);
+    Impl::Tr::to_device(impl_->M.get(), m, bytes);
   else
     impl_->M.zero();
   if (v)
-    to_device(impl_->V.get(), v, bytes);
+    Impl::Tr::to_device(impl_->V.get(), v, bytes);
   else
     impl_->V.zero();
 }
 
-void Trainer::download(float* params, float* m, float* v) const {
+template <Backend Bk>
+void DeviceTrainer<Bk>::download(float* params, float* m, float* v) const {
   const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
-  if (params) to_host(params, impl_->W.get(), bytes);
-  if (m) to_host(m, impl_->M.get(), bytes);
-  if (v) to_host(v, impl_->V.get(), bytes);
+  if (params) Impl::Tr::to_host(params, impl_->W.get(), bytes);
+  if (m) Impl::Tr::to_host(m, impl_->M.get(), bytes);
+  if (v) Impl::Tr::to_host(v, impl_->V.get(), bytes);
 }
 
-void Trainer::gradient(float* grad) const {
-  to_host(grad, impl_->G.get(), sizeof(float) * static_cast<std::size_t>(impl_->p.total));
+template <Backend Bk>
+void DeviceTrainer<Bk>::gradient(float* grad) const {
+  Impl::Tr::to_host(grad, impl_->G.get(), sizeof(float) * static_cast<std::size_t>(impl_->p.total));
 }
 
-void Trainer::zero_grad() { impl_->G.zero(); }
+template <Backend Bk>
+void DeviceTrainer<Bk>::zero_grad() {
+  impl_->G.zero();
+}
 
-double Trainer::forward(const std::int32_t* tokens, const std::int32_t* targets, std::int64_t& count) {
+template <Backend Bk>
+double DeviceTrainer<Bk>::forward(const std::int32_t* tokens, const std::int32_t* targets, std::int64_t& count) {
   impl_->upload_batch(tokens, targets);
   return impl_->forward(count);
 }
 
-double Trainer::micro_batch(const std::int32_t* tokens, const std::int32_t* targets) {
+template <Backend Bk>
+double DeviceTrainer<Bk>::micro_batch(const std::int32_t* tokens, const std::int32_t* targets) {
   std::int64_t count = 0;
   const double loss = forward(tokens, targets, count);
   if (count > 0) impl_->backward(count);
   return loss;
 }
 
-double Trainer::loss(const std::int32_t* tokens, const std::int32_t* targets) {
+template <Backend Bk>
+double DeviceTrainer<Bk>::loss(const std::int32_t* tokens, const std::int32_t* targets) {
   std::int64_t count = 0;
   return forward(tokens, targets, count);
 }
 
-double Trainer::clip(int accum, double max_norm) {
+template <Backend Bk>
+double DeviceTrainer<Bk>::clip(int accum, double max_norm) {
   float* G = impl_->G.get();
   const long long n = impl_->p.total;
-  if (accum > 1) thrust::transform(policy(), G, G + n, G, Divide{static_cast<float>(accum)});
+  if (accum > 1) thrust::transform(Impl::Tr::policy(), G, G + n, G, detail::Divide{static_cast<float>(accum)});
   const double norm =
-      std::sqrt(thrust::transform_reduce(policy(), G, G + n, Square(), 0.0, thrust::plus<double>()));
+      std::sqrt(thrust::transform_reduce(Impl::Tr::policy(), G, G + n, detail::Square(), 0.0, thrust::plus<double>()));
   if (max_norm > 0 && norm > max_norm && std::isfinite(norm))
-    thrust::transform(policy(), G, G + n, G, Scale{static_cast<float>(max_norm / (norm + 1e-6))});
+    thrust::transform(Impl::Tr::policy(), G, G + n, G, detail::Scale{static_cast<float>(max_norm / (norm + 1e-6))});
   return norm;
 }
 
-void Trainer::apply(const AdamWUpdate& u, float weight_decay) {
+template <Backend Bk>
+void DeviceTrainer<Bk>::apply(const AdamWUpdate& u, float weight_decay) {
   Impl& a = *impl_;
   for (const ParamRun& r : a.p.runs) {
     AdamWUpdate ur = u;
     ur.wd = r.decay ? weight_decay : 0.0f;
-    adamw_update(a.W.get() + r.offset, a.G.get() + r.offset, a.M.get() + r.offset, a.V.get() + r.offset, r.size, ur);
+    Impl::O::adamw_update(a.ctx, a.W.get() + r.offset, a.G.get() + r.offset, a.M.get() + r.offset, a.V.get() + r.offset,
+                          r.size, ur);
   }
 }
 
-bool Trainer::finite() const {
+template <Backend Bk>
+bool DeviceTrainer<Bk>::finite() const {
   const long long n = impl_->p.total;
-  for (const DBuf<float>* b : {&impl_->W, &impl_->M, &impl_->V})
-    if (thrust::count_if(policy(), b->get(), b->get() + n, NotFinite()) != 0) return false;
+  for (const typename Impl::template DBuf<float>* b : {&impl_->W, &impl_->M, &impl_->V})
+    if (thrust::count_if(Impl::Tr::policy(), b->get(), b->get() + n, detail::NotFinite()) != 0) return false;
   return true;
 }
+
+}  // namespace cf::gpu

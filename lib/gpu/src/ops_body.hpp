@@ -1,0 +1,338 @@
+#pragma once
+// The bodies of the cf::gpu operations (Ops<Bk>, cf/gpu/ops.hpp), one template for both back ends:
+// instantiated by g++ in ops_emu.cpp (kernels emulated, Thrust on OpenMP) and by nvcc in
+// ops_cuda.cu. Keeping one body is what makes the CPU-executed tests meaningful for the device
+// build. The instantiating file first specialises OpsTraits<Bk> (the contract; it static_asserts
+// ops_body::IsOpsTraits below):
+//   policy()            a Thrust execution policy,
+//   check_launch(what)  error check after a kernel launch,
+//   DeviceMask          RAII copy of a TiledMask where the kernels can read it (.view()),
+//   Scratch             RAII float buffer where the kernels run (.resize(n) zero-filled, .data()),
+//   gemm_strided_batched(ctx, ...), sym_eig_batched(ctx, ...)   the library calls (OpenBLAS and
+//                       Eigen on the CPU; cuBLAS and cuSOLVER through the context's handles).
+#include <thrust/count.h>
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/iterator/zip_iterator.h>
+#include <thrust/scan.h>
+#include <thrust/transform.h>
+
+#include <cmath>
+#include <type_traits>
+
+#include "cf/core/error.hpp"
+#include "cf/gpu/kernels/attention.cuh"
+#include "cf/gpu/kernels/crossentropy.cuh"
+#include "cf/gpu/kernels/layernorm.cuh"
+#include "cf/gpu/ops.hpp"
+#include "ops_common.hpp"
+
+namespace cf::gpu {
+
+/// A back end's primitives for the operation bodies (specialised by ops_emu.cpp / ops_cuda.cu).
+template <Backend Bk>
+struct OpsTraits;
+
+namespace ops_body {
+
+using namespace cf::gpu::detail;  // the functors of ops_common.hpp
+
+/// The compile-checked contract of OpsTraits<Bk> (what the bodies below use).
+template <class Tr, class = void>
+struct IsOpsTraits : std::false_type {};
+template <class Tr>
+struct IsOpsTraits<
+    Tr, std::void_t<decltype(Tr::policy()), decltype(Tr::check_launch("")),
+                    decltype(std::declval<const typename Tr::DeviceMask&>().view()),
+                    decltype(std::declval<typename Tr::Scratch&>().resize(std::size_t(1))),
+                    decltype(std::declval<typename Tr::Scratch&>().data()),
+                    decltype(Tr::gemm_strided_batched(std::declval<Context&>(), 0, 0, 0, 1.0f, nullptr, 0, nullptr, 0,
+                                                      0.0f, nullptr, 0, 0)),
+                    decltype(Tr::sym_eig_batched(std::declval<Context&>(), nullptr, 0, 0, nullptr, nullptr))>>
+    : std::is_same<decltype(std::declval<const typename Tr::DeviceMask&>().view()), kernels::MaskView> {};
+
+constexpr int kRowBlock = 128;  // threads per row for the row-wise kernels (LayerNorm, softmax)
+
+template <class Tr, int DH>
+void attention_forward_dh(bool plain, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                          const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
+                          float* lse, float* obr) {
+  if (plain && !x.damp && !x.rw_v) {  // plain softmax heads: the register-resident path
+    auto* kern = kernels::attention_forward_plain_kernel<kAttentionTile, DH>;
+    CF_LAUNCH(kern, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, q, k, v, y, lse,
+              obr);
+    Tr::check_launch("attention_forward");
+    return;
+  }
+  auto* kern = kernels::attention_forward_kernel<kAttentionTile, DH>;
+  CF_LAUNCH(kern, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, x, q, k, v, y, lse,
+            obr);
+  Tr::check_launch("attention_forward");
+}
+
+template <class Tr, int DH>
+void attention_backward_dh(bool plain, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                           const kernels::HeadExtras& x, const float* q, const float* k, const float* v,
+                           const float* dy, const float* lse, const float* obr, float* dsum, float* dq, float* dk,
+                           float* dv, const kernels::HeadExtraGrads& xg) {
+  if (plain && !x.damp && !x.rw_v) {  // plain softmax heads: the register-resident path
+    auto* kq = kernels::attention_backward_q_plain_kernel<kAttentionTile, DH>;
+    CF_LAUNCH(kq, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse,
+              obr, dsum, dq);
+    Tr::check_launch("attention_backward (queries)");
+    auto* kkv = kernels::attention_backward_kv_plain_kernel<kAttentionTile, DH>;
+    CF_LAUNCH(kkv, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse,
+              dsum, dk, dv);
+    Tr::check_launch("attention_backward (keys)");
+    return;
+  }
+  auto* kq = kernels::attention_backward_q_kernel<kAttentionTile, DH>;
+  CF_LAUNCH(kq, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, x, q, k, v, dy, lse,
+            obr, dsum, dq, dk, xg);
+  Tr::check_launch("attention_backward (queries)");
+  auto* kkv = kernels::attention_backward_kv_kernel<kAttentionTile, DH>;
+  CF_LAUNCH(kkv, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, x, q, k, v, dy, lse,
+            dsum, dq, dk, dv, xg);
+  Tr::check_launch("attention_backward (keys)");
+}
+
+/// The kernels' view of the extras; with a runway, u [B, T, dh] is computed into `u` (scratch).
+template <class Tr>
+kernels::HeadExtras head_extras(const AttentionShape& s, const AttentionExtras& e, typename Tr::Scratch& u) {
+  kernels::HeadExtras x;
+  x.damp = e.damp;
+  if (!e.runway_v) return x;
+  require(e.runway_stride >= static_cast<std::int64_t>(s.T) * s.dh || s.B == 1, "attention: runway_stride ",
+          e.runway_stride, " < T dh = ", static_cast<std::int64_t>(s.T) * s.dh);
+  x.rw_v = e.runway_v;
+  x.rw_stride = e.runway_stride;
+  x.rw_B = e.runway_B;
+  x.rw_c = 1.0f / std::sqrt(static_cast<float>(s.dh));
+  u.resize(static_cast<std::size_t>(s.B) * s.T * s.dh);
+  x.rw_u = u.data();
+  auto* kern = kernels::runway_u_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3((s.T + kRowBlock - 1) / kRowBlock, s.B), dim3(kRowBlock), x, s.T, s.dh, u.data());
+  Tr::check_launch("attention: runway u");
+  return x;
+}
+
+inline void check_attention(const AttentionShape& s, const TiledMask& m) {
+  require(s.B >= 1 && s.H >= 1 && s.T >= 1 && s.dh >= 1, "attention: B, H, T, dh must be >= 1 (got ", s.B, ", ", s.H,
+          ", ", s.T, ", ", s.dh, ")");
+  require(s.dh <= 128, "attention: head dimension ", s.dh, " > 128 (the kernels' capacity)");
+  require(m.T == s.T, "attention: mask built for T = ", m.T, " but the call has T = ", s.T);
+}
+
+}  // namespace ops_body
+
+template <Backend Bk>
+void Ops<Bk>::layernorm_forward(Context& ctx, float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                const float* b, int N, int C) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::layernorm_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), out, mean, rstd, inp, w, b, N, C);
+  OpsTraits<Bk>::check_launch("layernorm_forward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::layernorm_backward(Context& ctx, float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                 const float* w, const float* mean, const float* rstd, int N, int C) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::layernorm_backward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  OpsTraits<Bk>::check_launch("layernorm_backward");
+}
+
+template <Backend Bk>
+std::int64_t Ops<Bk>::crossentropy_forward(Context& ctx, float* logits, float* losses, const std::int32_t* targets,
+                                           int N, int V) {
+  using namespace ops_body;
+  if (N <= 0) return 0;
+  auto* kern = kernels::crossentropy_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V);
+  OpsTraits<Bk>::check_launch("crossentropy_forward");
+  return thrust::count_if(OpsTraits<Bk>::policy(), targets, targets + N, NonNegative());
+}
+
+template <Backend Bk>
+void Ops<Bk>::crossentropy_backward(Context& ctx, float* probs, const std::int32_t* targets, int N, int V,
+                                    float scale) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::crossentropy_backward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), probs, targets, N, V, scale);
+  OpsTraits<Bk>::check_launch("crossentropy_backward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::gelu_forward(Context& ctx, float* out, const float* inp, std::int64_t n) {
+  using namespace ops_body;
+  thrust::transform(OpsTraits<Bk>::policy(), inp, inp + n, out, GeluForward());
+}
+
+template <Backend Bk>
+void Ops<Bk>::gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dout, std::int64_t n) {
+  using namespace ops_body;
+  // dinp += f(inp, dout): zip the three streams and write the sum back
+  auto first = thrust::make_zip_iterator(thrust::make_tuple(inp, dout, dinp));
+  thrust::transform(OpsTraits<Bk>::policy(), first, first + n, dinp, GeluBackwardAccumulate());
+}
+
+template <Backend Bk>
+void Ops<Bk>::rope_apply(Context& ctx, float* x, std::int64_t nseq, int Tn, int dh, std::int64_t ld,
+                         std::int64_t seq_stride, bool inverse, int rot, double base) {
+  using namespace ops_body;
+  const int r = rot > 0 ? rot : dh;
+  require(r <= dh && r % 2 == 0, "rope_apply: rotary dimension ", r, " must be even and <= d_head = ", dh);
+  const long long total = static_cast<long long>(nseq) * Tn * (r / 2);
+  if (total <= 0) return;
+  thrust::counting_iterator<long long> idx(0);
+  thrust::for_each(OpsTraits<Bk>::policy(), idx, idx + total,
+                   RopeRotate{x, Tn, r / 2, r, ld, seq_stride, inverse, base});
+}
+
+template <Backend Bk>
+void Ops<Bk>::adamw_update(Context& ctx, float* params, const float* grad, float* m, float* v, std::int64_t n,
+                           const AdamWUpdate& u) {
+  using namespace ops_body;
+  auto first = thrust::make_zip_iterator(thrust::make_tuple(params, grad, m, v));
+  thrust::for_each(OpsTraits<Bk>::policy(), first, first + n, AdamWApply{u});
+}
+
+template <Backend Bk>
+void Ops<Bk>::affine_scan_by_key(Context& ctx, const int* keys, const Affine* in, Affine* out, std::int64_t n) {
+  using namespace ops_body;
+  thrust::inclusive_scan_by_key(OpsTraits<Bk>::policy(), keys, keys + n, in, out, thrust::equal_to<int>(),
+                                AffineCompose());
+}
+
+template <Backend Bk>
+void Ops<Bk>::attention_forward_ex(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                   const AttentionExtras& e, const float* q, const float* k, const float* v, float* y,
+                                   float* lse, float* obr) {
+  using namespace ops_body;
+  check_attention(s, mask);
+  const bool plain = ctx.attention() == AttentionPath::Plain;
+  typename OpsTraits<Bk>::DeviceMask dm(mask);
+  const kernels::MaskView mv = dm.view();
+  typename OpsTraits<Bk>::Scratch u;
+  const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, u);
+  if (s.dh <= 32)
+    attention_forward_dh<OpsTraits<Bk>, 32>(plain, s, mv, slopes, x, q, k, v, y, lse, obr);
+  else if (s.dh <= 64)
+    attention_forward_dh<OpsTraits<Bk>, 64>(plain, s, mv, slopes, x, q, k, v, y, lse, obr);
+  else
+    attention_forward_dh<OpsTraits<Bk>, 128>(plain, s, mv, slopes, x, q, k, v, y, lse, obr);
+}
+
+template <Backend Bk>
+void Ops<Bk>::attention_forward(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                const float* q, const float* k, const float* v, float* y, float* lse, float* obr) {
+  using namespace ops_body;
+  attention_forward_ex(ctx, s, mask, slopes, AttentionExtras{}, q, k, v, y, lse, obr);
+}
+
+template <Backend Bk>
+void Ops<Bk>::attention_backward_ex(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                    const AttentionExtras& e, const float* q, const float* k, const float* v,
+                                    const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
+                                    float* dk, float* dv, const AttentionExtraGrads& g) {
+  using namespace ops_body;
+  check_attention(s, mask);
+  require(!e.damp || g.ddamp, "attention_backward: S-D damping given without its gradient ddamp");
+  require(!e.runway_v || (g.dvs && g.dvl && (!e.runway_B || g.dB)),
+          "attention_backward: runway given without its gradients dvs, dvl (and dB for the bilinear form)");
+  const bool plain = ctx.attention() == AttentionPath::Plain;
+  typename OpsTraits<Bk>::DeviceMask dm(mask);
+  const kernels::MaskView mv = dm.view();
+  typename OpsTraits<Bk>::Scratch u, gs;
+  const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, u);
+  kernels::HeadExtraGrads xg;
+  xg.ddamp = g.ddamp, xg.dvs = g.dvs, xg.dvl = g.dvl;
+  if (e.runway_v && e.runway_B) {
+    gs.resize(static_cast<std::size_t>(s.B) * s.H * s.T * s.dh);
+    xg.g = gs.data();
+  }
+  if (s.dh <= 32)
+    attention_backward_dh<OpsTraits<Bk>, 32>(plain, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+  else if (s.dh <= 64)
+    attention_backward_dh<OpsTraits<Bk>, 64>(plain, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+  else
+    attention_backward_dh<OpsTraits<Bk>, 128>(plain, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+  if (xg.g) {
+    auto* kern = kernels::runway_dB_kernel<kRowBlock>;
+    CF_LAUNCH(kern, dim3((s.dh * s.dh + kRowBlock - 1) / kRowBlock, s.H, s.B), dim3(kRowBlock), x, s.T, s.H, s.dh, xg.g,
+              g.dB);
+    OpsTraits<Bk>::check_launch("attention_backward (runway dB)");
+  }
+}
+
+template <Backend Bk>
+void Ops<Bk>::attention_backward(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
+                                 const float* q, const float* k, const float* v, const float* dy, const float* lse,
+                                 const float* obr, float* dsum, float* dq, float* dk, float* dv) {
+  using namespace ops_body;
+  attention_backward_ex(ctx, s, mask, slopes, AttentionExtras{}, q, k, v, dy, lse, obr, dsum, dq, dk, dv,
+                        AttentionExtraGrads{});
+}
+
+template <Backend Bk>
+void Ops<Bk>::alibi_rollout_apply_left(Context& ctx, const double* slopes, const double* deltas, const double* weights,
+                                       int H, const double* v, double* out, std::int64_t n, Affine* scratch) {
+  using namespace ops_body;
+  require(H >= 1 && n >= 1, "alibi_rollout_apply_left: H = ", H, ", n = ", n, " (need both >= 1)");
+  const long long total = static_cast<long long>(H) * n;
+  thrust::counting_iterator<long long> idx(0);
+  thrust::transform(OpsTraits<Bk>::policy(), idx, idx + total, scratch, AlibiScanInput{slopes, deltas, v, n});
+  auto keys = thrust::make_transform_iterator(idx, SegmentOf{n});
+  thrust::inclusive_scan_by_key(OpsTraits<Bk>::policy(), keys, keys + total, scratch, scratch,
+                                thrust::equal_to<long long>(), AffineCompose());
+  thrust::transform(OpsTraits<Bk>::policy(), idx, idx + n, out, AlibiGather{slopes, deltas, weights, v, scratch, H, n});
+}
+
+template <Backend Bk>
+void Ops<Bk>::alibi_rollout_apply_left_window(Context& ctx, const double* slopes, const double* deltas,
+                                              const double* weights, int H, std::int64_t window, const double* v,
+                                              double* out, std::int64_t n, Affine* scratch) {
+  using namespace ops_body;
+  require(H >= 1 && n >= 1, "alibi_rollout_apply_left_window: H = ", H, ", n = ", n, " (need both >= 1)");
+  if (window <= 0 || window >= n) return alibi_rollout_apply_left(ctx, slopes, deltas, weights, H, v, out, n, scratch);
+  const long long total = static_cast<long long>(H) * n;
+  thrust::counting_iterator<long long> idx(0);
+  if (window == 1) {  // every row reads only itself: out_j = v_j sum_h w_h
+    thrust::transform(OpsTraits<Bk>::policy(), idx, idx + n, out,
+                      WindowGather{slopes, deltas, weights, v, scratch, scratch, H, WindowRows{n, 0}});
+    return;
+  }
+  const WindowRows w{n, window - 1};
+  Affine *suf = scratch, *pre = scratch + total;
+  thrust::transform(OpsTraits<Bk>::policy(), idx, idx + total, suf, WindowSufInput{slopes, deltas, v, w});
+  auto skeys = thrust::make_transform_iterator(idx, WindowSufKey{w});
+  thrust::inclusive_scan_by_key(OpsTraits<Bk>::policy(), skeys, skeys + total, suf, suf, thrust::equal_to<long long>(),
+                                AffineCompose());
+  thrust::transform(OpsTraits<Bk>::policy(), idx, idx + total, pre, WindowPreInput{slopes, deltas, v, w});
+  auto pkeys = thrust::make_transform_iterator(idx, WindowPreKey{w});
+  thrust::inclusive_scan_by_key(OpsTraits<Bk>::policy(), pkeys, pkeys + total, pre, pre, thrust::equal_to<long long>(),
+                                AffineCompose());
+  thrust::transform(OpsTraits<Bk>::policy(), idx, idx + n, out,
+                    WindowGather{slopes, deltas, weights, v, suf, pre, H, w});
+}
+
+template <Backend Bk>
+void Ops<Bk>::gemm_strided_batched(Context& ctx, int m, int n, int k, float alpha, const float* A, std::int64_t sa,
+                                   const float* B, std::int64_t sb, float beta, float* C, std::int64_t sc, int batch) {
+  require(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm_strided_batched: negative size");
+  OpsTraits<Bk>::gemm_strided_batched(ctx, m, n, k, alpha, A, sa, B, sb, beta, C, sc, batch);
+}
+
+template <Backend Bk>
+void Ops<Bk>::sym_eig_batched(Context& ctx, const float* A, int n, int batch, float* w, float* V) {
+  require(n >= 1 && batch >= 0, "sym_eig_batched: n = ", n, ", batch = ", batch);
+  OpsTraits<Bk>::sym_eig_batched(ctx, A, n, batch, w, V);
+}
+
+}  // namespace cf::gpu
