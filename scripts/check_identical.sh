@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_identical.sh OLD_BUILD NEW_BUILD [OUT] [--quick]
+# check_identical.sh OLD_BUILD NEW_BUILD [OUT] [--quick] [--compare-only]
 #
 # Byte-for-byte comparison of what two builds write (issue 28, acceptance 2): every example of
 # README.md ("### Examples"), every tool's --help and the main job (scripts/main_job.sh) run with OLD_BUILD's binaries
@@ -12,7 +12,8 @@
 #       "created_utc": "..."            (JSON meta block: the run's date)
 #       "git_revision": "..."           (JSON meta block: the commit each build was made from)
 #       created_utc,... / git_revision,... / # created_utc / # git_revision  (CSV and table meta lines)
-#       "seconds": N  and  the `seconds` column of the rollout tables (rollout (a)/(b)/(c) rows, sweep rows)
+#       "seconds" / "encode_seconds": N, the `seconds` column of the rollout tables ((a)/(b)/(c) and
+#       sweep rows), the `seconds` row of rollout flow's table, prepare-data's `encode time (s)` row
 #       "tokens_per_s" / "time_s" / "elapsed_s" / "wall_s": N (JSON), train's "| N tok/s | ETA T"
 #       log.csv's tokens_per_s and time columns, the train report's tok/s and wall-time cells
 #       `Made by scripts/main_job.sh on DATE (git REV, N cores)` (main job page)
@@ -26,13 +27,19 @@
 # --quick: `train --corpus brown --steps 600` also gets --stop-after 20 (same schedule, 20 updates;
 # the spectral, spectral-surgery and mc-eval examples then read that checkpoint). Without it the
 # full 600 steps run twice (about 10 minutes each on 2 cores).
+# --compare-only: compare OUT/old and OUT/new of an earlier run again (after a mask changed).
 # Exit 0 when everything is identical, 1 otherwise (the differing files listed, diffs in OUT).
 set -euo pipefail
 
 quick=0
+compare_only=0
 args=()
 for a in "$@"; do
-  if [ "$a" = "--quick" ]; then quick=1; else args+=("$a"); fi
+  case "$a" in
+    --quick) quick=1 ;;
+    --compare-only) compare_only=1 ;;
+    *) args+=("$a") ;;
+  esac
 done
 [ "${#args[@]}" -ge 2 ] || { sed -n '2,30p' "$0"; exit 2; }
 OLD=$(cd "${args[0]}" && pwd)
@@ -100,9 +107,11 @@ mask() {
     -e 's#("git_revision": *)"[^"]*"#\1"REV"#g' \
     -e 's#^(\#? *created_utc[,:= ]+).*#\1DATE#' \
     -e 's#^(\#? *git_revision[,:= ]+).*#\1REV#' \
-    -e 's#("(seconds|tokens_per_s|mean_tokens_per_s|time_s|elapsed_s|wall_s|step_ms|ms)": *)[-+0-9.eE]+#\1T#g' \
+    -e 's#("(seconds|encode_seconds|tokens_per_s|mean_tokens_per_s|time_s|elapsed_s|wall_s|step_ms|ms)": *)[-+0-9.eE]+#\1T#g' \
     -e 's#[0-9,.]+ tok/s \| ETA [^ ]+#N tok/s | ETA T#g' \
     -e 's#(mean tokens/s +)[0-9,.]+#\1T#' \
+    -e 's#^( *encode time \(s\)) +[-+0-9.eE]+#\1 T#' \
+    -e 's#^( *seconds) +[-+0-9.eE]+ *$#\1 T#' \
     -e 's#^(Made by `scripts/main_job.sh` on ).*#\1DATE#' \
     "$1"
 }
@@ -219,8 +228,10 @@ PY
 )
 
 echo "check_identical: old $OLD, new $NEW, folders $OUT/{old,new}$([ "$quick" = 1 ] && echo ' (--quick)')"
-run_side "$OLD" "$OUT/old"
-run_side "$NEW" "$OUT/new"
+if [ "$compare_only" = 0 ]; then
+  run_side "$OLD" "$OUT/old"
+  run_side "$NEW" "$OUT/new"
+fi
 
 fail=0
 n=0
