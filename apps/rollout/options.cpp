@@ -3,6 +3,9 @@
 // the two, as every tool does.
 #include "options.hpp"
 
+#include "cf/core/validators.hpp"
+#include "cf/influence/influence.hpp"
+
 namespace cf::rollout_app {
 namespace {
 
@@ -91,7 +94,7 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--influence-target", o.influence_target, "--influence auto: probability | log-probability | logit")
-      ->check(CLI::IsMember({"probability", "log-probability", "logit"}))
+      ->check(app::member_of(influence::kTargets))
       ->capture_default_str();
   app.add_option("--matrix", o.matrix, "Also write the full rollout matrix P(L) of variant (b) as CSV (n <= 2048)");
 }
