@@ -109,7 +109,7 @@ mask() {
     -e 's#^(\#? *git_revision[,:= ]+).*#\1REV#' \
     -e 's#("(seconds|encode_seconds|tokens_per_s|mean_tokens_per_s|time_s|elapsed_s|wall_s|step_ms|ms)": *)[-+0-9.eE]+#\1T#g' \
     -e 's#[0-9,.]+ tok/s \| ETA [^ ]+#N tok/s | ETA T#g' \
-    -e 's#(mean tokens/s +)[0-9,.]+#\1T#' \
+    -e 's#(mean tokens/s) +[0-9,.]+#\1 T#' \
     -e 's#^( *encode time \(s\)) +[-+0-9.eE]+#\1 T#' \
     -e 's#^( *seconds) +[-+0-9.eE]+ *$#\1 T#' \
     -e 's#^(Made by `scripts/main_job.sh` on ).*#\1DATE#' \
