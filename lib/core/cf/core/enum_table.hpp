@@ -79,8 +79,6 @@ class EnumTable {
     return out;
   }
 
-  constexpr const std::array<EnumEntry<E>, N>& entries() const { return entries_; }
-
  private:
   static constexpr bool has_alias(std::string_view aliases, std::string_view s) {
     while (!aliases.empty()) {
