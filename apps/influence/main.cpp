@@ -144,7 +144,7 @@ void setup(CLI::App& app, Options& o) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--target", o.target, "Differentiated quantity: probability (the paper) | log-probability | logit")
-      ->check(CLI::IsMember({"probability", "log-probability", "logit"}))
+      ->check(app::member_of(influence::kTargets))
       ->capture_default_str();
   app.add_option("--batch", o.batch,
                  "Windows per batched backward pass (0 = all in one pass when its activations fit 2 GiB, else the most "

@@ -9,6 +9,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/probe/eval_report.hpp"
+#include "cf/probe/multiple_choice.hpp"
 
 using namespace cf;
 
@@ -22,8 +23,8 @@ int main(int argc, char** argv) {
                  "HDF5 checkpoint (train's last.h5 / best.h5) or Hugging Face folder; give two for a paired test")
       ->required()
       ->expected(1, 2);
-  app.add_option("--layout", o.layout, "field layout of the lines: auto | generic | arc | hellaswag | piqa | csqa")
-      ->check(CLI::IsMember({"auto", "generic", "arc", "hellaswag", "piqa", "csqa"}))
+  app.add_option("--layout", o.layout, "field layout of the lines: " + probe::kMcLayouts.list(" | "))
+      ->check(app::member_of(probe::kMcLayouts))
       ->capture_default_str();
   app.add_option("--template", o.templ,
                  "harness: the lm-evaluation-harness v0.4 prompt of the layout; verbatim: the item's 'context' field")

@@ -1,6 +1,6 @@
 #pragma once
-// rollout's options (apps/rollout): shared by main.cpp and ignored.cpp (the options each mode
-// ignores, refused with exit 2; docs/options.md).
+// rollout's options (apps/rollout): shared by main.cpp, options.cpp (their declarations) and
+// ignored.cpp (the options each mode ignores, refused with exit 2; docs/options.md).
 #include <CLI/CLI.hpp>
 #include <string>
 
@@ -30,11 +30,21 @@ struct Options {
   // verify
   int seeds = 8;
   // flow (issue 34): max-flow solver and the all-targets matrix file
-  std::string flow_algorithm = "push-relabel", flow_matrix;
+  std::string flow_algorithm = "layered", flow_matrix;
   std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
   gpu::Placement backend = gpu::Placement::Cpu;  ///< --device resolved (device_path_missing)
   app::CommonOptions common;
 };
+
+/// The options of the source and of the default mode (options.cpp); --device and the common
+/// options follow them (main.cpp).
+void add_options(CLI::App& app, Options& o);
+
+/// The subcommands, each with its own options (options.cpp).
+struct Subcommands {
+  CLI::App *sweep, *mono, *verify, *dich, *jac, *flow;
+};
+Subcommands add_subcommands(CLI::App& app, Options& o);
 
 /// Refuse (exit 2, naming the option and the mode) every option the selected mode ignores:
 /// `sub` is the subcommand ("" = the default rollout, "sweep", "monotonicity", "verify",

@@ -13,6 +13,7 @@
 #include "cf/model/load.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/spectral/checkpoint.hpp"
+#include "cf/spectral/surgery.hpp"
 #include "cf/spectral/surgery_eval.hpp"
 #include "cf/spectral/surgery_report.hpp"
 
@@ -118,7 +119,7 @@ void setup(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"auto", "byte", "gpt2"}))
       ->capture_default_str();
   app.add_option("--component", o.component, "Part truncated to --rank: routing | filtering | both")
-      ->check(CLI::IsMember({"routing", "filtering", "both"}))
+      ->check(app::member_of(spectral::kComponents))
       ->capture_default_str();
   app.add_option("--rank", o.rank,
                  "Target rank k (0 removes the component; -1 = full rank, no truncation). Routing ranks are even: "

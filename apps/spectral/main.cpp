@@ -132,7 +132,7 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--layers", o.layers, "Layers to analyse: all | L | A-B | A,B,C-D")->capture_default_str();
   app.add_option("--erank", o.erank, "Effective-rank form of the profile and plot: entropy | participation")
-      ->check(CLI::IsMember({"entropy", "participation"}))
+      ->check(app::member_of(spectral::kErankForms))
       ->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer,
                  "Tokenizer for --texts: auto (byte for vocab 256, gpt2 for 50257) | byte | gpt2")

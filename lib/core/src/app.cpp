@@ -136,8 +136,9 @@ void apply_common(const CommonOptions& opt) {
 void add_common_options(CLI::App& app, CommonOptions& opt, bool with_plot, const std::string& report_flag) {
   opt.report_flag = report_flag;
   app.add_option("--format", opt.format,
-                 "Output format: table | csv | json (default: from " + report_flag + "'s extension, else table)")
-      ->check(CLI::IsMember({"table", "csv", "json"}));
+                 "Output format: " + output::kFormats.list(" | ") + " (default: from " + report_flag +
+                     "'s extension, else table)")
+      ->check(member_of(output::kFormats));
   app.add_option(report_flag, opt.out,
                  "Write the report to FILE instead of stdout (atomically; '-' = stdout; .json/.csv/.h5 pick the "
                  "format)");

@@ -22,9 +22,7 @@ void set_number_style(NumberStyle s) { g_style.store(static_cast<int>(s)); }
 NumberStyle number_style() { return static_cast<NumberStyle>(g_style.load()); }
 
 Format parse_format(const std::string& name) {
-  if (name == "table") return Format::Table;
-  if (name == "csv") return Format::Csv;
-  if (name == "json") return Format::Json;
+  if (const auto f = kFormats.find(name)) return *f;
   throw InvalidArgument(str("unknown --format '", name, "': expected table, csv or json"));
 }
 

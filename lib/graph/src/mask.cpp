@@ -7,36 +7,14 @@
 
 namespace cf::graph {
 
-std::string pattern_name(PatternKind k) {
-  switch (k) {
-    case PatternKind::Full:
-      return "full";
-    case PatternKind::Block:
-      return "block";
-    case PatternKind::Swa:
-      return "swa";
-    case PatternKind::Bridge:
-      return "bridge";
-    case PatternKind::Pbb:
-      return "pbb";
-    case PatternKind::SeBridge:
-      return "se-bridge";
-  }
-  return "?";
-}
+std::string pattern_name(PatternKind k) { return std::string(kPatternKinds.name(k)); }
 
 PatternKind parse_pattern_kind(const std::string& name) {
   std::string s;
   for (char c : name) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (s == "full" || s == "causal") return PatternKind::Full;
-  if (s == "block") return PatternKind::Block;
-  if (s == "swa" || s == "sliding" || s == "window") return PatternKind::Swa;
-  if (s == "bridge") return PatternKind::Bridge;
-  if (s == "pbb") return PatternKind::Pbb;
-  if (s == "se-bridge" || s == "se" || s == "sebridge" || s == "se_bridge") return PatternKind::SeBridge;
-  throw InvalidArgument(str("unknown pattern '", name,
-                            "': known patterns are full, block, swa, bridge, pbb, se-bridge (aliases: causal = ",
-                            "full; sliding, window = swa; se, sebridge, se_bridge = se-bridge)"));
+  if (const auto k = kPatternKinds.find(s)) return *k;
+  throw InvalidArgument(str("unknown pattern '", name, "': known patterns are ", kPatternKinds.list(),
+                            " (aliases: causal = full; sliding, window = swa; se, sebridge, se_bridge = se-bridge)"));
 }
 
 std::string describe(const Pattern& p) {

@@ -13,12 +13,11 @@
 namespace cf::influence {
 
 KernelSource parse_kernel_source(const std::string& name) {
-  if (name == "alibi") return KernelSource::Alibi;
-  if (name == "measured") return KernelSource::Measured;
-  throw InvalidArgument("--kernel-source: unknown source '" + name + "' (expected alibi | measured)");
+  if (const auto k = kKernelSources.find(name)) return *k;
+  throw InvalidArgument("--kernel-source: unknown source '" + name + "' (expected " + kKernelSources.list(" | ") + ")");
 }
 
-std::string kernel_source_name(KernelSource s) { return s == KernelSource::Alibi ? "alibi" : "measured"; }
+std::string kernel_source_name(KernelSource s) { return std::string(kKernelSources.name(s)); }
 
 void require_kernel_source(const nn::ModelConfig& cfg, KernelSource source) {
   if (source != KernelSource::Alibi) return;

@@ -11,24 +11,11 @@
 namespace cf::influence {
 
 Target parse_target(const std::string& name) {
-  if (name == "probability") return Target::Probability;
-  if (name == "log-probability") return Target::LogProbability;
-  if (name == "logit") return Target::Logit;
-  throw InvalidArgument("--target: unknown influence target '" + name +
-                        "' (expected probability | log-probability | logit)");
+  if (const auto t = kTargets.find(name)) return *t;
+  throw InvalidArgument("--target: unknown influence target '" + name + "' (expected " + kTargets.list(" | ") + ")");
 }
 
-std::string target_name(Target t) {
-  switch (t) {
-    case Target::Probability:
-      return "probability";
-    case Target::LogProbability:
-      return "log-probability";
-    case Target::Logit:
-      return "logit";
-  }
-  return "?";
-}
+std::string target_name(Target t) { return std::string(kTargets.name(t)); }
 
 Windows influence_window(const std::vector<std::int32_t>& tokens, int n, int index, int count) {
   require(n >= 2, "influence needs windows of n >= 2 tokens (got n = ", n, ")");

@@ -292,24 +292,19 @@ void check_train_inputs(const ModelConfig& model, const TrainConfig& cfg, const 
   }
 }
 
-TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
-                  const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
-                  const std::atomic<bool>* stop, UpdateBackend* backend) {
-  // a fresh run is checked before the model is initialised, a resumed one once its config is read
-  if (resume_from.empty()) check_train_inputs(model_config, cfg, data);
-  Checkpoint ck;
-  if (!resume_from.empty()) {
-    ck = load_checkpoint(resume_from, true);
-  } else {
-    ck.model = init_model<float>(model_config, cfg.seed);
-  }
+namespace {
+
+// The run from `ck` (a fresh model at step 0, or a resumed checkpoint: its log's rows up to its
+// step are kept), inputs already checked.
+TrainResult train_from(Checkpoint ck, bool resumed, const TrainConfig& cfg, const TrainData& data,
+                       const std::function<void(const StepInfo&)>& on_step, const std::atomic<bool>* stop,
+                       UpdateBackend* backend) {
   Model<float>& model = ck.model;
-  if (!resume_from.empty()) check_train_inputs(model.config, cfg, data);
   std::filesystem::create_directories(cfg.out_dir);
   const std::string last = cfg.out_dir + "/last.h5", best = cfg.out_dir + "/best.h5", log = cfg.out_dir + "/log.csv";
   ck.train_config = cfg.to_json();
   TrainResult res;
-  if (!resume_from.empty()) res.history = read_log(log, ck.step);
+  if (resumed) res.history = read_log(log, ck.step);
   if (ck.has_best_val) res.best_val_loss = ck.best_val_loss;
 
   // A backend (the device trainer) owns parameters and moments between updates; `sync` brings
@@ -429,6 +424,26 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
   }
   res.steps_done = ck.step;
   return res;
+}
+
+}  // namespace
+
+TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const TrainData& data,
+                  const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
+                  const std::atomic<bool>* stop, UpdateBackend* backend) {
+  if (!resume_from.empty()) return train(load_checkpoint(resume_from, true), cfg, data, on_step, stop, backend);
+  // a fresh run is checked before the model is initialised
+  check_train_inputs(model_config, cfg, data);
+  Checkpoint ck;
+  ck.model = init_model<float>(model_config, cfg.seed);
+  return train_from(std::move(ck), false, cfg, data, on_step, stop, backend);
+}
+
+TrainResult train(Checkpoint resumed, const TrainConfig& cfg, const TrainData& data,
+                  const std::function<void(const StepInfo&)>& on_step, const std::atomic<bool>* stop,
+                  UpdateBackend* backend) {
+  check_train_inputs(resumed.model.config, cfg, data);  // once its config is read
+  return train_from(std::move(resumed), true, cfg, data, on_step, stop, backend);
 }
 
 }  // namespace cf::nn

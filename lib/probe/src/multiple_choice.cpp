@@ -12,33 +12,11 @@
 namespace cf::probe {
 
 McLayout parse_layout(const std::string& name) {
-  if (name == "auto") return McLayout::Auto;
-  if (name == "generic") return McLayout::Generic;
-  if (name == "arc") return McLayout::Arc;
-  if (name == "hellaswag") return McLayout::Hellaswag;
-  if (name == "piqa") return McLayout::Piqa;
-  if (name == "csqa") return McLayout::Csqa;
-  throw InvalidArgument(str("--layout '", name, "' is not one of auto, generic, arc, hellaswag, piqa, csqa"));
+  if (const auto l = kMcLayouts.find(name)) return *l;
+  throw InvalidArgument(str("--layout '", name, "' is not one of ", kMcLayouts.list()));
 }
 
-std::string layout_name(McLayout l) {
-  switch (l) {
-    case McLayout::Auto:
-      return "auto";
-    case McLayout::Generic:
-      return "generic";
-    case McLayout::Arc:
-      return "arc";
-    case McLayout::Hellaswag:
-      return "hellaswag";
-    case McLayout::Piqa:
-      return "piqa";
-    case McLayout::Csqa:
-      return "csqa";
-  }
-  return "?";
-}
-
+std::string layout_name(McLayout l) { return std::string(kMcLayouts.name(l)); }
 // ---------------------------------------------------------------- Python string semantics
 bool python_isspace(char32_t c) {
   // str.isspace: bidirectional class WS, B or S, or category Zs (CPython's _PyUnicode_IsWhitespace)

@@ -9,8 +9,7 @@ namespace cf::spectral {
 using output::fmt;
 
 ErankForm parse_erank_form(const std::string& name) {
-  if (name == "entropy") return ErankForm::Entropy;
-  if (name == "participation") return ErankForm::Participation;
+  if (const auto f = kErankForms.find(name)) return *f;
   throw InvalidArgument(str("erank form must be entropy or participation (got '", name, "')"));
 }
 

@@ -10,23 +10,11 @@
 namespace cf::spectral {
 
 Component parse_component(const std::string& name) {
-  if (name == "routing") return Component::Routing;
-  if (name == "filtering") return Component::Filtering;
-  if (name == "both") return Component::Both;
+  if (const auto c = kComponents.find(name)) return *c;
   throw InvalidArgument(str("component must be routing, filtering or both (got '", name, "')"));
 }
 
-std::string component_name(Component c) {
-  switch (c) {
-    case Component::Routing:
-      return "routing";
-    case Component::Filtering:
-      return "filtering";
-    case Component::Both:
-      return "both";
-  }
-  return "?";
-}
+std::string component_name(Component c) { return std::string(kComponents.name(c)); }
 
 Eigen::MatrixXd truncate_rank(const Eigen::MatrixXd& X, Index k) {
   require(k >= 0, "rank k must be >= 0 (got ", k, ")");

@@ -5,9 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
+
 namespace cf::output {
 
 enum class Format { Table, Csv, Json };
+
+/// The formats' names (--format of every tool).
+inline constexpr EnumTable kFormats{std::array{
+    EnumEntry<Format>{Format::Table, "table"},
+    EnumEntry<Format>{Format::Csv, "csv"},
+    EnumEntry<Format>{Format::Json, "json"},
+}};
 
 /// Parse "table" | "csv" | "json"; throws cf::InvalidArgument otherwise.
 Format parse_format(const std::string& name);

@@ -132,6 +132,13 @@ inline CLI::Validator finite_list(double lo = -std::numeric_limits<double>::infi
       "LIST of FINITE");
 }
 
+/// The check of an option that takes one of an enum's canonical names (cf/core/enum_table.hpp):
+/// CLI::IsMember of the table's names, in table order (--help shows them as {a,b,c}).
+template <class Table>
+CLI::Validator member_of(const Table& table) {
+  return CLI::IsMember(table.names());
+}
+
 /// Refuse an option that the selected mode ignores (exit 2 through cf::InvalidArgument, naming
 /// the option and the mode that uses it), e.g.
 ///   refuse_unless(app, "--block", mode == "closure", "--coverage closure").

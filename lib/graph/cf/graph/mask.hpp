@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/graph/interval.hpp"
 
 namespace cf::graph {
@@ -42,6 +43,16 @@ struct Mask {
   Pattern pattern;
   Index n = 0;
 };
+
+/// The names of the mask families (canonical name first, then the accepted aliases).
+inline constexpr EnumTable kPatternKinds{std::array{
+    EnumEntry<PatternKind>{PatternKind::Full, "full", "causal"},
+    EnumEntry<PatternKind>{PatternKind::Block, "block"},
+    EnumEntry<PatternKind>{PatternKind::Swa, "swa", "sliding window"},
+    EnumEntry<PatternKind>{PatternKind::Bridge, "bridge"},
+    EnumEntry<PatternKind>{PatternKind::Pbb, "pbb"},
+    EnumEntry<PatternKind>{PatternKind::SeBridge, "se-bridge", "se sebridge se_bridge"},
+}};
 
 /// Canonical name: "full", "block", "swa", "bridge", "pbb", "se-bridge".
 std::string pattern_name(PatternKind k);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/nn/model.hpp"
@@ -21,6 +22,12 @@
 namespace cf::influence {
 
 enum class KernelSource { Alibi, Measured };
+
+/// The kernel sources' names (rollout --kernel-source, the report).
+inline constexpr EnumTable kKernelSources{std::array{
+    EnumEntry<KernelSource>{KernelSource::Alibi, "alibi"},
+    EnumEntry<KernelSource>{KernelSource::Measured, "measured"},
+}};
 
 /// "alibi" | "measured"; throws cf::InvalidArgument naming the value.
 KernelSource parse_kernel_source(const std::string& name);
@@ -69,7 +76,7 @@ struct Agreement {
 };
 Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasurements& m, KernelSource source,
                             const Eigen::VectorXd& influence, bool frobenius_alpha = false, bool with_flow = false,
-                            rollout::FlowAlgorithm flow_algorithm = rollout::FlowAlgorithm::PushRelabel);
+                            rollout::FlowAlgorithm flow_algorithm = rollout::FlowAlgorithm::Layered);
 
 /// The Position bias (Herasimchyk et al.) Tables 2-5 layout: one table of Spearman and one of W1/(n-1), a row for the
 /// model

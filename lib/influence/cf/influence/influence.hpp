@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/nn/model.hpp"
 
 namespace cf::influence {
@@ -18,6 +19,13 @@ namespace cf::influence {
 /// What is differentiated (docs/spec.md section 7 option 5): probability p(yhat|x) (the paper, default),
 /// log-probability log p(yhat|x), or the logit z_yhat.
 enum class Target { Probability, LogProbability, Logit };
+
+/// The targets' names (--target of influence and jacobian, --influence-target of rollout).
+inline constexpr EnumTable kTargets{std::array{
+    EnumEntry<Target>{Target::Probability, "probability"},
+    EnumEntry<Target>{Target::LogProbability, "log-probability"},
+    EnumEntry<Target>{Target::Logit, "logit"},
+}};
 
 /// "probability" | "log-probability" | "logit"; throws cf::InvalidArgument naming the value.
 Target parse_target(const std::string& name);

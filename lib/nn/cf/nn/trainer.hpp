@@ -134,6 +134,13 @@ TrainResult train(const ModelConfig& model_config, const TrainConfig& cfg, const
                   const std::string& resume_from, const std::function<void(const StepInfo&)>& on_step,
                   const std::atomic<bool>* stop, UpdateBackend* backend = nullptr);
 
+/// Continue training from a checkpoint already read (with its optimizer state: load_checkpoint's
+/// default), as train() with resume_from naming its file; a tool that reads the checkpoint to
+/// check the command line passes it here, so the file is read once.
+TrainResult train(Checkpoint resumed, const TrainConfig& cfg, const TrainData& data,
+                  const std::function<void(const StepInfo&)>& on_step, const std::atomic<bool>* stop,
+                  UpdateBackend* backend = nullptr);
+
 /// Path of the checkpoint kept at `step` by TrainConfig::keep_every: out_dir/step_XXXXXX.h5 (six
 /// digits, zero-padded; more digits past 999,999).
 std::string kept_path(const std::string& out_dir, std::int64_t step);

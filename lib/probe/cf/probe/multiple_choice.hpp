@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/nn/model.hpp"
 
 namespace cf::probe {
@@ -21,6 +22,16 @@ namespace cf::probe {
 /// Field layouts of a JSONL line (docs/mc-eval.md "Layouts"). Auto picks one from the first item's
 /// field names.
 enum class McLayout { Auto, Generic, Arc, Hellaswag, Piqa, Csqa };
+
+/// The layouts' names (mc-eval --layout, the report).
+inline constexpr EnumTable kMcLayouts{std::array{
+    EnumEntry<McLayout>{McLayout::Auto, "auto"},
+    EnumEntry<McLayout>{McLayout::Generic, "generic"},
+    EnumEntry<McLayout>{McLayout::Arc, "arc"},
+    EnumEntry<McLayout>{McLayout::Hellaswag, "hellaswag"},
+    EnumEntry<McLayout>{McLayout::Piqa, "piqa"},
+    EnumEntry<McLayout>{McLayout::Csqa, "csqa"},
+}};
 
 /// How the context string is made: Harness = the lm-evaluation-harness v0.4 doc_to_text of the
 /// layout; Verbatim = the item's own `context` field as it is (every layout).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/spectral/model.hpp"
@@ -14,6 +15,11 @@ namespace cf::spectral {
 
 /// Which effective-rank form the profile/plot headline uses (docs/spec.md §7 option 8).
 enum class ErankForm { Entropy, Participation };
+/// The forms' names (spectral --erank).
+inline constexpr EnumTable kErankForms{std::array{
+    EnumEntry<ErankForm>{ErankForm::Entropy, "entropy"},
+    EnumEntry<ErankForm>{ErankForm::Participation, "participation"},
+}};
 ErankForm parse_erank_form(const std::string& name);  ///< "entropy" | "participation"
 
 /// Per-head table: layer, head, attn, rho, erank(R), erank(F), PR(R), rank(R), ||M||_F, max Re lambda.

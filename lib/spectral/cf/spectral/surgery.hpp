@@ -7,12 +7,20 @@
 #include <Eigen/Dense>
 #include <string>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/spectral/decomposition.hpp"
 
 namespace cf::spectral {
 
 /// Which part of M = F + R a surgery truncates.
 enum class Component { Routing, Filtering, Both };
+
+/// The components' names (spectral-surgery --component, the report).
+inline constexpr EnumTable kComponents{std::array{
+    EnumEntry<Component>{Component::Routing, "routing"},
+    EnumEntry<Component>{Component::Filtering, "filtering"},
+    EnumEntry<Component>{Component::Both, "both"},
+}};
 
 /// Parse "routing" | "filtering" | "both"; throws cf::InvalidArgument otherwise.
 Component parse_component(const std::string& name);
