@@ -35,6 +35,9 @@ struct Activations {
   std::vector<std::vector<T>> lse, obr;
   /// per layer: the saved state of its attention variant unit (S-D damping, runway tau, ...)
   std::vector<UnitSlot> unit_state;
+  /// scratch of the layer whose unit runs now (runway's bias, its per-head d v, S-D's d damping),
+  /// shared by every layer: it lives only during one layer's forward or backward
+  std::vector<T> unit_scratch;
   /// per (sequence, head): its keys transposed for the packing-free tile products
   /// (cf/nn/detail/tile_gemm.hpp); scratch of one layer's tiled forward at a time
   std::vector<detail::KeysT<T>> keys_t;
@@ -117,6 +120,7 @@ struct Activations {
     add(obr);
     for (const UnitSlot& u : unit_state)
       if (u.state) n += u.bytes(u.state.get());
+    n += unit_scratch.size() * sizeof(T);
     for (const auto& k : keys_t) n += k.data.size() * sizeof(T);
     n += (lnf_mean.size() + lnf_rstd.size() + losses.size()) * sizeof(T);
     n += static_cast<std::size_t>(lnf.size() + logits.size() + dres.size() + dn.size() + dfc.size() + dfch.size() +

@@ -81,7 +81,7 @@ struct RunwayScores {
 /// on the eligible edges, beta = 1 - sigmoid(tau) shared by every head, tau from the last head's
 /// values v: c v_{i-1}.v_m (Bilinear = false, c = 1/sqrt(d_head), no parameters) or v_{i-1}^T B v_m
 /// (Bilinear = true, attn.runway_B [d_head, d_head] per layer). The dense oracle computes tau and the
-/// bias [B, T, T] once per layer and gathers d tau from every head's d logits; the tiled policy
+/// bias [B, T, T] once per layer (tau saved for the backward) and gathers d tau from every head's d logits; the tiled policy
 /// recomputes tau per tile and leaves per-(b, h) gradients that finish_backward reduces in a fixed
 /// order. lib/gpu's tiled kernel computes the bias (AttentionExtras::runway_*); the device trainer
 /// refuses runway layers.
@@ -95,13 +95,32 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
   }
   template <class T>
   struct State {
-    std::vector<T> tau, rbias;        ///< dense: [B, T, T] tau and bias log beta = -softplus(tau)
-    std::vector<T> dS;                ///< dense backward: [B, H, T, T] every head's d logits
-    std::vector<T> dvs, dvl, dB;      ///< tiled backward, per (b, h): [T, dh], [T, dh], [dh, dh]
-    std::size_t bytes() const {
-      return (tau.size() + rbias.size() + dS.size() + dvs.size() + dvl.size() + dB.size()) * sizeof(T);
-    }
+    std::vector<T> tau;  ///< dense: [B, T, T]
+    std::size_t bytes() const { return tau.size() * sizeof(T); }
   };
+  /// Scratch of the layer running now (Activations::unit_scratch, shared by the layers). Dense
+  /// forward: the bias log beta = -softplus(tau) [B, T, T]; dense backward: every head's d logits
+  /// [B, H, T, T]; tiled backward, per (b, h): dvs [T, dh], then dvl [T, dh], then dB [dh, dh].
+  template <class T>
+  static T* rbias(const AttnLayer<T>& L, int b) {
+    return L.a.unit_scratch.data() + static_cast<std::size_t>(b) * L.Tn * L.Tn;
+  }
+  template <class T>
+  static T* dS(const AttnLayer<T>& L, std::size_t bh) {
+    return L.a.unit_scratch.data() + bh * L.Tn * L.Tn;
+  }
+  template <class T>
+  static T* dvs(const AttnLayer<T>& L, std::size_t bh) {
+    return L.a.unit_scratch.data() + bh * L.Tn * L.dh;
+  }
+  template <class T>
+  static T* dvl(const AttnLayer<T>& L, std::size_t bh) {
+    return dvs(L, static_cast<std::size_t>(L.B) * L.H + bh);
+  }
+  template <class T>
+  static T* dB(const AttnLayer<T>& L, std::size_t bh) {
+    return dvs(L, 2 * static_cast<std::size_t>(L.B) * L.H) + bh * L.dh * L.dh;
+  }
   template <class T>
   static const T* B_of(const AttnLayer<T>& L) {
     return Bilinear ? L.W + L.off().runway_B : nullptr;
@@ -121,7 +140,7 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
     const T* Bw = B_of(L);
     const T* qkv = L.a.qkv[static_cast<std::size_t>(L.l)].data();
     s.tau.resize(static_cast<std::size_t>(L.B) * Tn * Tn);
-    s.rbias.resize(s.tau.size());
+    L.a.unit_scratch.resize(s.tau.size());
     cf::OmpExceptions omp_errors;  // exceptions never leave the region (cf/core/omp_exception.hpp)
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < L.B; ++b)
@@ -134,7 +153,7 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
           tau.noalias() = Vs * CMapR<T>(Bw, dh, dh) * Vl.transpose();
         else
           tau.noalias() = c * Vs * Vl.transpose();
-        MapR<T> rb(s.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
+        MapR<T> rb(rbias(L, b), Tn, Tn);
         rb.setZero();
         // beta = 1 - sigmoid(tau) on eligible edges 1 <= m <= i-2: log beta = -softplus(tau)
         for (int i = 3; i < Tn; ++i)
@@ -148,9 +167,9 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
   }
   /// After the hook and ALiBi: S += log beta of sequence b.
   template <class T>
-  static void dense_bias(const AttnLayer<T>& L, const State<T>& s, int b, int, MatR<T>& Sm) {
+  static void dense_bias(const AttnLayer<T>& L, const State<T>&, int b, int, MatR<T>& Sm) {
     const int Tn = L.Tn;
-    const T* rb = s.rbias.data() + static_cast<std::size_t>(b) * Tn * Tn;
+    const T* rb = rbias(L, b);
     for (int i = 0; i < Tn; ++i)
       for (int j = 0; j <= i; ++j) Sm(i, j) += rb[static_cast<std::int64_t>(i) * Tn + j];
   }
@@ -158,7 +177,7 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
   static void dense_scores_backward(const AttnLayer<T>& L, State<T>& s, const HeadQKV<T>& h, const HeadQKVGrads<T>& g,
                                     int b, int hd, const MatR<T>& dS) {
     DotUnit::dense_scores_backward(L, s, h, g, b, hd, dS);
-    MapR<T>(s.dS.data() + (static_cast<std::size_t>(b) * L.H + hd) * L.Tn * L.Tn, L.Tn, L.Tn) = dS;
+    MapR<T>(RunwayUnit::dS(L, static_cast<std::size_t>(b) * L.H + hd), L.Tn, L.Tn) = dS;
   }
   template <class T, class Pos>
   static auto scores(const AttnLayer<T>& L, State<T>& s, int b, int h, bool grads, const Pos& pos) {
@@ -169,23 +188,20 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
     r.ld_vl = L.ql.ld();
     r.B = B_of(L);
     if (grads) {
-      const std::size_t bh = static_cast<std::size_t>(b) * L.H + h, dh = static_cast<std::size_t>(L.dh);
-      r.dvs = s.dvs.data() + bh * L.Tn * dh;
-      r.dvl = s.dvl.data() + bh * L.Tn * dh;
-      if (Bilinear) r.dB = s.dB.data() + bh * dh * dh;
+      const std::size_t bh = static_cast<std::size_t>(b) * L.H + h;
+      r.dvs = dvs(L, bh);
+      r.dvl = dvl(L, bh);
+      if (Bilinear) r.dB = dB(L, bh);
     }
     return r;
   }
   template <class T>
-  static void begin_backward(AttnLayer<T>& L, State<T>& s) {
+  static void begin_backward(AttnLayer<T>& L, State<T>&) {
     const std::size_t BH = static_cast<std::size_t>(L.B) * L.H, dh = static_cast<std::size_t>(L.dh);
-    if (L.dense) {
-      s.dS.resize(BH * L.Tn * L.Tn);
-      return;
-    }
-    s.dvs.assign(BH * L.Tn * dh, T(0));
-    s.dvl.assign(s.dvs.size(), T(0));
-    s.dB.assign(Bilinear ? BH * dh * dh : 0, T(0));
+    if (L.dense)
+      L.a.unit_scratch.resize(BH * L.Tn * L.Tn);
+    else
+      L.a.unit_scratch.assign(BH * (2 * L.Tn * dh + (Bilinear ? dh * dh : 0)), T(0));
   }
   template <class T>
   static void finish_backward(AttnLayer<T>& L, State<T>& s) {
@@ -212,7 +228,7 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
         CMapR<T> tau(s.tau.data() + static_cast<std::size_t>(b) * Tn * Tn, Tn, Tn);
         MatR<T> Gt = MatR<T>::Zero(Tn, Tn);  // d loss / d tau
         for (int h = 0; h < H; ++h) {
-          CMapR<T> dSh(s.dS.data() + (static_cast<std::size_t>(b) * H + h) * Tn * Tn, Tn, Tn);
+          CMapR<T> dSh(RunwayUnit::dS(L, static_cast<std::size_t>(b) * H + h), Tn, Tn);
           for (int i = 3; i < Tn; ++i)
             for (int mm = 1; mm <= i - 2; ++mm) Gt(i, mm) += dSh(i, mm);
         }
@@ -234,24 +250,22 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
       });
     omp_errors.rethrow();
     if (Bilinear) {
-      MapR<T> dB(L.G + L.off().runway_B, dh, dh);
-      for (int b = 0; b < L.B; ++b) dB += dBpart[static_cast<std::size_t>(b)];
+      MapR<T> dBm(L.G + L.off().runway_B, dh, dh);
+      for (int b = 0; b < L.B; ++b) dBm += dBpart[static_cast<std::size_t>(b)];
     }
   }
   /// Tiled: the per-(b, h) gradients into the last head's d V and d B, heads in order.
   template <class T>
-  static void reduce_tiled(AttnLayer<T>& L, State<T>& s) {
+  static void reduce_tiled(AttnLayer<T>& L, State<T>&) {
     const int Tn = L.Tn, H = L.H, dh = L.dh;
     T* dqkv = L.a.dqkv.data();
     for (int bh = 0; bh < L.B * H; ++bh) {
       SMap<T> dVl(dqkv + vl_off(L, bh / H), Tn, dh, Eigen::OuterStride<>(L.ql.ld()));
-      CMapR<T> dvs(s.dvs.data() + static_cast<std::size_t>(bh) * Tn * dh, Tn, dh),
-          dvl(s.dvl.data() + static_cast<std::size_t>(bh) * Tn * dh, Tn, dh);
-      dVl += dvl;
-      for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += dvs.row(i);  // row i used v_{i-1}
+      CMapR<T> gs(dvs(L, static_cast<std::size_t>(bh)), Tn, dh), gl(dvl(L, static_cast<std::size_t>(bh)), Tn, dh);
+      dVl += gl;
+      for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += gs.row(i);  // row i used v_{i-1}
       if (Bilinear)
-        MapR<T>(L.G + L.off().runway_B, dh, dh) +=
-            CMapR<T>(s.dB.data() + static_cast<std::size_t>(bh) * dh * dh, dh, dh);
+        MapR<T>(L.G + L.off().runway_B, dh, dh) += CMapR<T>(dB(L, static_cast<std::size_t>(bh)), dh, dh);
     }
   }
 };

@@ -79,13 +79,20 @@ struct SdUnit : SoftmaxUnit<SdUnit> {
   }
   template <class T>
   struct State {
-    MatR<T> z, d, ddamp;        ///< [N, H]: pre-activation, damping, d loss / d damping
-    std::vector<T> d_t, dd_t;  ///< [B, H, T]: damping and (tiled backward) its gradient per head
-    std::size_t bytes() const {
-      return static_cast<std::size_t>(z.size() + d.size() + ddamp.size()) * sizeof(T) +
-             (d_t.size() + dd_t.size()) * sizeof(T);
-    }
+    MatR<T> z, d;        ///< [N, H]: pre-activation and damping
+    std::vector<T> d_t;  ///< [B, H, T]: the damping per head
+    std::size_t bytes() const { return static_cast<std::size_t>(z.size() + d.size()) * sizeof(T) + d_t.size() * sizeof(T); }
   };
+  /// Backward scratch (AttnLayer::scratch): d damping [N, H], and before it the tiled path's
+  /// per-head gradients [B, H, T].
+  template <class T>
+  static MapR<T> ddamp(const AttnLayer<T>& L) {
+    return MapR<T>(L.a.unit_scratch.data() + static_cast<std::size_t>(L.N) * L.H, L.N, L.H);
+  }
+  template <class T>
+  static T* dd_t(const AttnLayer<T>& L) {
+    return L.a.unit_scratch.data();
+  }
   template <class T>
   static T scale(int dh) {
     return T(0.5 / std::sqrt(double(dh)));  // the routing scale 1/(2 sqrt(d_head)), docs/spec.md §7.11
@@ -116,7 +123,8 @@ struct SdUnit : SoftmaxUnit<SdUnit> {
   static void dense_scores_backward(const AttnLayer<T>& L, State<T>& s, const HeadQKV<T>& h, const HeadQKVGrads<T>& g,
                                     int b, int hd, const MatR<T>& dS) {
     sd_dense_backward(h, g, scale<T>(h.dh), dS);
-    for (int i = 0; i < L.Tn; ++i) s.ddamp(static_cast<std::int64_t>(b * L.Tn + i), hd) = -dS(i, i);
+    MapR<T> dd = ddamp(L);
+    for (int i = 0; i < L.Tn; ++i) dd(static_cast<std::int64_t>(b * L.Tn + i), hd) = -dS(i, i);
   }
   template <class T, class Pos>
   static auto scores(const AttnLayer<T>& L, State<T>& s, int b, int h, bool grads, const Pos& pos) {
@@ -124,30 +132,26 @@ struct SdUnit : SoftmaxUnit<SdUnit> {
     SdScores<T> sd;
     sd.scale = scale<T>(L.dh);
     sd.damp = s.d_t.data() + bh * L.Tn;
-    if (grads) sd.ddamp = s.dd_t.data() + bh * L.Tn;
+    if (grads) sd.ddamp = dd_t(L) + bh * L.Tn;
     return pos(sd, h);
   }
   template <class T>
-  static void begin_backward(AttnLayer<T>& L, State<T>& s) {
-    if (L.dense)
-      s.ddamp.setZero(L.N, L.H);
-    else
-      s.dd_t.assign(static_cast<std::size_t>(L.N) * L.H, T(0));
+  static void begin_backward(AttnLayer<T>& L, State<T>&) {
+    L.a.unit_scratch.assign(2 * static_cast<std::size_t>(L.N) * L.H, T(0));
   }
   /// The tiled path's per-head damping gradients into [N, H], then through the damping's softplus
   /// and linear map: d in +=, d W_d, d b_d +=.
   template <class T>
   static void finish_backward(AttnLayer<T>& L, State<T>& s) {
     const int H = L.H, Tn = L.Tn;
-    if (!L.dense) {
-      s.ddamp.setZero(L.N, H);
+    MapR<T> dd = ddamp(L);
+    if (!L.dense)
       for (int bh = 0; bh < L.B * H; ++bh)
         for (int t = 0; t < Tn; ++t)
-          s.ddamp(static_cast<std::int64_t>((bh / H) * Tn + t), bh % H) = s.dd_t[static_cast<std::size_t>(bh) * Tn + t];
-    }
+          dd(static_cast<std::int64_t>((bh / H) * Tn + t), bh % H) = dd_t(L)[static_cast<std::size_t>(bh) * Tn + t];
     const LayerOffsets& o = L.off();
     MatR<T> dz(L.N, H);
-    for (std::int64_t i = 0; i < static_cast<std::int64_t>(L.N) * H; ++i) dz(i) = s.ddamp(i) * sigmoid(s.z(i));
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(L.N) * H; ++i) dz(i) = dd(i) * sigmoid(s.z(i));
     linear_backward(L.dn->data(), L.G + o.damp_w, L.G + o.damp_b, dz.data(), L.in, L.W + o.damp_w, L.N, L.C, H);
   }
 };
