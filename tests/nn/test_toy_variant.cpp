@@ -50,8 +50,8 @@ struct ToyScores {
     S.resize(ni, nj);
     S = (T(kToyScale) * gain) * s.qk;
   }
-  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj,
-                detail::TileMat<T>& dS, const Scratch& s) const {
+  void backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, int i0, int ni, int j0, int nj, detail::TileMat<T>& dS,
+                const Scratch& s) const {
     const T a = T(kToyScale) * gain;
     g.dQ(h).middleRows(i0, ni).noalias() += a * dS * h.K().middleRows(j0, nj);
     g.dK(h).middleRows(j0, nj).noalias() += a * dS.transpose() * h.Q().middleRows(i0, ni);
@@ -224,7 +224,8 @@ TEST_CASE("Toy variant unit: tiled equals dense, and both backward passes match 
     Model<double> p = m, q = m;
     p.params[i] += h;
     q.params[i] -= h;
-    const double fd = (loss_of(p, bt, B, Tn, AttentionPath::Dense) - loss_of(q, bt, B, Tn, AttentionPath::Dense)) / (2 * h);
+    const double fd =
+        (loss_of(p, bt, B, Tn, AttentionPath::Dense) - loss_of(q, bt, B, Tn, AttentionPath::Dense)) / (2 * h);
     INFO("parameter " << i);
     CHECK(gd[i] == Approx(fd).margin(1e-8).epsilon(1e-6));
     CHECK(gt[i] == Approx(fd).margin(1e-8).epsilon(1e-6));

@@ -84,8 +84,8 @@ struct Pass {
   bool ln() const { return cfg.norm != NormKind::None; }
 };
 
-using detail::QkvLayout;
 using detail::qkv_layout;
+using detail::QkvLayout;
 
 // ---------------------------------------------------------------------------- capture report
 
@@ -240,8 +240,9 @@ const VariantKernels<T>& attention_unit(const Pass<T>& p, int l) {
 template <class T>
 detail::AttnLayer<T> attn_layer(Pass<T>& p, int l, const T* in) {
   const bool dense = p.a.path == AttentionPath::Dense || (p.hooks && p.hooks->on_scores);
-  detail::AttnLayer<T> L{p.cfg, p.lay, l,   p.W, p.G, p.a, p.B, p.Tn, p.N, p.C, p.H, head_dim(p.cfg, l),
-                         qkv_layout(p.cfg, l), p.hooks, dense};
+  detail::AttnLayer<T> L{
+      p.cfg,   p.lay, l, p.W, p.G, p.a, p.B, p.Tn, p.N, p.C, p.H, head_dim(p.cfg, l), qkv_layout(p.cfg, l),
+      p.hooks, dense};
   L.in = in;
   return L;
 }

@@ -81,10 +81,9 @@ struct RunwayScores {
 /// on the eligible edges, beta = 1 - sigmoid(tau) shared by every head, tau from the last head's
 /// values v: c v_{i-1}.v_m (Bilinear = false, c = 1/sqrt(d_head), no parameters) or v_{i-1}^T B v_m
 /// (Bilinear = true, attn.runway_B [d_head, d_head] per layer). The dense oracle computes tau and the
-/// bias [B, T, T] once per layer (tau saved for the backward) and gathers d tau from every head's d logits; the tiled policy
-/// recomputes tau per tile and leaves per-(b, h) gradients that finish_backward reduces in a fixed
-/// order. lib/gpu's tiled kernel computes the bias (AttentionExtras::runway_*); the device trainer
-/// refuses runway layers.
+/// bias [B, T, T] once per layer (tau saved for the backward) and gathers d tau from every head's d logits; the tiled
+/// policy recomputes tau per tile and leaves per-(b, h) gradients that finish_backward reduces in a fixed order.
+/// lib/gpu's tiled kernel computes the bias (AttentionExtras::runway_*); the device trainer refuses runway layers.
 template <bool Bilinear>
 struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
   static constexpr GpuHook gpu{true, false};
@@ -264,8 +263,7 @@ struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
       CMapR<T> gs(dvs(L, static_cast<std::size_t>(bh)), Tn, dh), gl(dvl(L, static_cast<std::size_t>(bh)), Tn, dh);
       dVl += gl;
       for (int i = 1; i < Tn; ++i) dVl.row(i - 1) += gs.row(i);  // row i used v_{i-1}
-      if (Bilinear)
-        MapR<T>(L.G + L.off().runway_B, dh, dh) += CMapR<T>(dB(L, static_cast<std::size_t>(bh)), dh, dh);
+      if (Bilinear) MapR<T>(L.G + L.off().runway_B, dh, dh) += CMapR<T>(dB(L, static_cast<std::size_t>(bh)), dh, dh);
     }
   }
 };

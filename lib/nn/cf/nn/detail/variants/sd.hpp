@@ -81,7 +81,9 @@ struct SdUnit : SoftmaxUnit<SdUnit> {
   struct State {
     MatR<T> z, d;        ///< [N, H]: pre-activation and damping
     std::vector<T> d_t;  ///< [B, H, T]: the damping per head
-    std::size_t bytes() const { return static_cast<std::size_t>(z.size() + d.size()) * sizeof(T) + d_t.size() * sizeof(T); }
+    std::size_t bytes() const {
+      return static_cast<std::size_t>(z.size() + d.size()) * sizeof(T) + d_t.size() * sizeof(T);
+    }
   };
   /// Backward scratch (AttnLayer::scratch): d damping [N, H], and before it the tiled path's
   /// per-head gradients [B, H, T].
@@ -111,7 +113,8 @@ struct SdUnit : SoftmaxUnit<SdUnit> {
     for (int b = 0; b < L.B; ++b)
       for (int h = 0; h < L.H; ++h)
         for (int t = 0; t < L.Tn; ++t)
-          s.d_t[(static_cast<std::size_t>(b) * L.H + h) * L.Tn + t] = s.d(static_cast<std::int64_t>(b * L.Tn + t) * L.H + h);
+          s.d_t[(static_cast<std::size_t>(b) * L.H + h) * L.Tn + t] =
+              s.d(static_cast<std::int64_t>(b * L.Tn + t) * L.H + h);
   }
   /// Dense oracle: S = scale (Q K^T - K Q^T) - diag(d) of head h.
   template <class T>

@@ -282,8 +282,8 @@ struct SoftmaxUnit {
       thread_local MatR<T> dP, dS;
       SMap<T> dV = g.dV(hq);
       dense_softmax_backward<T>(Tn, nb, a.P[l].data() + (static_cast<std::size_t>(b) * H + h) * nb * TT, hq.V(),
-                                CSMap<T>(a.datty.data() + L.out(b, h), Tn, L.dh, Eigen::OuterStride<>(L.HD())), dV,
-                                dP, dS);
+                                CSMap<T>(a.datty.data() + L.out(b, h), Tn, L.dh, Eigen::OuterStride<>(L.HD())), dV, dP,
+                                dS);
       Unit::dense_scores_backward(L, s, hq, g, b, h, dS);
     });
   }
