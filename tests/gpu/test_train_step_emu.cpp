@@ -18,6 +18,7 @@
 #include "cf/core/error.hpp"
 #include "cf/gpu/train_step.hpp"
 #include "cf/gpu/trainer.hpp"
+#include "cf/nn/attention_variant.hpp"
 #include "cf/nn/checkpoint.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/optim.hpp"
@@ -141,6 +142,26 @@ TEST_CASE("gpu device trainer (emulated): the training loop tracks the CPU loop'
   for (const char* n : {"cpu", "emu", "emu_resume", "cpu_resume"})
     fs::remove_all(fs::temp_directory_path() /
                    (std::string("cf_gpu_train_test_") + n + "_" + std::to_string(::getpid())));
+}
+
+// A variant registered outside lib/nn whose unit's GPU hook says the device trainer does not run
+// it (issue 28: the hook, not a list of kinds, decides) is refused by name; the same unit with the
+// hook set is accepted.
+TEST_CASE("gpu device trainer reads a registered variant's GPU hook", "[gpu][train]") {
+  VariantEntry no_dev = attention_variant(AttnKind::Full);  // full attention's unit under new names
+  no_dev.name = "gpu-hook-test-off";
+  no_dev.aliases.clear();
+  no_dev.gpu = GpuHook{true, false};
+  VariantEntry dev = no_dev;
+  dev.name = "gpu-hook-test-on";
+  dev.gpu = GpuHook{true, true};
+  const AttnKind k_off = register_attention_variant(no_dev);
+  const AttnKind k_on = register_attention_variant(dev);
+  ModelConfig c = small("full,full", PosKind::Learned, NormKind::LayerNorm);
+  c.layers[1].attn = k_off;
+  CHECK_THAT(cf::gpu::device_train_unsupported(c), Catch::Contains("gpu-hook-test-off attention (layer 1)"));
+  c.layers[1].attn = k_on;
+  CHECK(cf::gpu::device_train_unsupported(c).empty());
 }
 
 TEST_CASE("gpu device trainer refuses every config feature its kernels lack, naming it", "[gpu][train]") {

@@ -5,6 +5,7 @@
 #include "cf/core/error.hpp"
 #include "cf/gpu/trainer.hpp"
 #include "cf/nn/attention_masks.hpp"
+#include "cf/nn/attention_variant.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/nn/ops.hpp"
 #include "cf/nn/params.hpp"
@@ -23,8 +24,9 @@ std::string device_train_unsupported(const nn::ModelConfig& c) {
   if (c.arch.emb_norm) return "the embedding norm (arch.emb_norm)";
   for (int l = 0; l < c.n_layer && l < static_cast<int>(c.layers.size()); ++l) {
     const AttnKind k = c.layers[static_cast<std::size_t>(l)].attn;
-    if (k == AttnKind::RunwayDot || k == AttnKind::RunwayBilinear || k == AttnKind::Sd || k == AttnKind::Linear)
-      return str(nn::attn_name(k), " attention (layer ", l, ")");
+    // the variant unit's GPU hook (cf/nn/attention_variant.hpp): a kind the device trainer does not
+    // run, built in or registered, is refused rather than trained as plain softmax
+    if (!nn::attention_variant(k).gpu.trainer) return str(nn::attn_name(k), " attention (layer ", l, ")");
     if (nn::head_dim(c, l) > 128) return str("head dimension ", nn::head_dim(c, l), " > 128 (layer ", l, ")");
   }
   return "";

@@ -7,6 +7,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/list.hpp"
+#include "cf/nn/attention_variant.hpp"
 
 namespace cf::nn {
 namespace {
@@ -45,6 +46,7 @@ std::string attn_name(AttnKind k) {
     case AttnKind::Linear:
       return "linear";
   }
+  if (is_registered_variant(k)) return attention_variant(k).name;
   return "?";
 }
 std::string pos_name(PosKind k) {
@@ -76,6 +78,8 @@ AttnKind parse_attn_kind(const std::string& s0) {
   if (s == "runway-bilinear") return AttnKind::RunwayBilinear;
   if (s == "sd" || s == "s-d") return AttnKind::Sd;
   if (s == "linear" || s == "elu-linear") return AttnKind::Linear;
+  AttnKind registered;
+  if (find_registered_variant(s, registered)) return registered;
   throw InvalidArgument(str("unknown attention variant '", s0,
                             "' (known: full|softmax, block, swa, bridge, pbb, se-bridge, runway-dot, "
                             "runway-bilinear, sd, linear)"));
@@ -355,9 +359,11 @@ std::int64_t param_count(const ModelConfig& c) {
     const std::int64_t dh = head_dim(c, l), HD = H * dh, QKV = (H + 2 * KV) * dh;
     n += 2 * nrm;
     n += QKV * C + (c.bias ? QKV : 0) + C * HD + (c.proj_bias ? C : 0);
-    const auto k = c.layers[static_cast<std::size_t>(l)].attn;
-    if (k == AttnKind::Sd) n += H * C + H;
-    if (k == AttnKind::RunwayBilinear) n += dh * dh;
+    for (const VariantParam& t : variant_params(c, l)) {  // the unit's own block (S-D damping, runway B)
+      std::int64_t size = 1;
+      for (std::int64_t d : t.shape) size *= d;
+      n += size;
+    }
     n += (glu ? 2 : 1) * F * C + F * C + (c.arch.mlp_bias ? (glu ? 2 : 1) * F + C : 0);
   }
   n += nrm;

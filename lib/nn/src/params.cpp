@@ -1,6 +1,7 @@
 #include "cf/nn/params.hpp"
 
 #include "cf/core/error.hpp"
+#include "cf/nn/attention_variant.hpp"
 
 namespace cf::nn {
 
@@ -39,18 +40,16 @@ ParamLayout make_layout(const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     const std::int64_t dh = head_dim(c, l), HD = H * dh, QKV = (H + 2 * KV) * dh;
-    const auto k = c.layers[static_cast<std::size_t>(l)].attn;
     LayerOffsets o;
     norm(p + "ln_1", o.ln1_w, o.ln1_b);
     o.attn_w = add(p + "attn.c_attn.weight", {QKV, C});
     if (c.bias) o.attn_b = add(p + "attn.c_attn.bias", {QKV});
     o.proj_w = add(p + "attn.c_proj.weight", {C, HD});
     if (c.proj_bias) o.proj_b = add(p + "attn.c_proj.bias", {C});
-    if (k == AttnKind::Sd) {
-      o.damp_w = add(p + "attn.damp.weight", {H, C});
-      o.damp_b = add(p + "attn.damp.bias", {H});
+    for (const VariantParam& t : variant_params(c, l)) {  // the attention variant's own block
+      o.variant.push_back(add(p + t.name, t.shape));
+      if (t.slot) o.*t.slot = o.variant.back();
     }
-    if (k == AttnKind::RunwayBilinear) o.runway_B = add(p + "attn.runway_B", {dh, dh});
     norm(p + "ln_2", o.ln2_w, o.ln2_b);
     o.fc_w = add(p + "mlp.c_fc.weight", {(glu ? 2 : 1) * F, C});
     if (c.arch.mlp_bias) o.fc_b = add(p + "mlp.c_fc.bias", {(glu ? 2 : 1) * F});

@@ -1,8 +1,9 @@
 #pragma once
 // The model: a config, its parameter layout and the flat parameter array, plus the forward and
-// backward pass (llm.c style: each op has <op>_forward / <op>_backward in cf/nn/ops.hpp and
-// cf/nn/attention.hpp). Templated on the scalar: float for training and inference, double for the
-// finite-difference gradient tests. CPU + OpenMP; GEMMs through Eigen.
+// backward pass (llm.c style: each op has <op>_forward / <op>_backward in cf/nn/ops.hpp; each
+// attention variant is a unit, cf/nn/attention_variant.hpp). Templated on the scalar: float for
+// training and inference, double for the finite-difference gradient tests. CPU + OpenMP; GEMMs
+// through Eigen.
 #include <Eigen/Core>
 #include <cstdint>
 #include <functional>

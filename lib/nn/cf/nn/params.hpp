@@ -25,6 +25,9 @@ struct LayerOffsets {
   std::int64_t ln1_w = -1, ln1_b = -1, attn_w = -1, attn_b = -1, proj_w = -1, proj_b = -1;
   std::int64_t damp_w = -1, damp_b = -1, runway_B = -1;
   std::int64_t ln2_w = -1, ln2_b = -1, fc_w = -1, fc_b = -1, fcproj_w = -1, fcproj_b = -1;
+  /// Every tensor of the layer's attention-variant parameter block, in the unit's order
+  /// (cf/nn/attention_variant.hpp); damp_w / damp_b / runway_B name the built-in ones too.
+  std::vector<std::int64_t> variant;
 };
 
 /// The full layout of a validated config.

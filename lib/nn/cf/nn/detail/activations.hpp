@@ -1,6 +1,7 @@
 #pragma once
 // Saved activations and gradient scratch of one forward/backward pass (internal to model.cpp).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cf/nn/config.hpp"
@@ -11,12 +12,20 @@
 
 namespace cf::nn {
 
+/// One layer's saved state of the attention variant unit that ran it (cf/nn/detail/variants/unit.hpp):
+/// `unit` identifies the owner, `state` is its State<T>, `bytes` measures it.
+struct UnitSlot {
+  const void* unit = nullptr;
+  std::shared_ptr<void> state;
+  std::size_t (*bytes)(const void*) = nullptr;
+};
+
 template <class T>
 struct Activations {
   int B = 0, Tn = 0;
   ModelConfig cfg;
-  std::vector<MatR<T>> resid, ln1, ln2, qkv, atty, resid_mid, fch, fcg, damp_z, damp_d;
-  std::vector<std::vector<T>> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, P, lin_s, tau;
+  std::vector<MatR<T>> resid, ln1, ln2, qkv, atty, resid_mid, fch, fcg;
+  std::vector<std::vector<T>> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, P;
   std::vector<std::vector<std::vector<std::uint8_t>>> masks;  ///< dense path only, built on first use
   std::vector<detail::TilePlan> plans;                        ///< per layer: branches and key tiles
   std::vector<int> nbranch;
@@ -24,19 +33,23 @@ struct Activations {
   /// more than one branch, [B, H, nbranch - 1, T, dh] outputs of all branches but the last (the
   /// backward's D = dO . O_branch; the last branch's output is atty minus their sum).
   std::vector<std::vector<T>> lse, obr;
-  std::vector<T> rw_dvs, rw_dvl, rw_dB, dd_t;  ///< tiled backward scratch: runway and S-D, per (b, h)
+  /// per layer: the saved state of its attention variant unit (S-D damping, runway tau, ...)
+  std::vector<UnitSlot> unit_state;
+  /// scratch of the layer whose unit runs now (runway's bias, its per-head d v, S-D's d damping),
+  /// shared by every layer: it lives only during one layer's forward or backward
+  std::vector<T> unit_scratch;
   /// per (sequence, head): its keys transposed for the packing-free tile products
   /// (cf/nn/detail/tile_gemm.hpp); scratch of one layer's tiled forward at a time
   std::vector<detail::KeysT<T>> keys_t;
   AttentionPath path = AttentionPath::Tiled;
   /// Whether the forward pass refuses a non-finite residual stream or output (Workspace::set_finite_check).
   bool check_finite = true;
-  std::vector<T> rbias, dS, lnf_mean, lnf_rstd, losses;
+  std::vector<T> lnf_mean, lnf_rstd, losses;
   // ArchVariant (issue 13): token embeddings before emb_ln and its statistics; the MLP branch's
   // d input under a parallel residual.
   MatR<T> emb, dpar;
   std::vector<T> emb_mean, emb_rstd;
-  MatR<T> lnf, logits, dres, dn, dfc, dfch, datty, dqkv, ddamp;
+  MatR<T> lnf, logits, dres, dn, dfc, dfch, datty, dqkv;
 
   /// (Re)allocate for config `c` at batch B and length Tn; masks are rebuilt only when Tn or the
   /// config changes.
@@ -47,6 +60,7 @@ struct Activations {
       masks.assign(static_cast<std::size_t>(c.n_layer), {});
       plans.assign(static_cast<std::size_t>(c.n_layer), detail::TilePlan{});
     }
+    if (!same_cfg) unit_state.assign(static_cast<std::size_t>(c.n_layer), UnitSlot{});
     lse.resize(static_cast<std::size_t>(c.n_layer));
     obr.resize(static_cast<std::size_t>(c.n_layer));
     cfg = c;
@@ -61,23 +75,13 @@ struct Activations {
     ln1_rstd = ln2_mean = ln2_rstd = ln1_mean;
     qkv.resize(L);
     atty.resize(L);
-    damp_z.resize(L);
-    damp_d.resize(L);
-    tau.resize(L);
-    lin_s.resize(L);
     P.resize(L);
     nbranch.assign(L, 1);
     for (int l = 0; l < L; ++l) {
       const int HD = H * head_dim(c, l);
-      const auto k = c.layers[l].attn;
       qkv[l].resize(N, HD + 2 * kv_heads(c) * head_dim(c, l));
       atty[l].resize(N, HD);
-      damp_z[l].resize(k == AttnKind::Sd ? N : 0, H);
-      damp_d[l].resize(k == AttnKind::Sd ? N : 0, H);
-      tau[l].clear();  // dense runway only, sized on use
-      lin_s[l].assign(static_cast<std::size_t>(B) * H * Tn, T(0));
     }
-    rbias.clear();
     resid_mid.assign(L, MatR<T>(N, C));
     const int F = ffn_dim(c);
     fch.assign(L, MatR<T>(N, (c.arch.mlp == MlpKind::SwiGLU ? 2 : 1) * F));
@@ -107,22 +111,20 @@ struct Activations {
     add(resid_mid);
     add(fch);
     add(fcg);
-    add(damp_z);
-    add(damp_d);
     add(ln1_mean);
     add(ln1_rstd);
     add(ln2_mean);
     add(ln2_rstd);
     add(P);
-    add(lin_s);
-    add(tau);
     add(lse);
     add(obr);
-    n += (rw_dvs.size() + rw_dvl.size() + rw_dB.size() + dd_t.size()) * sizeof(T);
+    for (const UnitSlot& u : unit_state)
+      if (u.state) n += u.bytes(u.state.get());
+    n += unit_scratch.size() * sizeof(T);
     for (const auto& k : keys_t) n += k.data.size() * sizeof(T);
-    n += (rbias.size() + dS.size() + lnf_mean.size() + lnf_rstd.size() + losses.size()) * sizeof(T);
+    n += (lnf_mean.size() + lnf_rstd.size() + losses.size()) * sizeof(T);
     n += static_cast<std::size_t>(lnf.size() + logits.size() + dres.size() + dn.size() + dfc.size() + dfch.size() +
-                                  datty.size() + dqkv.size() + ddamp.size()) *
+                                  datty.size() + dqkv.size()) *
          sizeof(T);
     return n;
   }

@@ -1,23 +1,20 @@
 #pragma once
-// One attention head of one sequence, forward and backward (dense T x T, causal). Used by
-// model.cpp for every variant and by the op-level gradient tests. Internal: the public entry is
-// cf::nn::forward_backward.
+// One attention head of one sequence, dense T x T, as head-level tests and benchmarks call it (the
+// GPU kernels' CPU comparisons, the linear kernel's oracle): a HeadSpec names the variant's dense
+// form, composed from the units' own (variants/dot.hpp, sd.hpp, linear.hpp) around the shared
+// masked softmax (attention_dense.hpp). The model reaches its variants through the units
+// (cf/nn/attention_variant.hpp), not through this header. Internal to lib/nn.
 #include <Eigen/Core>
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <vector>
 
-#include "cf/nn/ops.hpp"
+#include "cf/nn/detail/attention_dense.hpp"
+#include "cf/nn/detail/variants/dot.hpp"
+#include "cf/nn/detail/variants/linear.hpp"
+#include "cf/nn/detail/variants/sd.hpp"
 
 namespace cf::nn::detail {
-
-template <class T>
-using SMap = Eigen::Map<MatR<T>, 0, Eigen::OuterStride<>>;
-template <class T>
-using CSMap = Eigen::Map<const MatR<T>, 0, Eigen::OuterStride<>>;
 
 /// What a head computes. Softmax heads: logits = scale Q K^T (sd: scale (Q K^T - K Q^T) - diag(damp)),
 /// then the optional hook, ALiBi bias -slope (i - j) and runway bias; then one masked softmax per
@@ -33,12 +30,15 @@ struct HeadSpec {
 };
 
 template <class T>
-inline T elu1(T x) {
-  return x > T(0) ? x + T(1) : std::exp(x);
-}
-template <class T>
-inline T delu1(T x) {
-  return x > T(0) ? T(1) : std::exp(x);
+HeadQKV<T> head_of(int Tn, int dh, const T* q, const T* k, const T* v, std::int64_t ld) {
+  HeadQKV<T> h;
+  h.Tn = Tn;
+  h.dh = dh;
+  h.q = q;
+  h.k = k;
+  h.v = v;
+  h.ld = ld;
+  return h;
 }
 
 /// Forward of one head. q, k, v: T x dh with row stride ld; y: T x dh output with stride ldy
@@ -51,35 +51,18 @@ template <class T>
 void attention_head_forward(const HeadSpec& s, int Tn, int dh, const T* q, const T* k, const T* v, std::int64_t ld,
                             T* y, std::int64_t ldy, const T* damp, const T* runway_bias, T* P, T* rowsum,
                             const std::function<void(Eigen::Ref<Eigen::MatrixXf>)>* hook, T* lse = nullptr) {
-  CSMap<T> Q(q, Tn, dh, Eigen::OuterStride<>(ld)), K(k, Tn, dh, Eigen::OuterStride<>(ld)),
-      V(v, Tn, dh, Eigen::OuterStride<>(ld));
+  const HeadQKV<T> h = head_of(Tn, dh, q, k, v, ld);
   SMap<T> Y(y, Tn, dh, Eigen::OuterStride<>(ldy));
   if (s.linear) {
-    MatR<T> Pq = Q.unaryExpr([](T x) { return elu1(x); });
-    MatR<T> Pk = K.unaryExpr([](T x) { return elu1(x); });
-    MapR<T> A(P, Tn, Tn);
-    A.noalias() = Pq * Pk.transpose();
-    for (int i = 0; i < Tn; ++i) {
-      T sum = 0;
-      for (int j = 0; j <= i; ++j) sum += A(i, j);
-      rowsum[i] = sum;
-      for (int j = 0; j <= i; ++j) A(i, j) /= sum;
-      for (int j = i + 1; j < Tn; ++j) A(i, j) = 0;
-    }
-    Y.noalias() = A * V;
+    linear_dense_forward(Tn, h, Y, P, rowsum);
     return;
   }
-  // per-thread scratch: T x T temporaries would otherwise be mmap-allocated and page-faulted per head
   thread_local MatR<T> S;
   S.resize(Tn, Tn);
-  S.noalias() = Q * K.transpose();
-  if (s.sd) {
-    MatR<T> St = S.transpose();
-    S = T(s.scale) * (S - St);
-    for (int i = 0; i < Tn; ++i) S(i, i) -= damp[i];
-  } else {
-    S *= T(s.scale);
-  }
+  if (s.sd)
+    sd_dense_scores(h, T(s.scale), damp, S);
+  else
+    dot_dense_scores(h, T(s.scale), S);
   if (hook && *hook) {
     Eigen::MatrixXf tmp = S.template cast<float>();
     (*hook)(tmp);
@@ -91,32 +74,7 @@ void attention_head_forward(const HeadSpec& s, int Tn, int dh, const T* q, const
     if (runway_bias)
       for (int j = 0; j <= i; ++j) S(i, j) += runway_bias[static_cast<std::int64_t>(i) * Tn + j];
   }
-  for (std::size_t br = 0; br < s.masks.size(); ++br) {
-    MapR<T> Pb(P + br * static_cast<std::int64_t>(Tn) * Tn, Tn, Tn);
-    const std::uint8_t* m = s.masks[br];
-    for (int i = 0; i < Tn; ++i) {
-      const std::uint8_t* mr = m + static_cast<std::int64_t>(i) * Tn;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int j = 0; j <= i; ++j)
-        if (mr[j]) mx = std::max(mx, S(i, j));
-      for (int j = 0; j < Tn; ++j) Pb(i, j) = 0;
-      if (lse) lse[br * Tn + i] = mx;
-      if (mx == -std::numeric_limits<T>::infinity()) continue;  // no admitted key in this branch
-      T sum = 0;
-      for (int j = 0; j <= i; ++j)
-        if (mr[j]) {
-          Pb(i, j) = std::exp(S(i, j) - mx);
-          sum += Pb(i, j);
-        }
-      if (lse) lse[br * Tn + i] = mx + std::log(sum);
-      const T inv = T(1) / sum;
-      for (int j = 0; j <= i; ++j) Pb(i, j) *= inv;
-    }
-    if (br == 0)
-      Y.noalias() = Pb * V;
-    else
-      Y.noalias() += Pb * V;
-  }
+  dense_softmax_forward<T>(Tn, S, s.masks, h.V(), Y, P, lse);
 }
 
 /// Backward of attention_head_forward. dq, dk, dv (stride ld) and the gradient w.r.t. the logits
@@ -126,51 +84,25 @@ template <class T>
 void attention_head_backward(const HeadSpec& s, int Tn, int dh, const T* q, const T* k, const T* v, std::int64_t ld,
                              T* dq, T* dk, T* dv, const T* dy, std::int64_t ldy, const T* P, const T* rowsum, T* dS_out,
                              T* ddamp) {
-  CSMap<T> Q(q, Tn, dh, Eigen::OuterStride<>(ld)), K(k, Tn, dh, Eigen::OuterStride<>(ld)),
-      V(v, Tn, dh, Eigen::OuterStride<>(ld)), dY(dy, Tn, dh, Eigen::OuterStride<>(ldy));
-  SMap<T> dQ(dq, Tn, dh, Eigen::OuterStride<>(ld)), dK(dk, Tn, dh, Eigen::OuterStride<>(ld)),
-      dV(dv, Tn, dh, Eigen::OuterStride<>(ld));
-  thread_local MatR<T> dP, dS;
-  dP.resize(Tn, Tn);
-  dP.noalias() = dY * V.transpose();
-  const std::size_t nb = s.linear ? 1 : s.masks.size();
-  for (std::size_t br = 0; br < nb; ++br) {
-    CMapR<T> Pb(P + br * static_cast<std::int64_t>(Tn) * Tn, Tn, Tn);
-    dV.noalias() += Pb.transpose() * dY;
-  }
-  dS.setZero(Tn, Tn);
-  for (std::size_t br = 0; br < nb; ++br) {
-    CMapR<T> Pb(P + br * static_cast<std::int64_t>(Tn) * Tn, Tn, Tn);
-    for (int i = 0; i < Tn; ++i) {
-      T dot = 0;
-      for (int j = 0; j <= i; ++j) dot += Pb(i, j) * dP(i, j);
-      for (int j = 0; j <= i; ++j) dS(i, j) += Pb(i, j) * (dP(i, j) - dot);
-    }
-  }
+  const HeadQKV<T> h = head_of(Tn, dh, q, k, v, ld);
+  HeadQKVGrads<T> g;
+  g.dq = dq;
+  g.dk = dk;
+  g.dv = dv;
+  g.ld = ld;
+  CSMap<T> dY(dy, Tn, dh, Eigen::OuterStride<>(ldy));
   if (s.linear) {
-    // P = A / rowsum with A = phi(Q) phi(K)^T: dA = (dP - <P, dP>_row) / rowsum = dS / (P rowsum).
-    MatR<T> dA = MatR<T>::Zero(Tn, Tn);
-    CMapR<T> Pb(P, Tn, Tn);
-    for (int i = 0; i < Tn; ++i) {
-      T dot = 0;
-      for (int j = 0; j <= i; ++j) dot += Pb(i, j) * dP(i, j);
-      for (int j = 0; j <= i; ++j) dA(i, j) = (dP(i, j) - dot) / rowsum[i];
-    }
-    MatR<T> Pq = Q.unaryExpr([](T x) { return elu1(x); });
-    MatR<T> Pk = K.unaryExpr([](T x) { return elu1(x); });
-    MatR<T> dPq = dA * Pk, dPk = dA.transpose() * Pq;
-    dQ += dPq.cwiseProduct(MatR<T>(Q.unaryExpr([](T x) { return delu1(x); })));
-    dK += dPk.cwiseProduct(MatR<T>(K.unaryExpr([](T x) { return delu1(x); })));
+    linear_dense_backward(Tn, h, g, dY, P, rowsum);
     return;
   }
+  thread_local MatR<T> dP, dS;
+  SMap<T> dV = g.dV(h);
+  dense_softmax_backward<T>(Tn, s.masks.size(), P, h.V(), dY, dV, dP, dS);
   if (s.sd) {
-    MatR<T> G = dS - MatR<T>(dS.transpose());
-    dQ.noalias() += T(s.scale) * G * K;
-    dK.noalias() -= T(s.scale) * G * Q;
+    sd_dense_backward(h, g, T(s.scale), dS);
     for (int i = 0; i < Tn; ++i) ddamp[i] = -dS(i, i);
   } else {
-    dQ.noalias() += T(s.scale) * dS * K;
-    dK.noalias() += T(s.scale) * dS.transpose() * Q;
+    dot_dense_backward(h, g, T(s.scale), dS);
   }
   if (dS_out) MapR<T>(dS_out, Tn, Tn) = dS;
 }

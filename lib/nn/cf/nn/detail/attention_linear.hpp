@@ -5,7 +5,7 @@
 //   phi(x) = elu(x) + 1,  out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i),
 //   S_i = sum_{j<=i} phi(k_j) v_j^T,  z_i = sum_{j<=i} phi(k_j),
 //
-// exactly the dense oracle's linear head (cf/nn/detail/attention.hpp, HeadSpec::linear: no scale,
+// exactly the dense oracle's linear head (cf/nn/detail/variants/linear.hpp, linear_dense_forward: no scale,
 // no epsilon, causal only; ALiBi, masks and score hooks do not apply to linear layers). No T x T
 // matrix exists: the sequence runs in chunks of kLinChunk rows; inside a chunk the causal part is a
 // kLinChunk x kLinChunk product, across chunks the running state S (dh x dh) and z (dh) carries the
@@ -15,12 +15,23 @@
 // in a second sweep (d phi(K), dV). Internal to lib/nn.
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
-#include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_dense.hpp"
 #include "cf/nn/ops.hpp"
 
 namespace cf::nn::detail {
+
+/// phi(x) = elu(x) + 1 and its derivative.
+template <class T>
+inline T elu1(T x) {
+  return x > T(0) ? x + T(1) : std::exp(x);
+}
+template <class T>
+inline T delu1(T x) {
+  return x > T(0) ? T(1) : std::exp(x);
+}
 
 /// Rows per chunk of the prefix-sum kernels.
 constexpr int kLinChunk = 64;

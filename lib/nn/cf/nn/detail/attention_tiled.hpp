@@ -8,8 +8,8 @@
 // The loop is generic over the variant: a score policy (cf/nn/detail/variants/score_policy.hpp)
 // computes a tile's logits and its backward contribution; the variants are units of their own:
 // variants/dot.hpp (every mask family), variants/sd.hpp (S-D), variants/runway.hpp (runway
-// dot/bilinear), variants/alibi.hpp (ALiBi over any of them). The logits equal the dense oracle's
-// (cf/nn/detail/attention.hpp). Internal to lib/nn.
+// dot/bilinear), variants/alibi.hpp (ALiBi over any of them). The logits equal the unit's dense
+// oracle's (variants/unit.hpp). Internal to lib/nn.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -18,14 +18,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_dense.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/detail/variants/alibi.hpp"
-#include "cf/nn/detail/variants/dot.hpp"
-#include "cf/nn/detail/variants/runway.hpp"
 #include "cf/nn/detail/variants/score_policy.hpp"
-#include "cf/nn/detail/variants/sd.hpp"
 #include "cf/nn/ops.hpp"
 
 namespace cf::nn::detail {

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "cf/nn/detail/attention.hpp"
+#include "cf/nn/detail/attention_dense.hpp"
 #include "cf/nn/detail/tile_gemm.hpp"
 #include "cf/nn/ops.hpp"
 
