@@ -31,7 +31,7 @@ struct Options {
   int seeds = 8;
   // flow (issue 34): max-flow solver and the all-targets matrix file
   std::string flow_algorithm = "layered", flow_matrix;
-  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  std::string device = "cpu";                    ///< --device cpu|cuda|auto (lib/gpu)
   gpu::Placement backend = gpu::Placement::Cpu;  ///< --device resolved (device_path_missing)
   app::CommonOptions common;
 };

@@ -61,7 +61,8 @@ bool answers_score_exact(const data::TaskData& td, const data::Tokenizer& tok) {
     std::vector<data::Token> ans;
     for (int j = 0; j < td.row_len; ++j)
       if (td.val.mask[i * td.row_len + j]) ans.push_back(td.val.tokens[i * td.row_len + j]);
-    if (!probe::score_passkey_answer(tok.decode(ans), td.val.items[i]["passkey"].get<std::string>()).exact) return false;
+    if (!probe::score_passkey_answer(tok.decode(ans), td.val.items[i]["passkey"].get<std::string>()).exact)
+      return false;
   }
   return true;
 }
@@ -179,8 +180,11 @@ int report(const notebook::Options& opt) {
     const double secs = seconds_since(ts);
     std::printf("trained %-16s %lld steps: answer-token loss %.4f (val %.4f), %.1f s\n", k, (long long)r.steps_done,
                 r.last_loss, r.final_val_loss, secs);
-    res["training"][k] = {{"steps", r.steps_done}, {"loss", r.last_loss}, {"val_loss", r.final_val_loss},
-                          {"seconds", secs}, {"parameters", nn::param_count(mc)}};
+    res["training"][k] = {{"steps", r.steps_done},
+                          {"loss", r.last_loss},
+                          {"val_loss", r.final_val_loss},
+                          {"seconds", secs},
+                          {"parameters", nn::param_count(mc)}};
     ckpts.push_back(tc.out_dir + "/last.h5");
   }
   const auto te = std::chrono::steady_clock::now();
@@ -218,8 +222,8 @@ int report(const notebook::Options& opt) {
     const auto n_in = paired["in_context"]["items"].get<long long>();
     const auto n_out = paired["out_of_context"]["items"].get<long long>();
     const auto& mb = models[static_cast<std::size_t>(m)];
-    const double split = n_in * mb["exact_match_in_context"].get<double>() +
-                         n_out * mb["exact_match_out_of_context"].get<double>();
+    const double split =
+        n_in * mb["exact_match_in_context"].get<double>() + n_out * mb["exact_match_out_of_context"].get<double>();
     if (n_in + n_out != paired["all"]["items"].get<long long>() ||
         std::abs(split - (n_in + n_out) * mb["exact_match"].get<double>()) > 1e-9) {
       std::printf("FAIL: the in-context and out-of-context items do not split the items\n");
@@ -227,8 +231,7 @@ int report(const notebook::Options& opt) {
     }
     for (const auto& [key, p] : paired.items()) {
       const double d = p["accuracy_a"].get<double>() - p["accuracy_b"].get<double>();
-      const double dn =
-          double(p["a_only"].get<long long>() - p["b_only"].get<long long>()) / p["items"].get<double>();
+      const double dn = double(p["a_only"].get<long long>() - p["b_only"].get<long long>()) / p["items"].get<double>();
       if (std::abs(d - dn) > 1e-12 || std::abs(d - p["difference"].get<double>()) > 1e-12) {
         std::printf("FAIL: paired statistics (%s) inconsistent\n", key.c_str());
         return 1;

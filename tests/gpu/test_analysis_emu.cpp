@@ -66,8 +66,9 @@ TEST_CASE("gpu structured rollout step (affine scans) = cf::rollout::alibi_apply
   }
 }
 
-TEST_CASE("gpu structured rollout step with strongly negative content = cf::rollout::alibi_apply_left (no cancellation)",
-          "[gpu][thrust]") {
+TEST_CASE(
+    "gpu structured rollout step with strongly negative content = cf::rollout::alibi_apply_left (no cancellation)",
+    "[gpu][thrust]") {
   // content delta down to -40 (measured BLOOM layers reach about -31): A[i,i] = a + b with a up to
   // e^40, so the diagonal must not be formed as a sum; 1e-12 relative on every entry, row 0 included
   std::mt19937 g(11);

@@ -231,7 +231,8 @@ TEST_CASE("probe task files: malformed passkey items are refused, not read past 
   REQUIRE_THROWS_AS(evaluate_passkey(m, d, tok, 2, 4, 0), InvalidArgument);  // not a raw JSON error (exit 1)
 }
 
-TEST_CASE("passkey scoring: every generated answer is an exact match, a run-on digit string is not", "[probe][evaluate]") {
+TEST_CASE("passkey scoring: every generated answer is an exact match, a run-on digit string is not",
+          "[probe][evaluate]") {
   // the generator and the scorer must agree: rows whose answer lacked the closing period taught the
   // models to run on, and strict exact match was 0 for every trained model of the first full run
   const auto tok = data::Tokenizer::create("byte");
@@ -265,7 +266,8 @@ TEST_CASE("passkey scoring: every generated answer is an exact match, a run-on d
   }
 }
 
-TEST_CASE("passkey in-context length: in the metadata, lengths labelled by regime, a malformed one refused", "[probe][evaluate]") {
+TEST_CASE("passkey in-context length: in the metadata, lengths labelled by regime, a malformed one refused",
+          "[probe][evaluate]") {
   const auto tok = data::Tokenizer::create("byte");
   PasskeySpec s;
   s.lengths = {64, 80};

@@ -21,8 +21,8 @@ void check_alibi(const rollout::AlibiModel& model, const Eigen::VectorXd& alpha,
   require(model.delta.rows() <= 1 || model.delta.rows() == alpha.size(), "rollout: delta has ", model.delta.rows(),
           " layers but the schedule has L = ", alpha.size());
   require(model.layer_slopes.empty() || static_cast<long>(model.layer_slopes.size()) == alpha.size(),
-          "rollout: per-layer slopes for ", model.layer_slopes.size(), " layers but the schedule has L = ",
-          alpha.size());
+          "rollout: per-layer slopes for ", model.layer_slopes.size(),
+          " layers but the schedule has L = ", alpha.size());
   require(model.layer_head_weights.empty() || static_cast<long>(model.layer_head_weights.size()) == alpha.size(),
           "rollout: per-layer head weights for ", model.layer_head_weights.size(),
           " layers but the schedule has L = ", alpha.size());

@@ -336,8 +336,8 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
         if (ra.empty()) continue;
         std::string key = regime;
         std::replace(key.begin(), key.end(), '-', '_');
-        add_paired(r, title + ", " + regime + " lengths", paired_compare(ra, rb, o.resamples, o.level, o.boot_seed),
-                   o, key);
+        add_paired(r, title + ", " + regime + " lengths", paired_compare(ra, rb, o.resamples, o.level, o.boot_seed), o,
+                   key);
       }
   }
   return r;

@@ -13,15 +13,15 @@
 
 namespace cf::rollout {
 
-Eigen::VectorXd rollout_profile(const RolloutSource& s, const Eigen::VectorXd& alpha, bool content, long n,
-                                bool dense, const LastRowBackend* backend) {
+Eigen::VectorXd rollout_profile(const RolloutSource& s, const Eigen::VectorXd& alpha, bool content, long n, bool dense,
+                                const LastRowBackend* backend) {
   if (!s.structured) {
     require(n == s.n, "rollout: kernels from a file or capture fix n = ", s.n, ", got n = ", n);
     require(n <= kDenseMaxN, "n = ", n, " is too large for the dense path (n <= ", kDenseMaxN,
             ") and kernels from a file or capture have no structured path");
     if (backend) {
-      require(s.kernels.size() == 1 || static_cast<long>(s.kernels.size()) == alpha.size(), "rollout: ",
-              s.kernels.size(), " kernels for L = ", alpha.size(), " layers (need 1 or L)");
+      require(s.kernels.size() == 1 || static_cast<long>(s.kernels.size()) == alpha.size(),
+              "rollout: ", s.kernels.size(), " kernels for L = ", alpha.size(), " layers (need 1 or L)");
       return backend->dense([&](int l) { return s.kernels.size() == 1 ? s.kernels[0] : s.kernels[l]; }, alpha, n);
     }
     return rollout_last_row_dense(s.kernels, alpha);
@@ -112,7 +112,8 @@ std::vector<SweepRow> sweep_context(const RolloutSource& s, const std::vector<lo
   std::vector<std::vector<SweepRow>> by_n;
   for (long n : ns) {
     std::vector<SweepRow> rows;
-    for (const auto& v : rollout_variants(s, n, false, backend)) rows.push_back({v.key, v.label, n, summarize(v.p), v.seconds});
+    for (const auto& v : rollout_variants(s, n, false, backend))
+      rows.push_back({v.key, v.label, n, summarize(v.p), v.seconds});
     by_n.push_back(rows);
   }
   std::vector<SweepRow> out;

@@ -41,5 +41,4 @@ std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Conte
 /// The same in default_context().
 std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build);
 
-
 }  // namespace cf::gpu
