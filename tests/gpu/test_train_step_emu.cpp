@@ -233,7 +233,6 @@ TEST_CASE("gpu device trainer refuses every config feature its kernels lack, nam
   const ModelConfig ok = small("full,swa", PosKind::Learned, NormKind::LayerNorm);
   CHECK(cf::gpu::device_train_unsupported(ok).empty());
   refused(small("full,full", PosKind::Rope, NormKind::LayerNorm), "RoPE");
-  refused(small("full,full", PosKind::Rope, NormKind::RMSNorm), "RoPE");
   refused(small("full,sd", PosKind::Learned, NormKind::LayerNorm), "sd attention");
   refused(small("runway-dot,full", PosKind::Learned, NormKind::LayerNorm), "runway-dot");
   refused(small("full,runway-bilinear", PosKind::Learned, NormKind::LayerNorm), "runway-bilinear");
