@@ -171,10 +171,7 @@ TEST_CASE(
     "gpu device trainer (emulated): an RMSNorm + SwiGLU + parallel-residual loop tracks the CPU loop, "
     "resumes across",
     "[gpu][emu][train]") {
-  ModelConfig c = small("swa,bridge", PosKind::Learned, NormKind::RMSNorm);
-  c.arch.mlp = MlpKind::SwiGLU;
-  c.arch.parallel_residual = true;
-  c.arch.norm_eps = 1e-6;
+  const ModelConfig c = variant_loop_config();
   const std::string cpu_dir = tmpdir("vcpu"), dev_dir = tmpdir("vemu");
   const LoopPair lp = run_loop_pair(cf::gpu::TrainerBuild::Emulated, cpu_dir, dev_dir, c);
   check_loop_pair(lp, std::getenv("CF_TEST_VERBOSE") != nullptr);

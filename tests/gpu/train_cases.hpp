@@ -83,6 +83,15 @@ inline std::vector<Case> variant_cases() {
   return v;
 }
 
+// The loop tests' variant model: RMSNorm (eps 1e-6), SwiGLU and a parallel residual on swa + bridge.
+inline ModelConfig variant_loop_config() {
+  ModelConfig c = small("swa,bridge", PosKind::Learned, NormKind::RMSNorm);
+  c.arch.mlp = MlpKind::SwiGLU;
+  c.arch.parallel_residual = true;
+  c.arch.norm_eps = 1e-6;
+  return c;
+}
+
 inline std::vector<Case> cases() {
   std::vector<Case> v;
   v.push_back({"full+swa, learned positions, LayerNorm", small("full,swa", PosKind::Learned, NormKind::LayerNorm)});
