@@ -13,7 +13,6 @@
 #include "cf/rollout/flow.hpp"
 #include "cf/rollout/flow_report.hpp"
 #include "cf/rollout/preset.hpp"
-#include "cf/rollout/rollout.hpp"
 #include "cf/rollout/rollout_report.hpp"
 #include "cf/rollout/source.hpp"
 #include "cf/rollout/sweep.hpp"

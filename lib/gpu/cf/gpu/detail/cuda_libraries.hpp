@@ -11,8 +11,9 @@
 namespace cf::gpu::cuda {
 
 /// The handle of the shared library `soname` (through the usual search: LD_LIBRARY_PATH, the
-/// binary's run path, ld.so.cache), else of `fallback_path` (the copy the build found), opened
-/// once. Throws cf::Error naming the library and dlerror() when neither loads.
+/// binary's run path, ld.so.cache), else of `fallback_path` (the copy the build found); a library
+/// already loaded gives its handle again (dlopen). Throws cf::Error naming the library and
+/// dlerror() when neither loads.
 void* load_library(const std::string& soname, const std::string& fallback_path);
 
 /// The address of `name` in `library` (a handle of load_library); throws cf::Error naming both.
