@@ -46,7 +46,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  const gpu::Placement where = gpu::resolve_device(o.device, "capture", "");  // docs/gpu.md "Analysis model"
+  const gpu::Placement asked = gpu::resolve_device(o.device, "capture", "");  // docs/gpu.md "Analysis model"
   hf::check_token_input_options(app, o.input);
   // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
   app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs),
@@ -55,11 +55,7 @@ void run(const CLI::App& app, const Options& o) {
   app::check_output(o.out, "--out");
   const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   const nn::ModelConfig& cfg = model.config;
-  if (where != gpu::Placement::Cpu) {  // before reading the input: the config alone decides
-    const std::string why = gpu::device_analysis_unsupported(cfg);
-    require(why.empty(), "--device ", o.device, ": the device analysis model does not support ", why,
-            " (docs/gpu.md \"Analysis model\"); use --device cpu");
-  }
+  const gpu::Placement where = gpu::placement_for_model(asked, o.device, "capture", cfg);
   const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,
           " (T <= block_size)");

@@ -3,7 +3,7 @@
 #include "cf/gpu/analysis_model.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <iostream>
 
 #include "cf/core/error.hpp"
 #include "cf/gpu/device_analysis_model.hpp"
@@ -72,6 +72,17 @@ AnalysisPlan make_analysis_plan(const nn::ModelConfig& c) {
     p.layers.push_back(std::move(al));
   }
   return p;
+}
+
+Placement placement_for_model(Placement where, const std::string& device, const std::string& tool,
+                              const nn::ModelConfig& c) {
+  if (where == Placement::Cpu) return where;
+  const std::string why = device_analysis_unsupported(c);
+  if (why.empty()) return where;
+  const std::string what = str("the device analysis model does not support ", why, " (docs/gpu.md \"Analysis model\")");
+  require(device == "auto", "--device ", device, ": ", what, "; use --device cpu");
+  std::cerr << tool << ": --device auto: " << what << "; running on the CPU\n";
+  return Placement::Cpu;
 }
 
 // ------------------------------------------------------------------------------- the model

@@ -27,6 +27,14 @@ std::string device_analysis_unsupported(const nn::ModelConfig& c);
 /// feature when device_analysis_unsupported(c) is not empty.
 AnalysisPlan make_analysis_plan(const nn::ModelConfig& c);
 
+/// Where a model-level analyser (capture, spectral-surgery) runs once its model is loaded: `where`
+/// is resolve_device's answer to `device` (cpu | cuda | auto). A config the device analysis model
+/// does not run is refused for --device cuda (cf::InvalidArgument naming the feature, exit 2) and
+/// runs on the CPU for --device auto after one stderr line "<tool>: --device auto: ...; running on
+/// the CPU", resolve_device's fallback.
+Placement placement_for_model(Placement where, const std::string& device, const std::string& tool,
+                              const nn::ModelConfig& c);
+
 /// A lib/nn model resident on the device of `where` (Placement::Emulated or Placement::Cuda).
 class AnalysisModel {
  public:
