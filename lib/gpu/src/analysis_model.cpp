@@ -75,11 +75,13 @@ AnalysisPlan make_analysis_plan(const nn::ModelConfig& c) {
 }
 
 Placement placement_for_model(Placement where, const std::string& device, const std::string& tool,
-                              const nn::ModelConfig& c) {
+                              const nn::ModelConfig& c, const std::string& missing) {
   if (where == Placement::Cpu) return where;
   const std::string why = device_analysis_unsupported(c);
-  if (why.empty()) return where;
-  const std::string what = str("the device analysis model does not support ", why, " (docs/gpu.md \"Analysis model\")");
+  if (why.empty() && missing.empty()) return where;
+  const std::string what =
+      why.empty() ? missing
+                  : str("the device analysis model does not support ", why, " (docs/gpu.md \"Analysis model\")");
   require(device == "auto", "--device ", device, ": ", what, "; use --device cpu");
   std::cerr << tool << ": --device auto: " << what << "; running on the CPU\n";
   return Placement::Cpu;
@@ -92,7 +94,7 @@ struct AnalysisModel::Impl {
   virtual ~Impl() = default;
   virtual const AnalysisPlan& plan() const = 0;
   virtual std::int64_t forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T, float* losses,
-                               float* logits, const DeviceCaptureRequest* cap) = 0;
+                               float* logits, const DeviceHooks* cap) = 0;
 };
 
 namespace {
@@ -103,7 +105,7 @@ struct Build final : AnalysisModel::Impl {
   Build(Context& ctx, AnalysisPlan p, const float* w) : m(ctx, std::move(p), w) {}
   const AnalysisPlan& plan() const override { return m.plan(); }
   std::int64_t forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T, float* losses,
-                       float* logits, const DeviceCaptureRequest* cap) override {
+                       float* logits, const DeviceHooks* cap) override {
     return m.forward(tokens, targets, B, T, losses, logits, cap);
   }
 };
@@ -150,6 +152,21 @@ struct LayerAdapter {
   }
 };
 
+/// cf::nn's score hook on one layer's scores [B, H, T, T] (row-major): per sequence and head, as
+/// the CPU calls it, on a column-major copy (the hook's Eigen::Ref<MatrixXf>), written back.
+void edit_scores(const nn::ForwardHooks& hooks, int l, int B, int H, int T, float* scores) {
+  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::MatrixXf M(T, T);
+  const std::size_t TT = static_cast<std::size_t>(T) * T;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      Eigen::Map<RowMajor> S(scores + (static_cast<std::size_t>(b) * H + h) * TT, T, T);
+      M = S;
+      hooks.on_scores(l, h, M);
+      S = M;
+    }
+}
+
 }  // namespace
 
 AnalysisModel::AnalysisModel(Placement where, const nn::Model<float>& model, Context& ctx) {
@@ -163,12 +180,10 @@ AnalysisModel::~AnalysisModel() = default;
 double AnalysisModel::forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                               const nn::ForwardHooks* hooks, std::vector<float>* logprobs, std::vector<float>* logits) {
   const AnalysisPlan& p = impl_->plan();
-  if (hooks) {
-    require(!hooks->on_scores, "score hooks (spectral surgery's interventions) have no device path; use --device cpu");
+  if (hooks)
     require(std::none_of(hooks->linearize.begin(), hooks->linearize.end(), [](bool b) { return b; }),
-            "linearised layers have no device path; use --device cpu");
-  }
-  DeviceCaptureRequest req;
+            "ELU+1 linear attention (linearised layers) has no device path; use --device cpu");
+  DeviceHooks req;
   std::vector<int> heads;  // the captured heads in [0, H), each once (the CPU ignores others too)
   for (int h : hooks ? hooks->capture_heads : std::vector<int>{})
     if (h >= 0 && h < p.H && std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
@@ -182,8 +197,10 @@ double AnalysisModel::forward(const std::int32_t* tokens, const std::int32_t* ta
   const std::size_t N = static_cast<std::size_t>(B) * static_cast<std::size_t>(std::max(T, 0));
   std::vector<float> losses(N);
   if (logits) logits->resize(N * static_cast<std::size_t>(p.V));
+  if (hooks && hooks->on_scores)
+    req.on_scores = [&](int l, int Bn, int Tn, float* scores) { edit_scores(*hooks, l, Bn, p.H, Tn, scores); };
   const std::int64_t count = impl_->forward(tokens, targets, B, T, losses.data(), logits ? logits->data() : nullptr,
-                                            req.on_layer ? &req : nullptr);
+                                            req.on_layer || req.on_scores ? &req : nullptr);
   if (logprobs) {
     logprobs->assign(N, 0.0f);
     for (std::size_t n = 0; n < N; ++n) (*logprobs)[n] = -losses[n];
@@ -191,6 +208,13 @@ double AnalysisModel::forward(const std::int32_t* tokens, const std::int32_t* ta
   double sum = 0;
   for (float l : losses) sum += l;
   return count > 0 ? sum / static_cast<double>(count) : 0.0;
+}
+
+nn::PerplexityResult AnalysisModel::perplexity(const std::vector<std::int32_t>& tokens, int context, int stride,
+                                               const nn::ForwardHooks* hooks) {
+  const nn::WindowForward forward = [&](const std::int32_t* in, const std::int32_t* tg, int Tn,
+                                        std::vector<float>& lp) { this->forward(in, tg, 1, Tn, hooks, &lp); };
+  return nn::evaluate_perplexity(impl_->plan().block_size, forward, tokens, context, stride);
 }
 
 nn::CaptureSummary capture_model(Placement where, const nn::Model<float>& model,

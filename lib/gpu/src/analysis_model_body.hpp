@@ -12,8 +12,8 @@
 // The data flow is cf::nn::forward_backward's forward (lib/nn/src/model.cpp) with the dense
 // attention path: embed (+ emb norm), blocks (norm, qkv, RoPE, scores, ALiBi, branch masks,
 // softmax, P V, c_proj, residual; norm, c_fc, GELU / SwiGLU, c_proj, residual, sequential or
-// parallel), final norm, LM head, cross-entropy.
-#include <thrust/copy.h>
+// parallel), final norm, LM head, the loss of each target.
+#include <thrust/count.h>
 #include <thrust/find.h>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
@@ -153,7 +153,7 @@ struct DeviceAnalysisModel<Bk>::Impl {
   }
 
   // Layer l's attention sub-layer: mid = x + c_proj(heads(qkv(norm_1 x))); the capture hook after it.
-  void attention(std::size_t l, int B, int T, const DeviceCaptureRequest* cap) {
+  void attention(std::size_t l, int B, int T, const DeviceHooks* cap) {
     const AnalysisLayer& al = p.layers[l];
     Layer& a = L[l];
     const int N = B * T, H = p.H, dh = al.dh, HD = H * dh;
@@ -182,6 +182,12 @@ struct DeviceAnalysisModel<Bk>::Impl {
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
     blas.gemm_batched(false, true, T, T, dh, scale, qh, dh, static_cast<long long>(T) * dh, kh, dh,
                       static_cast<long long>(T) * dh, 0.0f, s, T, TT, static_cast<int>(BH));
+    if (cap && cap->on_scores) {  // the host's interventions on the scores (spectral surgery)
+      std::vector<float> host(static_cast<std::size_t>(BH * TT));
+      Tr::to_host(host.data(), s, host.size() * sizeof(float));
+      cap->on_scores(static_cast<int>(l), B, T, host.data());
+      Tr::to_device(s, host.data(), host.size() * sizeof(float));
+    }
     Tr::fill_zero(pr, sizeof(float) * BH * TT);
     set_length(l, T);
     for (int b = 0; b < a.n_branches; ++b)
@@ -199,7 +205,7 @@ struct DeviceAnalysisModel<Bk>::Impl {
 
   // Hand layer l to the capture hook one sequence at a time: the requested heads' probabilities,
   // the sequence's qkv rows, the residual in, attention output and residual out with their norms.
-  void report(std::size_t l, int B, int T, const DeviceCaptureRequest& cap) {
+  void report(std::size_t l, int B, int T, const DeviceHooks& cap) {
     const AnalysisLayer& al = p.layers[l];
     const int C = p.C;
     const std::size_t TT = static_cast<std::size_t>(T) * T, TC = static_cast<std::size_t>(T) * C;
@@ -252,7 +258,7 @@ struct DeviceAnalysisModel<Bk>::Impl {
   }
 
   std::int64_t forward(const std::int32_t* tok, const std::int32_t* tgt, int B, int T, float* h_losses, float* h_logits,
-                       const DeviceCaptureRequest* cap) {
+                       const DeviceHooks* cap) {
     require(B >= 1 && T >= 1 && T <= p.block_size, "device analysis model: batch ", B, " x ", T,
             " (need B >= 1 and 1 <= T <= block_size = ", p.block_size, ")");
     const int N = B * T, C = p.C, V = p.V;
@@ -282,9 +288,9 @@ struct DeviceAnalysisModel<Bk>::Impl {
     linear(z, f, p.head, -1, N, C, V);
     require_finite(z, static_cast<long long>(N) * V, V, T, "the output layer's logits");
     if (h_logits) Tr::to_host(h_logits, z, sizeof(float) * N * V);
-    const std::int64_t count = O::crossentropy_forward(ctx, z, losses.ensure(N), targets.get(), N, V);
+    thrust::transform(Tr::policy(), i0, i0 + N, losses.ensure(N), detail::TargetLoss{z, targets.get(), V});
     Tr::to_host(h_losses, losses.get(), sizeof(float) * N);
-    return count;
+    return thrust::count_if(Tr::policy(), targets.get(), targets.get() + N, detail::Counted());
   }
 };
 
@@ -301,8 +307,8 @@ const AnalysisPlan& DeviceAnalysisModel<Bk>::plan() const {
 }
 template <Backend Bk>
 std::int64_t DeviceAnalysisModel<Bk>::forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
-                                              float* losses, float* logits, const DeviceCaptureRequest* capture) {
-  return impl_->forward(tokens, targets, B, T, losses, logits, capture);
+                                              float* losses, float* logits, const DeviceHooks* hooks) {
+  return impl_->forward(tokens, targets, B, T, losses, logits, hooks);
 }
 
 }  // namespace cf::gpu

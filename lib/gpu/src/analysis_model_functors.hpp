@@ -108,4 +108,29 @@ struct SwiGluForward {
   }
 };
 
+/// -log softmax(z_n)[target] of logits row n (0 where target < 0), from the shifted logit like
+/// cf::nn::crossentropy_forward; one row per call. (The trainer's block-per-row kernel is faster on a
+/// device, but its emulated twin runs every CUDA thread as a fiber: a forward-only model that only
+/// needs the losses takes this plain functor on both back ends.)
+struct TargetLoss {
+  const float* z;
+  const std::int32_t* targets;
+  int V;
+  CF_HD float operator()(long long n) const {
+    const int t = targets[n];
+    if (t < 0) return 0.0f;
+    const float* r = z + n * V;
+    float mx = -3.402823466e38f;
+    for (int v = 0; v < V; ++v) mx = r[v] > mx ? r[v] : mx;
+    float sum = 0;
+    for (int v = 0; v < V; ++v) sum += expf(r[v] - mx);
+    return logf(sum) - (r[t] - mx);
+  }
+};
+
+/// Whether a target counts (>= 0).
+struct Counted {
+  CF_HD bool operator()(std::int32_t t) const { return t >= 0; }
+};
+
 }  // namespace cf::gpu::detail

@@ -29,11 +29,12 @@ AnalysisPlan make_analysis_plan(const nn::ModelConfig& c);
 
 /// Where a model-level analyser (capture, spectral-surgery) runs once its model is loaded: `where`
 /// is resolve_device's answer to `device` (cpu | cuda | auto). A config the device analysis model
-/// does not run is refused for --device cuda (cf::InvalidArgument naming the feature, exit 2) and
-/// runs on the CPU for --device auto after one stderr line "<tool>: --device auto: ...; running on
-/// the CPU", resolve_device's fallback.
+/// does not run, or a run that needs something without a device path (`missing` not empty, e.g.
+/// "ELU+1 linear attention has no device path"), is refused for --device cuda (cf::InvalidArgument
+/// naming it, exit 2) and runs on the CPU for --device auto after one stderr line "<tool>: --device
+/// auto: ...; running on the CPU", resolve_device's fallback.
 Placement placement_for_model(Placement where, const std::string& device, const std::string& tool,
-                              const nn::ModelConfig& c);
+                              const nn::ModelConfig& c, const std::string& missing = "");
 
 /// A lib/nn model resident on the device of `where` (Placement::Emulated or Placement::Cuda).
 class AnalysisModel {
@@ -49,11 +50,18 @@ class AnalysisModel {
   /// counted); returns the mean loss over counted positions. `hooks` (may be null): on_layer
   /// receives each layer's cf::nn::LayerActivations with the probabilities of capture_heads (the
   /// other heads' left zero, as the CPU's), computed on the device, only those heads copied back;
-  /// on_scores and linearize have no device path (cf::InvalidArgument). `logprobs` (may be null):
+  /// on_scores runs on the host, per (layer, head, sequence) as on the CPU, on copies of the
+  /// device's scores that then return to the device (DeviceHooks::on_scores); a linearised layer
+  /// (ELU+1 linear attention) has no device path (cf::InvalidArgument). `logprobs` (may be null):
   /// log p(target) per position (0 where not counted); `logits` (may be null): [B T, V].
   double forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                  const nn::ForwardHooks* hooks = nullptr, std::vector<float>* logprobs = nullptr,
                  std::vector<float>* logits = nullptr);
+
+  /// cf::nn::evaluate_perplexity with every window's forward pass on this model (the same windows,
+  /// checks and result; `hooks` as in forward).
+  nn::PerplexityResult perplexity(const std::vector<std::int32_t>& tokens, int context, int stride,
+                                  const nn::ForwardHooks* hooks = nullptr);
 
   struct Impl;
 

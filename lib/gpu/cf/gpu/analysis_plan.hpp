@@ -61,12 +61,17 @@ struct DeviceLayerCapture {
   const float *resid_in_norm = nullptr, *attn_out_norm = nullptr, *resid_out_norm = nullptr;
 };
 
-/// What a forward pass hands out besides the losses: `on_layer` (may be empty) is called per
-/// (layer, sequence) after the layer's attention sub-layer, with the probabilities of `heads`
-/// (model head indices; empty = all).
-struct DeviceCaptureRequest {
+/// The host's view into a device forward pass (cf::nn::ForwardHooks): `on_layer` (may be empty) is
+/// called per (layer, sequence) after the layer's attention sub-layer, with the probabilities of
+/// `heads` (model head indices; empty = all). `on_scores` (may be empty) is called per layer with a
+/// host copy of the whole batch's scores [B, H, T, T] (row-major, row = query; q.k / sqrt(dh),
+/// before ALiBi and masking), which it may modify: the modified scores go back to the device and
+/// are masked and normalised (spectral surgery; the score matrices travel both ways, so this is
+/// for analysis, not speed).
+struct DeviceHooks {
   std::vector<int> heads;
   std::function<void(const DeviceLayerCapture&)> on_layer;
+  std::function<void(int layer, int B, int T, float* scores)> on_scores;
 };
 
 }  // namespace cf::gpu

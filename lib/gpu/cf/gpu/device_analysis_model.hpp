@@ -30,11 +30,11 @@ class DeviceAnalysisModel {
   const AnalysisPlan& plan() const;
   /// Forward over B sequences of T tokens (tokens, targets [B T]; target < 0 = not counted;
   /// 1 <= T <= block_size): losses [B T] receives -log p(target) (0 where not counted), logits
-  /// [B T, V] (null = not wanted) the next-token logits, `capture` (null = none) the layer hook.
+  /// [B T, V] (null = not wanted) the next-token logits; `hooks` (null = none) the host's hooks.
   /// Returns the number of counted targets. Throws cf::InvalidArgument for tokens out of range, a
   /// bad shape or a residual stream / logits that overflow (as cf::nn::forward_backward).
   std::int64_t forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T, float* losses,
-                       float* logits, const DeviceCaptureRequest* capture);
+                       float* logits, const DeviceHooks* hooks);
 
  private:
   struct Impl;
