@@ -247,12 +247,11 @@ struct DeviceAnalysisModel<Bk>::Impl {
     float* g = fcg.ensure(NF);
     linear(h, in, al.fc_w, al.fc_b, N, C, FW);
     if (p.mlp == MlpOp::SwiGLU)
-      thrust::transform(Tr::policy(), analysis_body::index0(), analysis_body::index0() + NF, g,
-                        detail::SwiGluForward{h, F});
+      O::swiglu_forward(ctx, g, h, N, F);
     else if (p.mlp == MlpOp::GeluErf)
-      thrust::transform(Tr::policy(), h, h + NF, g, detail::GeluErfForward());
+      O::gelu_erf_forward(ctx, g, h, NF);
     else
-      thrust::transform(Tr::policy(), h, h + NF, g, GeluForward());
+      O::gelu_forward(ctx, g, h, NF);
     linear(tmp.get(), g, al.fcproj_w, al.fcproj_b, N, F, C);
     add(x.get(), mid.get(), tmp.get(), static_cast<long long>(N) * C);
   }

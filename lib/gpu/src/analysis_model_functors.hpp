@@ -9,7 +9,9 @@
 namespace cf::gpu::detail {
 
 /// Row n of x [N, C] normalised into out: LayerNorm (mean removed, then w, b) or RMSNorm (weight
-/// only), twins of cf::nn::layernorm_forward / rmsnorm_forward (float sums, as the CPU's).
+/// only), twins of cf::nn::layernorm_forward / rmsnorm_forward (float sums, as the CPU's). The
+/// block-per-row kernels of Ops (the trainer's, which also save mean and rstd) run each CUDA thread
+/// as a fiber on the emulated build; a forward-only model takes this plain functor on both.
 struct NormRows {
   float* out;
   const float *x, *w, *b;
@@ -89,22 +91,6 @@ struct MaskedSoftmaxAdd {
     float* p = P + r * T;
     for (long long j = 0; j <= i; ++j)
       if (m[j]) p[j] += expf(logit(s, i, j, a) - mx) * inv;
-  }
-};
-
-/// Exact-erf GELU (GPT-NeoX "gelu"), twin of cf::nn::gelu_erf_forward.
-struct GeluErfForward {
-  CF_HD float operator()(float x) const { return 0.5f * x * (1.0f + erff(x / sqrtf(2.0f))); }
-};
-
-/// SwiGLU, twin of cf::nn::swiglu_forward: out[n, f] = silu(h[n, f]) h[n, F + f], h [N, 2F].
-struct SwiGluForward {
-  const float* h;
-  long long F;
-  CF_HD float operator()(long long i) const {
-    const long long n = i / F, f = i % F;
-    const float g = h[n * 2 * F + f], u = h[n * 2 * F + F + f];
-    return g / (1.0f + expf(-g)) * u;
   }
 };
 
