@@ -11,6 +11,7 @@
 #include "cf/core/list.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
@@ -45,7 +46,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::resolve_device(o.device, "capture", "capture has no device path yet");  // docs/gpu.md
+  const gpu::Placement asked = gpu::resolve_device(o.device, "capture", "");  // docs/gpu.md "Analysis model"
   hf::check_token_input_options(app, o.input);
   // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
   app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs),
@@ -54,6 +55,7 @@ void run(const CLI::App& app, const Options& o) {
   app::check_output(o.out, "--out");
   const nn::Model<float> model = cf::model::load_model(o.checkpoint);
   const nn::ModelConfig& cfg = model.config;
+  const gpu::Placement where = gpu::placement_for_model(asked, o.device, "capture", cfg);
   const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,
           " (T <= block_size)");
@@ -72,7 +74,8 @@ void run(const CLI::App& app, const Options& o) {
                     str("--out '", o.out, "': the capture (", windows.size(), " sequences x ", T, " tokens, ",
                         cfg.n_layer, " layers", co.store_probs ? ", attention probabilities" : "",
                         co.store_qk ? ", q/k" : "", "; --no-probs, --no-qk or --heads make it smaller)"));
-  const nn::CaptureSummary s = nn::capture_model(model, windows, o.out, co);
+  const nn::CaptureSummary s = where == gpu::Placement::Cpu ? nn::capture_model(model, windows, o.out, co)
+                                                            : gpu::capture_model(where, model, windows, o.out, co);
 
   const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());
   const nlohmann::json meta = output::metadata("capture", {{"checkpoint", o.checkpoint},
@@ -85,7 +88,8 @@ void run(const CLI::App& app, const Options& o) {
                                                            {"qk", !o.no_qk},
                                                            {"probs", !o.no_probs},
                                                            {"out", o.out},
-                                                           {"tokenizer", tokenizer}});
+                                                           {"tokenizer", tokenizer},
+                                                           {"device", gpu::backend_name(where)}});
   nn::CaptureReportInput ri;
   ri.out = o.out;
   ri.seq_len = T;

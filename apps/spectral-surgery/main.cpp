@@ -4,11 +4,13 @@
 // setup (CLI11 declarations with validators) and run (parse the options into a cf::spectral::SurgeryRequest, write the
 // report of lib/spectral; docs/conventions.md).
 #include <iostream>
+#include <memory>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/model/load.hpp"
 #include "cf/nn/model.hpp"
@@ -47,7 +49,7 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::resolve_device(o.device, "spectral-surgery", "spectral-surgery has no device path yet");  // docs/gpu.md
+  const gpu::Placement asked = gpu::resolve_device(o.device, "spectral-surgery", "");  // docs/gpu.md
   require(o.data.empty() != o.text.empty(),
           "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);
@@ -64,6 +66,19 @@ void run(const CLI::App& app, const Options& o) {
           ")");
   ps.stride = o.stride > 0 ? o.stride : std::max(1, ps.context / 2);
   require(ps.stride <= ps.context, "--stride must be <= context = ", ps.context, " (got ", ps.stride, ")");
+  const bool linear_attention = !lin_layers.empty() || (o.sweep != "none" && o.sweep_mode == "linear-attention");
+  const gpu::Placement where =
+      gpu::placement_for_model(asked, o.device, "spectral-surgery", cfg,
+                               linear_attention ? "ELU+1 linear attention (--linear-attention, --sweep-mode "
+                                                  "linear-attention) has no device path"
+                                                : "");
+  std::unique_ptr<gpu::AnalysisModel> device;  // the perplexities' forward passes (docs/gpu.md "Analysis model")
+  if (where != gpu::Placement::Cpu) {
+    device = std::make_unique<gpu::AnalysisModel>(where, model);
+    ps.evaluate = [&device](const std::vector<std::int32_t>& t, int context, int stride, const nn::ForwardHooks* h) {
+      return device->perplexity(t, context, stride, h);
+    };
+  }
   if (o.rank >= 0) validate_rank(cfg, layers, parse_component(o.component), o.rank, ps.context);
   require(!(o.linearize && o.rank >= 0),
           "--linearize fixes the ranks itself (top routing pair, scalar filtering): "
@@ -101,7 +116,8 @@ void run(const CLI::App& app, const Options& o) {
                                                    {"scalar_filtering", o.scalar},
                                                    {"context", ps.context},
                                                    {"stride", ps.stride},
-                                                   {"max_tokens", o.max_tokens}});
+                                                   {"max_tokens", o.max_tokens},
+                                                   {"device", gpu::backend_name(where)}});
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
     require(!lp.series.empty(), "--plot needs --sweep per-layer|cumulative|both");

@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 """A whole tool on the emulated device against the CPU analyser (issue 30 acceptance 1).
 
-Usage: device_vs_cpu.py RTOL ATOL -- TOOL ARGS...
+Usage: device_vs_cpu.py RTOL ATOL [--h5 PREFIX] -- TOOL ARGS...
 Runs `TOOL ARGS --format json --device cpu` and `CF_GPU_EMULATE=1 TOOL ARGS --format json --device
 cuda`, and compares the two JSON reports entry by entry: every number within ATOL + RTOL |cpu|,
 every string, integer count and key equal. Left out: "meta" (timestamps; the device is named there)
 and "seconds" (wall times). Prints the worst relative difference; exit 1 naming the first entry
 that differs, or either run failing.
+
+With --h5 PREFIX, the tool writes an HDF5 file (capture's --out): the argument @OUT@ in ARGS
+becomes PREFIX_cpu.h5 and PREFIX_cuda.h5 (removed first: they are this script's own outputs), the
+reports' strings are compared with those names put back to @OUT@, and the two files are compared
+too: the same groups, datasets (shape, dtype) and attributes (numbers as the reports'; the others
+equal); integer datasets equal, float ones
+within ATOL + RTOL max |cpu| of the dataset (float32 round-off is relative to a tensor's scale, not
+to each of its entries: a probability of 1e-9 carries the absolute error of its row).
 """
 import json
 import os
@@ -14,7 +22,15 @@ import subprocess
 import sys
 
 rtol, atol = float(sys.argv[1]), float(sys.argv[2])
-cmd = sys.argv[4:] if sys.argv[3] == "--" else sys.argv[3:]
+rest = sys.argv[3:]
+h5_prefix = None
+if rest and rest[0] == "--h5":
+    h5_prefix, rest = rest[1], rest[2:]
+cmd = rest[1:] if rest and rest[0] == "--" else rest
+
+
+def out_file(device):
+    return f"{h5_prefix}_{device}.h5"
 
 
 def run(device, emulate):
@@ -22,10 +38,16 @@ def run(device, emulate):
     env.pop("CF_GPU_EMULATE", None)
     if emulate:
         env["CF_GPU_EMULATE"] = "1"
-    p = subprocess.run(cmd + ["--format", "json", "--device", device], env=env, capture_output=True, text=True)
+    args = cmd
+    if h5_prefix:
+        if os.path.exists(out_file(device)):
+            os.remove(out_file(device))
+        args = [out_file(device) if a == "@OUT@" else a for a in cmd]
+    p = subprocess.run(args + ["--format", "json", "--device", device], env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"--device {device} run failed (exit {p.returncode}): {p.stderr.strip()}")
-    return json.loads(p.stdout)
+    text = p.stdout.replace(out_file(device), "@OUT@") if h5_prefix else p.stdout
+    return json.loads(text)
 
 
 cpu, dev = run("cpu", False), run("cuda", True)
@@ -62,7 +84,50 @@ def compare(a, b, path):
         sys.exit(f"{path}: unexpected JSON value {a!r}")
 
 
+def compare_h5(a_path, b_path):
+    """The two HDF5 files: same tree, attributes and dataset shapes / dtypes; values as the docstring says."""
+    import h5py
+    import numpy as np
+
+    with h5py.File(a_path, "r") as fa, h5py.File(b_path, "r") as fb:
+        def walk(ga, gb, path):
+            if set(ga.attrs) != set(gb.attrs):
+                sys.exit(f"{path}: attributes differ: {sorted(ga.attrs)} vs {sorted(gb.attrs)}")
+            for k in ga.attrs:
+                x, y = np.asarray(ga.attrs[k]), np.asarray(gb.attrs[k])
+                if np.issubdtype(x.dtype, np.floating) and x.shape == y.shape:
+                    compare(x.tolist(), y.tolist(), f"{path} attribute {k}")  # numbers: as the reports'
+                elif not np.array_equal(x, y):
+                    sys.exit(f"{path} attribute {k}: cpu {ga.attrs[k]!r} != device {gb.attrs[k]!r}")
+            if set(ga) != set(gb):
+                sys.exit(f"{path}: members differ: {sorted(ga)} vs {sorted(gb)}")
+            for k in ga:
+                a, b, p = ga[k], gb[k], f"{path}/{k}"
+                if isinstance(a, h5py.Group):
+                    walk(a, b, p)
+                    continue
+                x, y = a[()], b[()]
+                if x.shape != y.shape or x.dtype != y.dtype:
+                    sys.exit(f"{p}: cpu {x.shape} {x.dtype} vs device {y.shape} {y.dtype}")
+                count[0] += x.size
+                if not np.issubdtype(x.dtype, np.floating):
+                    if not np.array_equal(x, y):
+                        sys.exit(f"{p}: integer values differ")
+                    continue
+                scale = float(np.max(np.abs(x))) if x.size else 0.0
+                d = float(np.max(np.abs(x.astype(np.float64) - y))) if x.size else 0.0
+                if not d <= atol + rtol * scale:
+                    sys.exit(f"{p}: max |cpu - device| = {d:.3g} > {atol:g} + {rtol:g} max |cpu| ({scale:.3g})")
+                rel = d / scale if scale > 0 else d
+                if rel > worst[0]:
+                    worst[:] = [rel, p]
+
+        walk(fa, fb, "")
+
+
 compare(cpu, dev, "")
+if h5_prefix:
+    compare_h5(out_file("cpu"), out_file("cuda"))
 if count[0] == 0:
     sys.exit("no numbers compared")
 print(f"ok: device = cpu, {count[0]} numbers, worst relative difference {worst[0]:.3g} at {worst[1] or '-'}")

@@ -84,7 +84,16 @@ std::uint64_t capture_bytes(const ModelConfig& cfg, std::int64_t n_seq, std::int
 
 CaptureSummary capture_model(const Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,
                              const std::string& path, const CaptureOptions& opt) {
-  const ModelConfig& cfg = model.config;
+  Workspace<float> ws;
+  const CaptureForward forward = [&](const std::int32_t* in, const std::int32_t* tg, int T, const ForwardHooks& hooks) {
+    return static_cast<double>(forward_backward<float>(model, in, tg, 1, T, nullptr, ws, &hooks));
+  };
+  return capture_model(model.config, forward, windows, path, opt);
+}
+
+CaptureSummary capture_model(const ModelConfig& cfg, const CaptureForward& forward,
+                             const std::vector<std::vector<std::int32_t>>& windows, const std::string& path,
+                             const CaptureOptions& opt) {
   require(!windows.empty(), "capture: no token windows given");
   const int T = static_cast<int>(windows[0].size()) - 1;
   require(T >= 1, "capture: windows need seq_len + 1 >= 2 tokens (got ", windows[0].size(), ")");
@@ -122,7 +131,6 @@ CaptureSummary capture_model(const Model<float>& model, const std::vector<std::v
   std::vector<Eigen::MatrixXd> rn(static_cast<std::size_t>(L), Eigen::MatrixXd(N, T)), an = rn;
   const std::size_t TT = static_cast<std::size_t>(T) * T;
   io::write_capture_atomic(path, hdr, [&](io::CaptureWriter& w) {
-    Workspace<float> ws;
     std::vector<float> probs, q, k;
     Progress progress("capture", N);  // stderr, terminals only (cf/core/progress.hpp)
     for (int n = 0; n < N; ++n, progress.advance()) {
@@ -159,7 +167,7 @@ CaptureSummary capture_model(const Model<float>& model, const std::vector<std::v
         c.resid_out_norm = la.resid_out_norm;
         w.write(l, n, c);
       };
-      sum.nll += forward_backward<float>(model, in.data(), tg.data(), 1, T, nullptr, ws, &hooks) / N;
+      sum.nll += static_cast<float>(forward(in.data(), tg.data(), T, hooks)) / N;  // float mean, as before
     }
   });
   for (int l = 0; l < L; ++l) {

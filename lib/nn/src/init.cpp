@@ -63,13 +63,21 @@ Eigen::MatrixXf forward_logits(const Model<float>& model, const std::vector<std:
 
 PerplexityResult evaluate_perplexity(const Model<float>& model, const std::vector<std::int32_t>& tokens, int context,
                                      int stride, const ForwardHooks* hooks) {
-  require(context >= 1 && context <= model.config.block_size,
-          "context must be in [1, block_size = ", model.config.block_size, "] (got ", context, ")");
+  Workspace<float> ws;
+  ws.set_attention_path(AttentionPath::Dense);  // as forward_logits: hooked and plain runs compare exactly
+  const WindowForward forward = [&](const std::int32_t* in, const std::int32_t* tg, int Tn, std::vector<float>& lp) {
+    forward_backward<float>(model, in, tg, 1, Tn, nullptr, ws, hooks, &lp);
+  };
+  return evaluate_perplexity(model.config.block_size, forward, tokens, context, stride);
+}
+
+PerplexityResult evaluate_perplexity(int block_size, const WindowForward& forward,
+                                     const std::vector<std::int32_t>& tokens, int context, int stride) {
+  require(context >= 1 && context <= block_size, "context must be in [1, block_size = ", block_size, "] (got ", context,
+          ")");
   require(stride >= 1 && stride <= context, "stride must be in [1, context = ", context, "] (got ", stride, ")");
   require(tokens.size() >= 2, "evaluate_perplexity needs at least 2 tokens (got ", tokens.size(), ")");
   const std::int64_t n = static_cast<std::int64_t>(tokens.size());
-  Workspace<float> ws;
-  ws.set_attention_path(AttentionPath::Dense);  // as forward_logits: hooked and plain runs compare exactly
   double nll = 0;
   std::int64_t count = 0;
   std::int64_t scored_until = 0;  // targets at positions < scored_until (target index) are done
@@ -82,7 +90,7 @@ PerplexityResult evaluate_perplexity(const Model<float>& model, const std::vecto
       tg[t] = target_pos > scored_until ? tokens[target_pos] : -1;
     }
     std::vector<float> lp;
-    forward_backward<float>(model, in.data(), tg.data(), 1, Tn, nullptr, ws, hooks, &lp);
+    forward(in.data(), tg.data(), Tn, lp);
     for (int t = 0; t < Tn; ++t)
       if (tg[t] >= 0) {
         nll -= lp[t];

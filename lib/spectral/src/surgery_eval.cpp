@@ -54,6 +54,7 @@ nn::PerplexityResult evaluate_intervention(const nn::Model<float>& model, const 
   const int context = ps.context > 0 ? ps.context : model.config.block_size;
   const int stride = ps.stride > 0 ? ps.stride : std::max(1, context / 2);
   const nn::ForwardHooks hooks = make_hooks(iv, model.config);
+  if (ps.evaluate) return ps.evaluate(tokens, context, stride, &hooks);
   return nn::evaluate_perplexity(model, tokens, context, stride, &hooks);
 }
 
@@ -92,10 +93,13 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
   for (const Intervention& iv : ivs) hooks.push_back(make_hooks(iv, model.config));
   Progress progress("perplexities", long(ivs.size()));  // stderr, terminals only (cf/core/progress.hpp)
   // omp-exceptions: every iteration catches (...) into errors[i], rethrown in order after the region
-#pragma omp parallel for schedule(dynamic, 1)
+  // (an evaluator elsewhere, a device model, takes one intervention at a time)
+#pragma omp parallel for schedule(dynamic, 1) if (!ps.evaluate)
   for (long i = 0; i < long(ivs.size()); ++i) {
     try {
-      out[std::size_t(i)] = nn::evaluate_perplexity(model, tokens, context, stride, &hooks[std::size_t(i)]);
+      const nn::ForwardHooks* h = &hooks[std::size_t(i)];
+      out[std::size_t(i)] = ps.evaluate ? ps.evaluate(tokens, context, stride, h)
+                                        : nn::evaluate_perplexity(model, tokens, context, stride, h);
       progress.advance();
     } catch (...) {
       errors[std::size_t(i)] = std::current_exception();

@@ -5,6 +5,7 @@
 // cf::io::write_capture_atomic, which also stores alpha_l in both forms of docs/spec.md §2 (Position bias (Herasimchyk
 // et al.) Eq. 1). `rollout --model CAPTURE.h5` reads the file back (cf/rollout/kernel.hpp).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,5 +73,17 @@ struct CaptureSummary {
 /// of range or bad head indices; cf::Error on I/O failure (an existing `path` is left untouched).
 CaptureSummary capture_model(const Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,
                              const std::string& path, const CaptureOptions& options);
+
+/// One forward pass of capture_model over one window: its T inputs and next-token targets and the
+/// hooks (on_layer, capture_heads); returns the window's mean loss. cf::nn::forward_backward for
+/// the CPU capture; a device model's forward for lib/gpu's (cf/gpu/analysis_model.hpp).
+using CaptureForward =
+    std::function<double(const std::int32_t* inputs, const std::int32_t* targets, int T, const ForwardHooks& hooks)>;
+
+/// capture_model of a model with config `cfg` whose forward passes `forward` runs: the same
+/// checks, file and summary.
+CaptureSummary capture_model(const ModelConfig& cfg, const CaptureForward& forward,
+                             const std::vector<std::vector<std::int32_t>>& windows, const std::string& path,
+                             const CaptureOptions& options);
 
 }  // namespace cf::nn

@@ -166,4 +166,14 @@ struct PerplexityResult {
 PerplexityResult evaluate_perplexity(const Model<float>& model, const std::vector<std::int32_t>& tokens, int context,
                                      int stride, const ForwardHooks* hooks = nullptr);
 
+/// One window of evaluate_perplexity: Tn inputs and targets (target < 0 = not scored); writes
+/// log p(target) per position to `logprobs` (Tn entries).
+using WindowForward =
+    std::function<void(const std::int32_t* inputs, const std::int32_t* targets, int Tn, std::vector<float>& logprobs)>;
+
+/// evaluate_perplexity of a model with block size `block_size` whose window forward passes
+/// `forward` runs (the CPU's, or a device model's in lib/gpu): the same windows, checks and result.
+PerplexityResult evaluate_perplexity(int block_size, const WindowForward& forward,
+                                     const std::vector<std::int32_t>& tokens, int context, int stride);
+
 }  // namespace cf::nn

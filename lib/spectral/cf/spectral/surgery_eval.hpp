@@ -3,6 +3,8 @@
 // perplexity (overlapping-stride) with each selected layer's interaction M replaced by its truncation / linearisation
 // through the trainer's score hook, or the layer replaced by ELU+1 linear attention; per-layer and cumulative
 // front-to-back linearisation sweeps.
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,10 +22,18 @@ struct Intervention {
   std::vector<int> linear_attention;  ///< layers replaced by ELU+1 linear attention
 };
 
+/// One perplexity evaluation (tokens, context, stride, the intervention's hooks), as
+/// nn::evaluate_perplexity computes it for the model at hand.
+using PerplexityFn = std::function<nn::PerplexityResult(const std::vector<std::int32_t>& tokens, int context,
+                                                        int stride, const nn::ForwardHooks* hooks)>;
+
 /// Perplexity settings: windows of `context` tokens every `stride` tokens (nn::evaluate_perplexity).
+/// `evaluate` (empty: nn::evaluate_perplexity on the CPU, concurrently over interventions) runs
+/// the evaluations elsewhere, one intervention at a time (a device model, lib/gpu).
 struct PerplexitySettings {
   int context = 0;  ///< 0 = block_size
   int stride = 0;   ///< 0 = context / 2 (at least 1)
+  PerplexityFn evaluate;
 };
 
 /// Build the forward hooks of an intervention for a model with config c. The score hook leaves M

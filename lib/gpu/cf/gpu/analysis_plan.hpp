@@ -1,0 +1,77 @@
+#pragma once
+// What the device analysis model (cf/gpu/device_analysis_model.hpp, issue 30) needs to know about a
+// model, in plain types only (no Eigen, no JSON), so that the CUDA translation unit sees nothing
+// but this and the kernels: shapes, the architecture variants it runs, the offset of every tensor
+// in the flat parameter array of lib/nn (cf::nn::make_layout) and each layer's softmax branches.
+// Built on the host from a cf::nn::ModelConfig by cf::gpu::make_analysis_plan
+// (cf/gpu/analysis_model.hpp), which refuses what the device model does not run.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace cf::gpu {
+
+/// The pre-norm of every sub-layer (cf::nn::NormKind).
+enum class NormOp { None, LayerNorm, RMSNorm };
+/// The MLP activation (cf::nn::MlpKind): GELU tanh (GPT-2, BLOOM), GELU erf (GPT-NeoX), SwiGLU (Llama).
+enum class MlpOp { GeluTanh, GeluErf, SwiGLU };
+
+/// One transformer block: head dimension dh, the column of each query / key / value head in a
+/// qkv row (grouped-query attention: query head h reads kv head h / (H / KV)), parameter offsets
+/// (-1 = absent), RoPE's rotated dimensions (0 = no RoPE), ALiBi slopes (empty = none) and the
+/// layer's softmax branches at a length T as dense 0/1 masks (cf::nn::layer_branches; the
+/// probabilities of a row are the sum over branches of one softmax each).
+struct AnalysisLayer {
+  int dh = 0;
+  std::int64_t ld = 0;  ///< qkv row width, (H + 2 KV) dh
+  std::vector<std::int64_t> q_col, k_col, v_col;
+  std::int64_t ln1_w = -1, ln1_b = -1, attn_w = -1, attn_b = -1, proj_w = -1, proj_b = -1;
+  std::int64_t ln2_w = -1, ln2_b = -1, fc_w = -1, fc_b = -1, fcproj_w = -1, fcproj_b = -1;
+  int rope_dims = 0;
+  std::vector<float> slopes;
+  std::function<std::vector<std::vector<std::uint8_t>>(int T)> branch_masks;
+};
+
+/// The whole model: vocabulary V, width C, H query heads, MLP width F, block size; the norm and its
+/// epsilon, the MLP, GPT-NeoX's parallel residual, RoPE's base; offsets of the embeddings (wpe < 0:
+/// no learned positions), of BLOOM's embedding norm (emb_ln_w < 0: none), of the final norm and of
+/// the LM head [V, C] (wte when tied); `total` parameters.
+struct AnalysisPlan {
+  int V = 0, C = 0, H = 0, F = 0, block_size = 0;
+  NormOp norm = NormOp::LayerNorm;
+  float eps = 1e-5f;
+  MlpOp mlp = MlpOp::GeluTanh;
+  bool parallel_residual = false;
+  double rope_theta = 10000.0;
+  std::int64_t total = 0;
+  std::int64_t wte = -1, wpe = -1, emb_ln_w = -1, emb_ln_b = -1, lnf_w = -1, lnf_b = -1, head = -1;
+  std::vector<AnalysisLayer> layers;
+};
+
+/// One layer of one sequence as the device forward hands it to the host: host copies, valid during
+/// the call only (the fields of cf::nn::LayerActivations). probs [Hs, T, T] for the Hs requested
+/// heads in request order (after ALiBi, masking and softmax, summed over branches); qkv [T, ld]
+/// this sequence's rows after RoPE (queries and keys of head h at q_col[h], k_col[h]); resid_in,
+/// attn_out, resid_out [T, C] and their per-token Euclidean norms [T] (accumulated in double).
+struct DeviceLayerCapture {
+  int layer = 0, seq = 0, T = 0;
+  const float* probs = nullptr;
+  const float* qkv = nullptr;
+  const float *resid_in = nullptr, *attn_out = nullptr, *resid_out = nullptr;
+  const float *resid_in_norm = nullptr, *attn_out_norm = nullptr, *resid_out_norm = nullptr;
+};
+
+/// The host's view into a device forward pass (cf::nn::ForwardHooks): `on_layer` (may be empty) is
+/// called per (layer, sequence) after the layer's attention sub-layer, with the probabilities of
+/// `heads` (model head indices; empty = all). `on_scores` (may be empty) is called per layer with a
+/// host copy of the whole batch's scores [B, H, T, T] (row-major, row = query; q.k / sqrt(dh),
+/// before ALiBi and masking), which it may modify: the modified scores go back to the device and
+/// are masked and normalised (spectral surgery; the score matrices travel both ways, so this is
+/// for analysis, not speed).
+struct DeviceHooks {
+  std::vector<int> heads;
+  std::function<void(const DeviceLayerCapture&)> on_layer;
+  std::function<void(int layer, int B, int T, float* scores)> on_scores;
+};
+
+}  // namespace cf::gpu
