@@ -42,6 +42,30 @@ struct Case {
   ModelConfig cfg;
 };
 
+// The attention features of issue 31: RoPE (full and partial rotary), grouped-query attention,
+// the S-D and runway units and a Llama-ish attention (RoPE + GQA, no biases, untied head).
+inline std::vector<Case> attention_cases() {
+  std::vector<Case> v;
+  v.push_back({"RoPE, full+swa", small("full,swa", PosKind::Rope, NormKind::LayerNorm)});
+  ModelConfig r = small("block,bridge", PosKind::Rope, NormKind::LayerNorm, 16, 2);
+  r.arch.rope_dim = 4;  // partial rotary: 4 of d_head 8
+  r.arch.rope_theta = 500;
+  v.push_back({"RoPE partial rotary (rope_dim 4 of 8, theta 500), block+bridge", r});
+  for (int kv : {1, 2}) {
+    ModelConfig g = small("full,swa", PosKind::Learned, NormKind::LayerNorm, 16, 4);
+    g.arch.n_kv_head = kv;
+    v.push_back({"grouped-query attention, n_kv_head " + std::to_string(kv) + " of 4", g});
+  }
+  ModelConfig ll = small("full,full", PosKind::Rope, NormKind::LayerNorm, 32, 4);
+  ll.arch.n_kv_head = 2;
+  ll.bias = false;
+  ll.proj_bias = false;
+  ll.arch.mlp_bias = false;
+  ll.arch.tied_head = false;
+  v.push_back({"Llama-ish attention: RoPE + GQA (kv 2 of 4), no biases, untied head", ll});
+  return v;
+}
+
 inline std::vector<Case> cases() {
   std::vector<Case> v;
   v.push_back({"full+swa, learned positions, LayerNorm", small("full,swa", PosKind::Learned, NormKind::LayerNorm)});
@@ -63,6 +87,7 @@ inline std::vector<Case> cases() {
   ModelConfig o = small("bridge,pbb", PosKind::Alibi, NormKind::LayerNorm);
   for (auto& l : o.layers) l.b = 8, l.w = 12;
   v.push_back({"bridge+pbb with overlapping write-back sets (b 8, w 12), ALiBi", o});
+  for (const Case& cs : attention_cases()) v.push_back(cs);
   return v;
 }
 
@@ -142,6 +167,75 @@ void check_clip_adamw(double param_tol) {
     check_tensors(model.layout, v, st.v, 1e-5, "v");
     CHECK(tr.finite());
   }
+}
+
+// Parameters after one AdamW step from the same state agree to `tol` of each tensor's largest
+// entry plus the step's own sensitivity: the step is lr m^ / (sqrt(v^) + eps), a ratio whose
+// relative error is the moments', i.e. the gradient's round-off (tol of the tensor's largest
+// |m|) over |m_i|; for entries whose gradient is itself round-off (the key bias: zero in exact
+// arithmetic since softmax ignores a constant logit shift) either side may move by up to 2 lr.
+inline void check_update(const ParamLayout& lay, const std::vector<float>& got, const std::vector<float>& want,
+                         const std::vector<float>& m, double lr, double tol) {
+  for (const auto& t : lay.tensors) {
+    INFO("params " << t.name);
+    double pmax = 1e-3, mmax = 0;
+    for (std::int64_t i = t.offset; i < t.offset + t.size; ++i)
+      pmax = std::max(pmax, double(std::abs(want[i]))), mmax = std::max(mmax, double(std::abs(m[i])));
+    std::int64_t bad = 0;
+    for (std::int64_t i = t.offset; i < t.offset + t.size; ++i) {
+      const double rel = std::min(1.0, tol * mmax / std::max(double(std::abs(m[i])), 1e-30));
+      bad += std::abs(double(got[i]) - double(want[i])) > tol * pmax + 2 * lr * rel;
+    }
+    CHECK(bad == 0);
+  }
+}
+
+// `steps` AdamW steps of a device build `Trainer` on case cs against the CPU trainer: each step
+// starts the device from the CPU's parameters and moments (so that round-off in one step's update
+// does not compound), takes one micro-batch (B 2, T 45, a new batch per step) and compares the
+// loss and every gradient tensor with cf::nn::forward_backward, then clips at norm 1 and applies
+// AdamW on each side (cf::nn::clip_grad_norm + adamw_step on the CPU) and compares the moments and
+// the parameters (check_update). `tol`: relative.
+template <class Trainer>
+void check_steps(const Case& cs, int steps, double tol) {
+  INFO(cs.label);
+  const int B = 2, T = 45;
+  Model<float> model = init_model<float>(cs.cfg, 13);
+  Trainer tr(cf::gpu::make_train_plan(cs.cfg, B, T));
+  AdamWState st;
+  AdamWConfig ac;
+  const double lr = 3e-3;
+  double worst = 0;
+  for (int step = 1; step <= steps; ++step) {
+    INFO("step " << step);
+    tr.upload(model.params.data(), st.m.empty() ? nullptr : st.m.data(), st.v.empty() ? nullptr : st.v.data());
+    std::vector<std::int32_t> x, y;
+    batch(cs.cfg, B, T, 40 + step, x, y);
+    Workspace<float> ws;
+    std::vector<float> g0(model.params.size(), 0.f);
+    const float loss0 = forward_backward<float>(model, x.data(), y.data(), B, T, &g0, ws);
+    tr.zero_grad();
+    const double loss1 = tr.micro_batch(x.data(), y.data());
+    CHECK(std::abs(loss1 - loss0) < tol * std::abs(loss0));
+    std::vector<float> g1(model.params.size());
+    tr.gradient(g1.data());
+    check_tensors(model.layout, g1, g0, tol, "gradient");
+    for (const auto& t : model.layout.tensors)
+      worst = std::max(worst, rel_diff(g1.data() + t.offset, g0.data() + t.offset, t.size));
+    clip_grad_norm(g0, 1.0);
+    tr.clip(1, 1.0);
+    adamw_step(model.params, g0, st, model.layout, lr, ac);
+    const double bc1 = 1.0 - std::pow(ac.beta1, double(step)), bc2 = 1.0 - std::pow(ac.beta2, double(step));
+    tr.apply(
+        cf::gpu::AdamWUpdate{float(lr), float(ac.beta1), float(ac.beta2), float(bc1), float(bc2), float(ac.eps), 0.f},
+        float(ac.weight_decay));
+    std::vector<float> p(model.params.size()), m(p.size()), v(p.size());
+    tr.download(p.data(), m.data(), v.data());
+    check_tensors(model.layout, m, st.m, tol, "m");
+    check_tensors(model.layout, v, st.v, tol, "v");
+    check_update(model.layout, p, model.params, st.m, lr, tol);
+  }
+  if (std::getenv("CF_TEST_VERBOSE")) WARN(cs.label << ": worst gradient tensor over " << steps << " steps " << worst);
 }
 
 // The training loop (cf::nn::train, 6 steps of a swa+bridge model) on the CPU and with a device

@@ -83,6 +83,92 @@ struct FromHeads {
   }
 };
 
+/// Element i of [B, H, T, dh] for query head h read from the key or value columns of qkv rows
+/// [B T, ld]: kv head h / group at column off + (h / group) dh (grouped-query attention,
+/// cf::nn::detail::QkvLayout; group 1 = one kv head per query head).
+struct ToHeadsKv {
+  const float* src;
+  int H, T, dh, group;
+  long long ld, off;
+  CF_HD float operator()(long long i) const {
+    const long long d = i % dh, t = (i / dh) % T, h = (i / (static_cast<long long>(dh) * T)) % H,
+                    b = i / (static_cast<long long>(dh) * T * H);
+    return src[(b * T + t) * ld + off + (h / group) * dh + d];
+  }
+};
+
+/// Row-major element i of dqkv [B T, (H + 2 KV) dh] from the per-query-head dq, dk, dv [B, H, T,
+/// dh]: the query columns copied, each kv head's key and value columns the sum over the H / KV
+/// query heads reading it, in head order (the backward of ToHeads / ToHeadsKv).
+struct FromHeadsQkv {
+  const float *dq, *dk, *dv;
+  int H, KV, T, dh;
+  CF_HD float operator()(long long i) const {
+    const long long HD = static_cast<long long>(H) * dh, KD = static_cast<long long>(KV) * dh, ld = HD + 2 * KD;
+    const long long n = i / ld, r = i % ld, d = r % dh, b = n / T, t = n % T;
+    if (r < HD) return dq[((b * H + r / dh) * T + t) * dh + d];
+    const float* s = r < HD + KD ? dk : dv;
+    const long long g = ((r - HD) % KD) / dh, group = H / KV;
+    float sum = 0;
+    for (long long h = g * group; h < (g + 1) * group; ++h) sum += s[((b * H + h) * T + t) * dh + d];
+    return sum;
+  }
+};
+
+/// S-D damping per head, element i of [B, H, T]: softplus(z) + eps of z [B T, H] (the
+/// pre-activation x W_d^T + b_d; cf::nn::detail::SdUnit::prepare).
+struct SdDamp {
+  const float* z;
+  int H, T;
+  float eps;
+  CF_HD float operator()(long long i) const {
+    const long long t = i % T, h = (i / T) % H, b = i / (static_cast<long long>(T) * H);
+    const float x = z[(b * T + t) * H + h];
+    return (x > 20.0f ? x : log1pf(expf(x))) + eps;
+  }
+};
+
+/// Backward of SdDamp, element i of dz [B T, H]: d damp (from [B, H, T]) times softplus' = sigmoid(z).
+struct SdDampBackward {
+  const float *z, *ddamp;
+  int H, T;
+  CF_HD float operator()(long long i) const {
+    const long long h = i % H, n = i / H, b = n / T, t = n % T;
+    return ddamp[(b * H + h) * T + t] * (1.0f / (1.0f + expf(-z[i])));
+  }
+};
+
+/// Runway gradients of the last head's values (cf::nn::detail::RunwayUnit::reduce_tiled), element
+/// i of [B, T, dh]: dv of head H-1 += sum over heads h of dvl[b, h, m] + dvs[b, h, m + 1] (row
+/// m + 1 used v_m as its v_{i-1}), heads in order.
+struct RunwayReduceV {
+  float* dv;
+  const float *dvs, *dvl;
+  int H, T, dh;
+  CF_HD void operator()(long long i) const {
+    const long long d = i % dh, m = (i / dh) % T, b = i / (static_cast<long long>(dh) * T);
+    float s = 0;
+    for (long long h = 0; h < H; ++h) {
+      const long long row = ((b * H + h) * T + m) * dh + d;
+      s += dvl[row];
+      if (m + 1 < T) s += dvs[row + dh];
+    }
+    dv[((b * H + H - 1) * T + m) * dh + d] += s;
+  }
+};
+
+/// dB [dh, dh] += the sum of the per-(sequence, head) bilinear runway gradients [n, dh, dh], in order.
+struct SumBlocks {
+  float* out;
+  const float* parts;
+  long long n, size;
+  CF_HD void operator()(long long e) const {
+    float s = 0;
+    for (long long k = 0; k < n; ++k) s += parts[k * size + e];
+    out[e] += s;
+  }
+};
+
 struct Square {
   CF_HD double operator()(float x) const { return static_cast<double>(x) * x; }
 };
