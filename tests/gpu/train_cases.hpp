@@ -56,6 +56,16 @@ inline std::vector<Case> attention_cases() {
     g.arch.n_kv_head = kv;
     v.push_back({"grouped-query attention, n_kv_head " + std::to_string(kv) + " of 4", g});
   }
+  v.push_back({"S-D + full, learned positions", small("sd,full", PosKind::Learned, NormKind::LayerNorm)});
+  ModelConfig sd = small("swa,sd", PosKind::Alibi, NormKind::None, 24, 3);
+  sd.layers[1].sd_eps = 0.3;
+  v.push_back({"swa + S-D (sd_eps 0.3), ALiBi, no norm", sd});
+  v.push_back({"runway dot + bridge", small("runway-dot,bridge", PosKind::Learned, NormKind::LayerNorm)});
+  v.push_back({"runway bilinear + full", small("full,runway-bilinear", PosKind::Learned, NormKind::LayerNorm)});
+  ModelConfig rg = small("runway-bilinear,runway-dot", PosKind::Rope, NormKind::LayerNorm, 16, 4);
+  rg.arch.rope_dim = 2;
+  v.push_back({"runway bilinear + runway dot, partial RoPE, 4 heads", rg});
+  v.push_back({"S-D + S-D, RoPE", small("sd,sd", PosKind::Rope, NormKind::LayerNorm)});
   ModelConfig ll = small("full,full", PosKind::Rope, NormKind::LayerNorm, 32, 4);
   ll.arch.n_kv_head = 2;
   ll.bias = false;
