@@ -183,9 +183,8 @@ TEST_CASE("gpu device trainer refuses every config feature its kernels lack, nam
   CHECK(cf::gpu::device_train_unsupported(ok).empty());
   CHECK(cf::gpu::device_train_unsupported(small("full,full", PosKind::Rope, NormKind::LayerNorm)).empty());
   refused(small("full,full", PosKind::Learned, NormKind::RMSNorm), "RMSNorm");
-  for (const char* s : {"full,sd", "runway-dot,full", "full,runway-bilinear"})  // run since issue 31
+  for (const char* s : {"full,sd", "runway-dot,full", "full,runway-bilinear", "linear,full"})  // run since issue 31
     CHECK(cf::gpu::device_train_unsupported(small(s, PosKind::Learned, NormKind::LayerNorm)).empty());
-  refused(small("linear,full", PosKind::Learned, NormKind::LayerNorm), "linear attention");
   ModelConfig c = ok;
   c.arch.mlp = MlpKind::SwiGLU;
   refused(c, "swiglu");

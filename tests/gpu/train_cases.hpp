@@ -66,6 +66,11 @@ inline std::vector<Case> attention_cases() {
   rg.arch.rope_dim = 2;
   v.push_back({"runway bilinear + runway dot, partial RoPE, 4 heads", rg});
   v.push_back({"S-D + S-D, RoPE", small("sd,sd", PosKind::Rope, NormKind::LayerNorm)});
+  v.push_back(
+      {"linear + full (ELU+1), learned positions", small("linear,full", PosKind::Learned, NormKind::LayerNorm)});
+  ModelConfig lg = small("swa,linear", PosKind::Rope, NormKind::None, 16, 4);
+  lg.arch.n_kv_head = 2;
+  v.push_back({"swa + linear, RoPE, GQA kv 2 of 4, no norm", lg});
   ModelConfig ll = small("full,full", PosKind::Rope, NormKind::LayerNorm, 32, 4);
   ll.arch.n_kv_head = 2;
   ll.bias = false;

@@ -265,8 +265,12 @@ struct DeviceTrainer<Bk>::Impl {
     rope_qk(tl, a.qkv.get(), false);
     split_heads(tl, a.qkv.get());
     if (tl.form == AttnForm::Sd) damp_forward(l, in);
-    O::attention_forward_ex(ctx, shape(tl), tl.mask, a.slopes.get(), extras(l), q.get(), k.get(), v.get(), y.get(),
-                            a.lse.get(), a.obr.get());
+    if (tl.form == AttnForm::Linear)
+      thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * p.H,
+                       detail::LinearForward{q.get(), k.get(), v.get(), y.get(), X[l].den.get(), p.T, tl.dh});
+    else
+      O::attention_forward_ex(ctx, shape(tl), tl.mask, a.slopes.get(), extras(l), q.get(), k.get(), v.get(), y.get(),
+                              a.lse.get(), a.obr.get());
     thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * HD,
                       a.atty.get(), detail::FromHeads{y.get(), y.get(), y.get(), p.H, p.T, tl.dh, 1});
   }
@@ -278,6 +282,22 @@ struct DeviceTrainer<Bk>::Impl {
     to_heads(dy.get(), datty.get(), tl, HD, 0);
     split_heads(tl, a.qkv.get());
     for (DBuf<float>* b : {&dq, &dk, &dv}) Tr::fill_zero(b->get(), sizeof(float) * p.N * HD);
+    if (tl.form == AttnForm::Linear)
+      linear_heads_backward(l);
+    else
+      softmax_heads_backward(l);
+    const long long ld = qkv_ld(tl);
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * ld,
+                      dqkv.get(), detail::FromHeadsQkv{dq.get(), dk.get(), dv.get(), p.H, tl.kv, p.T, tl.dh});
+    rope_qk(tl, dqkv.get(), true);
+    dn.zero();
+    linear_backward(dn.get(), tl.attn_w, tl.attn_b, dqkv.get(), in, p.N, p.C, static_cast<int>(ld));
+    if (tl.form == AttnForm::Sd) damp_backward(l, in);
+  }
+  /// dq, dk, dv (+ the extras' gradients) of the tiled softmax kernels from dy.
+  void softmax_heads_backward(std::size_t l) {
+    const TrainLayer& tl = p.layers[l];
+    Layer& a = L[l];
     const AttentionExtras x = extras(l);
     AttentionExtraGrads g;
     if (x.damp) ddamp.zero(), g.ddamp = ddamp.get();
@@ -286,13 +306,21 @@ struct DeviceTrainer<Bk>::Impl {
     O::attention_backward_ex(ctx, shape(tl), tl.mask, a.slopes.get(), x, q.get(), k.get(), v.get(), dy.get(),
                              a.lse.get(), a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get(), g);
     if (x.runway_v) runway_backward(tl, x);
-    const long long ld = qkv_ld(tl);
-    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * ld,
-                      dqkv.get(), detail::FromHeadsQkv{dq.get(), dk.get(), dv.get(), p.H, tl.kv, p.T, tl.dh});
-    rope_qk(tl, dqkv.get(), true);
-    dn.zero();
-    linear_backward(dn.get(), tl.attn_w, tl.attn_b, dqkv.get(), in, p.N, p.C, static_cast<int>(ld));
-    if (x.damp) damp_backward(l, in);
+  }
+  /// dq, dk, dv of linear attention from dy, y (the saved head outputs) and the saved denominators.
+  void linear_heads_backward(std::size_t l) {
+    const TrainLayer& tl = p.layers[l];
+    const long long rows = static_cast<long long>(p.N) * p.H;
+    to_heads(y.get(), L[l].atty.get(), tl, static_cast<long long>(p.H) * tl.dh, 0);
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + rows, dsum.get(),
+                      detail::RowDot{dy.get(), y.get(), tl.dh});
+    const float* den = X[l].den.get();
+    thrust::for_each(
+        Tr::policy(), trainer_body::index0(), trainer_body::index0() + rows,
+        detail::LinearBackwardQ{q.get(), k.get(), v.get(), dy.get(), den, dsum.get(), dq.get(), p.T, tl.dh});
+    thrust::for_each(
+        Tr::policy(), trainer_body::index0(), trainer_body::index0() + rows,
+        detail::LinearBackwardKV{q.get(), k.get(), v.get(), dy.get(), den, dsum.get(), dk.get(), dv.get(), p.T, tl.dh});
   }
   /// The runway's per-(sequence, head) gradients into the last head's dv and into d B.
   void runway_backward(const TrainLayer& tl, const AttentionExtras& x) {

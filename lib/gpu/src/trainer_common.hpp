@@ -169,6 +169,91 @@ struct SumBlocks {
   }
 };
 
+/// ELU+1 linear attention (cf::nn::detail::LinearUnit; causal, masks and ALiBi ignored) on
+/// head-major q, k, v [B, H, T, dh]: phi(x) = elu(x) + 1, P_ij = phi(q_i).phi(k_j) / den_i over
+/// j <= i. A direct O(T^2 dh) form per (sequence, head, row), one row per call, no atomics.
+CF_HD inline float elu1(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
+CF_HD inline float delu1(float x) { return x > 0.0f ? 1.0f : expf(x); }
+CF_HD inline float phi_dot(const float* a, const float* b, int dh) {
+  float s = 0;
+  for (int d = 0; d < dh; ++d) s += elu1(a[d]) * elu1(b[d]);
+  return s;
+}
+
+/// Row r = (b h) T + i: y_i = sum_{j <= i} A_ij v_j / den_i, den_i = sum_{j <= i} A_ij (saved).
+struct LinearForward {
+  const float *q, *k, *v;
+  float *y, *den;
+  int T, dh;
+  CF_HD void operator()(long long r) const {
+    const long long base = (r / T) * T * dh, i = r % T;
+    float* yi = y + r * dh;
+    for (int d = 0; d < dh; ++d) yi[d] = 0;
+    float s = 0;
+    for (long long j = 0; j <= i; ++j) {
+      const float a = phi_dot(q + r * dh, k + base + j * dh, dh);
+      s += a;
+      for (int d = 0; d < dh; ++d) yi[d] += a * v[base + j * dh + d];
+    }
+    den[r] = s;
+    for (int d = 0; d < dh; ++d) yi[d] /= s;
+  }
+};
+
+/// Row term of the backward, rd_i = dy_i . y_i (= sum_j P_ij dP_ij, dP_ij = dy_i . v_j).
+struct RowDot {
+  const float *a, *b;
+  int dh;
+  CF_HD float operator()(long long r) const {
+    float s = 0;
+    for (int d = 0; d < dh; ++d) s += a[r * dh + d] * b[r * dh + d];
+    return s;
+  }
+};
+
+/// Query side, row i: dA_ij = (dy_i . v_j - rd_i) / den_i, dq_i += phi'(q_i) sum_{j <= i} dA_ij phi(k_j).
+struct LinearBackwardQ {
+  const float *q, *k, *v, *dy, *den, *rd;
+  float* dq;
+  int T, dh;
+  CF_HD void operator()(long long r) const {
+    const long long base = (r / T) * T * dh, i = r % T;
+    float acc[128];
+    for (int d = 0; d < dh; ++d) acc[d] = 0;
+    for (long long j = 0; j <= i; ++j) {
+      float dp = 0;
+      for (int d = 0; d < dh; ++d) dp += dy[r * dh + d] * v[base + j * dh + d];
+      const float da = (dp - rd[r]) / den[r];
+      for (int d = 0; d < dh; ++d) acc[d] += da * elu1(k[base + j * dh + d]);
+    }
+    for (int d = 0; d < dh; ++d) dq[r * dh + d] += acc[d] * delu1(q[r * dh + d]);
+  }
+};
+
+/// Key side, row j: dv_j += sum_{i >= j} P_ij dy_i, dk_j += phi'(k_j) sum_{i >= j} dA_ij phi(q_i).
+struct LinearBackwardKV {
+  const float *q, *k, *v, *dy, *den, *rd;
+  float *dk, *dv;
+  int T, dh;
+  CF_HD void operator()(long long r) const {
+    const long long base = (r / T) * T * dh, j = r % T;
+    float ak[128];
+    for (int d = 0; d < dh; ++d) ak[d] = 0;
+    for (long long i = j; i < T; ++i) {
+      const long long ri = base / dh + i;
+      const float p = phi_dot(q + ri * dh, k + r * dh, dh) / den[ri];
+      float dp = 0;
+      for (int d = 0; d < dh; ++d) dp += dy[ri * dh + d] * v[r * dh + d];
+      const float da = (dp - rd[ri]) / den[ri];
+      for (int d = 0; d < dh; ++d) {
+        dv[r * dh + d] += p * dy[ri * dh + d];
+        ak[d] += da * elu1(q[ri * dh + d]);
+      }
+    }
+    for (int d = 0; d < dh; ++d) dk[r * dh + d] += ak[d] * delu1(k[r * dh + d]);
+  }
+};
+
 struct Square {
   CF_HD double operator()(float x) const { return static_cast<double>(x) * x; }
 };
