@@ -9,7 +9,7 @@
 //   to_device / to_host (dst, src, bytes)     copies from / to host memory,
 //   fill_zero(p, bytes)                       memset 0 on the device,
 //   Blas                                      made from the Context: row-major SGEMM with transposes.
-// The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the GPT-2
+// The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the
 // features of make_train_plan: embed, blocks (LayerNorm, qkv, RoPE, attention unit, c_proj, residual;
 // LayerNorm, c_fc, GELU, c_proj, residual), final LayerNorm, LM head, cross-entropy, and back.
 #include <thrust/count.h>
