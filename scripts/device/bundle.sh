@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the device checks need into .dev/ (ignored by git; the `carry` of a device run): the
-# CUDA-build binaries (device tests, bench_gpu, bench_train_step, train) from BUILD_DIR and the
-# shared libraries they load that a bare GPU machine lacks (OpenBLAS, HDF5 and their
-# dependencies). Not carried: glibc (the GPU machine's is newer), libstdc++ / libgcc_s (newer
+# CUDA-build binaries (device tests, bench_gpu, bench_train_step, train, train_variant_start) from
+# BUILD_DIR and the shared libraries they load that a bare GPU machine lacks (OpenBLAS, HDF5 and
+# their dependencies). Not carried: glibc (the GPU machine's is newer), libstdc++ / libgcc_s (newer
 # there; the CUDA libraries need theirs) and the CUDA libraries (the GPU machine's toolkit).
 # Usage: scripts/device/bundle.sh BUILD_DIR   (writes .dev/bundle.tar.xz); then, on the device,
 #   scripts/device/run_checks.sh (its header says how).
@@ -11,7 +11,7 @@ build="${1:?usage: bundle.sh BUILD_DIR}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$root/.dev"
 bins=("$build/tests/bin/test_gpu_device" "$build/tests/bin/test_gpu_train_device" "$build/bench/bin/bench_gpu"
-      "$build/bench/bin/bench_train_step" "$build/bin/train")
+      "$build/bench/bin/bench_train_step" "$build/bin/train" "$build/tests/bin/train_variant_start")
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "bundle.sh: $b not built (a CUDA build is needed)" >&2; exit 2; }; done
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

@@ -54,6 +54,10 @@ fi
 if [[ $sections == *,train,* ]]; then
   sec "train --device cuda = train --device cpu, end to end (tests/gpu/train_device_emu.sh with a real device)"
   CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu.sh" "$w/bin/train" "$root/README.md" /tmp/cf_train_dev
+  CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu_variants.sh" "$w/bin/train" \
+    "$w/bin/train_variant_start" "$root/README.md" /tmp/cf_train_dev_variants
+  CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu_attn.sh" "$w/bin/train" \
+    "$w/bin/train_variant_start" "$root/README.md" /tmp/cf_train_dev_attn
 fi
 
 if [[ $sections == *,bench,* || $sections == *,gpubench,* ]]; then

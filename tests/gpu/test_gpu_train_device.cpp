@@ -1,8 +1,9 @@
 // The device trainer's CUDA build (cf::gpu::cuda::Trainer: nvcc kernels, cuBLAS, Thrust on CUDA)
 // on a device, against the CPU trainer of lib/nn (the oracle) and the emulated build: loss and
-// every parameter gradient, the AdamW update with accumulation and clipping, and the training loop
-// of `train --device cuda` against the CPU loop's loss curve. Without a usable device the program
-// prints the reason and exits 77 (CTest: skipped). Built only with CUDA; docs/gpu.md.
+// every parameter gradient, the AdamW update with accumulation and clipping, five steps of the
+// norm / MLP / residual variants, and the training loop of `train --device cuda` (GPT-2 style and
+// RMSNorm + SwiGLU + parallel residual) against the CPU loop's loss curve. Without a usable device
+// the program prints the reason and exits 77 (CTest: skipped). Built only with CUDA; docs/gpu.md.
 #define CATCH_CONFIG_RUNNER
 #include <unistd.h>
 
@@ -71,7 +72,7 @@ TEST_CASE("device trainer (CUDA) = cf::nn forward_backward: loss and every gradi
 TEST_CASE("device trainer (CUDA) = the CPU trainer over 5 AdamW steps, every attention feature",
           "[gpu][device][train]") {
   // RoPE, grouped-query attention, S-D, runway, linear (issue 31); 1e-4 as check_gradient's tensors
-  for (const Case& cs : attention_cases()) check_steps<cf::gpu::cuda::Trainer>(cs, 5, 1e-4);
+  for (const Case& cs : attention_cases()) check_five_steps<cf::gpu::cuda::Trainer>(cs, 1e-4);
 }
 
 TEST_CASE("device trainer (CUDA) = cf::nn forward_backward at head dimension 64 over many tiles (T 200)",
@@ -98,6 +99,21 @@ TEST_CASE("device trainer (CUDA): the training loop of train --device cuda track
           "[gpu][device][train]") {
   check_loop_pair(run_loop_pair(cf::gpu::TrainerBuild::Cuda, tmpdir("cpu"), tmpdir("cuda")), /*warn=*/true);
   for (const char* n : {"cpu", "cuda"})
+    fs::remove_all(fs::temp_directory_path() /
+                   (std::string("cf_gpu_train_device_") + n + "_" + std::to_string(::getpid())));
+}
+
+TEST_CASE("device trainer (CUDA) = the CPU trainer over 5 AdamW steps, every norm / MLP / residual variant",
+          "[gpu][device][train]") {
+  // the device at the CPU's point of each step; check_gradient's tolerance (FMA contraction)
+  for (const Case& v : variant_cases()) check_five_steps<cf::gpu::cuda::Trainer>(v, 1e-4);
+}
+
+TEST_CASE("device trainer (CUDA): an RMSNorm + SwiGLU + parallel-residual loop tracks the CPU loop's loss curve",
+          "[gpu][device][train]") {
+  check_loop_pair(run_loop_pair(cf::gpu::TrainerBuild::Cuda, tmpdir("vcpu"), tmpdir("vcuda"), variant_loop_config()),
+                  /*warn=*/true);
+  for (const char* n : {"vcpu", "vcuda"})
     fs::remove_all(fs::temp_directory_path() /
                    (std::string("cf_gpu_train_device_") + n + "_" + std::to_string(::getpid())));
 }

@@ -12,6 +12,7 @@
 #include "cf/nn/ops.hpp"
 #include "cf/nn/optim.hpp"
 #include "cf/nn/params.hpp"
+#include "cf/nn/variant_ops.hpp"
 
 namespace {
 
@@ -94,6 +95,52 @@ TEST_CASE("gpu GELU forward/backward (Thrust on OpenMP) = cf::nn::gelu", "[gpu][
   cf::gpu::emu::gelu_backward(dx1.data(), x.data(), dy.data(), n);
   // 1e-5: the derivative's 1 - tanh^2 amplifies the two tanh approximations' ulp differences
   CHECK(max_rel(dx1, dx0) < 1e-5);
+}
+
+TEST_CASE("gpu layernorm at another eps and RMSNorm forward/backward = cf::nn (ragged N, C)", "[gpu][emu]") {
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    for (auto [N, C] : {std::pair{1, 1}, {7, 37}, {13, 130}, {5, 300}}) {
+      // small inputs (sd 0.05): mean x^2 ~ 2.5e-3, so eps 1e-3 moves every output
+      const auto x = randn(size_t(N) * C, 11, 0.05f), w = randn(C, 12), b = randn(C, 13), dy = randn(size_t(N) * C, 14);
+      const double eps = 1e-3;
+      std::vector<float> y0(x.size()), m0(N), r0(N), y1(x.size()), m1(N), r1(N);
+      cf::nn::layernorm_forward(y0.data(), m0.data(), r0.data(), x.data(), w.data(), b.data(), N, C, eps);
+      cf::gpu::emu::layernorm_forward(y1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, float(eps));
+      CHECK(max_rel(y1, y0) < 1e-5);
+      CHECK(max_rel(r1, r0) < 1e-5);
+      cf::nn::rmsnorm_forward(y0.data(), r0.data(), x.data(), w.data(), N, C, eps);
+      cf::gpu::emu::rmsnorm_forward(y1.data(), r1.data(), x.data(), w.data(), N, C, float(eps));
+      CHECK(max_rel(y1, y0) < 1e-5);
+      CHECK(max_rel(r1, r0) < 1e-5);
+      std::vector<float> dx0(x.size(), 0.5f), dw0(C, 0.25f), dx1 = dx0, dw1 = dw0;
+      cf::nn::rmsnorm_backward(dx0.data(), dw0.data(), dy.data(), x.data(), w.data(), r0.data(), N, C);
+      cf::gpu::emu::rmsnorm_backward(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r0.data(), N, C);
+      CHECK(max_rel(dx1, dx0) < 1e-5);
+      CHECK(max_rel(dw1, dw0) < 1e-5);
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
+TEST_CASE("gpu erf GELU and SwiGLU forward/backward (Thrust on OpenMP) = cf::nn", "[gpu][thrust]") {
+  const std::int64_t N = 37, F = 53, n = N * F;
+  const auto x = randn(n, 15, 3.0f), h = randn(2 * n, 16, 3.0f), dy = randn(n, 17);
+  std::vector<float> y0(n), y1(n), dx0(n, 0.5f), dx1(n, 0.5f);
+  // 1e-6: std::erf and erff against each other, x / sqrt 2 rounded the same way
+  cf::nn::gelu_erf_forward(y0.data(), x.data(), n);
+  cf::gpu::emu::gelu_erf_forward(y1.data(), x.data(), n);
+  CHECK(max_rel(y1, y0) < 1e-6);
+  cf::nn::gelu_erf_backward(dx0.data(), x.data(), dy.data(), n);
+  cf::gpu::emu::gelu_erf_backward(dx1.data(), x.data(), dy.data(), n);
+  CHECK(max_rel(dx1, dx0) < 1e-6);
+  cf::nn::swiglu_forward(y0.data(), h.data(), N, F);
+  cf::gpu::emu::swiglu_forward(y1.data(), h.data(), N, F);
+  CHECK(max_rel(y1, y0) < 1e-6);
+  std::vector<float> dh0(2 * n, 0.5f), dh1 = dh0;
+  cf::nn::swiglu_backward(dh0.data(), h.data(), dy.data(), N, F);
+  cf::gpu::emu::swiglu_backward(dh1.data(), h.data(), dy.data(), N, F);
+  CHECK(max_rel(dh1, dh0) < 1e-6);
 }
 
 TEST_CASE("gpu AdamW update (Thrust on OpenMP) = cf::nn::adamw_step over a model layout", "[gpu][thrust]") {

@@ -4,7 +4,9 @@
 // cf::nn::clip_grad_norm + adamw_step, a few steps of the training loop = the CPU loop's loss
 // curve, and a device-written checkpoint resumes on the CPU. Small models at ragged T (45: not a
 // multiple of the 32-row tile), every mask family of the attention kernels, both bridge fusions,
-// learned / ALiBi / no positions, LayerNorm or none, biases on and off, tied and untied heads.
+// learned / ALiBi / no positions, LayerNorm or none, biases on and off, tied and untied heads, and
+// the norm / MLP / residual / embedding variants (RMSNorm, norm eps, erf GELU, SwiGLU, parallel
+// residual, embedding norm) alone and combined.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -68,20 +70,13 @@ TEST_CASE("gpu device trainer (emulated) = cf::nn forward_backward: loss and eve
   }
 }
 
-TEST_CASE("gpu device trainer (emulated) = the CPU trainer over 5 AdamW steps, every attention feature",
-          "[gpu][emu][train]") {
-  // RoPE, grouped-query attention, S-D, runway, linear: loss and every gradient of each step, then
-  // the parameters and moments after 5 steps, float32 on both sides to 1e-5 relative
-  for (const Case& cs : attention_cases()) check_steps<cf::gpu::emu::Trainer>(cs, 5, 1e-5);
-}
-
 namespace {
 
 // An oracle independent of lib/nn: along d = g/|g| + r/|r| (r random), the directional derivative
 // g.d equals (loss(W + eps d) - loss(W - eps d)) / (2 eps) of the trainer's forward pass. Float
 // losses of ~3.3 resolve ~4e-7; with eps = 1e-3 that is ~2e-4 of a derivative of order |g| ~ 1.
 // min_gd: the least g.d for which that resolution suffices (models without norms have |g| ~ 0.03).
-void check_finite_difference(const ModelConfig& c, double min_gd) {
+void check_finite_difference(const ModelConfig& c, double min_gd = 0.1) {
   const int B = 2, T = 37;
   const Model<float> model = init_model<float>(c, 21);
   std::vector<std::int32_t> x, y;
@@ -118,16 +113,36 @@ void check_finite_difference(const ModelConfig& c, double min_gd) {
 }  // namespace
 
 TEST_CASE("gpu device trainer (emulated): gradient = central finite difference of its own loss", "[gpu][emu][train]") {
-  check_finite_difference(cases()[3].cfg, 0.1);  // three layers, d_head 12, bridges of both fusions
+  {
+    INFO("three layers, d_head 12, bridges of both fusions");
+    check_finite_difference(cases()[3].cfg);
+  }
+  for (const Case& v : variant_cases()) {
+    INFO(v.label);
+    check_finite_difference(v.cfg);
+  }
 }
 
 TEST_CASE("gpu device trainer (emulated): attention units' gradient = central finite difference of its own loss",
           "[gpu][emu][train]") {
-  // the device's own backward of RoPE + GQA, S-D, runway and linear attention, independent of lib/nn
+  // the device's own backward of RoPE, GQA, S-D, runway and linear attention, independent of lib/nn
   for (const Case& cs : attention_cases()) {
     INFO(cs.label);
     check_finite_difference(cs.cfg, 0.01);
   }
+}
+
+TEST_CASE("gpu device trainer (emulated) = the CPU trainer over 5 AdamW steps, every attention feature",
+          "[gpu][emu][train]") {
+  // RoPE, grouped-query attention, S-D, runway, linear (issue 31): measured <= 8.2e-7
+  for (const Case& cs : attention_cases()) check_five_steps<cf::gpu::emu::Trainer>(cs, 1e-5);
+}
+
+TEST_CASE("gpu device trainer (emulated) = the CPU trainer over 5 AdamW steps, every norm / MLP / residual variant",
+          "[gpu][emu][train]") {
+  // the device at the CPU's point of each step: float sums in other orders (measured <= 1e-6)
+  check_five_steps<cf::gpu::emu::Trainer>(cases()[0], 1e-5);
+  for (const Case& v : variant_cases()) check_five_steps<cf::gpu::emu::Trainer>(v, 1e-5);
 }
 
 TEST_CASE("gpu device trainer (emulated) = cf::nn clip_grad_norm + adamw_step (accumulation, clipping, 2 steps)",
@@ -169,6 +184,38 @@ TEST_CASE("gpu device trainer (emulated): the training loop tracks the CPU loop'
                    (std::string("cf_gpu_train_test_") + n + "_" + std::to_string(::getpid())));
 }
 
+TEST_CASE(
+    "gpu device trainer (emulated): an RMSNorm + SwiGLU + parallel-residual loop tracks the CPU loop, "
+    "resumes across",
+    "[gpu][emu][train]") {
+  const ModelConfig c = variant_loop_config();
+  const std::string cpu_dir = tmpdir("vcpu"), dev_dir = tmpdir("vemu");
+  const LoopPair lp = run_loop_pair(cf::gpu::TrainerBuild::Emulated, cpu_dir, dev_dir, c);
+  check_loop_pair(lp, std::getenv("CF_TEST_VERBOSE") != nullptr);
+  const Checkpoint ck_dev = load_checkpoint(dev_dir + "/last.h5", true);
+  CHECK(ck_dev.model.config.arch == c.arch);
+  check_tensors(ck_dev.model.layout, ck_dev.model.params, load_checkpoint(cpu_dir + "/last.h5", true).model.params,
+                5e-3, "params after 6 steps");
+  // two more updates: the CPU from the device's checkpoint; the device and the CPU from the CPU's
+  // (the moments travel too)
+  TrainConfig more = lp.tc;
+  more.max_steps = 8;
+  more.out_dir = tmpdir("vcpu_resume");
+  const TrainResult r_from_dev = train(lp.c, more, lp.d, dev_dir + "/last.h5", nullptr, nullptr);
+  CHECK(r_from_dev.steps_done == 8);
+  CHECK(std::isfinite(r_from_dev.last_loss));
+  more.out_dir = tmpdir("vcpu_resume2");
+  const TrainResult r_cpu = train(lp.c, more, lp.d, cpu_dir + "/last.h5", nullptr, nullptr);
+  auto backend = cf::gpu::make_update_backend(cf::gpu::TrainerBuild::Emulated);
+  more.out_dir = tmpdir("vemu_resume");
+  const TrainResult r_dev = train(lp.c, more, lp.d, cpu_dir + "/last.h5", nullptr, nullptr, backend.get());
+  REQUIRE(r_dev.history.size() == r_cpu.history.size());
+  CHECK(std::abs(r_dev.last_loss - r_cpu.last_loss) < 1e-4 * r_cpu.last_loss);
+  for (const char* n : {"vcpu", "vemu", "vcpu_resume", "vcpu_resume2", "vemu_resume"})
+    fs::remove_all(fs::temp_directory_path() /
+                   (std::string("cf_gpu_train_test_") + n + "_" + std::to_string(::getpid())));
+}
+
 // A variant registered outside lib/nn whose unit's GPU hook says the device trainer does not run
 // it (issue 28: the hook, not a list of kinds, decides) is refused by name; the same unit with the
 // hook set is accepted.
@@ -199,32 +246,19 @@ TEST_CASE("gpu device trainer refuses every config feature its kernels lack, nam
   };
   const ModelConfig ok = small("full,swa", PosKind::Learned, NormKind::LayerNorm);
   CHECK(cf::gpu::device_train_unsupported(ok).empty());
-  CHECK(cf::gpu::device_train_unsupported(small("full,full", PosKind::Rope, NormKind::LayerNorm)).empty());
-  refused(small("full,full", PosKind::Learned, NormKind::RMSNorm), "RMSNorm");
-  for (const char* s : {"full,sd", "runway-dot,full", "full,runway-bilinear", "linear,full"})  // run since issue 31
-    CHECK(cf::gpu::device_train_unsupported(small(s, PosKind::Learned, NormKind::LayerNorm)).empty());
   ModelConfig c = ok;
-  c.arch.mlp = MlpKind::SwiGLU;
-  refused(c, "swiglu");
-  c = ok;
-  c.arch.mlp = MlpKind::Gelu;
-  refused(c, "gelu MLP");
-  c = ok;
-  c.n_head = 4;
-  c.arch.n_kv_head = 2;
-  CHECK(cf::gpu::device_train_unsupported(c).empty());  // grouped-query attention runs (issue 31)
-  c = ok;
-  c.arch.parallel_residual = true;
-  refused(c, "parallel residual");
-  c = ok;
-  c.arch.emb_norm = true;
-  refused(c, "embedding norm");
-  c = ok;
-  c.arch.norm_eps = 1e-6;
-  refused(c, "eps");
-  c = ok;
   c.n_head = 1;
   c.d_model = 160;
   refused(c, "head dimension 160");
   REQUIRE_THROWS_WITH(make_train_plan(ok, 1, 65), Catch::Contains("block_size"));
+  // run since issue 31: RMSNorm, any norm eps, erf GELU, SwiGLU, MLP biases off, parallel residual,
+  // embedding norm; RoPE, grouped-query attention, S-D, runway, linear attention (each equal to
+  // the CPU trainer in the tests above)
+  std::vector<Case> now_run = variant_cases();
+  for (Case& a : attention_cases()) now_run.push_back(std::move(a));
+  for (const Case& v : now_run) {
+    INFO(v.label);
+    CHECK(cf::gpu::device_train_unsupported(v.cfg).empty());
+    CHECK(make_train_plan(v.cfg, 1, 8).layers.size() == static_cast<std::size_t>(v.cfg.n_layer));
+  }
 }

@@ -26,6 +26,7 @@
 #include "cf/gpu/kernels/attention.cuh"
 #include "cf/gpu/kernels/crossentropy.cuh"
 #include "cf/gpu/kernels/layernorm.cuh"
+#include "cf/gpu/kernels/rmsnorm.cuh"
 #include "cf/gpu/ops.hpp"
 #include "ops_common.hpp"
 
@@ -129,11 +130,11 @@ inline void check_attention(const AttentionShape& s, const TiledMask& m) {
 
 template <Backend Bk>
 void Ops<Bk>::layernorm_forward(Context& ctx, float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                const float* b, int N, int C) {
+                                const float* b, int N, int C, float eps) {
   using namespace ops_body;
   if (N <= 0) return;
   auto* kern = kernels::layernorm_forward_kernel<kRowBlock>;
-  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), out, mean, rstd, inp, w, b, N, C);
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), out, mean, rstd, inp, w, b, N, C, eps);
   OpsTraits<Bk>::check_launch("layernorm_forward");
 }
 
@@ -145,6 +146,26 @@ void Ops<Bk>::layernorm_backward(Context& ctx, float* dinp, float* dw, float* db
   auto* kern = kernels::layernorm_backward_kernel<kRowBlock>;
   CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   OpsTraits<Bk>::check_launch("layernorm_backward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::rmsnorm_forward(Context& ctx, float* out, float* rstd, const float* inp, const float* w, int N, int C,
+                              float eps) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::rmsnorm_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), out, rstd, inp, w, N, C, eps);
+  OpsTraits<Bk>::check_launch("rmsnorm_forward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float* dout, const float* inp,
+                               const float* w, const float* rstd, int N, int C) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::rmsnorm_backward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), dinp, dw, dout, inp, w, rstd, N, C);
+  OpsTraits<Bk>::check_launch("rmsnorm_backward");
 }
 
 template <Backend Bk>
@@ -180,6 +201,34 @@ void Ops<Bk>::gelu_backward(Context& ctx, float* dinp, const float* inp, const f
   // dinp += f(inp, dout): zip the three streams and write the sum back
   auto first = thrust::make_zip_iterator(thrust::make_tuple(inp, dout, dinp));
   thrust::transform(OpsTraits<Bk>::policy(), first, first + n, dinp, GeluBackwardAccumulate());
+}
+
+template <Backend Bk>
+void Ops<Bk>::gelu_erf_forward(Context& ctx, float* out, const float* inp, std::int64_t n) {
+  using namespace ops_body;
+  thrust::transform(OpsTraits<Bk>::policy(), inp, inp + n, out, GeluErfForward());
+}
+
+template <Backend Bk>
+void Ops<Bk>::gelu_erf_backward(Context& ctx, float* dinp, const float* inp, const float* dout, std::int64_t n) {
+  using namespace ops_body;
+  auto first = thrust::make_zip_iterator(thrust::make_tuple(inp, dout, dinp));
+  thrust::transform(OpsTraits<Bk>::policy(), first, first + n, dinp, GeluErfBackwardAccumulate());
+}
+
+template <Backend Bk>
+void Ops<Bk>::swiglu_forward(Context& ctx, float* out, const float* h, std::int64_t N, std::int64_t F) {
+  using namespace ops_body;
+  thrust::counting_iterator<long long> idx(0);
+  thrust::transform(OpsTraits<Bk>::policy(), idx, idx + N * F, out, SwigluForward{h, F});
+}
+
+template <Backend Bk>
+void Ops<Bk>::swiglu_backward(Context& ctx, float* dh, const float* h, const float* dout, std::int64_t N,
+                              std::int64_t F) {
+  using namespace ops_body;
+  thrust::counting_iterator<long long> idx(0);
+  thrust::for_each(OpsTraits<Bk>::policy(), idx, idx + N * F, SwigluBackward{dh, h, dout, F});
 }
 
 template <Backend Bk>

@@ -22,6 +22,39 @@ struct GeluBackwardAccumulate {
   }
 };
 
+struct GeluErfBackwardAccumulate {
+  template <class Tuple>
+  CF_HD float operator()(const Tuple& t) const {
+    return thrust::get<2>(t) + GeluErfBackward()(thrust::get<0>(t), thrust::get<1>(t));
+  }
+};
+
+/// SwiGLU element i = (n, f) of out [N, F] from h [N, 2F] = (gate | up): silu(gate) up, twin of
+/// cf::nn::swiglu_forward.
+struct SwigluForward {
+  const float* h;
+  long long F;
+  CF_HD float operator()(long long i) const {
+    const long long n = i / F, f = i % F;
+    const float g = h[n * 2 * F + f], u = h[n * 2 * F + F + f];
+    return g / (1.0f + expf(-g)) * u;
+  }
+};
+/// Backward of SwigluForward at element i = (n, f): dh[n, f] and dh[n, F + f] += (d gate, d up),
+/// twin of cf::nn::swiglu_backward (each i writes its own two entries: race-free).
+struct SwigluBackward {
+  float* dh;
+  const float *h, *dout;
+  long long F;
+  CF_HD void operator()(long long i) const {
+    const long long n = i / F, f = i % F;
+    const float g = h[n * 2 * F + f], u = h[n * 2 * F + F + f], d = dout[i];
+    const float sg = 1.0f / (1.0f + expf(-g));
+    dh[n * 2 * F + f] += d * u * sg * (1.0f + g * (1.0f - sg));
+    dh[n * 2 * F + F + f] += d * g * sg;
+  }
+};
+
 struct AdamWApply {
   AdamWUpdate u;
   template <class Tuple>

@@ -14,12 +14,6 @@ namespace cf::gpu {
 
 std::string device_train_unsupported(const nn::ModelConfig& c) {
   using nn::AttnKind;
-  if (c.norm == nn::NormKind::RMSNorm) return "RMSNorm (norm = rmsnorm)";
-  if (c.norm == nn::NormKind::LayerNorm && c.arch.norm_eps != 1e-5)
-    return str("LayerNorm eps ", c.arch.norm_eps, " (arch.norm_eps; the kernel's is 1e-5)");
-  if (c.arch.mlp != nn::MlpKind::GeluTanh) return str("the ", nn::mlp_name(c.arch.mlp), " MLP (arch.mlp)");
-  if (c.arch.parallel_residual) return "the parallel residual (arch.parallel_residual)";
-  if (c.arch.emb_norm) return "the embedding norm (arch.emb_norm)";
   for (int l = 0; l < c.n_layer && l < static_cast<int>(c.layers.size()); ++l) {
     const AttnKind k = c.layers[static_cast<std::size_t>(l)].attn;
     // the variant unit's GPU hook (cf/nn/attention_variant.hpp): a kind the device trainer does not
@@ -61,6 +55,18 @@ void attention_fields(const nn::ModelConfig& c, int l, const nn::LayerOffsets& o
   }
 }
 
+// The plan's norm, MLP and residual wiring from the config (the float eps of cf::nn's kernels).
+void set_norm_mlp(TrainPlan& p, const nn::ModelConfig& c) {
+  p.norm = c.norm == nn::NormKind::RMSNorm     ? TrainNorm::RMSNorm
+           : c.norm == nn::NormKind::LayerNorm ? TrainNorm::LayerNorm
+                                               : TrainNorm::None;
+  p.norm_eps = static_cast<float>(c.arch.norm_eps);
+  p.mlp = c.arch.mlp == nn::MlpKind::SwiGLU ? TrainMlp::SwiGLU
+          : c.arch.mlp == nn::MlpKind::Gelu ? TrainMlp::GeluErf
+                                            : TrainMlp::GeluTanh;
+  p.parallel_residual = c.arch.parallel_residual;
+}
+
 }  // namespace
 
 TrainPlan make_train_plan(const nn::ModelConfig& c, int B, int T) {
@@ -73,9 +79,10 @@ TrainPlan make_train_plan(const nn::ModelConfig& c, int B, int T) {
   TrainPlan p;
   p.V = c.vocab_size, p.C = c.d_model, p.H = c.n_head, p.F = nn::ffn_dim(c);
   p.B = B, p.T = T, p.N = B * T;
-  p.layernorm = c.norm == nn::NormKind::LayerNorm;
+  set_norm_mlp(p, c);
   p.total = lay.total;
   p.wte = lay.wte, p.wpe = lay.wpe, p.lnf_w = lay.lnf_w, p.lnf_b = lay.lnf_b;
+  p.emb_ln_w = lay.emb_ln_w, p.emb_ln_b = lay.emb_ln_b;
   p.head = lay.lm_head >= 0 ? lay.lm_head : lay.wte;
   for (int l = 0; l < c.n_layer; ++l) {
     const nn::LayerOffsets& o = lay.layer[static_cast<std::size_t>(l)];

@@ -9,9 +9,10 @@
 //   to_device / to_host (dst, src, bytes)     copies from / to host memory,
 //   fill_zero(p, bytes)                       memset 0 on the device,
 //   Blas                                      made from the Context: row-major SGEMM with transposes.
-// The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the
-// features of make_train_plan: embed, blocks (LayerNorm, qkv, RoPE, attention unit, c_proj, residual;
-// LayerNorm, c_fc, GELU, c_proj, residual), final LayerNorm, LM head, cross-entropy, and back.
+// The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the features
+// of make_train_plan: embed (+ norm), blocks (norm, qkv, RoPE, the attention unit, c_proj, residual;
+// norm, c_fc, GELU / erf GELU / SwiGLU, c_proj, residual, sequential or parallel), final norm, LM
+// head, cross-entropy, and back. Norms are LayerNorm or RMSNorm at the config's eps.
 #include <thrust/count.h>
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
@@ -115,6 +116,7 @@ struct DeviceTrainer<Bk>::Impl {
   std::vector<UnitSaved> X;
   DBuf<float> ddamp, dz, dvs, dvl, dBs;  // backward scratch of the units' extras
   std::vector<DBuf<float>> resid, resid_mid;
+  DBuf<float> emb, emb_mean, emb_rstd, dpar;
   DBuf<float> lnf, lnf_mean, lnf_rstd, logits, losses, ones;
   DBuf<float> q, k, v, y, dq, dk, dv, dy, dsum, tmp, dres, dn, datty, dqkv, dfc, dfch;
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
@@ -128,13 +130,13 @@ struct DeviceTrainer<Bk>::Impl {
     for (const TrainLayer& tl : p.layers) {
       const std::size_t HD = static_cast<std::size_t>(p.H) * tl.dh, nb = static_cast<std::size_t>(tl.mask.nb);
       Layer a;
-      if (p.layernorm) {
+      if (p.normed()) {
         a.ln1.reset(N * C), a.ln1_mean.reset(N), a.ln1_rstd.reset(N);
         a.ln2.reset(N * C), a.ln2_mean.reset(N), a.ln2_rstd.reset(N);
       }
       a.atty.reset(N * HD);
       a.lse.reset(N * p.H * nb), a.obr.reset(N * HD * nb);
-      a.fch.reset(N * F), a.fcg.reset(N * F);
+      a.fch.reset(N * static_cast<std::size_t>(p.fc_width())), a.fcg.reset(N * F);
       if (!tl.slopes.empty()) {
         a.slopes.reset(tl.slopes.size());
         Tr::to_device(a.slopes.get(), tl.slopes.data(), tl.slopes.size() * sizeof(float));
@@ -145,12 +147,15 @@ struct DeviceTrainer<Bk>::Impl {
     }
     for (std::size_t l = 0; l <= p.layers.size(); ++l) resid.emplace_back(N * C);
     for (std::size_t l = 0; l < p.layers.size(); ++l) resid_mid.emplace_back(N * C);
-    if (p.layernorm) lnf.reset(N * C), lnf_mean.reset(N), lnf_rstd.reset(N);
+    if (p.normed()) lnf.reset(N * C), lnf_mean.reset(N), lnf_rstd.reset(N);
+    if (p.emb_ln_w >= 0) emb.reset(N * C), emb_mean.reset(N), emb_rstd.reset(N);
+    if (p.parallel_residual) dpar.reset(N * C);
     logits.reset(N * static_cast<std::size_t>(p.V)), losses.reset(N), ones.reset(N);
     thrust::fill(Tr::policy(), ones.get(), ones.get() + N, 1.0f);
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
     dsum.reset(maxst);
-    tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C), dfc.reset(N * F), dfch.reset(N * F);
+    tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C), dfc.reset(N * F);
+    dfch.reset(N * static_cast<std::size_t>(p.fc_width()));
     tokens.reset(N), targets.reset(N), uniq.reset(N), ptr.reset(N + 1), pos.reset(N);
     alloc_units();
   }
@@ -193,14 +198,89 @@ struct DeviceTrainer<Bk>::Impl {
     blas.gemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, g(wo), IC);
     if (bo >= 0) blas.gemm(true, false, OC, 1, N, 1.0f, dout, OC, ones.get(), 1, 1.0f, g(bo), 1);
   }
-  // dx += d LayerNorm^T dn, or dx += dn without normalisation.
+  // Pre-norm of a sub-layer (cf::nn's norm_forward): the norm of x into `out`, statistics saved in
+  // mean, rstd (RMSNorm keeps no mean), returning out; x itself without normalisation.
+  const float* norm_forward(float* out, float* mean, float* rstd, const float* x, std::int64_t wo, std::int64_t bo) {
+    if (p.norm == TrainNorm::LayerNorm)
+      O::layernorm_forward(ctx, out, mean, rstd, x, w(wo), w(bo), p.N, p.C, p.norm_eps);
+    else if (p.norm == TrainNorm::RMSNorm)
+      O::rmsnorm_forward(ctx, out, rstd, x, w(wo), p.N, p.C, p.norm_eps);
+    else
+      return x;
+    return out;
+  }
+  // dx += d norm^T dn (LayerNorm or RMSNorm), or dx += dn without normalisation.
   void norm_backward(float* dx, const float* dnorm, const float* x, const float* mean, const float* rstd,
                      std::int64_t wo, std::int64_t bo) {
     const long long n = static_cast<long long>(p.N) * p.C;
-    if (p.layernorm)
+    if (p.norm == TrainNorm::LayerNorm)
       O::layernorm_backward(ctx, dx, g(wo), g(bo), dnorm, x, w(wo), mean, rstd, p.N, p.C);
+    else if (p.norm == TrainNorm::RMSNorm)
+      O::rmsnorm_backward(ctx, dx, g(wo), dnorm, x, w(wo), rstd, p.N, p.C);
     else
       thrust::transform(Tr::policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
+  }
+
+  // Token (+ learned position) embedding into resid[0]; with an embedding norm (BLOOM) into emb,
+  // normalised into resid[0] (cf::nn's embed_forward).
+  void embed_forward() {
+    const long long NC = static_cast<long long>(p.N) * p.C;
+    float* e = p.emb_ln_w >= 0 ? emb.get() : resid[0].get();
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + NC, e,
+                      detail::Embed{tokens.get(), w(p.wte), w(p.wpe), p.T, p.C});
+    if (p.emb_ln_w >= 0) norm_forward(resid[0].get(), emb_mean.get(), emb_rstd.get(), e, p.emb_ln_w, p.emb_ln_b);
+  }
+  // d embedding from dres = d resid[0]: dres itself, or through the embedding norm into dn.
+  const float* embed_norm_backward() {
+    if (p.emb_ln_w < 0) return dres.get();
+    dn.zero();
+    norm_backward(dn.get(), dres.get(), emb.get(), emb_mean.get(), emb_rstd.get(), p.emb_ln_w, p.emb_ln_b);
+    return dn.get();
+  }
+
+  // The MLP's input stream of layer l: the block's input with a parallel residual (GPT-NeoX:
+  // x + attn(ln_1 x) + mlp(ln_2 x)), else resid_mid[l].
+  const float* mlp_source(std::size_t l) const { return p.parallel_residual ? resid[l].get() : resid_mid[l].get(); }
+  // The MLP branch of layer l into tmp: c_proj(act(c_fc(norm_2(src)))) (cf::nn's mlp_sublayer_forward).
+  void mlp_forward(std::size_t l) {
+    const TrainLayer& tl = p.layers[l];
+    Layer& a = L[l];
+    const float* in = norm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), mlp_source(l), tl.ln2_w, tl.ln2_b);
+    linear_forward(a.fch.get(), in, tl.fc_w, tl.fc_b, p.N, p.C, p.fc_width());
+    const std::int64_t NF = static_cast<std::int64_t>(p.N) * p.F;
+    if (p.mlp == TrainMlp::SwiGLU)
+      O::swiglu_forward(ctx, a.fcg.get(), a.fch.get(), p.N, p.F);
+    else if (p.mlp == TrainMlp::GeluErf)
+      O::gelu_erf_forward(ctx, a.fcg.get(), a.fch.get(), NF);
+    else
+      O::gelu_forward(ctx, a.fcg.get(), a.fch.get(), NF);
+    linear_forward(tmp.get(), a.fcg.get(), tl.fcproj_w, tl.fcproj_b, p.N, p.F, p.C);
+  }
+  // Backward of mlp_forward from dres = d resid[l+1]: the branch's d src is added to dres
+  // (sequential: dres becomes d resid_mid[l]) or written to dpar (parallel residual: dres is
+  // already d resid_mid[l]; dpar joins d resid[l] after the attention sub-layer, as in cf::nn).
+  void mlp_backward(std::size_t l) {
+    const TrainLayer& tl = p.layers[l];
+    Layer& a = L[l];
+    dfc.zero();
+    linear_backward(dfc.get(), tl.fcproj_w, tl.fcproj_b, dres.get(), a.fcg.get(), p.N, p.F, p.C);
+    dfch.zero();
+    const std::int64_t NF = static_cast<std::int64_t>(p.N) * p.F;
+    if (p.mlp == TrainMlp::SwiGLU)
+      O::swiglu_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), p.N, p.F);
+    else if (p.mlp == TrainMlp::GeluErf)
+      O::gelu_erf_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), NF);
+    else
+      O::gelu_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), NF);
+    const float* src = mlp_source(l);
+    dn.zero();
+    linear_backward(dn.get(), tl.fc_w, tl.fc_b, dfch.get(), p.normed() ? a.ln2.get() : src, p.N, p.C, p.fc_width());
+    float* dsrc = dres.get();
+    if (p.parallel_residual) {
+      dpar.zero();
+      dsrc = dpar.get();
+    }
+    norm_backward(dsrc, dn.get(), src, a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w, tl.ln2_b);
   }
   void add(float* out, const float* a, const float* b, long long n) {
     thrust::transform(Tr::policy(), a, a + n, b, out, thrust::plus<float>());
@@ -351,37 +431,22 @@ struct DeviceTrainer<Bk>::Impl {
 
   // Forward over the uploaded batch; returns the mean loss over counted targets.
   double forward(std::int64_t& count) {
-    const int N = p.N, C = p.C, H = p.H, F = p.F;
+    const int N = p.N, C = p.C, H = p.H;
     const long long NC = static_cast<long long>(N) * C;
-    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + NC, resid[0].get(),
-                      detail::Embed{tokens.get(), w(p.wte), w(p.wpe), p.T, C});
+    embed_forward();
     for (std::size_t l = 0; l < p.layers.size(); ++l) {
       const TrainLayer& tl = p.layers[l];
       Layer& a = L[l];
       const int HD = H * tl.dh;
-      const float* in = resid[l].get();
-      if (p.layernorm) {
-        O::layernorm_forward(ctx, a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), in, w(tl.ln1_w), w(tl.ln1_b), N, C);
-        in = a.ln1.get();
-      }
+      const float* in =
+          norm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), resid[l].get(), tl.ln1_w, tl.ln1_b);
       attention_heads_forward(l, in);
       linear_forward(tmp.get(), a.atty.get(), tl.proj_w, tl.proj_b, N, HD, C);
       add(resid_mid[l].get(), resid[l].get(), tmp.get(), NC);
-      const float* in2 = resid_mid[l].get();
-      if (p.layernorm) {
-        O::layernorm_forward(ctx, a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), in2, w(tl.ln2_w), w(tl.ln2_b), N, C);
-        in2 = a.ln2.get();
-      }
-      linear_forward(a.fch.get(), in2, tl.fc_w, tl.fc_b, N, C, F);
-      O::gelu_forward(ctx, a.fcg.get(), a.fch.get(), static_cast<std::int64_t>(N) * F);
-      linear_forward(tmp.get(), a.fcg.get(), tl.fcproj_w, tl.fcproj_b, N, F, C);
+      mlp_forward(l);
       add(resid[l + 1].get(), resid_mid[l].get(), tmp.get(), NC);
     }
-    const float* f = resid.back().get();
-    if (p.layernorm) {
-      O::layernorm_forward(ctx, lnf.get(), lnf_mean.get(), lnf_rstd.get(), f, w(p.lnf_w), w(p.lnf_b), N, C);
-      f = lnf.get();
-    }
+    const float* f = norm_forward(lnf.get(), lnf_mean.get(), lnf_rstd.get(), resid.back().get(), p.lnf_w, p.lnf_b);
     linear_forward(logits.get(), f, p.head, -1, N, C, p.V);
     count = O::crossentropy_forward(ctx, logits.get(), losses.get(), targets.get(), N, p.V);
     if (count == 0) return 0.0;
@@ -392,9 +457,9 @@ struct DeviceTrainer<Bk>::Impl {
 
   // Backward of forward for the mean loss over `count` targets; gradients accumulated in G.
   void backward(std::int64_t count) {
-    const int N = p.N, C = p.C, H = p.H, F = p.F;
+    const int N = p.N, C = p.C, H = p.H;
     O::crossentropy_backward(ctx, logits.get(), targets.get(), N, p.V, 1.0f / static_cast<float>(count));
-    const float* f = p.layernorm ? lnf.get() : resid.back().get();
+    const float* f = p.normed() ? lnf.get() : resid.back().get();
     dn.zero();
     linear_backward(dn.get(), p.head, -1, logits.get(), f, N, C, p.V);
     dres.zero();
@@ -403,20 +468,15 @@ struct DeviceTrainer<Bk>::Impl {
       const TrainLayer& tl = p.layers[l];
       Layer& a = L[l];
       const int HD = H * tl.dh;
-      // MLP sub-layer: dres = d resid[l+1] -> d resid_mid[l]
-      dfc.zero();
-      linear_backward(dfc.get(), tl.fcproj_w, tl.fcproj_b, dres.get(), a.fcg.get(), N, F, C);
-      dfch.zero();
-      O::gelu_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), static_cast<std::int64_t>(N) * F);
-      dn.zero();
-      linear_backward(dn.get(), tl.fc_w, tl.fc_b, dfch.get(), p.layernorm ? a.ln2.get() : resid_mid[l].get(), N, C, F);
-      norm_backward(dres.get(), dn.get(), resid_mid[l].get(), a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w, tl.ln2_b);
+      mlp_backward(l);  // dres = d resid[l+1] -> d resid_mid[l]
       // attention sub-layer: d resid_mid[l] -> d resid[l]
       Tr::fill_zero(datty.get(), sizeof(float) * N * HD);
       linear_backward(datty.get(), tl.proj_w, tl.proj_b, dres.get(), a.atty.get(), N, HD, C);
-      attention_heads_backward(l, p.layernorm ? a.ln1.get() : resid[l].get());
+      attention_heads_backward(l, p.normed() ? a.ln1.get() : resid[l].get());
       norm_backward(dres.get(), dn.get(), resid[l].get(), a.ln1_mean.get(), a.ln1_rstd.get(), tl.ln1_w, tl.ln1_b);
+      if (p.parallel_residual) add(dres.get(), dres.get(), dpar.get(), static_cast<long long>(N) * C);
     }
+    const float* de = embed_norm_backward();
     // embeddings: the rows of each distinct token gathered in increasing order (no atomics)
     std::vector<std::int32_t> order(static_cast<std::size_t>(N));
     for (int n = 0; n < N; ++n) order[static_cast<std::size_t>(n)] = n;
@@ -436,10 +496,10 @@ struct DeviceTrainer<Bk>::Impl {
     Tr::to_device(pos.get(), order.data(), sizeof(std::int32_t) * order.size());
     thrust::for_each(Tr::policy(), trainer_body::index0(),
                      trainer_body::index0() + static_cast<long long>(hu.size()) * C,
-                     detail::EmbedBackwardTokens{g(p.wte), dres.get(), uniq.get(), ptr.get(), pos.get(), C});
+                     detail::EmbedBackwardTokens{g(p.wte), de, uniq.get(), ptr.get(), pos.get(), C});
     if (p.wpe >= 0)
       thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.T) * C,
-                       detail::EmbedBackwardPositions{g(p.wpe), dres.get(), p.B, p.T, C});
+                       detail::EmbedBackwardPositions{g(p.wpe), de, p.B, p.T, C});
   }
 };
 

@@ -30,6 +30,20 @@ struct GeluBackward {
   }
 };
 
+/// Exact GELU x Phi(x) = x (1 + erf(x / sqrt 2)) / 2 (GPT-NeoX), twin of cf::nn::gelu_erf_forward.
+struct GeluErfForward {
+  CF_HD float operator()(float x) const { return 0.5f * x * (1.0f + erff(x / 1.4142135623730951f)); }
+};
+
+/// d gelu_erf(x) = (Phi(x) + x phi(x)) dout, twin of cf::nn::gelu_erf_backward (the increment, as
+/// GeluBackward).
+struct GeluErfBackward {
+  CF_HD float operator()(float x, float d) const {
+    const float k = 0.3989422804014327f;  // 1 / sqrt(2 pi)
+    return (0.5f * (1.0f + erff(x / 1.4142135623730951f)) + x * k * expf(-0.5f * x * x)) * d;
+  }
+};
+
 /// One AdamW update of one parameter (twin of cf::nn::adamw_step's inner loop): bias
 /// corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; wd = 0 for tensors without decay.
 struct AdamWUpdate {

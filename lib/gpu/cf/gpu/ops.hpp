@@ -20,12 +20,18 @@ namespace cf::gpu {
 /// ops_cuda.cu; a member a back end lacks is a link error, never a silent fallback).
 template <Backend Bk>
 struct Ops {
-  /// Twin of cf::nn::layernorm_forward: out, inp [N, C]; mean, rstd [N]; w, b [C].
+  /// Twin of cf::nn::layernorm_forward: out, inp [N, C]; mean, rstd [N]; w, b [C]; eps as arch.norm_eps.
   static void layernorm_forward(Context& ctx, float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                const float* b, int N, int C);
+                                const float* b, int N, int C, float eps = 1e-5f);
   /// Twin of cf::nn::layernorm_backward: dinp [N, C], dw, db [C] accumulated.
   static void layernorm_backward(Context& ctx, float* dinp, float* dw, float* db, const float* dout, const float* inp,
                                  const float* w, const float* mean, const float* rstd, int N, int C);
+  /// Twin of cf::nn::rmsnorm_forward: out, inp [N, C]; rstd [N]; w [C].
+  static void rmsnorm_forward(Context& ctx, float* out, float* rstd, const float* inp, const float* w, int N, int C,
+                              float eps);
+  /// Twin of cf::nn::rmsnorm_backward: dinp [N, C], dw [C] accumulated.
+  static void rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float* dout, const float* inp,
+                               const float* w, const float* rstd, int N, int C);
   /// Twin of cf::nn::crossentropy_forward: logits [N, V] -> probabilities, losses [N]; returns the
   /// number of rows with target >= 0.
   static std::int64_t crossentropy_forward(Context& ctx, float* logits, float* losses, const std::int32_t* targets,
@@ -36,6 +42,15 @@ struct Ops {
   static void gelu_forward(Context& ctx, float* out, const float* inp, std::int64_t n);
   /// Twin of cf::nn::gelu_backward: dinp [n] += gelu'(inp) dout (Thrust transform with GeluBackward).
   static void gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dout, std::int64_t n);
+  /// Twin of cf::nn::gelu_erf_forward (Thrust transform with GeluErfForward).
+  static void gelu_erf_forward(Context& ctx, float* out, const float* inp, std::int64_t n);
+  /// Twin of cf::nn::gelu_erf_backward: dinp [n] += gelu_erf'(inp) dout.
+  static void gelu_erf_backward(Context& ctx, float* dinp, const float* inp, const float* dout, std::int64_t n);
+  /// Twin of cf::nn::swiglu_forward: out [N, F] = silu(h[:, :F]) h[:, F:], h [N, 2F].
+  static void swiglu_forward(Context& ctx, float* out, const float* h, std::int64_t N, std::int64_t F);
+  /// Twin of cf::nn::swiglu_backward: dh [N, 2F] += (d gate, d up) from dout [N, F].
+  static void swiglu_backward(Context& ctx, float* dh, const float* h, const float* dout, std::int64_t N,
+                              std::int64_t F);
   /// Twin of cf::nn::rope_apply over nseq sequences at once (Thrust for_each): sequence s has Tn
   /// rows at x + s seq_stride, row stride ld; pair (2i, 2i+1) of row t rotates by t base^(-2i/r),
   /// r = rot (0 = dh), inverse = the transpose rotation (the backward pass).

@@ -38,22 +38,39 @@ struct TrainLayer {
   float sd_eps = 0;
 };
 
+/// The model's norms: LayerNorm (weight and bias), RMSNorm (Llama: weight only) or none.
+enum class TrainNorm { None, LayerNorm, RMSNorm };
+
+/// The MLP's activation: GELU with the tanh approximation (GPT-2), exact erf GELU (GPT-NeoX), or
+/// SwiGLU (Llama: c_fc gives [N, 2F] = gate | up, c_proj reads silu(gate) up).
+enum class TrainMlp { GeluTanh, GeluErf, SwiGLU };
+
 /// A contiguous run of parameters with one weight-decay setting (AdamW).
 struct ParamRun {
   std::int64_t offset = 0, size = 0;
   bool decay = false;
 };
 
-/// The whole model for one batch shape B x T (N = B T rows). layernorm false = no normalisation
-/// at all (norm = none); wpe < 0 = no learned positions; head = the LM head matrix [V, C] (wte when
-/// tied).
+/// The whole model for one batch shape B x T (N = B T rows). norm_eps: every norm's epsilon
+/// (arch.norm_eps); parallel_residual: the MLP reads norm_2 of the block's input (GPT-NeoX);
+/// wpe < 0 = no learned positions; emb_ln_w >= 0 = a norm on the embedding (arch.emb_norm, BLOOM);
+/// head = the LM head matrix [V, C] (wte when tied).
 struct TrainPlan {
   int V = 0, C = 0, H = 0, F = 0, B = 0, T = 0, N = 0;
-  bool layernorm = true;
+  TrainNorm norm = TrainNorm::LayerNorm;
+  float norm_eps = 1e-5f;
+  TrainMlp mlp = TrainMlp::GeluTanh;
+  bool parallel_residual = false;
   std::int64_t total = 0;  ///< parameters
   std::int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, head = -1;
+  std::int64_t emb_ln_w = -1, emb_ln_b = -1;
   std::vector<TrainLayer> layers;
   std::vector<ParamRun> runs;  ///< AdamW runs covering [0, total) in order
+
+  /// Whether sub-layers read a normalised copy of the stream (norm != None).
+  bool normed() const { return norm != TrainNorm::None; }
+  /// Columns of c_fc's output: 2F with SwiGLU (gate | up), else F.
+  int fc_width() const { return mlp == TrainMlp::SwiGLU ? 2 * F : F; }
 };
 
 }  // namespace cf::gpu

@@ -1,5 +1,5 @@
 #pragma once
-// LayerNorm forward/backward kernels (eps 1e-5, GPT-2), the CUDA twins of
+// LayerNorm forward/backward kernels (eps given: 1e-5 in GPT-2, arch.norm_eps), the CUDA twins of
 // cf::nn::layernorm_forward / layernorm_backward (lib/nn/cf/nn/ops.hpp): one block per row,
 // threads strided over the C features, block reductions in shared memory.
 #include "cf/gpu/kernels/reduce.cuh"
@@ -9,7 +9,7 @@ namespace cf::gpu::kernels {
 /// out, inp [N, C]; mean, rstd [N]; w, b [C]. Grid N blocks, BLOCK threads.
 template <int BLOCK>
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                         const float* b, int N, int C) {
+                                         const float* b, int N, int C, float eps) {
   __shared__ float buf[BLOCK];
   const int n = blockIdx.x;
   if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
@@ -20,7 +20,7 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   float v = 0;
   for (int c = threadIdx.x; c < C; c += BLOCK) v += (x[c] - m) * (x[c] - m);
   const float var = block_sum<BLOCK>(v, buf) / C;
-  const float r = 1.0f / sqrtf(var + 1e-5f);
+  const float r = 1.0f / sqrtf(var + eps);
   float* o = out + static_cast<long long>(n) * C;
   for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = (x[c] - m) * r * w[c] + b[c];
   if (threadIdx.x == 0) {

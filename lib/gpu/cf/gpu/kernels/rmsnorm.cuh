@@ -1,0 +1,46 @@
+#pragma once
+// RMSNorm forward/backward kernels (Llama), the CUDA twins of cf::nn::rmsnorm_forward /
+// rmsnorm_backward (lib/nn/cf/nn/variant_ops.hpp): one block per row, threads strided over the C
+// features, block reductions in shared memory, as layernorm.cuh.
+#include "cf/gpu/kernels/reduce.cuh"
+
+namespace cf::gpu::kernels {
+
+/// out = x / sqrt(mean(x^2) + eps) * w. out, inp [N, C]; rstd [N]; w [C]. Grid N blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* w, int N, int C,
+                                       float eps) {
+  __shared__ float buf[BLOCK];
+  const int n = blockIdx.x;
+  if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
+  const float* x = inp + static_cast<long long>(n) * C;
+  float s = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) s += x[c] * x[c];
+  const float r = 1.0f / sqrtf(block_sum<BLOCK>(s, buf) / C + eps);
+  float* o = out + static_cast<long long>(n) * C;
+  for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = x[c] * r * w[c];
+  if (threadIdx.x == 0) rstd[n] = r;
+}
+
+/// dx = r (g - x r mean(g x r)), g = w dout: dinp [N, C] +=; dw [C] += (atomics across rows).
+/// Grid N blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void rmsnorm_backward_kernel(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                                        const float* rstd, int N, int C) {
+  __shared__ float buf[BLOCK];
+  const int n = blockIdx.x;
+  if (n >= N) return;
+  const float* x = inp + static_cast<long long>(n) * C;
+  const float* d = dout + static_cast<long long>(n) * C;
+  float* dx = dinp + static_cast<long long>(n) * C;
+  const float r = rstd[n];
+  float a = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) a += w[c] * d[c] * x[c] * r;
+  const float gy = block_sum<BLOCK>(a, buf) / C;
+  for (int c = threadIdx.x; c < C; c += BLOCK) {
+    dx[c] += r * (w[c] * d[c] - x[c] * r * gy);
+    atomicAdd(dw + c, x[c] * r * d[c]);
+  }
+}
+
+}  // namespace cf::gpu::kernels
