@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--template", o.templ,
                  "harness: the lm-evaluation-harness v0.4 prompt of the layout; verbatim: the item's 'context' field")
-      ->check(CLI::IsMember({"harness", "verbatim"}))
+      ->check(app::member_of(probe::kMcTemplates))
       ->capture_default_str();
   app.add_option("--truncate", o.truncate,
                  "context + choice above the model's block_size: left (keep the last block_size tokens, as the "

@@ -2,94 +2,31 @@
 // infinite-depth dichotomy (Theorem 5.4), monotonicity checks, context sweeps and the Jacobian
 // bound of Runway (Lee & Clark). Thin app: the options (options.hpp, declared in options.cpp), a set-up
 // (cf::rollout::make_source) and one run function per subcommand that hands lib/rollout's results to
-// its reports (cf/rollout/rollout_report.hpp; docs/conventions.md, docs/rollout.md).
-#include <cmath>
-#include <filesystem>
-#include <optional>
-
+// its reports (cf/rollout/rollout_report.hpp; docs/conventions.md, docs/rollout.md). The set-up
+// and the checks shared by the modes are in setup.cpp.
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/gpu/rollout_backend.hpp"
-#include "cf/influence/checkpoint_agreement.hpp"
-#include "cf/influence/profile_io.hpp"
-#include "cf/model/temporary_capture.hpp"
 #include "cf/rollout/dichotomy.hpp"
 #include "cf/rollout/flow.hpp"
 #include "cf/rollout/flow_report.hpp"
 #include "cf/rollout/preset.hpp"
-#include "cf/rollout/rollout.hpp"
 #include "cf/rollout/rollout_report.hpp"
 #include "cf/rollout/source.hpp"
 #include "cf/rollout/sweep.hpp"
 #include "cf/rollout/theory_report.hpp"
 #include "cf/rollout/variants.hpp"
 #include "options.hpp"
+#include "setup.hpp"
 
 using namespace cf;
 using namespace cf::rollout;
+using namespace cf::rollout_app;
 using output::fmt;
-using rollout_app::Options;
 
 namespace {
-
-/// Set-up shared by every subcommand: option checks that need no model, the in-process capture of
-/// a checkpoint, then cf::rollout::make_source.
-struct Setup {
-  std::optional<cf::model::TemporaryCapture> capture;  // a checkpoint, captured in process
-  RolloutSource s;
-};
-
-void setup(Setup& st, const Options& o, long default_n) {
-  require(std::isfinite(o.C) && o.C > 0, "--C must be a finite number > 0, got ", o.C);
-  require(std::isfinite(o.eps) && o.eps >= 0 && o.eps <= 1,
-          "--eps must lie in [0, 1] (0 = smallest kernel weight), got ", o.eps);
-  require(o.target >= -1, "--target must be a position >= 0, got ", o.target);
-  SourceOptions so = o.src;
-  if (o.src.model_config.empty() && is_model_file(o.src.model) && is_checkpoint_file(o.src.model)) {
-    // measured kernels fix n = T (the capture length); ALiBi kernels only need the measured alpha
-    st.capture.emplace(o.src.model, o.capture_text, o.src.kernels == "alibi" ? 0 : o.src.n, o.capture_seqs);
-    so.capture_path = st.capture->path();
-    so.capture_note = {{"text", o.capture_text}, {"sequences", o.capture_seqs}};
-  }
-  st.s = make_source(so, default_n);
-}
-
-void refuse_plot(const Options& o, const std::string& mode) {
-  require(o.common.plot.empty(), "--plot: `rollout ", mode, "` reports a table of statistics and draws no plot");
-}
-
-/// --model CHECKPOINT with --influence: the comparison on the model's own windows (issue 10).
-bool checkpoint_with_influence(const Options& o) {
-  return !o.influence.empty() && o.src.model_config.empty() && is_model_file(o.src.model) &&
-         std::filesystem::exists(o.src.model) && is_checkpoint_file(o.src.model);
-}
-
-/// The options of that comparison, given without it.
-void refuse_checkpoint_options(const Options& o) {
-  require(o.influence != "auto", "--influence auto measures the influence of a checkpoint: give --model CHECKPOINT.h5");
-  require(o.kernel_source == "auto", "--kernel-source applies to --model CHECKPOINT with --influence");
-}
-
-/// `--model CHECKPOINT --influence auto|FILE`: the Tables 2-5 comparison on the model's own
-/// windows (cf/influence/checkpoint_agreement.hpp; docs/influence.md).
-void run_influence_agreement(const Options& o, bool with_flow = false) {
-  influence::CheckpointAgreementOptions co;
-  co.checkpoint = o.src.model;
-  co.n = o.src.n;
-  co.text = o.capture_text;
-  co.windows = o.influence_windows;
-  co.influence = o.influence;
-  co.target = o.influence_target;
-  co.kernel_source = o.kernel_source;
-  co.alpha_kind = o.src.alpha_kind;
-  co.with_flow = with_flow;
-  co.flow_algorithm = o.flow_algorithm;
-  const influence::CheckpointAgreement ag = influence::checkpoint_agreement(co);
-  app::emit(ag.report, o.common);
-  if (!o.common.plot.empty()) plot::save(ag.plot, o.common.plot);
-}
 
 void run_rollout(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
@@ -106,24 +43,12 @@ void run_rollout(const Options& o) {
   require(s.structured || o.path == "auto",
           "--path dense applies to ALiBi models; kernels from a file or capture "
           "always take the dense path");
-  Eigen::VectorXd influence;
-  if (!o.influence.empty()) {
-    influence = cf::influence::read_profile(o.influence);  // number list, or influence --out CSV/JSON
-    require(influence.size() == s.n, "--influence has ", influence.size(), " positions but n = ", s.n);
-  }
+  const Eigen::VectorXd influence = influence_profile(o, s.n);
   const auto device = gpu::make_rollout_backend(o.backend);  // null: the CPU paths
   const std::vector<VariantProfile> vs = rollout_variants(s, s.n, o.path == "dense", device.get());
   output::Report rep = rollout_report(s, vs, influence, app::resolve_format(o.common) == output::Format::Csv);
-  nlohmann::json params = s.params;
-  params["path"] =
-      s.structured ? (o.path == "dense" ? "dense" : "structured O(L H n)") : "dense (" + s.kernel_source + ")";
-  rep.meta = output::metadata("rollout", params);
-  if (!o.matrix.empty()) {
-    require(s.n <= 2048, "--matrix writes the full n x n rollout; n <= 2048 required, got ", s.n);
-    const auto ks = source_kernels(s, false, 2048);
-    write_matrix_csv(o.matrix, rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n));
-    rep.notes.push_back("full rollout matrix P(L) of variant (b) written to " + o.matrix);
-  }
+  rep.meta = output::metadata("rollout", rollout_params(s, o.path == "dense"));
+  if (!o.matrix.empty()) rep.notes.push_back(write_rollout_matrix(s, o.matrix));
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(rollout_plot(s, vs, influence, o.plot_scale == "log"), o.common.plot);
 }
@@ -149,24 +74,10 @@ void run_flow(const Options& o) {
   Setup st;
   setup(st, o, 64);
   const RolloutSource& s = st.s;
-  require(s.n <= 2048,
-          "`rollout flow` builds n x n kernels per layer and one max-flow per source: --n <= 2048 "
-          "required, got ",
-          s.n);
-  // one max-flow per source on positions j..n-1: about L n^3 / 6 edges in all (docs/rollout.md)
-  const double work = s.L * std::pow(static_cast<double>(s.n), 3) / 6;
-  require(work <= 2e10, "`rollout flow`: L = ", s.L, " layers at n = ", s.n, " make about ", fmt(work, 3),
-          " edges over all sources (L n^3 / 6; limit 2e10: n = 2048 at L = 12 is 1.7e10, about 45 s of CPU with the "
-          "layered solver, hours with push-relabel): lower --n");
-  require(o.target < s.n, "--target must be < n = ", s.n, ", got ", o.target);
-  require(o.flow_matrix.empty() || s.n <= 512, "--flow-matrix solves n (n + 1) / 2 max-flows: n <= 512 required, got ",
-          s.n);
-  Eigen::VectorXd influence;
-  if (!o.influence.empty()) {
-    require(o.target < 0 || o.target == s.n - 1, "--target: --influence compares the flow to the last position");
-    influence = cf::influence::read_profile(o.influence);
-    require(influence.size() == s.n, "--influence has ", influence.size(), " positions but n = ", s.n);
-  }
+  check_flow_limits(o, s);
+  require(o.influence.empty() || o.target < 0 || o.target == s.n - 1,
+          "--target: --influence compares the flow to the last position");
+  const Eigen::VectorXd influence = influence_profile(o, s.n);
   const std::vector<RowMatrix> R = residual_mixed_kernels(source_kernels(s, false, 2048), s.alpha);
   FlowOptions fo;
   fo.target = o.target;
@@ -174,12 +85,7 @@ void run_flow(const Options& o) {
   const FlowResult fr = attention_flow(R, fo);
   const std::vector<VariantProfile> vs = rollout_variants(s, s.n);
   output::Report rep = flow_report(s, vs, fr, alg, influence, app::resolve_format(o.common) == output::Format::Csv);
-  nlohmann::json params = s.params;
-  params["flow_algorithm"] = flow_algorithm_name(alg);
-  params["flow_target"] = fr.target;
-  params["flow_kernels"] = "residual-mixed kernels of variant (b): (1 - alpha_l) I + alpha_l Abar(l), " +
-                           (s.structured ? std::string("ALiBi without content") : s.kernel_source);
-  rep.meta = output::metadata("rollout flow", params);
+  rep.meta = output::metadata("rollout flow", flow_params(s, fr, alg));
   if (!o.flow_matrix.empty()) {
     write_matrix_csv(o.flow_matrix, attention_flow_matrix(R, alg));
     rep.notes.push_back("flow matrix F[t, j] (max-flow from (0, j) to (L, t)) written to " + o.flow_matrix);
@@ -206,11 +112,7 @@ void run_sweep(const Options& o) {
   const auto device = gpu::make_rollout_backend(o.backend);  // null: the CPU paths
   const auto rows = sweep_context(s, ns, device.get());
   output::Report rep = sweep_report(s, rows);
-  nlohmann::json params = s.params;
-  params.erase("n");
-  params["n_list"] = ns;
-  params["path"] = "structured O(L H n)";
-  rep.meta = output::metadata("rollout sweep", params);
+  rep.meta = output::metadata("rollout sweep", sweep_params(s, ns));
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(sweep_plot(rows, s.name), o.common.plot);
 }
@@ -239,13 +141,7 @@ void run_verify(const Options& o) {
 void run_dichotomy(const Options& o) {
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   require(o.depth >= 1 && o.depth <= 1000000, "--depth must lie in [1, 1000000], got ", o.depth);
-  std::vector<AlphaSpec> specs;
-  for (const std::string& text : {o.deep_alpha, o.deep_alpha2}) {
-    const AlphaSpec sp = parse_alpha_spec(text);
-    require(sp.kind == AlphaSpec::Kind::Constant || sp.kind == AlphaSpec::Kind::Power,
-            "dichotomy schedules (--schedule, --schedule2) must be const:X or power[0|1]:A0,BETA, got '", text, "'");
-    specs.push_back(sp);
-  }
+  const std::vector<AlphaSpec> specs = dichotomy_schedules(o);
   Setup st;
   setup(st, o, 8);
   const RolloutSource& s = st.s;

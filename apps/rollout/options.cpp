@@ -5,6 +5,7 @@
 
 #include "cf/core/validators.hpp"
 #include "cf/influence/influence.hpp"
+#include "cf/rollout/flow.hpp"
 
 namespace cf::rollout_app {
 namespace {
@@ -125,7 +126,7 @@ Subcommands add_subcommands(CLI::App& app, Options& o) {
   flow->add_option("--algorithm", o.flow_algorithm,
                    "Max-flow solver: layered (Dinic on the layered causal DAG, the fastest) | push-relabel | bk "
                    "(Boykov-Kolmogorov; both Boost.Graph, kept as references)")
-      ->check(CLI::IsMember({"layered", "push-relabel", "bk"}))
+      ->check(app::member_of(rollout::kFlowAlgorithms))
       ->capture_default_str();
   flow->add_option("--target", o.target, "Sink position t in [0, n) [default: n-1]");
   flow->add_option("--flow-matrix", o.flow_matrix,

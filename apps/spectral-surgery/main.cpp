@@ -76,7 +76,7 @@ void run(const CLI::App& app, const Options& o) {
   q.surgery.spec = SurgerySpec{parse_component(o.component), o.rank};
   q.surgery.layers = layers;
   q.surgery.linearize = o.linearize;
-  q.surgery.scalar = o.scalar == "trace" ? ScalarFiltering::TraceOverN : ScalarFiltering::MeanDiag;
+  q.surgery.scalar = kScalarFilterings.find(o.scalar).value();  // --scalar-filtering's validator took the table's names
   q.surgery.linear_attention = lin_layers;
   q.has_surgery = o.linearize || o.rank >= 0 || !lin_layers.empty();
   q.layers = layers;
@@ -132,7 +132,7 @@ void setup(CLI::App& app, Options& o) {
                "Linearise the layers: keep the top singular pair of R, filtering -> one "
                "scalar per head (S–D: d_i -> head mean)");
   app.add_option("--scalar-filtering", o.scalar, "Scalar of linearised filtering: trace (trace F / n) | mean-diag")
-      ->check(CLI::IsMember({"trace", "mean-diag"}))
+      ->check(app::member_of(kScalarFilterings))
       ->capture_default_str();
   app.add_option("--linear-attention", o.linear_attention, "Replace these layers by ELU+1 linear attention: A-B | A,B");
   app.add_option("--sweep", o.sweep, "Sweeps over --layers: none | per-layer | cumulative | both")

@@ -1,7 +1,10 @@
 // The declarations of train's data, model and training options (options.hpp).
 #include "options.hpp"
 
+#include "cf/core/error.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/graph/mask.hpp"
+#include "cf/nn/config.hpp"
 
 namespace cf::train_app {
 
@@ -32,15 +35,12 @@ void add_run_options(CLI::App& app, Options& o) {
   app.add_option("--vocab", o.vocab, "vocabulary size (0 = from the data: 256 for --text)")
       ->check(app::integer(0, 65536))
       ->capture_default_str();
-  app.add_option("--pos", o.pos, "positions")
-      ->check(CLI::IsMember({"learned", "rope", "alibi", "none"}))
-      ->capture_default_str();
+  app.add_option("--pos", o.pos, "positions")->check(app::member_of(nn::kPosKinds))->capture_default_str();
   app.add_option("--norm", o.norm, "normalisation (none: no LayerNorm anywhere)")
-      ->check(CLI::IsMember({"layernorm", "none"}))
+      ->check(CLI::IsMember({nn::norm_name(nn::NormKind::LayerNorm), nn::norm_name(nn::NormKind::None)}))
       ->capture_default_str();
   app.add_option("--attn", o.attn,
-                 "attention schedule, e.g. 'swa*3,full' or 'linear x2, softmax x2'; names: full|softmax, block, swa, "
-                 "bridge, pbb, se-bridge, runway-dot, runway-bilinear, sd, linear")
+                 str("attention schedule, e.g. 'swa*3,full' or 'linear x2, softmax x2'; names: ", nn::kAttnNamesShown))
       ->capture_default_str();
   app.add_option("--b", o.b, "block size b of block/bridge/pbb/se-bridge")
       ->check(app::integer(1, 65536))
@@ -50,7 +50,7 @@ void add_run_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--e", o.e, "SE-Bridge extension e")->check(app::integer(1, 65536))->capture_default_str();
   app.add_option("--fusion", o.fusion, "bridge fusion: branch (two softmaxes added) or union (one softmax)")
-      ->check(CLI::IsMember({"branch", "union"}))
+      ->check(app::member_of(graph::kFusions))
       ->capture_default_str();
   app.add_option("--d-head", o.d_head, "head dimension per layer, one value or a comma list (default d_model/n_head)");
   app.add_option("--sd-eps", o.sd_eps, "S-D damping offset eps (> 0)")

@@ -245,6 +245,10 @@ TEST_CASE("Attention flow: malformed kernels and positions are refused naming th
   CHECK_THROWS_WITH(attention_flow(R), Catch::Contains("layer 2 kernel is 2 x 2"));
   CHECK_THROWS_WITH(residual_mixed_kernels({A}, Eigen::VectorXd::Constant(2, 1.5)), Catch::Contains("alpha_1"));
   CHECK_THROWS_AS(parse_flow_algorithm("dinic"), cf::InvalidArgument);
+  CHECK_THROWS_WITH(parse_flow_algorithm("dinic"),
+                    "--algorithm: unknown max-flow algorithm 'dinic' (expected layered | push-relabel | bk)");
+  CHECK(parse_flow_algorithm("push-relabel") == FlowAlgorithm::PushRelabel);
+  CHECK(flow_algorithm_name(FlowAlgorithm::BoykovKolmogorov) == "bk");
   CHECK(parse_flow_algorithm("layered") == FlowAlgorithm::Layered);
   CHECK(flow_algorithm_name(FlowAlgorithm::Layered) == "layered");
 }

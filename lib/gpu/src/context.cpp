@@ -11,8 +11,9 @@ ContextOptions ContextOptions::from_environment() {
   ContextOptions o;
   if (const char* e = std::getenv("CF_GPU_ATTENTION")) {
     const std::string v = e;
-    require(v == "plain" || v == "generic", "CF_GPU_ATTENTION must be plain or generic, got '", v, "'");
-    o.attention = v == "plain" ? AttentionPath::Plain : AttentionPath::Generic;
+    const auto path = kAttentionPaths.find(v);
+    require(path.has_value(), "CF_GPU_ATTENTION must be ", kAttentionPaths.list(" or "), ", got '", v, "'");
+    o.attention = *path;
   }
   if (const char* e = std::getenv("CF_GPU_EMULATE"); e && *e) {
     const std::string v = e;

@@ -9,9 +9,8 @@
 namespace cf::gpu {
 
 Device parse_device(const std::string& name) {
-  if (name == "cpu") return Device::Cpu;
-  if (name == "cuda") return Device::Cuda;
-  throw InvalidArgument(str("--device: unknown device '", name, "' (use cpu or cuda)"));
+  if (const auto d = kDevices.find(name)) return *d;
+  throw InvalidArgument(str("--device: unknown device '", name, "' (use ", kDevices.list(" or "), ")"));
 }
 
 DeviceStatus device_status() {

@@ -41,16 +41,6 @@ Placement resolve_device(const std::string& device, const std::string& tool, con
   return Placement::Cpu;
 }
 
-std::string backend_name(Placement b) {
-  switch (b) {
-    case Placement::Cpu:
-      return "cpu";
-    case Placement::Cuda:
-      return "cuda";
-    case Placement::Emulated:
-      return "cuda (emulated on the CPU)";
-  }
-  return "cpu";
-}
+std::string backend_name(Placement b) { return std::string(kPlacements.name(b)); }
 
 }  // namespace cf::gpu

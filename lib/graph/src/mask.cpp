@@ -9,6 +9,8 @@ namespace cf::graph {
 
 std::string pattern_name(PatternKind k) { return std::string(kPatternKinds.name(k)); }
 
+std::string fusion_name(Fusion f) { return std::string(kFusions.name(f)); }
+
 PatternKind parse_pattern_kind(const std::string& name) {
   std::string s;
   for (char c : name) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

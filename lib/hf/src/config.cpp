@@ -92,19 +92,7 @@ void common_sizes(const Keys& k, nn::ModelConfig& c, std::initializer_list<const
 
 }  // namespace
 
-std::string family_name(Family f) {
-  switch (f) {
-    case Family::Gpt2:
-      return "gpt2";
-    case Family::GptNeox:
-      return "gpt_neox";
-    case Family::Bloom:
-      return "bloom";
-    case Family::Llama:
-      return "llama";
-  }
-  return "?";
-}
+std::string family_name(Family f) { return std::string(kFamilies.name(f)); }
 
 HfConfig parse_hf_config(const nlohmann::json& j, const std::string& label) {
   require(j.is_object(), "config '", label, "' is not a JSON object");

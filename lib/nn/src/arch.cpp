@@ -21,23 +21,11 @@ std::vector<double> alibi_slopes(const ModelConfig& c) {
 }
 int rope_dims(const ModelConfig& c, int l) { return c.arch.rope_dim > 0 ? c.arch.rope_dim : head_dim(c, l); }
 
-std::string mlp_name(MlpKind k) {
-  switch (k) {
-    case MlpKind::GeluTanh:
-      return "gelu-tanh";
-    case MlpKind::Gelu:
-      return "gelu";
-    case MlpKind::SwiGLU:
-      return "swiglu";
-  }
-  return "?";
-}
+std::string mlp_name(MlpKind k) { return std::string(kMlpKinds.name(k)); }
 
 MlpKind parse_mlp_kind(const std::string& s) {
-  if (s == "gelu-tanh" || s == "gelu_new") return MlpKind::GeluTanh;
-  if (s == "gelu") return MlpKind::Gelu;
-  if (s == "swiglu") return MlpKind::SwiGLU;
-  throw InvalidArgument(str("unknown mlp '", s, "' (known: gelu-tanh, gelu, swiglu)"));
+  if (const auto k = kMlpKinds.find(s)) return *k;
+  throw InvalidArgument(str("unknown mlp '", s, "' (known: ", kMlpKinds.list(), ")"));
 }
 
 nlohmann::json arch_to_json(const ArchVariant& a) {
@@ -52,7 +40,7 @@ nlohmann::json arch_to_json(const ArchVariant& a) {
                       {"tied_head", a.tied_head},
                       {"norm_eps", a.norm_eps}};
   // written only when not the default, so that files without it read as before
-  if (a.alibi == AlibiSlopes::Hf) j["alibi_slopes"] = "hf";
+  if (a.alibi != AlibiSlopes::Simple) j["alibi_slopes"] = alibi_slopes_name(a.alibi);
   return j;
 }
 
@@ -69,10 +57,11 @@ ArchVariant arch_from_json(const nlohmann::json& j) {
   a.emb_norm = j.value("emb_norm", false);
   a.tied_head = j.value("tied_head", true);
   a.norm_eps = j.value("norm_eps", 1e-5);
-  const std::string slopes = j.value("alibi_slopes", std::string("simple"));
-  require(slopes == "simple" || slopes == "hf", "config key 'arch.alibi_slopes' must be 'simple' or 'hf' (got '",
+  const std::string slopes = j.value("alibi_slopes", alibi_slopes_name(AlibiSlopes::Simple));
+  const auto recipe = kAlibiSlopes.find(slopes);
+  require(recipe.has_value(), "config key 'arch.alibi_slopes' must be '", kAlibiSlopes.list("' or '"), "' (got '",
           slopes, "')");
-  a.alibi = slopes == "hf" ? AlibiSlopes::Hf : AlibiSlopes::Simple;
+  a.alibi = *recipe;
   return a;
 }
 

@@ -24,80 +24,27 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 std::string attn_name(AttnKind k) {
-  switch (k) {
-    case AttnKind::Full:
-      return "full";
-    case AttnKind::Block:
-      return "block";
-    case AttnKind::Swa:
-      return "swa";
-    case AttnKind::Bridge:
-      return "bridge";
-    case AttnKind::Pbb:
-      return "pbb";
-    case AttnKind::SeBridge:
-      return "se-bridge";
-    case AttnKind::RunwayDot:
-      return "runway-dot";
-    case AttnKind::RunwayBilinear:
-      return "runway-bilinear";
-    case AttnKind::Sd:
-      return "sd";
-    case AttnKind::Linear:
-      return "linear";
-  }
   if (is_registered_variant(k)) return attention_variant(k).name;
-  return "?";
+  return std::string(kAttnKinds.name(k));
 }
-std::string pos_name(PosKind k) {
-  switch (k) {
-    case PosKind::Learned:
-      return "learned";
-    case PosKind::Rope:
-      return "rope";
-    case PosKind::Alibi:
-      return "alibi";
-    case PosKind::None:
-      return "none";
-  }
-  return "?";
-}
-std::string norm_name(NormKind k) {
-  return k == NormKind::LayerNorm ? "layernorm" : k == NormKind::RMSNorm ? "rmsnorm" : "none";
-}
+std::string pos_name(PosKind k) { return std::string(kPosKinds.name(k)); }
+std::string norm_name(NormKind k) { return std::string(kNormKinds.name(k)); }
+std::string alibi_slopes_name(AlibiSlopes s) { return std::string(kAlibiSlopes.name(s)); }
 
 AttnKind parse_attn_kind(const std::string& s0) {
   const std::string s = lower(trim(s0));
-  if (s == "full" || s == "softmax") return AttnKind::Full;
-  if (s == "block") return AttnKind::Block;
-  if (s == "swa") return AttnKind::Swa;
-  if (s == "bridge") return AttnKind::Bridge;
-  if (s == "pbb") return AttnKind::Pbb;
-  if (s == "se-bridge" || s == "sebridge" || s == "se") return AttnKind::SeBridge;
-  if (s == "runway-dot") return AttnKind::RunwayDot;
-  if (s == "runway-bilinear") return AttnKind::RunwayBilinear;
-  if (s == "sd" || s == "s-d") return AttnKind::Sd;
-  if (s == "linear" || s == "elu-linear") return AttnKind::Linear;
+  if (const auto k = kAttnKinds.find(s)) return *k;
   AttnKind registered;
   if (find_registered_variant(s, registered)) return registered;
-  throw InvalidArgument(str("unknown attention variant '", s0,
-                            "' (known: full|softmax, block, swa, bridge, pbb, se-bridge, runway-dot, "
-                            "runway-bilinear, sd, linear)"));
+  throw InvalidArgument(str("unknown attention variant '", s0, "' (known: ", kAttnNamesShown, ")"));
 }
 PosKind parse_pos_kind(const std::string& s0) {
-  const std::string s = lower(trim(s0));
-  if (s == "learned") return PosKind::Learned;
-  if (s == "rope") return PosKind::Rope;
-  if (s == "alibi") return PosKind::Alibi;
-  if (s == "none") return PosKind::None;
-  throw InvalidArgument(str("unknown position scheme '", s0, "' (known: learned, rope, alibi, none)"));
+  if (const auto k = kPosKinds.find(lower(trim(s0)))) return *k;
+  throw InvalidArgument(str("unknown position scheme '", s0, "' (known: ", kPosKinds.list(), ")"));
 }
 NormKind parse_norm_kind(const std::string& s0) {
-  const std::string s = lower(trim(s0));
-  if (s == "layernorm" || s == "ln") return NormKind::LayerNorm;
-  if (s == "none") return NormKind::None;
-  if (s == "rmsnorm") return NormKind::RMSNorm;
-  throw InvalidArgument(str("unknown normalisation '", s0, "' (known: layernorm, none, rmsnorm)"));
+  if (const auto k = kNormKinds.find(lower(trim(s0)))) return *k;
+  throw InvalidArgument(str("unknown normalisation '", s0, "' (known: ", kNormKinds.list(), ")"));
 }
 
 std::vector<LayerConfig> parse_schedule(const std::string& schedule, int n_layer, const LayerConfig& proto) {
@@ -229,7 +176,7 @@ nlohmann::json to_json(const ModelConfig& c) {
                            {"b", lc.b},
                            {"w", lc.w},
                            {"e", lc.e},
-                           {"fusion", lc.fusion == graph::Fusion::Branch ? "branch" : "union"},
+                           {"fusion", graph::fusion_name(lc.fusion)},
                            {"d_head", head_dim(c, static_cast<int>(l))},
                            {"sd_eps", lc.sd_eps}});
   }
@@ -327,9 +274,10 @@ ModelConfig config_from_json(const nlohmann::json& j) {
     lc.w = int_field(lj, path, "w", false, 128, 1, 2147483647);
     lc.e = int_field(lj, path, "e", false, 64, 1, 2147483647);
     const std::string f = string_field(lj, path, "fusion", false, "branch");
-    require(f == "branch" || f == "union", "model config: field '", path, "fusion' must be branch or union (got '", f,
-            "')");
-    lc.fusion = f == "branch" ? graph::Fusion::Branch : graph::Fusion::Union;
+    const auto fusion = graph::kFusions.find(f);
+    require(fusion.has_value(), "model config: field '", path, "fusion' must be ", graph::kFusions.list(" or "),
+            " (got '", f, "')");
+    lc.fusion = *fusion;
     lc.d_head = int_field(lj, path, "d_head", false, 0, 0, 4096);
     lc.sd_eps = real_field(lj, path, "sd_eps", 0.1);
     c.layers.push_back(lc);

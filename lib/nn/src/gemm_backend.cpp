@@ -32,10 +32,12 @@ GemmBackend gemm_backend_from_environment(std::string& why) {
   const std::string core = openblas_get_corename() ? openblas_get_corename() : "unknown";
   if (const char* env = std::getenv("CF_GEMM"); env && *env) {
     const std::string v = env;
-    if (v != "eigen" && v != "openblas")
-      throw cf::InvalidArgument("environment variable CF_GEMM=" + v + ": expected 'eigen' or 'openblas'");
-    why = v + " (CF_GEMM=" + v + (v == "eigen" ? "; OpenBLAS core " : "; core ") + core + ")";
-    return v == "eigen" ? GemmBackend::eigen : GemmBackend::openblas;
+    const auto backend = kGemmBackends.find(v);
+    if (!backend)
+      throw cf::InvalidArgument("environment variable CF_GEMM=" + v + ": expected '" + kGemmBackends.list("' or '") +
+                                "'");
+    why = v + " (CF_GEMM=" + v + (*backend == GemmBackend::eigen ? "; OpenBLAS core " : "; core ") + core + ")";
+    return *backend;
   }
 #if defined(__AVX2__)
   if (!openblas_core_is_modern(core)) {

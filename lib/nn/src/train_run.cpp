@@ -135,7 +135,9 @@ ModelConfig model_from_options(const TrainRunOptions& o, int data_vocab) {
   proto.b = o.b;
   proto.w = o.w;
   proto.e = o.e;
-  proto.fusion = o.fusion == "branch" ? graph::Fusion::Branch : graph::Fusion::Union;
+  const auto fusion = graph::kFusions.find(o.fusion);
+  require(fusion.has_value(), "--fusion must be ", graph::kFusions.list(" or "), " (got '", o.fusion, "')");
+  proto.fusion = *fusion;
   proto.sd_eps = o.sd_eps;
   mc.layers = parse_schedule(o.attn, o.n_layer, proto);
   if (!o.d_head.empty()) {
@@ -194,7 +196,7 @@ void check_resume_model(const TrainRunOptions& o, const OptionGiven& given, cons
     attn += sep + attn_name(lc.attn);
     dh += sep + to_string(head_dim(ck, l));
     b += sep + to_string(lc.b), w += sep + to_string(lc.w), e += sep + to_string(lc.e);
-    fusion += sep + (lc.fusion == graph::Fusion::Branch ? "branch" : "union");
+    fusion += sep + graph::fusion_name(lc.fusion);
     sd += sep + output::fmt(lc.sd_eps, 6);
   }
   auto repeat = [&](const std::string& v) {

@@ -49,13 +49,12 @@ output::Report run_eval(const EvalOptions& o) {
   require(o.resamples >= 1 && o.resamples <= 10000000, "--resamples must be in [1, 1e7] (got ", o.resamples, ")");
   require(o.batch >= 1 && o.batch <= 65536, "--batch must be in [1, 65536] (got ", o.batch, ")");
   require(o.max_items >= 0, "--max-items must be >= 0 (got ", o.max_items, ")");
-  require(o.templ == "harness" || o.templ == "verbatim", "--template must be harness or verbatim (got '", o.templ,
-          "')");
+  const auto tpl = kMcTemplates.find(o.templ);
+  require(tpl.has_value(), "--template must be ", kMcTemplates.list(" or "), " (got '", o.templ, "')");
   require(o.truncate == "left" || o.truncate == "refuse", "--truncate must be left or refuse (got '", o.truncate, "')");
   if (!o.plot.empty()) plot::check_plot_path(o.plot);
   McLayout layout = parse_layout(o.layout);
-  const McTemplate tpl = o.templ == "verbatim" ? McTemplate::Verbatim : McTemplate::Harness;
-  const std::vector<McItem> items = read_mc_file(o.data, layout, tpl, o.max_items, &layout);
+  const std::vector<McItem> items = read_mc_file(o.data, layout, *tpl, o.max_items, &layout);
   const std::size_t n = items.size();
 
   output::Report r;

@@ -204,23 +204,12 @@ std::vector<RowMatrix> residual_mixed_kernels(const std::vector<RowMatrix>& kern
 }
 
 FlowAlgorithm parse_flow_algorithm(const std::string& name, const std::string& option) {
-  if (name == "layered") return FlowAlgorithm::Layered;
-  if (name == "bk") return FlowAlgorithm::BoykovKolmogorov;
-  if (name == "push-relabel") return FlowAlgorithm::PushRelabel;
-  throw InvalidArgument(option + ": unknown max-flow algorithm '" + name + "' (expected layered | bk | push-relabel)");
+  if (const auto a = kFlowAlgorithms.find(name)) return *a;
+  throw InvalidArgument(option + ": unknown max-flow algorithm '" + name + "' (expected " +
+                        kFlowAlgorithms.list(" | ") + ")");
 }
 
-std::string flow_algorithm_name(FlowAlgorithm a) {
-  switch (a) {
-    case FlowAlgorithm::Layered:
-      return "layered";
-    case FlowAlgorithm::PushRelabel:
-      return "push-relabel";
-    case FlowAlgorithm::BoykovKolmogorov:
-      break;
-  }
-  return "bk";
-}
+std::string flow_algorithm_name(FlowAlgorithm a) { return std::string(kFlowAlgorithms.name(a)); }
 
 SingleFlow max_flow_single(const std::vector<RowMatrix>& R, long source, long target, FlowAlgorithm algorithm,
                            bool certificate) {

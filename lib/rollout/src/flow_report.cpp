@@ -171,4 +171,13 @@ plot::LinePlot flow_plot(const RolloutSource& s, const std::vector<VariantProfil
   return lp;
 }
 
+nlohmann::json flow_params(const RolloutSource& s, const FlowResult& fr, FlowAlgorithm algorithm) {
+  nlohmann::json params = s.params;
+  params["flow_algorithm"] = flow_algorithm_name(algorithm);
+  params["flow_target"] = fr.target;
+  params["flow_kernels"] = "residual-mixed kernels of variant (b): (1 - alpha_l) I + alpha_l Abar(l), " +
+                           (s.structured ? std::string("ALiBi without content") : s.kernel_source);
+  return params;
+}
+
 }  // namespace cf::rollout

@@ -5,8 +5,10 @@
 #include <utility>
 
 #include "cf/core/atomic_file.hpp"
+#include "cf/core/error.hpp"
 #include "cf/rollout/jacobian_bound.hpp"
 #include "cf/rollout/monotonicity.hpp"
+#include "cf/rollout/rollout.hpp"
 
 namespace cf::rollout {
 namespace {
@@ -99,12 +101,33 @@ plot::LinePlot rollout_plot(const RolloutSource& s, const std::vector<VariantPro
   return lp;
 }
 
+nlohmann::json rollout_params(const RolloutSource& s, bool dense_path) {
+  nlohmann::json params = s.params;
+  params["path"] = s.structured ? (dense_path ? "dense" : "structured O(L H n)") : "dense (" + s.kernel_source + ")";
+  return params;
+}
+
 void write_matrix_csv(const std::string& path, const RowMatrix& M) {
   std::ostringstream os;
   os.precision(17);
   for (long i = 0; i < M.rows(); ++i)
     for (long j = 0; j < M.cols(); ++j) os << M(i, j) << (j + 1 < M.cols() ? "," : "\n");
   write_file_atomic(path, os.str());
+}
+
+std::string write_rollout_matrix(const RolloutSource& s, const std::string& path) {
+  require(s.n <= 2048, "--matrix writes the full n x n rollout; n <= 2048 required, got ", s.n);
+  const auto ks = source_kernels(s, false, 2048);
+  write_matrix_csv(path, rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n));
+  return "full rollout matrix P(L) of variant (b) written to " + path;
+}
+
+nlohmann::json sweep_params(const RolloutSource& s, const std::vector<long>& ns) {
+  nlohmann::json params = s.params;
+  params.erase("n");
+  params["n_list"] = ns;
+  params["path"] = "structured O(L H n)";
+  return params;
 }
 
 output::Report sweep_report(const RolloutSource& s, const std::vector<SweepRow>& rows) {

@@ -17,9 +17,11 @@
 //    S_j = x_j + r S_{j+1} - r^w x_{j+w} cancelled and returned small negative values.
 // a_i, d_i are constant once r^(k_i) < 1e-17 relative (k >= 40/m) or k_i = w, so they are
 // tabulated for the first K rows only.
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "cf/core/error.hpp"
 #include "cf/core/omp_exception.hpp"
@@ -31,6 +33,12 @@ namespace cf::rollout {
 
 namespace {
 
+// The head loops below run over 8-double (64-byte) vectors. Aligned storage keeps every vector load
+// and store inside one cache line, whatever addresses the heap hands out: with std::vector's 16-byte
+// alignment the two-thread sweep's speed depended on the allocation history of the whole program
+// (bench_rollout at n = 2^20 differed by 7% between two builds of the same code; docs/benchmarks.md).
+using Doubles = std::vector<double, Eigen::aligned_allocator<double>>;
+
 double geometric_sum(double m, long k) {  // sum_{d<k} exp(-m d)
   if (m == 0.0) return static_cast<double>(k);
   return std::expm1(-m * static_cast<double>(k)) / std::expm1(-m);
@@ -41,17 +49,17 @@ double geometric_sum(double m, long k) {  // sum_{d<k} exp(-m d)
 /// their saturated constant. Memory traffic is sum_h K_h instead of H max_h K_h.
 struct LayerTables {
   int H = 0;
-  long K = 0;                            // max_h K_h: rows >= K are saturated for every head
-  std::vector<double> r, m, w, wr, a_c;  // per sorted head: exp(-m), m, weight, weight * r, saturated a
-  std::vector<long> cnt;                 // cnt[j], j < K: heads still tabulated on row j
-  std::vector<std::size_t> off;          // off[j]: start of row j's cnt[j] coefficients in a
-  std::vector<double> a, dw;             // a: tabulated coefficients; dw[j] = sum_h w_h d_{h,j}
-  double dw_c = 0;                       // sum_h w_h d_h at saturation
+  long K = 0;                    // max_h K_h: rows >= K are saturated for every head
+  Doubles r, m, w, wr, a_c;      // per sorted head: exp(-m), m, weight, weight * r, saturated a
+  std::vector<long> cnt;         // cnt[j], j < K: heads still tabulated on row j
+  std::vector<std::size_t> off;  // off[j]: start of row j's cnt[j] coefficients in a
+  Doubles a, dw;                 // a: tabulated coefficients; dw[j] = sum_h w_h d_{h,j}
+  double dw_c = 0;               // sum_h w_h d_h at saturation
 };
 
 /// Scratch vectors of the windowed sweep (two sets: one per thread of the two-way split).
 struct Workspace {
-  std::vector<double> x, pre;
+  Doubles x, pre;
   Eigen::VectorXd part;
   std::unique_ptr<Workspace> other;
   Workspace& second() {
@@ -147,7 +155,7 @@ using detail::FlushDenormals;
 // T_j = r S_{j+1} and S_j = x_j + r S_{j+1} (S holds S_{j+1} when row j is reached).
 void sweep_causal(const LayerTables& t, const double* v, double* out, int q0, int q1, long n) {
   const FlushDenormals ftz;
-  std::vector<double> S(t.H, 0.0);
+  Doubles S(t.H, 0.0);
   double* __restrict Sp = S.data();
   const double* __restrict rp = t.r.data();
   const double* __restrict wrp = t.wr.data();
@@ -178,12 +186,12 @@ void sweep_causal(const LayerTables& t, const double* v, double* out, int q0, in
 // Suf = within-block suffix sum over j+1's block c (backward state, reset at the block end s),
 // Pre = within-block prefix sum over block c+1 (forward, stored: B x (q1-q0) doubles).
 void sweep_window_blocked(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n,
-                          std::vector<double>& pre) {
+                          Doubles& pre) {
   const FlushDenormals ftz;
   const long B = window - 1;
   const int Hq = q1 - q0;
   pre.resize(static_cast<std::size_t>(B) * Hq);
-  std::vector<double> S(Hq), RS(Hq), P(Hq), PW(Hq);
+  Doubles S(Hq), RS(Hq), P(Hq), PW(Hq);
   double* __restrict Sp = S.data();
   double* __restrict RSp = RS.data();
   double* __restrict Pp = P.data();
@@ -251,8 +259,8 @@ void sweep_window_blocked(const LayerTables& t, long window, const double* v, do
 
 // The windowed sweep over heads [q0, q1) in chunks whose B x chunk buffer stays below `limit`
 // doubles (RolloutOptions; chunks of one head for windows above it), accumulated into out.
-void sweep_window(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n,
-                  std::vector<double>& pre, std::vector<double>& part, double limit) {
+void sweep_window(const LayerTables& t, long window, const double* v, double* out, int q0, int q1, long n, Doubles& pre,
+                  Doubles& part, double limit) {
   const double B = static_cast<double>(window - 1);
   const int chunk = static_cast<int>(std::clamp(limit / B, 1.0, static_cast<double>(q1 - q0)));
   if (chunk >= q1 - q0) return sweep_window_blocked(t, window, v, out, q0, q1, n, pre);

@@ -12,6 +12,8 @@
 #include <memory>
 #include <mutex>
 
+#include "cf/core/enum_table.hpp"
+
 namespace cf::gpu {
 
 /// The two builds of every device operation and of the device trainer (docs/gpu.md "Twins").
@@ -23,6 +25,12 @@ enum class Backend {
 /// Which kernels run plain softmax heads (no S-D, no runway): the register-resident ones or the
 /// general ones (side-by-side benchmarks, docs/benchmarks.md; tests run both).
 enum class AttentionPath { Plain, Generic };
+
+/// Their names (CF_GPU_ATTENTION).
+inline constexpr EnumTable kAttentionPaths{std::array{
+    EnumEntry<AttentionPath>{AttentionPath::Plain, "plain"},
+    EnumEntry<AttentionPath>{AttentionPath::Generic, "generic"},
+}};
 
 /// What a Context is made from.
 struct ContextOptions {

@@ -3,9 +3,17 @@
 // the oracle; `cuda` needs a CUDA device at run time, and a build with CUDA (CF_ENABLE_CUDA).
 #include <string>
 
+#include "cf/core/enum_table.hpp"
+
 namespace cf::gpu {
 
 enum class Device { Cpu, Cuda };
+
+/// The devices' names (train --device).
+inline constexpr EnumTable kDevices{std::array{
+    EnumEntry<Device>{Device::Cpu, "cpu"},
+    EnumEntry<Device>{Device::Cuda, "cuda"},
+}};
 
 /// Parse "cpu" | "cuda" (case-sensitive); throws cf::InvalidArgument naming the value otherwise.
 Device parse_device(const std::string& name);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cf/core/validators.hpp"
 #include "cf/gpu/device.hpp"
 
 namespace cf::gpu {
@@ -12,7 +13,7 @@ namespace cf::gpu {
 /// Declare --device on `app` (default "cpu"; validated to cpu|cuda by CLI11, exit 2 otherwise).
 inline CLI::Option* add_device_option(CLI::App& app, std::string& device) {
   return app.add_option("--device", device, "where to compute: cpu (the default and the oracle) or cuda (docs/gpu.md)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(app::member_of(kDevices))
       ->capture_default_str();
 }
 
@@ -34,6 +35,13 @@ enum class Placement {
   Cuda,      ///< the tool's device path on a CUDA device
   Emulated,  ///< the same device path, its emulated build on the CPU (CF_GPU_EMULATE=1; a test device)
 };
+
+/// The placements' names in reports' metadata.
+inline constexpr EnumTable kPlacements{std::array{
+    EnumEntry<Placement>{Placement::Cpu, "cpu"},
+    EnumEntry<Placement>{Placement::Cuda, "cuda"},
+    EnumEntry<Placement>{Placement::Emulated, "cuda (emulated on the CPU)"},
+}};
 
 /// Resolve an analyser's --device value ("cpu" | "cuda" | "auto") for `tool` (the name that
 /// starts its stderr lines). `missing` is empty when the tool, in the mode asked for, has a device

@@ -19,6 +19,15 @@ enum class PatternKind { Full, Block, Swa, Bridge, Pbb, SeBridge };
 /// The structural edge set is the same; only score accounting differs.
 enum class Fusion { Branch, Union };
 
+/// The names of the fusions (model configs, reports, train --fusion).
+inline constexpr EnumTable kFusions{std::array{
+    EnumEntry<Fusion>{Fusion::Branch, "branch"},
+    EnumEntry<Fusion>{Fusion::Union, "union"},
+}};
+
+/// "branch" | "union".
+std::string fusion_name(Fusion f);
+
 /// Largest n, b, w and e that validate() accepts (2^31): n(n+1)/2 stays below 2^62, so every
 /// score count fits in int64.
 constexpr Index kMaxLength = Index(1) << 31;

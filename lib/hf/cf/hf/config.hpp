@@ -8,12 +8,22 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/nn/config.hpp"
 
 namespace cf::hf {
 
 /// The model families read from config.json "model_type".
 enum class Family { Gpt2, GptNeox, Bloom, Llama };
+
+/// The families' names (their Hugging Face model_type; parse_hf_config maps further model types,
+/// e.g. qwen2 and mistral, onto Llama).
+inline constexpr EnumTable kFamilies{std::array{
+    EnumEntry<Family>{Family::Gpt2, "gpt2"},
+    EnumEntry<Family>{Family::GptNeox, "gpt_neox"},
+    EnumEntry<Family>{Family::Bloom, "bloom"},
+    EnumEntry<Family>{Family::Llama, "llama"},
+}};
 
 /// "gpt2", "gpt_neox", "bloom", "llama".
 std::string family_name(Family f);

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/graph/mask.hpp"
 
 namespace cf::nn {
@@ -98,7 +100,8 @@ int kv_heads(const ModelConfig& c);
 std::vector<double> alibi_slopes(const ModelConfig& c);
 /// Rotated dimensions per head in layer l (arch.rope_dim, or head_dim when 0).
 int rope_dims(const ModelConfig& c, int l);
-/// Names of MlpKind ("gelu-tanh", "gelu", "swiglu") and the inverse (cf::InvalidArgument).
+/// Names of MlpKind ("gelu-tanh", "gelu", "swiglu"; kMlpKinds below) and the inverse (exact
+/// spelling; cf::InvalidArgument).
 std::string mlp_name(MlpKind k);
 MlpKind parse_mlp_kind(const std::string& s);
 /// JSON of an ArchVariant (the "arch" key of the config JSON) and its inverse; validate_arch
@@ -107,13 +110,55 @@ nlohmann::json arch_to_json(const ArchVariant& a);
 ArchVariant arch_from_json(const nlohmann::json& j);
 void validate_arch(const ModelConfig& c);
 
+/// The name tables of the enums above (cf/core/enum_table.hpp): canonical name (configs, reports,
+/// checkpoints), then the other spellings the parsers accept. The attention variants registered at
+/// run time (register_attention_variant) are found after the built-in table.
+inline constexpr EnumTable kAttnKinds{std::array{
+    EnumEntry<AttnKind>{AttnKind::Full, "full", "softmax"},
+    EnumEntry<AttnKind>{AttnKind::Block, "block"},
+    EnumEntry<AttnKind>{AttnKind::Swa, "swa"},
+    EnumEntry<AttnKind>{AttnKind::Bridge, "bridge"},
+    EnumEntry<AttnKind>{AttnKind::Pbb, "pbb"},
+    EnumEntry<AttnKind>{AttnKind::SeBridge, "se-bridge", "sebridge se"},
+    EnumEntry<AttnKind>{AttnKind::RunwayDot, "runway-dot"},
+    EnumEntry<AttnKind>{AttnKind::RunwayBilinear, "runway-bilinear"},
+    EnumEntry<AttnKind>{AttnKind::Sd, "sd", "s-d"},
+    EnumEntry<AttnKind>{AttnKind::Linear, "linear", "elu-linear"},
+}};
+/// The built-in attention names as messages and train --help show them: kAttnKinds' names, with
+/// the one alias users know (tests/nn check it against the table).
+inline constexpr std::string_view kAttnNamesShown =
+    "full|softmax, block, swa, bridge, pbb, se-bridge, runway-dot, runway-bilinear, sd, linear";
+inline constexpr EnumTable kPosKinds{std::array{
+    EnumEntry<PosKind>{PosKind::Learned, "learned"},
+    EnumEntry<PosKind>{PosKind::Rope, "rope"},
+    EnumEntry<PosKind>{PosKind::Alibi, "alibi"},
+    EnumEntry<PosKind>{PosKind::None, "none"},
+}};
+inline constexpr EnumTable kNormKinds{std::array{
+    EnumEntry<NormKind>{NormKind::LayerNorm, "layernorm", "ln"},
+    EnumEntry<NormKind>{NormKind::None, "none"},
+    EnumEntry<NormKind>{NormKind::RMSNorm, "rmsnorm"},
+}};
+inline constexpr EnumTable kMlpKinds{std::array{
+    EnumEntry<MlpKind>{MlpKind::GeluTanh, "gelu-tanh", "gelu_new"},
+    EnumEntry<MlpKind>{MlpKind::Gelu, "gelu"},
+    EnumEntry<MlpKind>{MlpKind::SwiGLU, "swiglu"},
+}};
+inline constexpr EnumTable kAlibiSlopes{std::array{
+    EnumEntry<AlibiSlopes>{AlibiSlopes::Simple, "simple"},
+    EnumEntry<AlibiSlopes>{AlibiSlopes::Hf, "hf"},
+}};
+
 /// Canonical names ("full", "block", "swa", "bridge", "pbb", "se-bridge", "runway-dot",
-/// "runway-bilinear", "sd", "linear"; "learned", "rope", "alibi", "none"; "layernorm", "none", "rmsnorm").
+/// "runway-bilinear", "sd", "linear" or a registered variant's; "learned", "rope", "alibi",
+/// "none"; "layernorm", "none", "rmsnorm"; "simple", "hf"): the tables above.
 std::string attn_name(AttnKind k);
 std::string pos_name(PosKind k);
 std::string norm_name(NormKind k);
-/// Parse the names above (case-insensitive; "softmax" = "full"); throw cf::InvalidArgument
-/// listing the known names.
+std::string alibi_slopes_name(AlibiSlopes s);
+/// Parse the names above (case-insensitive, surrounding blanks ignored; the aliases of the tables,
+/// e.g. "softmax" = "full"); throw cf::InvalidArgument listing the known names.
 AttnKind parse_attn_kind(const std::string& s);
 PosKind parse_pos_kind(const std::string& s);
 NormKind parse_norm_kind(const std::string& s);

@@ -10,10 +10,18 @@
 // stay bit-exact. CF_GEMM=eigen|openblas overrides it (benchmarks, tests).
 #include <string>
 
+#include "cf/core/enum_table.hpp"
+
 namespace cf::nn {
 
 /// The GEMM back end of the float trainer.
 enum class GemmBackend { openblas, eigen };
+
+/// Their names (CF_GEMM, logs), in the order CF_GEMM's message lists them.
+inline constexpr EnumTable kGemmBackends{std::array{
+    EnumEntry<GemmBackend>{GemmBackend::eigen, "eigen"},
+    EnumEntry<GemmBackend>{GemmBackend::openblas, "openblas"},
+}};
 
 /// The back end in use: the process's context's (cf/nn/context.hpp), which is decided once per
 /// process from CF_GEMM or, when unset, from OpenBLAS's core name (see the header comment).

@@ -36,6 +36,10 @@ inline constexpr EnumTable kMcLayouts{std::array{
 /// How the context string is made: Harness = the lm-evaluation-harness v0.4 doc_to_text of the
 /// layout; Verbatim = the item's own `context` field as it is (every layout).
 enum class McTemplate { Harness, Verbatim };
+inline constexpr EnumTable kMcTemplates{std::array{
+    EnumEntry<McTemplate>{McTemplate::Harness, "harness"},
+    EnumEntry<McTemplate>{McTemplate::Verbatim, "verbatim"},
+}};
 
 /// Parse a layout name: auto | generic | arc | hellaswag | piqa | csqa. Throws cf::InvalidArgument.
 McLayout parse_layout(const std::string& name);

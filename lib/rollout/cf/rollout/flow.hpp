@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cf/core/enum_table.hpp"
 #include "cf/rollout/kernel.hpp"
 
 namespace cf::rollout {
@@ -34,9 +35,16 @@ enum class FlowAlgorithm {
   BoykovKolmogorov  ///< boost::boykov_kolmogorov_max_flow ("bk")
 };
 
-/// "layered" | "bk" | "push-relabel"; throws cf::InvalidArgument naming `option` otherwise.
+/// The solvers' names, in the order rollout flow --help lists them.
+inline constexpr EnumTable kFlowAlgorithms{std::array{
+    EnumEntry<FlowAlgorithm>{FlowAlgorithm::Layered, "layered"},
+    EnumEntry<FlowAlgorithm>{FlowAlgorithm::PushRelabel, "push-relabel"},
+    EnumEntry<FlowAlgorithm>{FlowAlgorithm::BoykovKolmogorov, "bk"},
+}};
+
+/// "layered" | "push-relabel" | "bk"; throws cf::InvalidArgument naming `option` otherwise.
 FlowAlgorithm parse_flow_algorithm(const std::string& name, const std::string& option = "--algorithm");
-/// "layered" | "bk" | "push-relabel".
+/// "layered" | "push-relabel" | "bk".
 std::string flow_algorithm_name(FlowAlgorithm a);
 
 /// One maximum flow from (0, source) to (L, target).

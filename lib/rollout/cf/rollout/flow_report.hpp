@@ -28,6 +28,9 @@ VariantProfile flow_variant(const FlowResult& fr);
 output::Report flow_report(const RolloutSource& s, const std::vector<VariantProfile>& vs, const FlowResult& fr,
                            FlowAlgorithm algorithm, const Eigen::VectorXd& influence, bool csv);
 
+/// `rollout flow`'s metadata parameters: the source's, the solver, the target and the kernels.
+nlohmann::json flow_params(const RolloutSource& s, const FlowResult& fr, FlowAlgorithm algorithm);
+
 /// Line plot of the profiles (rollout variants, flow profile, influence when given) against the
 /// input position; `log_y` as rollout's --plot-scale log. Linear plots range over (b), (c), the
 /// flow profile and the influence ((a) clipped, as rollout's own plot).

@@ -27,9 +27,20 @@ output::Report rollout_report(const RolloutSource& s, const std::vector<VariantP
 plot::LinePlot rollout_plot(const RolloutSource& s, const std::vector<VariantProfile>& vs,
                             const Eigen::VectorXd& influence, bool log_y);
 
+/// The default mode's metadata parameters: the source's, and the path its variants took
+/// ("structured O(L H n)", "dense" on ALiBi kernels with `dense_path`, "dense (<kernel source>)").
+nlohmann::json rollout_params(const RolloutSource& s, bool dense_path);
+
 /// A square matrix as a headerless CSV in full precision (docs/conventions.md "CSV"), written
 /// atomically (--matrix, --flow-matrix).
 void write_matrix_csv(const std::string& path, const RowMatrix& M);
+
+/// --matrix: the full rollout matrix P(L) of variant (b) (n <= 2048, cf::InvalidArgument
+/// otherwise) written by write_matrix_csv; returns the report's note saying so.
+std::string write_rollout_matrix(const RolloutSource& s, const std::string& path);
+
+/// The sweep's metadata parameters: the source's, with the lengths `ns` in place of n.
+nlohmann::json sweep_params(const RolloutSource& s, const std::vector<long>& ns);
 
 /// Report of `rollout sweep` over the lengths `ns` (rows from sweep_context).
 output::Report sweep_report(const RolloutSource& s, const std::vector<SweepRow>& rows);

@@ -30,6 +30,10 @@ std::string component_name(Component c);
 /// (docs/spec.md §7 option 10). On an n x n F, trace F / n and mean(diag F) are the same number; the two
 /// names are kept so outputs record the choice the paper's text offers.
 enum class ScalarFiltering { TraceOverN, MeanDiag };
+inline constexpr EnumTable kScalarFilterings{std::array{
+    EnumEntry<ScalarFiltering>{ScalarFiltering::TraceOverN, "trace"},
+    EnumEntry<ScalarFiltering>{ScalarFiltering::MeanDiag, "mean-diag"},
+}};
 
 /// Best rank-k approximation of X (m x n) in Frobenius and spectral norm (Eckart–Young):
 /// U_k Sigma_k V_k^T from a full SVD. k >= 0; k >= min(m, n), or k >= the numerical rank
