@@ -22,7 +22,7 @@ namespace {
 // cpu and for --device auto on a model the device does not run (said on stderr). `used` collects
 // each checkpoint's placement for the report's metadata.
 probe::MakeForward device_forward(gpu::Placement asked, const std::string& device, std::vector<gpu::Placement>& used) {
-  return [asked, device, &used](const nn::Model<float>& model, const std::string&) -> probe::ProbsForward {
+  return [asked, device, &used](const nn::Model<float>& model) -> probe::ProbsForward {
     const gpu::Placement where = gpu::placement_for_model(asked, device, "probe", model.config);
     used.push_back(where);
     if (where == gpu::Placement::Cpu) return probe::cpu_probs_forward(model);

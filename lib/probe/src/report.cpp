@@ -117,8 +117,7 @@ void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<s
 
 std::vector<ProbsForward> model_forwards(const ProbeOptions& o, const std::vector<nn::Model<float>>& models) {
   std::vector<ProbsForward> f;
-  for (std::size_t m = 0; m < models.size(); ++m)
-    f.push_back(o.forward ? o.forward(models[m], o.checkpoints[m]) : cpu_probs_forward(models[m]));
+  for (const auto& model : models) f.push_back(o.forward ? o.forward(model) : cpu_probs_forward(model));
   return f;
 }
 

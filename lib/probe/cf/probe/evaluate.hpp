@@ -3,7 +3,6 @@
 // backward pass, reading the next-token distribution at the scored positions only.
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "cf/data/task_file.hpp"
@@ -22,8 +21,6 @@ using Progress = std::function<void(std::int64_t done, std::int64_t total)>;
 const float* forward_probs(const nn::Model<float>& model, const std::int32_t* tokens, int B, int T,
                            nn::Workspace<float>& ws);
 
-/// Check that a model can read a task: seq_len <= block_size ("context above the model's") and
-/// every task token < the model's vocab_size. Throws cf::InvalidArgument naming both values.
 /// A model's forward pass as forward_probs returns it: B sequences of T tokens -> B*T rows of
 /// vocab_size next-token probabilities, valid until the next call. The CPU's (cpu_probs_forward) or
 /// a device model's (apps/probe, docs/gpu.md "Analysis model"); the evaluations read only this.
@@ -39,9 +36,11 @@ using LogitsForward = std::function<void(const std::int32_t* tokens, int B, int 
 /// pass's own softmax (nn::crossentropy_forward), so only the logits differ from forward_probs.
 ProbsForward probs_from_logits(LogitsForward forward, int vocab_size);
 
-/// Builds the forward pass of each loaded checkpoint (`checkpoint` its path); empty = the CPU's.
-using MakeForward = std::function<ProbsForward(const nn::Model<float>& model, const std::string& checkpoint)>;
+/// Builds the forward pass of each loaded checkpoint's model; empty = the CPU's.
+using MakeForward = std::function<ProbsForward(const nn::Model<float>& model)>;
 
+/// Check that a model can read a task: seq_len <= block_size ("context above the model's") and
+/// every task token < the model's vocab_size. Throws cf::InvalidArgument naming both values.
 void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, const std::string& what);
 
 /// Score every readout of the split (rows of s.seq_len + 1 tokens; readouts = mask bytes, the
