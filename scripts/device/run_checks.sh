@@ -56,6 +56,8 @@ if [[ $sections == *,train,* ]]; then
   CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu.sh" "$w/bin/train" "$root/README.md" /tmp/cf_train_dev
   CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu_variants.sh" "$w/bin/train" \
     "$w/bin/train_variant_start" "$root/README.md" /tmp/cf_train_dev_variants
+  CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu_attn.sh" "$w/bin/train" \
+    "$w/bin/train_variant_start" "$root/README.md" /tmp/cf_train_dev_attn
 fi
 
 if [[ $sections == *,bench,* || $sections == *,gpubench,* ]]; then

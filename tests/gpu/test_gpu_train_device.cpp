@@ -69,6 +69,12 @@ TEST_CASE("device trainer (CUDA) = cf::nn forward_backward: loss and every gradi
   for (const Case& cs : cases()) check_gradient(cs.cfg, 2, 45, cs.label);
 }
 
+TEST_CASE("device trainer (CUDA) = the CPU trainer over 5 AdamW steps, every attention feature",
+          "[gpu][device][train]") {
+  // RoPE, grouped-query attention, S-D, runway, linear (issue 31); 1e-4 as check_gradient's tensors
+  for (const Case& cs : attention_cases()) check_five_steps<cf::gpu::cuda::Trainer>(cs, 1e-4);
+}
+
 TEST_CASE("device trainer (CUDA) = cf::nn forward_backward at head dimension 64 over many tiles (T 200)",
           "[gpu][device][train]") {
   ModelConfig c = small("full,se-bridge,swa", PosKind::Learned, NormKind::LayerNorm, 128, 2, 3);

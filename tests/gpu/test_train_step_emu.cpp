@@ -75,7 +75,8 @@ namespace {
 // An oracle independent of lib/nn: along d = g/|g| + r/|r| (r random), the directional derivative
 // g.d equals (loss(W + eps d) - loss(W - eps d)) / (2 eps) of the trainer's forward pass. Float
 // losses of ~3.3 resolve ~4e-7; with eps = 1e-3 that is ~2e-4 of a derivative of order |g| ~ 1.
-void check_finite_difference(const ModelConfig& c) {
+// min_gd: the least g.d for which that resolution suffices (models without norms have |g| ~ 0.03).
+void check_finite_difference(const ModelConfig& c, double min_gd = 0.1) {
   const int B = 2, T = 37;
   const Model<float> model = init_model<float>(c, 21);
   std::vector<std::int32_t> x, y;
@@ -104,8 +105,9 @@ void check_finite_difference(const ModelConfig& c) {
   };
   const double fd = (loss_at(eps) - loss_at(-eps)) / (2 * eps);
   INFO("g.d " << gd << ", finite difference " << fd);
-  CHECK(gd > 0.1);
+  CHECK(gd > min_gd);
   CHECK(std::abs(fd - gd) < 1e-2 * gd);
+  if (std::getenv("CF_TEST_VERBOSE")) WARN("finite difference: relative difference " << std::abs(fd - gd) / gd);
 }
 
 }  // namespace
@@ -119,6 +121,21 @@ TEST_CASE("gpu device trainer (emulated): gradient = central finite difference o
     INFO(v.label);
     check_finite_difference(v.cfg);
   }
+}
+
+TEST_CASE("gpu device trainer (emulated): attention units' gradient = central finite difference of its own loss",
+          "[gpu][emu][train]") {
+  // the device's own backward of RoPE, GQA, S-D, runway and linear attention, independent of lib/nn
+  for (const Case& cs : attention_cases()) {
+    INFO(cs.label);
+    check_finite_difference(cs.cfg, 0.01);
+  }
+}
+
+TEST_CASE("gpu device trainer (emulated) = the CPU trainer over 5 AdamW steps, every attention feature",
+          "[gpu][emu][train]") {
+  // RoPE, grouped-query attention, S-D, runway, linear (issue 31): measured <= 8.1e-7
+  for (const Case& cs : attention_cases()) check_five_steps<cf::gpu::emu::Trainer>(cs, 1e-5);
 }
 
 TEST_CASE("gpu device trainer (emulated) = the CPU trainer over 5 AdamW steps, every norm / MLP / residual variant",
@@ -229,23 +246,17 @@ TEST_CASE("gpu device trainer refuses every config feature its kernels lack, nam
   };
   const ModelConfig ok = small("full,swa", PosKind::Learned, NormKind::LayerNorm);
   CHECK(cf::gpu::device_train_unsupported(ok).empty());
-  refused(small("full,full", PosKind::Rope, NormKind::LayerNorm), "RoPE");
-  refused(small("full,sd", PosKind::Learned, NormKind::LayerNorm), "sd attention");
-  refused(small("runway-dot,full", PosKind::Learned, NormKind::LayerNorm), "runway-dot");
-  refused(small("full,runway-bilinear", PosKind::Learned, NormKind::LayerNorm), "runway-bilinear");
-  refused(small("linear,full", PosKind::Learned, NormKind::LayerNorm), "linear attention");
   ModelConfig c = ok;
-  c.n_head = 4;
-  c.arch.n_kv_head = 2;
-  refused(c, "grouped-query");
-  c = ok;
   c.n_head = 1;
   c.d_model = 160;
   refused(c, "head dimension 160");
   REQUIRE_THROWS_WITH(make_train_plan(ok, 1, 65), Catch::Contains("block_size"));
   // run since issue 31: RMSNorm, any norm eps, erf GELU, SwiGLU, MLP biases off, parallel residual,
-  // embedding norm (each equal to the CPU trainer in the tests above)
-  for (const Case& v : variant_cases()) {
+  // embedding norm; RoPE, grouped-query attention, S-D, runway, linear attention (each equal to
+  // the CPU trainer in the tests above)
+  std::vector<Case> now_run = variant_cases();
+  for (Case& a : attention_cases()) now_run.push_back(std::move(a));
+  for (const Case& v : now_run) {
     INFO(v.label);
     CHECK(cf::gpu::device_train_unsupported(v.cfg).empty());
     CHECK(make_train_plan(v.cfg, 1, 8).layers.size() == static_cast<std::size_t>(v.cfg.n_layer));

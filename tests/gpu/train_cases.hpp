@@ -83,6 +83,47 @@ inline std::vector<Case> variant_cases() {
   return v;
 }
 
+// The attention features of issue 31: RoPE (full and partial rotary), grouped-query attention,
+// the S-D, runway and linear units, and a Llama-like block (RoPE + GQA + RMSNorm + SwiGLU).
+inline std::vector<Case> attention_cases() {
+  std::vector<Case> v;
+  v.push_back({"RoPE, full+swa", small("full,swa", PosKind::Rope, NormKind::LayerNorm)});
+  ModelConfig r = small("block,bridge", PosKind::Rope, NormKind::LayerNorm, 16, 2);
+  r.arch.rope_dim = 4;  // partial rotary: 4 of d_head 8
+  r.arch.rope_theta = 500;
+  v.push_back({"RoPE partial rotary (rope_dim 4 of 8, theta 500), block+bridge", r});
+  for (int kv : {1, 2}) {
+    ModelConfig g = small("full,swa", PosKind::Learned, NormKind::LayerNorm, 16, 4);
+    g.arch.n_kv_head = kv;
+    v.push_back({"grouped-query attention, n_kv_head " + std::to_string(kv) + " of 4", g});
+  }
+  v.push_back({"S-D + full, learned positions", small("sd,full", PosKind::Learned, NormKind::LayerNorm)});
+  ModelConfig sd = small("swa,sd", PosKind::Alibi, NormKind::None, 24, 3);
+  sd.layers[1].sd_eps = 0.3;
+  v.push_back({"swa + S-D (sd_eps 0.3), ALiBi, no norm", sd});
+  v.push_back({"runway dot + bridge", small("runway-dot,bridge", PosKind::Learned, NormKind::LayerNorm)});
+  v.push_back({"runway bilinear + full", small("full,runway-bilinear", PosKind::Learned, NormKind::LayerNorm)});
+  ModelConfig rg = small("runway-bilinear,runway-dot", PosKind::Rope, NormKind::LayerNorm, 16, 4);
+  rg.arch.rope_dim = 2;
+  v.push_back({"runway bilinear + runway dot, partial RoPE, 4 heads", rg});
+  v.push_back({"S-D + S-D, RoPE", small("sd,sd", PosKind::Rope, NormKind::LayerNorm)});
+  v.push_back(
+      {"linear + full (ELU+1), learned positions", small("linear,full", PosKind::Learned, NormKind::LayerNorm)});
+  ModelConfig lg = small("swa,linear", PosKind::Rope, NormKind::None, 16, 4);
+  lg.arch.n_kv_head = 2;
+  v.push_back({"swa + linear, RoPE, GQA kv 2 of 4, no norm", lg});
+  ModelConfig ll = small("full,full", PosKind::Rope, NormKind::RMSNorm, 32, 4);
+  ll.arch.n_kv_head = 2;
+  ll.arch.mlp = MlpKind::SwiGLU;
+  ll.arch.norm_eps = 1e-6;
+  ll.bias = false;
+  ll.proj_bias = false;
+  ll.arch.mlp_bias = false;
+  ll.arch.tied_head = false;
+  v.push_back({"Llama-like block: RoPE + GQA (kv 2 of 4), RMSNorm eps 1e-6, SwiGLU, no biases, untied head", ll});
+  return v;
+}
+
 // The loop tests' variant model: RMSNorm (eps 1e-6), SwiGLU and a parallel residual on swa + bridge.
 inline ModelConfig variant_loop_config() {
   ModelConfig c = small("swa,bridge", PosKind::Learned, NormKind::RMSNorm);
@@ -114,6 +155,7 @@ inline std::vector<Case> cases() {
   for (auto& l : o.layers) l.b = 8, l.w = 12;
   v.push_back({"bridge+pbb with overlapping write-back sets (b 8, w 12), ALiBi", o});
   for (Case& c : variant_cases()) v.push_back(std::move(c));
+  for (Case& c : attention_cases()) v.push_back(std::move(c));
   return v;
 }
 
@@ -195,13 +237,34 @@ void check_clip_adamw(double param_tol) {
   }
 }
 
+// Parameters after one AdamW step from the same state agree to `tol` of each tensor's largest
+// entry plus the step's own sensitivity: the step is lr m^ / (sqrt(v^) + eps), a ratio whose
+// relative error is the moments', i.e. the gradient's round-off (tol of the tensor's largest
+// |m|) over |m_i|; for entries whose gradient is itself round-off (the key bias: zero in exact
+// arithmetic since softmax ignores a constant logit shift) either side may move by up to 2 lr.
+inline void check_update(const ParamLayout& lay, const std::vector<float>& got, const std::vector<float>& want,
+                         const std::vector<float>& m, double lr, double tol) {
+  for (const auto& t : lay.tensors) {
+    INFO("params " << t.name);
+    double pmax = 1e-3, mmax = 0;
+    for (std::int64_t i = t.offset; i < t.offset + t.size; ++i)
+      pmax = std::max(pmax, double(std::abs(want[i]))), mmax = std::max(mmax, double(std::abs(m[i])));
+    std::int64_t bad = 0;
+    for (std::int64_t i = t.offset; i < t.offset + t.size; ++i) {
+      const double rel = std::min(1.0, tol * mmax / std::max(double(std::abs(m[i])), 1e-30));
+      bad += std::abs(double(got[i]) - double(want[i])) > tol * pmax + 2 * lr * rel;
+    }
+    CHECK(bad == 0);
+  }
+}
+
 // Five optimiser steps (AdamW, clipping at norm 1) of the CPU trainer, and at every step the
 // device build `Trainer` loaded with the CPU's parameters and moments: its loss and every gradient
-// tensor equal cf::nn::forward_backward's to `tol`, and so do its moments after its own clipped
-// AdamW update. Why not two free-running trajectories: AdamW's first steps move each parameter by
-// about lr sign(g), so a gradient entry near zero that round-off flips sends the two runs apart by
-// lr (measured 1e-4 of a tensor after 5 steps of the plain GPT-2 model); the loop tests below
-// bound those trajectories at their own tolerance.
+// tensor equal cf::nn::forward_backward's to `tol`, and so do its moments and (check_update) its
+// parameters after its own clipped AdamW update. Why not two free-running trajectories: AdamW's first steps move each
+// parameter by about lr sign(g), so a gradient entry near zero that round-off flips sends the two runs apart by lr
+// (measured 1e-4 of a tensor after 5 steps of the plain GPT-2 model); the loop tests below bound those trajectories at
+// their own tolerance.
 template <class Trainer>
 void check_five_steps(const Case& cs, double tol) {
   INFO(cs.label);
@@ -234,10 +297,11 @@ void check_five_steps(const Case& cs, double tol) {
     tr.apply(
         cf::gpu::AdamWUpdate{float(lr), float(ac.beta1), float(ac.beta2), float(bc1), float(bc2), float(ac.eps), 0.f},
         float(ac.weight_decay));
-    std::vector<float> m(model.params.size()), v(m.size());
-    tr.download(nullptr, m.data(), v.data());
+    std::vector<float> p(model.params.size()), m(p.size()), v(p.size());
+    tr.download(p.data(), m.data(), v.data());
     check_tensors(model.layout, m, st.m, tol, "m");
     check_tensors(model.layout, v, st.v, tol, "v");
+    check_update(model.layout, p, model.params, st.m, lr, tol);
   }
   if (std::getenv("CF_TEST_VERBOSE")) WARN(cs.label << ": worst gradient tensor over 5 steps " << worst);
 }

@@ -10,8 +10,9 @@ train="$1"; corpus="$2"; work="$3"
 emu="${CF_TRAIN_DEVICE_EMULATE:-1}"
 what=emulated; [ "$emu" = 0 ] && what=CUDA
 rm -rf "$work"; mkdir -p "$work"
-base=(--text "$corpus" --n-layer 2 --n-head 2 --d-model 16 --attn swa,bridge --b 12 --w 10 --block-size 64
-      --seq-len 37 --batch 2 --warmup 1 --lr 1e-2 --eval-interval 3 --eval-batches 1 --quiet)
+run=(--text "$corpus" --n-layer 2 --attn swa,bridge --b 12 --w 10 --block-size 64
+     --seq-len 37 --batch 2 --warmup 1 --lr 1e-2 --eval-interval 3 --eval-batches 1 --quiet)
+base=("${run[@]}" --n-head 2 --d-model 16)
 common=("${base[@]}" --steps 3)
 "$train" "${common[@]}" --device cpu --out-dir "$work/cpu" || { echo "cpu run failed"; exit 1; }
 CF_GPU_EMULATE=$emu "$train" "${common[@]}" --device cuda --out-dir "$work/emu" || { echo "$what device run failed"; exit 1; }
@@ -29,8 +30,9 @@ paste -d, "$work/cpu/log.csv" "$work/emu/log.csv" | awk -F, 'NR > 1 {
   { echo "device checkpoint does not resume on the CPU"; exit 1; }
 grep -q '^4,' "$work/emu/log.csv" || { echo "resumed run did not reach step 4"; exit 1; }
 # refusal of a feature the kernels lack (exit 2, one line naming it)
-CF_GPU_EMULATE=$emu "$train" "${common[@]}" --device cuda --pos rope --out-dir "$work/rope" 2>"$work/rope.err"
+CF_GPU_EMULATE=$emu "$train" "${run[@]}" --steps 3 --device cuda --n-head 1 --d-model 160 --out-dir "$work/wide" 2>"$work/wide.err"
 rc=$?
-[ "$rc" = 2 ] && grep -q "does not support RoPE" "$work/rope.err" || { echo "rope: exit $rc"; cat "$work/rope.err"; exit 1; }
-[ -e "$work/rope" ] && { echo "a refused run created its output folder"; exit 1; }
+[ "$rc" = 2 ] && grep -q "does not support head dimension 160 > 128" "$work/wide.err" ||
+  { echo "head dimension 160: exit $rc"; cat "$work/wide.err"; exit 1; }
+[ -e "$work/wide" ] && { echo "a refused run created its output folder"; exit 1; }
 echo "ok: device trainer ($what) = CPU trainer end to end"

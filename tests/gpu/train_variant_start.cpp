@@ -2,8 +2,10 @@
 // (cf::nn::train) of a model whose norm / MLP / residual options the `train` command line does not
 // expose (RMSNorm at eps 1e-6, SwiGLU, parallel residual, as in the Llama and GPT-NeoX families),
 // on the byte data of a text file read as `train --text` reads it, so that `train --resume` can
-// continue it on the CPU and on the device trainer. Usage: train_variant_start TEXT OUT_DIR
-// (writes OUT_DIR/last.h5 at step 1 of a 4-step schedule; OUT_DIR must not exist).
+// continue it on the CPU and on the device trainer. Usage: train_variant_start TEXT OUT_DIR [llama]
+// (writes OUT_DIR/last.h5 at step 1 of a 4-step schedule; OUT_DIR must not exist). `llama`: a
+// Llama-like block instead, for tests/gpu/train_device_emu_attn.sh: RoPE, grouped-query attention
+// (2 key/value heads of 4), RMSNorm, SwiGLU, no biases.
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -13,8 +15,9 @@
 #include "cf/nn/trainer.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: train_variant_start TEXT OUT_DIR\n");
+  const bool llama = argc == 4 && std::string(argv[3]) == "llama";
+  if (argc != 3 && !llama) {
+    std::fprintf(stderr, "usage: train_variant_start TEXT OUT_DIR [llama]\n");
     return 2;
   }
   const std::string out = argv[2];
@@ -37,6 +40,14 @@ int main(int argc, char** argv) {
     LayerConfig p;
     p.b = 12, p.w = 10;
     c.layers = parse_schedule("swa,bridge", c.n_layer, p);
+    if (llama) {
+      c.n_head = 4;
+      c.arch.n_kv_head = 2;
+      c.pos = PosKind::Rope;
+      c.arch.parallel_residual = false;
+      c.bias = c.proj_bias = c.arch.mlp_bias = false;
+      c.layers = parse_schedule("full,swa", c.n_layer, p);
+    }
     TrainConfig tc;
     tc.max_steps = 4;
     tc.stop_after = 1;

@@ -14,8 +14,6 @@ namespace cf::gpu {
 
 std::string device_train_unsupported(const nn::ModelConfig& c) {
   using nn::AttnKind;
-  if (c.pos == nn::PosKind::Rope) return "RoPE positions (pos = rope)";
-  if (nn::kv_heads(c) != c.n_head) return str("grouped-query attention (arch.n_kv_head = ", nn::kv_heads(c), ")");
   for (int l = 0; l < c.n_layer && l < static_cast<int>(c.layers.size()); ++l) {
     const AttnKind k = c.layers[static_cast<std::size_t>(l)].attn;
     // the variant unit's GPU hook (cf/nn/attention_variant.hpp): a kind the device trainer does not
@@ -27,6 +25,35 @@ std::string device_train_unsupported(const nn::ModelConfig& c) {
 }
 
 namespace {
+
+/// Layer l's attention beyond GPT-2's (TrainLayer's issue 31 fields): kv heads, RoPE, and the
+/// form of its unit with the unit's logit scale and parameters (cf/nn/detail/variants/).
+void attention_fields(const nn::ModelConfig& c, int l, const nn::LayerOffsets& o, TrainLayer& tl) {
+  const nn::LayerConfig& lc = c.layers[static_cast<std::size_t>(l)];
+  const double dh = static_cast<double>(tl.dh);
+  tl.kv = nn::kv_heads(c);
+  if (c.pos == nn::PosKind::Rope) tl.rope = nn::rope_dims(c, l), tl.rope_theta = c.arch.rope_theta;
+  tl.scale = static_cast<float>(1.0 / std::sqrt(dh));
+  switch (lc.attn) {
+    case nn::AttnKind::Sd:
+      tl.form = AttnForm::Sd;
+      tl.scale = static_cast<float>(0.5 / std::sqrt(dh));  // the routing scale 1/(2 sqrt(d_head)), SdUnit
+      tl.damp_w = o.damp_w, tl.damp_b = o.damp_b, tl.sd_eps = static_cast<float>(lc.sd_eps);
+      break;
+    case nn::AttnKind::RunwayDot:
+      tl.form = AttnForm::RunwayDot;
+      break;
+    case nn::AttnKind::RunwayBilinear:
+      tl.form = AttnForm::RunwayBilinear;
+      tl.runway_B = o.runway_B;
+      break;
+    case nn::AttnKind::Linear:
+      tl.form = AttnForm::Linear;
+      break;
+    default:  // the softmax units (every mask family; registered units whose hook admits them)
+      break;
+  }
+}
 
 // The plan's norm, MLP and residual wiring from the config (the float eps of cf::nn's kernels).
 void set_norm_mlp(TrainPlan& p, const nn::ModelConfig& c) {
@@ -72,6 +99,7 @@ TrainPlan make_train_plan(const nn::ModelConfig& c, int B, int T) {
     tl.mask = tiled_mask_from_dense(ptrs, T);
     if (c.pos == nn::PosKind::Alibi)
       for (double m : nn::alibi_slopes(c)) tl.slopes.push_back(static_cast<float>(m));
+    attention_fields(c, l, o, tl);
     p.layers.push_back(std::move(tl));
   }
   for (const nn::ParamInfo& t : lay.tensors) {  // AdamW runs: consecutive tensors of one decay setting

@@ -10,9 +10,9 @@
 //   fill_zero(p, bytes)                       memset 0 on the device,
 //   Blas                                      made from the Context: row-major SGEMM with transposes.
 // The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the features
-// of make_train_plan: embed (+ norm), blocks (norm, qkv, tiled attention, c_proj, residual; norm,
-// c_fc, GELU / erf GELU / SwiGLU, c_proj, residual, sequential or parallel), final norm, LM head,
-// cross-entropy, and back. Norms are LayerNorm or RMSNorm at the config's eps.
+// of make_train_plan: embed (+ norm), blocks (norm, qkv, RoPE, the attention unit, c_proj, residual;
+// norm, c_fc, GELU / erf GELU / SwiGLU, c_proj, residual, sequential or parallel), final norm, LM
+// head, cross-entropy, and back. Norms are LayerNorm or RMSNorm at the config's eps.
 #include <thrust/count.h>
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
@@ -108,6 +108,13 @@ struct DeviceTrainer<Bk>::Impl {
     DBuf<float> ln1, ln1_mean, ln1_rstd, qkv, atty, lse, obr, ln2, ln2_mean, ln2_rstd, fch, fcg, slopes;
   };
   std::vector<Layer> L;
+  /// Saved state of a layer's attention unit (S-D: the damping's pre-activation z [B T, H] and
+  /// damping [B, H, T]; linear: the row denominators [B, H, T]).
+  struct UnitSaved {
+    DBuf<float> z, damp, den;
+  };
+  std::vector<UnitSaved> X;
+  DBuf<float> ddamp, dz, dvs, dvl, dBs;  // backward scratch of the units' extras
   std::vector<DBuf<float>> resid, resid_mid;
   DBuf<float> emb, emb_mean, emb_rstd, dpar;
   DBuf<float> lnf, lnf_mean, lnf_rstd, logits, losses, ones;
@@ -127,7 +134,7 @@ struct DeviceTrainer<Bk>::Impl {
         a.ln1.reset(N * C), a.ln1_mean.reset(N), a.ln1_rstd.reset(N);
         a.ln2.reset(N * C), a.ln2_mean.reset(N), a.ln2_rstd.reset(N);
       }
-      a.qkv.reset(N * 3 * HD), a.atty.reset(N * HD);
+      a.atty.reset(N * HD);
       a.lse.reset(N * p.H * nb), a.obr.reset(N * HD * nb);
       a.fch.reset(N * static_cast<std::size_t>(p.fc_width())), a.fcg.reset(N * F);
       if (!tl.slopes.empty()) {
@@ -146,10 +153,32 @@ struct DeviceTrainer<Bk>::Impl {
     logits.reset(N * static_cast<std::size_t>(p.V)), losses.reset(N), ones.reset(N);
     thrust::fill(Tr::policy(), ones.get(), ones.get() + N, 1.0f);
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
-    dqkv.reset(N * 3 * maxhd), dsum.reset(maxst);
+    dsum.reset(maxst);
     tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C), dfc.reset(N * F);
     dfch.reset(N * static_cast<std::size_t>(p.fc_width()));
     tokens.reset(N), targets.reset(N), uniq.reset(N), ptr.reset(N + 1), pos.reset(N);
+    alloc_units();
+  }
+
+  /// The attention units' saved state and backward scratch (qkv rows of width qkv_ld).
+  void alloc_units() {
+    const std::size_t N = static_cast<std::size_t>(p.N), H = static_cast<std::size_t>(p.H);
+    std::size_t maxqkv = 0, rw = 0, bil = 0;
+    for (std::size_t l = 0; l < p.layers.size(); ++l) {
+      const TrainLayer& tl = p.layers[l];
+      const std::size_t ld = static_cast<std::size_t>(qkv_ld(tl)), dh = static_cast<std::size_t>(tl.dh);
+      L[l].qkv.reset(N * ld);
+      maxqkv = std::max(maxqkv, ld);
+      UnitSaved u;
+      if (tl.form == AttnForm::Sd) u.z.reset(N * H), u.damp.reset(N * H), ddamp.reset(N * H), dz.reset(N * H);
+      if (tl.form == AttnForm::Linear) u.den.reset(N * H);
+      if (tl.form == AttnForm::RunwayDot || tl.form == AttnForm::RunwayBilinear) rw = std::max(rw, N * H * dh);
+      if (tl.form == AttnForm::RunwayBilinear) bil = std::max(bil, static_cast<std::size_t>(p.B) * H * dh * dh);
+      X.push_back(std::move(u));
+    }
+    dqkv.reset(N * maxqkv);
+    if (rw) dvs.reset(rw), dvl.reset(rw);
+    if (bil) dBs.reset(bil);
   }
 
   const float* w(std::int64_t off) const { return off >= 0 ? W.get() + off : nullptr; }
@@ -261,8 +290,133 @@ struct DeviceTrainer<Bk>::Impl {
     thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, dst,
                       detail::ToHeads{src, p.H, p.T, tl.dh, ld, off});
   }
-  AttentionShape shape(const TrainLayer& tl) const {
-    return AttentionShape{p.B, p.H, p.T, tl.dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(tl.dh)))};
+  AttentionShape shape(const TrainLayer& tl) const { return AttentionShape{p.B, p.H, p.T, tl.dh, tl.scale}; }
+
+  // ---- the attention sub-layer between its input and the head outputs (cf::nn's
+  // attention_sublayer_forward / _backward and the layer's unit)
+
+  /// Width of a qkv row: H query heads, then the kv key and kv value heads.
+  long long qkv_ld(const TrainLayer& tl) const { return static_cast<long long>(p.H + 2 * tl.kv) * tl.dh; }
+  /// q, k, v [B, H, T, dh] from qkv rows (grouped-query attention: head h reads kv head h / (H / kv)).
+  void split_heads(const TrainLayer& tl, const float* qkv) {
+    const long long ld = qkv_ld(tl), HD = static_cast<long long>(p.H) * tl.dh, n = p.N * HD;
+    to_heads(q.get(), qkv, tl, ld, 0);
+    const int group = p.H / tl.kv;
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, k.get(),
+                      detail::ToHeadsKv{qkv, p.H, p.T, tl.dh, group, ld, HD});
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, v.get(),
+                      detail::ToHeadsKv{qkv, p.H, p.T, tl.dh, group, ld, HD + static_cast<long long>(tl.kv) * tl.dh});
+  }
+  /// RoPE on the query and key heads' columns of qkv rows (inverse: the backward rotation of dqkv).
+  void rope_qk(const TrainLayer& tl, float* qkv, bool inverse) {
+    if (tl.rope == 0) return;
+    const long long ld = qkv_ld(tl);
+    for (int j = 0; j < p.H + tl.kv; ++j)
+      O::rope_apply(ctx, qkv + static_cast<long long>(j) * tl.dh, p.B, p.T, tl.dh, ld, p.T * ld, inverse, tl.rope,
+                    tl.rope_theta);
+  }
+  /// S-D: the damping d = softplus(in W_d^T + b_d) + eps of layer l, saved for the backward.
+  void damp_forward(std::size_t l, const float* in) {
+    const TrainLayer& tl = p.layers[l];
+    UnitSaved& u = X[l];
+    linear_forward(u.z.get(), in, tl.damp_w, tl.damp_b, p.N, p.C, p.H);
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * p.H,
+                      u.damp.get(), detail::SdDamp{u.z.get(), p.H, p.T, tl.sd_eps});
+  }
+  /// The S-D and runway inputs of layer l's tiled kernels (the runway reads v of the current split).
+  AttentionExtras extras(std::size_t l) {
+    const TrainLayer& tl = p.layers[l];
+    AttentionExtras x;
+    if (tl.form == AttnForm::Sd) x.damp = X[l].damp.get();
+    if (tl.form == AttnForm::RunwayDot || tl.form == AttnForm::RunwayBilinear) {
+      const long long seq = static_cast<long long>(p.H) * p.T * tl.dh;  // the last head's values per sequence
+      x.runway_v = v.get() + seq - static_cast<long long>(p.T) * tl.dh;
+      x.runway_stride = seq;
+      if (tl.form == AttnForm::RunwayBilinear) x.runway_B = w(tl.runway_B);
+    }
+    return x;
+  }
+  /// Layer l: qkv from the sub-layer input `in`, RoPE, the heads, a.atty [N, H dh].
+  void attention_heads_forward(std::size_t l, const float* in) {
+    const TrainLayer& tl = p.layers[l];
+    Layer& a = L[l];
+    const int HD = p.H * tl.dh;
+    linear_forward(a.qkv.get(), in, tl.attn_w, tl.attn_b, p.N, p.C, static_cast<int>(qkv_ld(tl)));
+    rope_qk(tl, a.qkv.get(), false);
+    split_heads(tl, a.qkv.get());
+    if (tl.form == AttnForm::Sd) damp_forward(l, in);
+    if (tl.form == AttnForm::Linear)
+      thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * p.H,
+                       detail::LinearForward{q.get(), k.get(), v.get(), y.get(), X[l].den.get(), p.T, tl.dh});
+    else
+      O::attention_forward_ex(ctx, shape(tl), tl.mask, a.slopes.get(), extras(l), q.get(), k.get(), v.get(), y.get(),
+                              a.lse.get(), a.obr.get());
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * HD,
+                      a.atty.get(), detail::FromHeads{y.get(), y.get(), y.get(), p.H, p.T, tl.dh, 1});
+  }
+  /// Backward of attention_heads_forward from datty: dn = d in (overwritten), parameter gradients in G.
+  void attention_heads_backward(std::size_t l, const float* in) {
+    const TrainLayer& tl = p.layers[l];
+    Layer& a = L[l];
+    const int HD = p.H * tl.dh;
+    to_heads(dy.get(), datty.get(), tl, HD, 0);
+    split_heads(tl, a.qkv.get());
+    for (DBuf<float>* b : {&dq, &dk, &dv}) Tr::fill_zero(b->get(), sizeof(float) * p.N * HD);
+    if (tl.form == AttnForm::Linear)
+      linear_heads_backward(l);
+    else
+      softmax_heads_backward(l);
+    const long long ld = qkv_ld(tl);
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * ld,
+                      dqkv.get(), detail::FromHeadsQkv{dq.get(), dk.get(), dv.get(), p.H, tl.kv, p.T, tl.dh});
+    rope_qk(tl, dqkv.get(), true);
+    dn.zero();
+    linear_backward(dn.get(), tl.attn_w, tl.attn_b, dqkv.get(), in, p.N, p.C, static_cast<int>(ld));
+    if (tl.form == AttnForm::Sd) damp_backward(l, in);
+  }
+  /// dq, dk, dv (+ the extras' gradients) of the tiled softmax kernels from dy.
+  void softmax_heads_backward(std::size_t l) {
+    const TrainLayer& tl = p.layers[l];
+    Layer& a = L[l];
+    const AttentionExtras x = extras(l);
+    AttentionExtraGrads g;
+    if (x.damp) ddamp.zero(), g.ddamp = ddamp.get();
+    if (x.runway_v) dvs.zero(), dvl.zero(), g.dvs = dvs.get(), g.dvl = dvl.get();
+    if (x.runway_B) dBs.zero(), g.dB = dBs.get();
+    O::attention_backward_ex(ctx, shape(tl), tl.mask, a.slopes.get(), x, q.get(), k.get(), v.get(), dy.get(),
+                             a.lse.get(), a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get(), g);
+    if (x.runway_v) runway_backward(tl, x);
+  }
+  /// dq, dk, dv of linear attention from dy, y (the saved head outputs) and the saved denominators.
+  void linear_heads_backward(std::size_t l) {
+    const TrainLayer& tl = p.layers[l];
+    const long long rows = static_cast<long long>(p.N) * p.H;
+    to_heads(y.get(), L[l].atty.get(), tl, static_cast<long long>(p.H) * tl.dh, 0);
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + rows, dsum.get(),
+                      detail::RowDot{dy.get(), y.get(), tl.dh});
+    const float* den = X[l].den.get();
+    thrust::for_each(
+        Tr::policy(), trainer_body::index0(), trainer_body::index0() + rows,
+        detail::LinearBackwardQ{q.get(), k.get(), v.get(), dy.get(), den, dsum.get(), dq.get(), p.T, tl.dh});
+    thrust::for_each(
+        Tr::policy(), trainer_body::index0(), trainer_body::index0() + rows,
+        detail::LinearBackwardKV{q.get(), k.get(), v.get(), dy.get(), den, dsum.get(), dk.get(), dv.get(), p.T, tl.dh});
+  }
+  /// The runway's per-(sequence, head) gradients into the last head's dv and into d B.
+  void runway_backward(const TrainLayer& tl, const AttentionExtras& x) {
+    thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * tl.dh,
+                     detail::RunwayReduceV{dv.get(), dvs.get(), dvl.get(), p.H, p.T, tl.dh});
+    if (!x.runway_B) return;
+    const long long dd = static_cast<long long>(tl.dh) * tl.dh;
+    thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + dd,
+                     detail::SumBlocks{g(tl.runway_B), dBs.get(), static_cast<long long>(p.B) * p.H, dd});
+  }
+  /// S-D: d damping through softplus and its linear map: dn +=, d W_d, d b_d +=.
+  void damp_backward(std::size_t l, const float* in) {
+    const TrainLayer& tl = p.layers[l];
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * p.H,
+                      dz.get(), detail::SdDampBackward{X[l].z.get(), ddamp.get(), p.H, p.T});
+    linear_backward(dn.get(), tl.damp_w, tl.damp_b, dz.get(), in, p.N, p.C, p.H);
   }
 
   void upload_batch(const std::int32_t* tok, const std::int32_t* tgt) {
@@ -286,12 +440,7 @@ struct DeviceTrainer<Bk>::Impl {
       const int HD = H * tl.dh;
       const float* in =
           norm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), resid[l].get(), tl.ln1_w, tl.ln1_b);
-      linear_forward(a.qkv.get(), in, tl.attn_w, tl.attn_b, N, C, 3 * HD);
-      for (int s = 0; s < 3; ++s) to_heads((s == 0 ? q : s == 1 ? k : v).get(), a.qkv.get(), tl, 3 * HD, s * HD);
-      O::attention_forward(ctx, shape(tl), tl.mask, a.slopes.get(), q.get(), k.get(), v.get(), y.get(), a.lse.get(),
-                           a.obr.get());
-      thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(N) * HD,
-                        a.atty.get(), detail::FromHeads{y.get(), y.get(), y.get(), H, p.T, tl.dh, 1});
+      attention_heads_forward(l, in);
       linear_forward(tmp.get(), a.atty.get(), tl.proj_w, tl.proj_b, N, HD, C);
       add(resid_mid[l].get(), resid[l].get(), tmp.get(), NC);
       mlp_forward(l);
@@ -323,17 +472,7 @@ struct DeviceTrainer<Bk>::Impl {
       // attention sub-layer: d resid_mid[l] -> d resid[l]
       Tr::fill_zero(datty.get(), sizeof(float) * N * HD);
       linear_backward(datty.get(), tl.proj_w, tl.proj_b, dres.get(), a.atty.get(), N, HD, C);
-      to_heads(dy.get(), datty.get(), tl, HD, 0);
-      for (int s = 0; s < 3; ++s) to_heads((s == 0 ? q : s == 1 ? k : v).get(), a.qkv.get(), tl, 3 * HD, s * HD);
-      for (DBuf<float>* b : {&dq, &dk, &dv}) Tr::fill_zero(b->get(), sizeof(float) * N * HD);
-      O::attention_backward(ctx, shape(tl), tl.mask, a.slopes.get(), q.get(), k.get(), v.get(), dy.get(), a.lse.get(),
-                            a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get());
-      thrust::transform(Tr::policy(), trainer_body::index0(),
-                        trainer_body::index0() + static_cast<long long>(N) * 3 * HD, dqkv.get(),
-                        detail::FromHeads{dq.get(), dk.get(), dv.get(), H, p.T, tl.dh, 3});
-      dn.zero();
-      linear_backward(dn.get(), tl.attn_w, tl.attn_b, dqkv.get(), p.normed() ? a.ln1.get() : resid[l].get(), N, C,
-                      3 * HD);
+      attention_heads_backward(l, p.normed() ? a.ln1.get() : resid[l].get());
       norm_backward(dres.get(), dn.get(), resid[l].get(), a.ln1_mean.get(), a.ln1_rstd.get(), tl.ln1_w, tl.ln1_b);
       if (p.parallel_residual) add(dres.get(), dres.get(), dpar.get(), static_cast<long long>(N) * C);
     }

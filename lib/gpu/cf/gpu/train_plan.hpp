@@ -11,6 +11,11 @@
 
 namespace cf::gpu {
 
+/// How a layer's heads mix values (the attention unit of cf::nn, cf/nn/attention_variant.hpp):
+/// softmax of scaled dot products (every mask family, registered units the hook admits), S-D skew
+/// logits with damping, runway rewiring in its dot or bilinear form, or ELU+1 linear attention.
+enum class AttnForm { Softmax, Sd, RunwayDot, RunwayBilinear, Linear };
+
 /// One transformer block: head dimension dh (<= 128), parameter offsets (-1 = absent: no bias,
 /// no norm), the layer's mask at the plan's T, and its ALiBi slopes (empty = no ALiBi).
 struct TrainLayer {
@@ -19,6 +24,18 @@ struct TrainLayer {
   std::int64_t ln2_w = -1, ln2_b = -1, fc_w = -1, fc_b = -1, fcproj_w = -1, fcproj_b = -1;
   TiledMask mask;
   std::vector<float> slopes;
+  /// Attention beyond GPT-2's (issue 31): kv key/value heads (grouped-query attention when < H:
+  /// qkv rows are [q of H heads | k of kv | v of kv], head h reads kv head h / (H / kv)); RoPE on
+  /// the first `rope` dims of every query and key head (0 = no RoPE), base rope_theta; the form,
+  /// its logit scale, the S-D damping's parameters (d = softplus(x W_d^T + b_d) + sd_eps) and the
+  /// bilinear runway form B [dh, dh].
+  int kv = 0;
+  int rope = 0;
+  double rope_theta = 10000.0;
+  AttnForm form = AttnForm::Softmax;
+  float scale = 1;
+  std::int64_t damp_w = -1, damp_b = -1, runway_B = -1;
+  float sd_eps = 0;
 };
 
 /// The model's norms: LayerNorm (weight and bias), RMSNorm (Llama: weight only) or none.

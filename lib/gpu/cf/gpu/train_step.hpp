@@ -18,9 +18,11 @@ namespace cf::gpu {
 /// key ("" when every feature is supported). Supported: blocks with LayerNorm, RMSNorm or no norm
 /// at any eps, GELU-tanh, GELU-erf or SwiGLU MLPs of any width with or without biases, sequential
 /// or parallel residual, an optional embedding norm, qkv / projection biases on or off, tied or
-/// untied head; learned, ALiBi or no positions, every mask family of the attention kernels (full,
-/// block, swa, bridge, pbb, se-bridge; both fusions), head dimension <= 128. Not supported: RoPE,
-/// grouped-query attention, runway and S-D attention, linear attention.
+/// untied head; learned, ALiBi, RoPE (any theta, partial rotary) or no positions, grouped-query
+/// attention, every mask family of the attention kernels (full, block, swa, bridge, pbb, se-bridge;
+/// both fusions), S-D, runway (dot, bilinear) and ELU+1 linear attention, head dimension <= 128.
+/// Not supported: head dimension > 128, a registered attention unit whose GPU hook says the
+/// trainer does not run it.
 std::string device_train_unsupported(const nn::ModelConfig& c);
 
 /// The device plan of `c` for micro-batches of B sequences of T tokens (1 <= T <= block_size):

@@ -3,8 +3,9 @@
 // the unit runs its own paths, the prefix-sum kernels of cf/nn/detail/attention_linear.hpp by
 // default and the dense T x T form (the oracle) under AttentionPath::Dense or a score hook (which
 // linear layers ignore, as they ignore masks and ALiBi). Saved state: the T row denominators per
-// (sequence, head). No parameters. The `linearize` hook runs this unit on any layer. lib/gpu has
-// no kernel for it. Internal to lib/nn.
+// (sequence, head). No parameters. The `linearize` hook runs this unit on any layer. lib/gpu's
+// tiled kernels do not compute it; its device trainer runs it with direct kernels of its own.
+// Internal to lib/nn.
 #include <cstdint>
 #include <vector>
 
@@ -56,7 +57,7 @@ void linear_dense_backward(int Tn, const HeadQKV<T>& h, const HeadQKVGrads<T>& g
 }
 
 struct LinearUnit {
-  static constexpr GpuHook gpu{false, false};
+  static constexpr GpuHook gpu{false, true};
   static std::vector<VariantParam> params(const ModelConfig&, int) { return {}; }
   template <class T>
   struct State {

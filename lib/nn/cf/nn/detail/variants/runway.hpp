@@ -83,10 +83,10 @@ struct RunwayScores {
 /// (Bilinear = true, attn.runway_B [d_head, d_head] per layer). The dense oracle computes tau and the
 /// bias [B, T, T] once per layer (tau saved for the backward) and gathers d tau from every head's d logits; the tiled
 /// policy recomputes tau per tile and leaves per-(b, h) gradients that finish_backward reduces in a fixed order.
-/// lib/gpu's tiled kernel computes the bias (AttentionExtras::runway_*); the device trainer refuses runway layers.
+/// lib/gpu's tiled kernel computes the bias (AttentionExtras::runway_*), and the device trainer runs runway layers.
 template <bool Bilinear>
 struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
-  static constexpr GpuHook gpu{true, false};
+  static constexpr GpuHook gpu{true, true};
   static std::vector<VariantParam> params(const ModelConfig& c, int l) {
     if (!Bilinear) return {};
     const std::int64_t dh = head_dim(c, l);

@@ -70,9 +70,9 @@ void sd_dense_backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, T scale, c
 /// The S-D unit: parameters attn.damp.weight [H, C] and attn.damp.bias [H] per layer; saved state
 /// the damping d = softplus(z) + eps, z = x W_d^T + b_d ([N, H], x = the sub-layer input), also
 /// per head [B, H, T] for the tiled policy. lib/gpu's tiled kernel computes the skew scores
-/// (AttentionExtras::damp); the device trainer refuses S-D layers.
+/// (AttentionExtras::damp), and the device trainer runs S-D layers (the damping's map on the device).
 struct SdUnit : SoftmaxUnit<SdUnit> {
-  static constexpr GpuHook gpu{true, false};
+  static constexpr GpuHook gpu{true, true};
   static std::vector<VariantParam> params(const ModelConfig& c, int) {
     return {{"attn.damp.weight", {c.n_head, c.d_model}, &LayerOffsets::damp_w},
             {"attn.damp.bias", {c.n_head}, &LayerOffsets::damp_b}};
