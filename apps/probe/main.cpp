@@ -2,15 +2,51 @@
 // coverage bound of the model's own mask schedule, passkey retrieval over length x depth, candidate
 // ranking per family, and paired statistics of two checkpoints (McNemar, bootstrap). Thin app over
 // cf/probe/report.hpp; docs/probe.md.
+#include <algorithm>
 #include <limits>
+#include <memory>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
+
+namespace {
+
+// Each checkpoint's forward passes where --device puts them (docs/gpu.md "Analysis model"): the
+// device analysis model's logits through the CPU's softmax, or the CPU's forward pass for --device
+// cpu and for --device auto on a model the device does not run (said on stderr). `used` collects
+// each checkpoint's placement for the report's metadata.
+probe::MakeForward device_forward(gpu::Placement asked, const std::string& device, std::vector<gpu::Placement>& used) {
+  return [asked, device, &used](const nn::Model<float>& model) -> probe::ProbsForward {
+    const gpu::Placement where = gpu::placement_for_model(asked, device, "probe", model.config);
+    used.push_back(where);
+    if (where == gpu::Placement::Cpu) return probe::cpu_probs_forward(model);
+    auto dev = std::make_shared<gpu::AnalysisModel>(where, model);
+    return probe::probs_from_logits(
+        [dev](const std::int32_t* tokens, int B, int T, std::vector<float>& logits) {
+          const std::vector<std::int32_t> none(static_cast<std::size_t>(B) * T, -1);
+          dev->forward(tokens, none.data(), B, T, nullptr, nullptr, &logits);
+        },
+        model.config.vocab_size);
+  };
+}
+
+// The report's "device": one name, or one per checkpoint where --device auto kept one on the CPU.
+std::string devices_used(const std::vector<gpu::Placement>& used) {
+  if (!used.empty() && std::all_of(used.begin(), used.end(), [&](gpu::Placement p) { return p == used.front(); }))
+    return gpu::backend_name(used.front());
+  std::string s;
+  for (std::size_t m = 0; m < used.size(); ++m)
+    s += (m ? ", " : "") + std::string(1, char('A' + m)) + ": " + gpu::backend_name(used[m]);
+  return s;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   probe::ProbeOptions o;
@@ -57,7 +93,7 @@ int main(int argc, char** argv) {
       "Exit codes: 0 ok, 1 runtime failure, 2 invalid input (task K < 2, context above the model's block size,\n"
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
-    gpu::resolve_device(device, "probe", "probe has no device path yet");  // docs/gpu.md
+    const gpu::Placement asked = gpu::resolve_device(device, "probe", "");  // docs/gpu.md
     // a bad value first, then an option the task or the number of checkpoints leaves unread
     probe::check_probe_options(o);
     app::refuse_unless(app, "--alpha", o.task == "boundary-copy", "probe boundary-copy (its bound test)");
@@ -65,6 +101,10 @@ int main(int argc, char** argv) {
     for (const char* paired : {"--resamples", "--level", "--bootstrap-seed"})
       app::refuse_unless(app, paired, o.checkpoints.size() == 2, "two --checkpoint (the paired bootstrap)");
     o.plot = common.plot;
-    app::emit(probe::run_probe(o), common);
+    std::vector<gpu::Placement> used;
+    o.forward = device_forward(asked, device, used);
+    output::Report r = probe::run_probe(o);
+    r.meta["device"] = devices_used(used);
+    app::emit(r, common);
   });
 }

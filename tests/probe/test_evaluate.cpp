@@ -55,6 +55,63 @@ TEST_CASE("forward_probs equals softmax of forward_logits", "[probe][evaluate]")
   }
 }
 
+namespace {
+// A LogitsForward computed sequence by sequence by nn::forward_logits (an independent forward pass
+// standing in for a device model's).
+LogitsForward logits_by_sequence(const nn::Model<float>& m) {
+  return [&m](const std::int32_t* tokens, int B, int T, std::vector<float>& logits) {
+    const int V = m.config.vocab_size;
+    logits.assign(static_cast<std::size_t>(B) * T * V, 0.0f);
+    for (int b = 0; b < B; ++b) {
+      const Eigen::MatrixXf lg = nn::forward_logits(m, std::vector<std::int32_t>(tokens + b * T, tokens + (b + 1) * T));
+      for (int t = 0; t < T; ++t)
+        for (int v = 0; v < V; ++v) logits[(static_cast<std::size_t>(b) * T + t) * V + v] = lg(t, v);
+    }
+  };
+}
+}  // namespace
+
+TEST_CASE("probs_from_logits of another forward pass equals forward_probs, and is what evaluations read",
+          "[probe][evaluate]") {
+  const auto m = tiny("block");
+  const int B = 3, T = 20;
+  std::vector<std::int32_t> x(B * T);
+  for (int i = 0; i < B * T; ++i) x[i] = (i * 5 + 1) % 16;
+  nn::Workspace<float> ws;
+  const float* P = forward_probs(m, x.data(), B, T, ws);
+  const std::vector<float> want(P, P + B * T * 16);
+  const ProbsForward probs = probs_from_logits(logits_by_sequence(m), 16);
+  const float* got = probs(x.data(), B, T);
+  for (int i = 0; i < B * T * 16; ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
+
+  // an evaluation given that forward pass reads it: the same readouts as the CPU's default
+  BoundaryCopySpec s;
+  s.K = 4;
+  s.b = 4;
+  s.seq_len = 20;
+  s.alphabet = {3, 5, 8, 13};
+  s.vocab_size = 16;
+  const auto sp = generate_boundary_copy(s, 6, 0);
+  const auto cpu = evaluate_boundary_copy(m, s, sp, 4, 0);
+  int calls = 0;
+  const ProbsForward counted = [&](const std::int32_t* t, int Bn, int Tn) {
+    ++calls;
+    return probs(t, Bn, Tn);
+  };
+  const auto other = evaluate_boundary_copy(m, s, sp, 4, 0, {}, counted);
+  CHECK(calls == 2);  // 6 rows in batches of 4
+  REQUIRE(other.size() == cpu.size());
+  for (std::size_t k = 0; k < cpu.size(); ++k) {
+    CHECK(other[k].predicted == cpu[k].predicted);
+    CHECK(other[k].ce == Approx(cpu[k].ce).margin(1e-5));
+  }
+
+  // a forward pass returning logits of another shape is refused, not read past its end
+  const ProbsForward short_rows = probs_from_logits(
+      [](const std::int32_t*, int Bn, int Tn, std::vector<float>& z) { z.assign(std::size_t(Bn) * Tn * 15, 0.f); }, 16);
+  CHECK_THROWS_WITH(short_rows(x.data(), B, T), Catch::Contains("logits, not 60 x 16"));
+}
+
 TEST_CASE("boundary-copy evaluation equals a per-readout recomputation", "[probe][evaluate]") {
   BoundaryCopySpec s;
   s.K = 4;

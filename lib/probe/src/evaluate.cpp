@@ -1,9 +1,11 @@
 #include "cf/probe/evaluate.hpp"
 
 #include <cmath>
+#include <memory>
 
 #include "cf/core/error.hpp"
 #include "cf/graph/bounds.hpp"
+#include "cf/nn/ops.hpp"
 #include "cf/probe/stats.hpp"
 
 namespace cf::probe {
@@ -16,6 +18,26 @@ const float* forward_probs(const nn::Model<float>& model, const std::int32_t* to
   return ws.probabilities();
 }
 
+ProbsForward cpu_probs_forward(const nn::Model<float>& model) {
+  auto ws = std::make_shared<nn::Workspace<float>>();
+  return [&model, ws](const std::int32_t* tokens, int B, int T) { return forward_probs(model, tokens, B, T, *ws); };
+}
+
+ProbsForward probs_from_logits(LogitsForward forward, int vocab_size) {
+  auto z = std::make_shared<std::vector<float>>();
+  auto losses = std::make_shared<std::vector<float>>();
+  return [forward = std::move(forward), vocab_size, z, losses](const std::int32_t* tokens, int B, int T) {
+    const int N = B * T;
+    forward(tokens, B, T, *z);
+    require(z->size() == static_cast<std::size_t>(N) * vocab_size, "the forward pass returned ", z->size(),
+            " logits, not ", N, " x ", vocab_size);
+    const std::vector<std::int32_t> none(static_cast<std::size_t>(N), -1);
+    losses->resize(static_cast<std::size_t>(N));
+    nn::crossentropy_forward<float>(z->data(), losses->data(), none.data(), N, vocab_size);
+    return static_cast<const float*>(z->data());
+  };
+}
+
 void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, const std::string& what) {
   require(seq_len <= c.block_size, what, ": context ", seq_len, " tokens is above the model's block_size ",
           c.block_size);
@@ -25,7 +47,7 @@ void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, con
 
 std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const BoundaryCopySpec& s,
                                             const data::TaskSplit& split, int batch, int max_rows,
-                                            const Progress& progress) {
+                                            const Progress& progress, const ProbsForward& forward) {
   require(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   const int T = s.seq_len, L = s.seq_len + 1, V = model.config.vocab_size;
   require(split.tokens.size() % static_cast<std::size_t>(L) == 0, "task split is not a whole number of rows of ", L);
@@ -35,7 +57,7 @@ std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const
   const graph::Closure cl = graph::closure(model_schedule(model.config), T);
   std::vector<int> index(static_cast<std::size_t>(V), -1);
   for (int k = 0; k < s.K; ++k) index[s.alphabet[static_cast<std::size_t>(k)]] = k;
-  nn::Workspace<float> ws;
+  const ProbsForward probs = forward ? forward : cpu_probs_forward(model);
   std::vector<Readout> out;
   std::vector<std::int32_t> x;
   for (std::int64_t r0 = 0; r0 < rows; r0 += batch) {
@@ -43,7 +65,7 @@ std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const
     x.resize(static_cast<std::size_t>(B) * T);
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) x[b * T + t] = split.tokens[static_cast<std::size_t>((r0 + b) * L + t)];
-    const float* P = forward_probs(model, x.data(), B, T, ws);
+    const float* P = probs(x.data(), B, T);
     for (int b = 0; b < B; ++b) {
       const std::size_t base = static_cast<std::size_t>((r0 + b) * L);
       for (int p = 0; p < T; ++p) {

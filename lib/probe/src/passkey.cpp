@@ -141,7 +141,7 @@ void check_passkey_task(const data::TaskData& d) {
 
 std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,
                                              const data::Tokenizer& tok, int max_new, int batch, int max_rows,
-                                             const Progress& progress) {
+                                             const Progress& progress, const ProbsForward& forward) {
   require(max_new >= 1 && max_new <= 64, "--max-new must be in [1, 64] (got ", max_new, ")");
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "passkey task: the validation split has no item list (items.json)");
@@ -158,7 +158,7 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
     check_model_fits(model.config, out[i].length, d.vocab_size, "passkey item " + std::to_string(i));
     by_len[out[i].length].push_back(i);
   }
-  nn::Workspace<float> ws;
+  const ProbsForward probs = forward ? forward : cpu_probs_forward(model);
   std::int64_t done = 0;
   for (const auto& [L, idx] : by_len) {
     for (std::size_t b0 = 0; b0 < idx.size(); b0 += static_cast<std::size_t>(batch)) {
@@ -174,7 +174,7 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
         std::vector<std::int32_t> x(static_cast<std::size_t>(B) * T);
         for (int b = 0; b < B; ++b)
           std::copy(seq[b].begin(), seq[b].end(), x.begin() + static_cast<std::ptrdiff_t>(b) * T);
-        const float* P = forward_probs(model, x.data(), B, T, ws);
+        const float* P = probs(x.data(), B, T);
         for (int b = 0; b < B; ++b) {
           const float* p = P + (static_cast<std::size_t>(b) * T + T - 1) * V;
           const int arg = static_cast<int>(std::max_element(p, p + V) - p);
@@ -235,8 +235,10 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
             models[m].config.vocab_size, " but the task's tokenizer '", d.tokenizer, "' has ", d.vocab_size,
             ": its generated answers could not be decoded (evaluate a model trained with that tokenizer)");
   }
+  const auto forwards = model_forwards(o, models);
   for (std::size_t m = 0; m < models.size(); ++m) {
-    auto res = evaluate_passkey(models[m], d, tok, o.max_new, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
+    auto res = evaluate_passkey(models[m], d, tok, o.max_new, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]),
+                                forwards[m]);
     Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(lengths.size(), depths.size()), cnt = acc;
     for (const auto& x : res) {
       const auto li = std::find(lengths.begin(), lengths.end(), x.length) - lengths.begin();

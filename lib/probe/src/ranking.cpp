@@ -239,7 +239,7 @@ void check_ranking_task(const data::TaskData& d) {
 }
 
 std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, const data::TaskData& d, int batch,
-                                             int max_rows, const Progress& progress) {
+                                             int max_rows, const Progress& progress, const ProbsForward& forward) {
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "ranking task: the validation split has no item list (items.json)");
   check_ranking_task(d);
@@ -247,7 +247,7 @@ std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, cons
   const int V = model.config.vocab_size, T = d.row_len - 1;
   check_model_fits(model.config, T, d.vocab_size, "ranking task");
   std::vector<RankingOutcome> out(n);
-  nn::Workspace<float> ws;
+  const ProbsForward probs = forward ? forward : cpu_probs_forward(model);
   const int per = std::max(1, batch / 4);
   std::vector<std::int32_t> x;
   for (std::size_t i0 = 0; i0 < n; i0 += static_cast<std::size_t>(per)) {
@@ -270,7 +270,7 @@ std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, cons
         seqs[static_cast<std::size_t>(4 * i + k)] = std::move(s);
       }
     }
-    const float* P = forward_probs(model, x.data(), B, T, ws);
+    const float* P = probs(x.data(), B, T);
     auto lp = [&](int row, std::size_t t, Token next) {  // log p(next | tokens <= t)
       return std::log(std::max(1e-30, double(P[(static_cast<std::size_t>(row) * T + t) * V + next])));
     };
@@ -315,9 +315,11 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
   r.body["task"] = d.task;
   std::vector<std::vector<RankingOutcome>> all;
   std::vector<plot::Heatmap> heats;  // drawn after every model: ONE colour scale across them
-  for (std::size_t m = 0; m < models.size(); ++m) {
+  for (std::size_t m = 0; m < models.size(); ++m)
     check_model_fits(models[m].config, d.row_len - 1, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
-    auto res = evaluate_ranking(models[m], d, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
+  const auto forwards = model_forwards(o, models);
+  for (std::size_t m = 0; m < models.size(); ++m) {
+    auto res = evaluate_ranking(models[m], d, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]), forwards[m]);
     output::Table t;
     if (o.checkpoints.size() > 1) t.name = model_table_name("ranking", m);
     t.title = "ranking: " + o.checkpoints[m] + " (4 balanced candidates, chance 0.25)";

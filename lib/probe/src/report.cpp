@@ -115,6 +115,12 @@ void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<s
             models[1].config.vocab_size);
 }
 
+std::vector<ProbsForward> model_forwards(const ProbeOptions& o, const std::vector<nn::Model<float>>& models) {
+  std::vector<ProbsForward> f;
+  for (const auto& model : models) f.push_back(o.forward ? o.forward(model) : cpu_probs_forward(model));
+  return f;
+}
+
 }  // namespace detail
 
 namespace {
@@ -136,6 +142,10 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
   std::vector<nn::Model<float>> models;
   for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
   check_pair(models, o.checkpoints);
+  // every model checked and its forward pass built (a device's refusal) before the first is evaluated
+  for (std::size_t m = 0; m < models.size(); ++m)
+    check_model_fits(models[m].config, s.seq_len, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
+  const auto forwards = model_forwards(o, models);
   output::Report r;
   r.body["task"] = d.task;
   r.body["alpha"] = o.alpha;
@@ -151,9 +161,9 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
   lp.key = "below";  // bounds run along the top (1 where a phase is covered)
   for (std::size_t m = 0; m < models.size(); ++m) {
     const auto& model = models[m];
-    check_model_fits(model.config, s.seq_len, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
     const std::string sched = graph::describe(model_schedule(model.config));
-    auto ro = evaluate_boundary_copy(model, s, d.val, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
+    auto ro =
+        evaluate_boundary_copy(model, s, d.val, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]), forwards[m]);
     require(!ro.empty(), "task '", o.data, "' has no readouts in the rows evaluated");
     const auto ph = summarise_phases(ro, s.K, s.b, o.alpha);
     output::Table t;

@@ -21,6 +21,24 @@ using Progress = std::function<void(std::int64_t done, std::int64_t total)>;
 const float* forward_probs(const nn::Model<float>& model, const std::int32_t* tokens, int B, int T,
                            nn::Workspace<float>& ws);
 
+/// A model's forward pass as forward_probs returns it: B sequences of T tokens -> B*T rows of
+/// vocab_size next-token probabilities, valid until the next call. The CPU's (cpu_probs_forward) or
+/// a device model's (apps/probe, docs/gpu.md "Analysis model"); the evaluations read only this.
+using ProbsForward = std::function<const float*(const std::int32_t* tokens, int B, int T)>;
+
+/// forward_probs of `model` on a workspace of its own (`model` must outlive the function).
+ProbsForward cpu_probs_forward(const nn::Model<float>& model);
+
+/// Logits [B T, V] of B sequences of T tokens written to `logits` (a device model's forward pass).
+using LogitsForward = std::function<void(const std::int32_t* tokens, int B, int T, std::vector<float>& logits)>;
+
+/// The ProbsForward of a model whose logits `forward` computes: each row through the CPU forward
+/// pass's own softmax (nn::crossentropy_forward), so only the logits differ from forward_probs.
+ProbsForward probs_from_logits(LogitsForward forward, int vocab_size);
+
+/// Builds the forward pass of each loaded checkpoint's model; empty = the CPU's.
+using MakeForward = std::function<ProbsForward(const nn::Model<float>& model)>;
+
 /// Check that a model can read a task: seq_len <= block_size ("context above the model's") and
 /// every task token < the model's vocab_size. Throws cf::InvalidArgument naming both values.
 void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, const std::string& what);
@@ -29,10 +47,11 @@ void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, con
 /// readout of mask[p+1] is p): top-1 over the K alphabet tokens and the cross-entropy of the label
 /// with the probabilities renormalised over the K tokens (a valid K-way predictor, so Prop. 3's
 /// bound applies to it). `covered` from the all-layer closure of the model's schedule on seq_len
-/// positions. `max_rows` > 0 limits the rows read.
+/// positions. `max_rows` > 0 limits the rows read. `forward`: the model's forward pass (empty = the
+/// CPU's, cpu_probs_forward).
 std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const BoundaryCopySpec& s,
                                             const data::TaskSplit& split, int batch, int max_rows,
-                                            const Progress& progress = {});
+                                            const Progress& progress = {}, const ProbsForward& forward = {});
 
 /// Per-phase accuracy, cross-entropy, covered fraction pi, bound pi + (1-pi)/K, (1-pi) log K, and
 /// the one-sided exact binomial p-value of "accuracy > bound"; `significant` uses the Bonferroni

@@ -75,10 +75,11 @@ struct PasskeyOutcome {
 void check_passkey_task(const data::TaskData& d);
 
 /// Greedy decoding of up to max_new tokens after each validation prompt (batched per length);
-/// exact match of the leading digit run of the decoded text with the passkey.
+/// exact match of the leading digit run of the decoded text with the passkey. `forward`: the
+/// model's forward pass (empty = the CPU's).
 std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,
                                              const data::Tokenizer& tok, int max_new, int batch, int max_rows,
-                                             const Progress& progress = {});
+                                             const Progress& progress = {}, const ProbsForward& forward = {});
 
 /// `probe passkey`: exact match over length x depth per checkpoint (table, heatmap), the depth
 /// curve, and the paired comparison of two checkpoints.

@@ -57,9 +57,11 @@ struct RankingOutcome {
 /// cf::InvalidArgument naming the item and field.
 void check_ranking_task(const data::TaskData& d);
 
-/// Score every validation item (4 forward rows per item, batched).
+/// Score every validation item (4 forward rows per item, batched). `forward`: the model's forward
+/// pass (empty = the CPU's).
 std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, const data::TaskData& d, int batch,
-                                             int max_rows, const Progress& progress = {});
+                                             int max_rows, const Progress& progress = {},
+                                             const ProbsForward& forward = {});
 
 /// `probe ranking`: accuracy per family, margins, prompt-token NLL by position (heatmap), paired
 /// comparison of two checkpoints per family and overall.

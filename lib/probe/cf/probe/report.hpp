@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cf/core/output.hpp"
+#include "cf/probe/evaluate.hpp"
 #include "cf/probe/stats.hpp"
 
 namespace cf::probe {
@@ -25,6 +26,10 @@ struct ProbeOptions {
   int max_new = 8;     ///< passkey: greedy tokens decoded
   std::string plot;    ///< "" | FILE.svg | FILE.png (a second figure gets a suffix)
   bool quiet = false;  ///< no progress lines
+  /// Where each checkpoint's forward passes run: empty = the CPU; apps/probe sets the device
+  /// analysis model's for --device cuda|auto (docs/gpu.md). Built for every checkpoint before the
+  /// first is evaluated, so a refusal comes before any work.
+  MakeForward forward;
 };
 
 /// Result of a paired comparison of per-item 0/1 outcomes (first minus second).

@@ -20,6 +20,8 @@ Progress row_progress(bool quiet, const std::string& prefix, const std::string& 
 Progress make_progress(const ProbeOptions& o, const std::string& label);
 void add_paired(output::Report& r, const std::string& title, const PairedResult& p, const ProbeOptions& o,
                 const std::string& key);
+/// The forward pass of each model: o.forward's, or the CPU's when it is empty.
+std::vector<ProbsForward> model_forwards(const ProbeOptions& o, const std::vector<nn::Model<float>>& models);
 void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<std::string>& paths);
 /// CSV `table` key of model m's table when two checkpoints are compared: `base`_A / `base`_B, the
 /// names of the paired tables (the title's slug stops at the ':' before the checkpoint path).
