@@ -8,6 +8,7 @@
 #include "analysis_weights.hpp"
 #include "cf/core/error.hpp"
 #include "cf/gpu/device_analysis_model.hpp"
+#include "cf/hf/config.hpp"
 #include "cf/nn/attention_masks.hpp"
 #include "cf/nn/attention_variant.hpp"
 #include "cf/nn/params.hpp"
@@ -87,6 +88,12 @@ Placement placement_for_model(Placement where, const std::string& device, const 
   std::cerr << tool << ": --device auto: " << what << "; running on the CPU\n";
   return Placement::Cpu;
 }
+
+bool use_stored_weights(const std::string& weights, Placement where, const std::string& checkpoint) {
+  return weights == "stored" && where != Placement::Cpu && hf::is_hf_directory(checkpoint);
+}
+
+nn::ModelConfig hf_model_config(const std::string& dir) { return hf::read_hf_config(dir).config; }
 
 // ------------------------------------------------------------------------------- the model
 

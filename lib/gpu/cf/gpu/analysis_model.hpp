@@ -37,6 +37,15 @@ AnalysisPlan make_analysis_plan(const nn::ModelConfig& c);
 Placement placement_for_model(Placement where, const std::string& device, const std::string& tool,
                               const nn::ModelConfig& c, const std::string& missing = "");
 
+/// Whether an analyser keeps `checkpoint`'s weights in their stored dtype on the device
+/// (AnalysisModel's Hugging Face constructor): `weights` (--weights) is "stored", `where`
+/// (resolve_device's answer) is a device and `checkpoint` is a Hugging Face directory. Otherwise the
+/// tool loads the float32 model (cf::model::load_model): the CPU, HDF5 checkpoints, --weights float32.
+bool use_stored_weights(const std::string& weights, Placement where, const std::string& checkpoint);
+
+/// The lib/nn config of Hugging Face directory `dir` (config.json only; no weight is read).
+nn::ModelConfig hf_model_config(const std::string& dir);
+
 /// A lib/nn model resident on the device of `where` (Placement::Emulated or Placement::Cuda).
 class AnalysisModel {
  public:
