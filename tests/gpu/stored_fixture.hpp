@@ -98,8 +98,8 @@ inline void convert(const std::string& src, const std::string& dst,
   std::size_t k = 0;
   for (const cf::hf::StoredTensor& st : ws.tensors()) {
     if (keep && !keep(st.name)) continue;
-    const std::string name = "model-0000" + std::to_string(k % shards + 1) + "-of-0000" + std::to_string(shards) +
-                             ".safetensors";
+    const std::string name =
+        "model-0000" + std::to_string(k % shards + 1) + "-of-0000" + std::to_string(shards) + ".safetensors";
     const std::string dt = dtype_of(st.name);
     std::vector<float> v = ws.to_float(st.name);
     if (dt == "I32") {  // the same byte count as F32: only the dtype is wrong
@@ -113,15 +113,16 @@ inline void convert(const std::string& src, const std::string& dst,
     ++k;
   }
   for (int s = 0; s < shards; ++s)
-    write_shard(fs::path(dst) / ("model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) +
-                                 ".safetensors"),
-                part[static_cast<std::size_t>(s)]);
+    write_shard(
+        fs::path(dst) / ("model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) + ".safetensors"),
+        part[static_cast<std::size_t>(s)]);
   std::ofstream(fs::path(dst) / "model.safetensors.index.json") << nlohmann::json({{"weight_map", wm}}).dump();
   // an export's record of its model.safetensors does not describe these shards
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(fs::path(src) / "config.json"));
   cfg.erase("causalflow_weights");
   std::ofstream(fs::path(dst) / "config.json") << cfg.dump(2);
-  if (fs::exists(fs::path(src) / "tokens.txt")) fs::copy_file(fs::path(src) / "tokens.txt", fs::path(dst) / "tokens.txt");
+  if (fs::exists(fs::path(src) / "tokens.txt"))
+    fs::copy_file(fs::path(src) / "tokens.txt", fs::path(dst) / "tokens.txt");
 }
 
 }  // namespace cf_test_stored

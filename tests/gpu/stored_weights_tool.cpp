@@ -37,11 +37,13 @@ int rss(const std::string& dir, double staging_mib) {
   const auto staging = static_cast<std::size_t>(staging_mib * (1 << 20));
   const cf::gpu::AnalysisModel dev(cf::gpu::Placement::Emulated, dir, cf::gpu::default_context(), staging);
   const std::uint64_t grow = peak_rss() - base, held = dev.weight_bytes();
-  std::printf("stored-dtype device model: %s matrices, %.1f MiB of weights on the emulated device (%.1f MiB of shards)\n",
-              cf::gpu::weight_type_name(dev.weight_type()).c_str(), mib(held), mib(file));
-  std::printf("stored-dtype device model: peak RSS %.1f MiB over a baseline of %.1f MiB (bound: weights + %.1f MiB "
-              "staging + 8 MiB = %.1f MiB)\n",
-              mib(grow), mib(base), staging_mib, mib(held + staging + (std::uint64_t{8} << 20)));
+  std::printf(
+      "stored-dtype device model: %s matrices, %.1f MiB of weights on the emulated device (%.1f MiB of shards)\n",
+      cf::gpu::weight_type_name(dev.weight_type()).c_str(), mib(held), mib(file));
+  std::printf(
+      "stored-dtype device model: peak RSS %.1f MiB over a baseline of %.1f MiB (bound: weights + %.1f MiB "
+      "staging + 8 MiB = %.1f MiB)\n",
+      mib(grow), mib(base), staging_mib, mib(held + staging + (std::uint64_t{8} << 20)));
   if (grow >= held + staging + (std::uint64_t{8} << 20)) return std::printf("FAIL: peak over the bound\n"), 1;
   std::printf("rss ok: no float32 copy of the model on the host\n");
   return 0;
@@ -53,8 +55,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "bf16" && argc == 5) {
-      cf_test_stored::convert(argv[2], argv[3], [](const std::string&) { return std::string("BF16"); },
-                              std::stoi(argv[4]));
+      cf_test_stored::convert(
+          argv[2], argv[3], [](const std::string&) { return std::string("BF16"); }, std::stoi(argv[4]));
       std::printf("bf16 shards written\n");
       return 0;
     }

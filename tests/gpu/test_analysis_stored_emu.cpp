@@ -84,7 +84,8 @@ DeviceRun check_against_cpu(const std::string& dir, WeightType want, std::size_t
   CHECK(rel(d.logprobs, lp_cpu) < kTol);
   const int V = cpu.config.vocab_size;
   for (int b = 0; b < B; ++b) {
-    const Eigen::MatrixXf want_logits = forward_logits(cpu, std::vector<std::int32_t>(x.begin() + b * T, x.begin() + (b + 1) * T));
+    const Eigen::MatrixXf want_logits =
+        forward_logits(cpu, std::vector<std::int32_t>(x.begin() + b * T, x.begin() + (b + 1) * T));
     std::vector<float> w(static_cast<std::size_t>(T) * V);
     for (int t = 0; t < T; ++t)
       for (int v = 0; v < V; ++v) w[static_cast<std::size_t>(t) * V + v] = want_logits(t, v);
@@ -108,13 +109,15 @@ std::string all(const std::string& dtype, const std::string&) { return dtype; }
 void check_directory(const std::string& dir, WeightType own, const std::string& name) {
   check_against_cpu(dir, own, std::size_t{16} << 20);
   const std::string bf = tmp_dir(name + "_bf16"), hf16 = tmp_dir(name + "_f16"), mixed = tmp_dir(name + "_mixed");
-  cf_test_stored::convert(dir, bf, [](const std::string& n) { return all("BF16", n); }, 3);
+  cf_test_stored::convert(
+      dir, bf, [](const std::string& n) { return all("BF16", n); }, 3);
   const DeviceRun whole = check_against_cpu(bf, WeightType::BF16, std::size_t{16} << 20);
   for (std::size_t staging : {std::size_t{4}, std::size_t{100}}) {
     const DeviceRun part = check_against_cpu(bf, WeightType::BF16, staging);
     CHECK(part.logits == whole.logits);
   }
-  cf_test_stored::convert(dir, hf16, [](const std::string& n) { return all("F16", n); }, 2);
+  cf_test_stored::convert(
+      dir, hf16, [](const std::string& n) { return all("F16", n); }, 2);
   check_against_cpu(hf16, WeightType::F16, std::size_t{16} << 20);
   cf_test_stored::convert(
       dir, mixed, [](const std::string& n) { return n.find("mlp") != std::string::npos ? "BF16" : "F32"; }, 2);
@@ -160,8 +163,9 @@ TEST_CASE("gpu analysis model with stored-dtype weights (emulated) = lib/hf floa
   }
   const cf::hf::WeightStore ws(dir);
   const cf::hf::Dtype d = ws.tensors().front().dtype;
-  const WeightType own = d == cf::hf::Dtype::BF16 ? WeightType::BF16 : d == cf::hf::Dtype::F16 ? WeightType::F16
-                                                                                              : WeightType::F32;
+  const WeightType own = d == cf::hf::Dtype::BF16  ? WeightType::BF16
+                         : d == cf::hf::Dtype::F16 ? WeightType::F16
+                                                   : WeightType::F32;
   check_directory(dir, own, std::filesystem::path(dir).filename().string());
 }
 
@@ -174,8 +178,8 @@ TEST_CASE(
   cf_test_stored::convert(dir, bad, bf16, 2, [](const std::string& n) { return n != "transformer.h.1.ln_2.bias"; });
   CHECK_THROWS_WITH(AnalysisModel(Placement::Emulated, bad),
                     Catch::Contains("tensor 'transformer.h.1.ln_2.bias' is missing"));
-  cf_test_stored::convert(dir, bad, [](const std::string& n) { return n == "transformer.wpe.weight" ? "I32" : "BF16"; },
-                          2);
+  cf_test_stored::convert(
+      dir, bad, [](const std::string& n) { return n == "transformer.wpe.weight" ? "I32" : "BF16"; }, 2);
   CHECK_THROWS_WITH(AnalysisModel(Placement::Emulated, bad),
                     Catch::Contains("tensor 'transformer.wpe.weight' is I32") && Catch::Contains("--weights float32"));
   cf_test_stored::convert(dir, bad, bf16, 1);
@@ -185,8 +189,9 @@ TEST_CASE(
     cfg.erase("causalflow_config");
     std::ofstream(std::filesystem::path(bad) / "config.json") << cfg.dump();
   }
-  CHECK_THROWS_WITH(AnalysisModel(Placement::Emulated, bad),
-                    Catch::Contains("tensor 'transformer.wte.weight' has shape [29, 24] but config.json implies [29, 48]"));
+  CHECK_THROWS_WITH(
+      AnalysisModel(Placement::Emulated, bad),
+      Catch::Contains("tensor 'transformer.wte.weight' has shape [29, 24] but config.json implies [29, 48]"));
   std::filesystem::remove_all(bad);
   std::filesystem::remove_all(dir);
 }

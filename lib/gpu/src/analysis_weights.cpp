@@ -14,9 +14,8 @@ namespace {
 // The lib/nn tensors a GEMM reads as a matrix (kept in the stored dtype); wte is also the tied head.
 bool is_matrix(const std::string& name) {
   if (name == "wte.weight" || name == "lm_head.weight") return true;
-  for (const char* end : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"})
-    if (name.size() > std::string(end).size() && name.compare(name.size() - std::string(end).size(), std::string::npos, end) == 0)
-      return true;
+  for (const std::string end : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
+    if (name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0) return true;
   return false;
 }
 
@@ -49,8 +48,8 @@ AnalysisPlan compact_plan(const nn::ModelConfig& c, WeightType wtype,
   };
   for (std::int64_t* f : {&p.wte, &p.wpe, &p.emb_ln_w, &p.emb_ln_b, &p.lnf_w, &p.lnf_b, &p.head}) re(*f);
   for (AnalysisLayer& l : p.layers)
-    for (std::int64_t* f : {&l.ln1_w, &l.ln1_b, &l.attn_w, &l.attn_b, &l.proj_w, &l.proj_b, &l.ln2_w, &l.ln2_b,
-                            &l.fc_w, &l.fc_b, &l.fcproj_w, &l.fcproj_b})
+    for (std::int64_t* f : {&l.ln1_w, &l.ln1_b, &l.attn_w, &l.attn_b, &l.proj_w, &l.proj_b, &l.ln2_w, &l.ln2_b, &l.fc_w,
+                            &l.fc_b, &l.fcproj_w, &l.fcproj_b})
       re(*f);
   p.one_array = false;
   p.wtype = wtype;
@@ -80,8 +79,8 @@ StoredModel open_stored(const std::string& dir) {
     const hf::StoredTensor& t = ws.tensor(pc.hf);
     require(t.shape == pc.shape, label, ": tensor '", pc.hf, "' has shape ", shape_text(t.shape),
             " but config.json implies ", shape_text(pc.shape));
-    require(t.dtype == hf::Dtype::F32 || t.dtype == hf::Dtype::BF16 || t.dtype == hf::Dtype::F16, label,
-            ": tensor '", pc.hf, "' is ", hf::dtype_name(t.dtype),
+    require(t.dtype == hf::Dtype::F32 || t.dtype == hf::Dtype::BF16 || t.dtype == hf::Dtype::F16, label, ": tensor '",
+            pc.hf, "' is ", hf::dtype_name(t.dtype),
             ": weights kept in their stored dtype are F32, BF16 or F16 (use --weights float32)");
     if (is_matrix(pc.cf)) mat_dtypes.push_back(t.dtype);
   }
@@ -122,8 +121,9 @@ hf::StageStats stage_stored(const StoredModel& m, std::uint8_t* staging, std::si
       w.count = static_cast<std::int64_t>(c.bytes / el);
       w.matrix = m.to_matrix[it->second];
       w.dst = m.dst[it->second];
-      w.op = pc.op == hf::PieceOp::Copy ? PlaceOp::Copy : pc.op == hf::PieceOp::Transpose ? PlaceOp::Transpose
-                                                                                          : PlaceOp::Rows;
+      w.op = pc.op == hf::PieceOp::Copy        ? PlaceOp::Copy
+             : pc.op == hf::PieceOp::Transpose ? PlaceOp::Transpose
+                                               : PlaceOp::Rows;
       w.rows = pc.shape.empty() ? 1 : pc.shape[0];
       w.cols = pc.op == hf::PieceOp::Rows ? pc.cols : pc.shape.size() > 1 ? pc.shape[1] : 1;
       w.inverse = inverse[it->second].data();

@@ -22,8 +22,8 @@ struct StoredModel {
   hf::HfConfig hf;
   std::unique_ptr<hf::WeightStore> store;
   std::vector<hf::TensorPiece> pieces;
-  std::vector<bool> to_matrix;          ///< per piece: the matrix array (else the float32 array)
-  std::vector<std::int64_t> dst;        ///< per piece: first element in its array
+  std::vector<bool> to_matrix;    ///< per piece: the matrix array (else the float32 array)
+  std::vector<std::int64_t> dst;  ///< per piece: first element in its array
   AnalysisPlan plan;
 };
 

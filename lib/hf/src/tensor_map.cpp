@@ -29,7 +29,8 @@ std::vector<std::int64_t> regroup_qkv_rows(int H, int dh, const std::vector<int>
   std::vector<std::int64_t> rows;
   for (int s = 0; s < 3; ++s)
     for (int h = 0; h < H; ++h)
-      for (int d = 0; d < dh; ++d) rows.push_back(static_cast<std::int64_t>(h) * 3 * dh + s * dh + (s < 2 ? perm[d] : d));
+      for (int d = 0; d < dh; ++d)
+        rows.push_back(static_cast<std::int64_t>(h) * 3 * dh + s * dh + (s < 2 ? perm[d] : d));
   return rows;
 }
 
@@ -105,7 +106,8 @@ void neox_bloom_pieces(Pieces& p, const nn::ModelConfig& c, bool neox) {
       p.copy(hp + "mlp.dense_h_to_4h." + w, h + "mlp.c_fc." + w);
       p.copy(hp + "mlp.dense_4h_to_h." + w, h + "mlp.c_proj." + w);
     }
-    p.rows(hp + attn + "query_key_value.weight", {3 * C, C}, h + "attn.c_attn.weight", 0, regroup_qkv_rows(H, dh, perm));
+    p.rows(hp + attn + "query_key_value.weight", {3 * C, C}, h + "attn.c_attn.weight", 0,
+           regroup_qkv_rows(H, dh, perm));
     p.copy(hp + attn + "dense.weight", h + "attn.c_proj.weight");
     if (c.bias) {
       p.rows(hp + attn + "query_key_value.bias", {3 * C}, h + "attn.c_attn.bias", 0, regroup_qkv_rows(H, dh, perm));
