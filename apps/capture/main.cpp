@@ -3,6 +3,7 @@
 // with alpha_l in both docs/spec.md §2 forms, into an HDF5 capture file (docs/checkpoint_format.md).
 // Thin app: an options struct, setup and run over cf/nn/capture.hpp and cf/nn/capture_report.hpp;
 // `rollout --model CAPTURE.h5` consumes the file.
+#include <optional>
 #include <sstream>
 
 #include "cf/core/app.hpp"
@@ -30,7 +31,8 @@ struct Options {
   int seq_len = 0;       // 0 = min(256, block_size)
   int n_seq = 4;
   bool no_qk = false, no_probs = false;
-  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
+  std::string weights = "stored";  ///< --weights stored|float32 (a Hugging Face directory on the device)
   app::CommonOptions common;   // --format, --report (the report's file; --out is the capture), --plot
 };
 
@@ -53,9 +55,15 @@ void run(const CLI::App& app, const Options& o) {
                      "attn_probs or Q/K stored (not both --no-qk and --no-probs)");
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.out, "--out");
-  const nn::Model<float> model = cf::model::load_model(o.checkpoint);
-  const nn::ModelConfig& cfg = model.config;
+  app::refuse_unless(app, "--weights", o.device != "cpu", "--device cuda|auto");
+  // a Hugging Face directory kept in its stored dtype on the device: config.json only here, the
+  // weights go shard by shard to the device below (docs/gpu.md "Weights in their stored dtype")
+  const bool stored = gpu::use_stored_weights(o.weights, asked, o.checkpoint);
+  std::optional<nn::Model<float>> model;
+  if (!stored) model = cf::model::load_model(o.checkpoint);
+  const nn::ModelConfig cfg = stored ? gpu::hf_model_config(o.checkpoint) : model->config;
   const gpu::Placement where = gpu::placement_for_model(asked, o.device, "capture", cfg);
+  if (where == gpu::Placement::Cpu && !model) model = cf::model::load_model(o.checkpoint);  // --device auto fell back
   const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,
           " (T <= block_size)");
@@ -74,8 +82,14 @@ void run(const CLI::App& app, const Options& o) {
                     str("--out '", o.out, "': the capture (", windows.size(), " sequences x ", T, " tokens, ",
                         cfg.n_layer, " layers", co.store_probs ? ", attention probabilities" : "",
                         co.store_qk ? ", q/k" : "", "; --no-probs, --no-qk or --heads make it smaller)"));
-  const nn::CaptureSummary s = where == gpu::Placement::Cpu ? nn::capture_model(model, windows, o.out, co)
-                                                            : gpu::capture_model(where, model, windows, o.out, co);
+  std::string weights = "float32";
+  const nn::CaptureSummary s = [&] {
+    if (where == gpu::Placement::Cpu) return nn::capture_model(*model, windows, o.out, co);
+    if (model) return gpu::capture_model(where, *model, windows, o.out, co);
+    gpu::AnalysisModel dev(where, o.checkpoint);
+    weights = gpu::weight_type_name(dev.weight_type());
+    return gpu::capture_model(dev, windows, o.out, co);
+  }();
 
   const int H = co.heads.empty() ? cfg.n_head : static_cast<int>(co.heads.size());
   const nlohmann::json meta = output::metadata("capture", {{"checkpoint", o.checkpoint},
@@ -89,7 +103,8 @@ void run(const CLI::App& app, const Options& o) {
                                                            {"probs", !o.no_probs},
                                                            {"out", o.out},
                                                            {"tokenizer", tokenizer},
-                                                           {"device", gpu::backend_name(where)}});
+                                                           {"device", gpu::backend_name(where)},
+                                                           {"weights", weights}});
   nn::CaptureReportInput ri;
   ri.out = o.out;
   ri.seq_len = T;
@@ -119,6 +134,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_flag("--no-probs", o.no_probs, "Do not store attention probabilities (rollout then needs --kernel-file)");
   app.add_option("--out", o.out, "Capture file (HDF5, written atomically)")->capture_default_str();
   gpu::add_analysis_device_option(app, o.device);
+  gpu::add_weights_option(app, o.weights);
   app::add_common_options(app, o.common, /*with_plot=*/true, "--report");
   app.get_option("--plot")->description("Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");
   app.footer(

@@ -19,14 +19,24 @@ namespace {
 
 // Each checkpoint's forward passes where --device puts them (docs/gpu.md "Analysis model"): the
 // device analysis model's logits through the CPU's softmax, or the CPU's forward pass for --device
-// cpu and for --device auto on a model the device does not run (said on stderr). `used` collects
-// each checkpoint's placement for the report's metadata.
-probe::MakeForward device_forward(gpu::Placement asked, const std::string& device, std::vector<gpu::Placement>& used) {
-  return [asked, device, &used](const nn::Model<float>& model) -> probe::ProbsForward {
+// cpu and for --device auto on a model the device does not run (said on stderr). A Hugging Face
+// directory goes to the device in its stored dtype with --weights stored (the host's float32 model
+// stays loaded for the task's own checks). The checkpoints arrive in command-line order; `used`
+// collects each one's placement and `weights` its device weights for the report's metadata.
+probe::MakeForward device_forward(gpu::Placement asked, const std::string& device, const std::string& weights_opt,
+                                  const std::vector<std::string>& paths, std::vector<gpu::Placement>& used,
+                                  std::vector<std::string>& weights) {
+  return [asked, device, weights_opt, paths, &used, &weights](const nn::Model<float>& model) -> probe::ProbsForward {
     const gpu::Placement where = gpu::placement_for_model(asked, device, "probe", model.config);
+    const std::string& path = paths.at(used.size());
     used.push_back(where);
-    if (where == gpu::Placement::Cpu) return probe::cpu_probs_forward(model);
-    auto dev = std::make_shared<gpu::AnalysisModel>(where, model);
+    if (where == gpu::Placement::Cpu) {
+      weights.push_back("float32");
+      return probe::cpu_probs_forward(model);
+    }
+    auto dev = gpu::use_stored_weights(weights_opt, where, path) ? std::make_shared<gpu::AnalysisModel>(where, path)
+                                                                 : std::make_shared<gpu::AnalysisModel>(where, model);
+    weights.push_back(gpu::weight_type_name(dev->weight_type()));
     return probe::probs_from_logits(
         [dev](const std::int32_t* tokens, int B, int T, std::vector<float>& logits) {
           const std::vector<std::int32_t> none(static_cast<std::size_t>(B) * T, -1);
@@ -80,8 +90,9 @@ int main(int argc, char** argv) {
       ->check(app::integer(1, 64))
       ->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
-  std::string device = "cpu";
+  std::string device = "cpu", weights_opt = "stored";
   gpu::add_analysis_device_option(app, device);
+  gpu::add_weights_option(app, weights_opt);
   app::add_common_options(app, common);
   app.footer(
       "Examples:\n"
@@ -101,10 +112,13 @@ int main(int argc, char** argv) {
     for (const char* paired : {"--resamples", "--level", "--bootstrap-seed"})
       app::refuse_unless(app, paired, o.checkpoints.size() == 2, "two --checkpoint (the paired bootstrap)");
     o.plot = common.plot;
+    app::refuse_unless(app, "--weights", device != "cpu", "--device cuda|auto");
     std::vector<gpu::Placement> used;
-    o.forward = device_forward(asked, device, used);
+    std::vector<std::string> weights;
+    o.forward = device_forward(asked, device, weights_opt, o.checkpoints, used, weights);
     output::Report r = probe::run_probe(o);
     r.meta["device"] = devices_used(used);
+    r.meta["weights"] = weights;
     app::emit(r, common);
   });
 }

@@ -30,7 +30,8 @@ struct Options {
   int rank = -1, context = 0, stride = 0;
   long max_tokens = 8192;
   bool linearize = false;
-  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
+  std::string weights = "stored";  ///< --weights stored|float32 (a Hugging Face directory on the device)
   app::CommonOptions common;
 };
 
@@ -46,6 +47,7 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
                      "--rank, --linearize or --sweep (--linear-attention takes its own layers)");
   // the plot is the sweep's curve: refused before the work, not after it
   app::refuse_unless(app, "--plot", o.sweep != "none", "--sweep per-layer|cumulative|both (the plot is the sweep)");
+  app::refuse_unless(app, "--weights", o.device != "cpu", "--device cuda|auto");
 }
 
 void run(const CLI::App& app, const Options& o) {
@@ -73,8 +75,14 @@ void run(const CLI::App& app, const Options& o) {
                                                   "linear-attention) has no device path"
                                                 : "");
   std::unique_ptr<gpu::AnalysisModel> device;  // the perplexities' forward passes (docs/gpu.md "Analysis model")
+  std::string weights = "float32";
   if (where != gpu::Placement::Cpu) {
-    device = std::make_unique<gpu::AnalysisModel>(where, model);
+    // the host's float32 model stays loaded (the surgery's own checks read it); the device's copy of
+    // a Hugging Face directory is its stored dtype (docs/gpu.md "Weights in their stored dtype")
+    device = gpu::use_stored_weights(o.weights, where, o.checkpoint)
+                 ? std::make_unique<gpu::AnalysisModel>(where, o.checkpoint)
+                 : std::make_unique<gpu::AnalysisModel>(where, model);
+    weights = gpu::weight_type_name(device->weight_type());
     ps.evaluate = [&device](const std::vector<std::int32_t>& t, int context, int stride, const nn::ForwardHooks* h) {
       return device->perplexity(t, context, stride, h);
     };
@@ -117,7 +125,8 @@ void run(const CLI::App& app, const Options& o) {
                                                    {"context", ps.context},
                                                    {"stride", ps.stride},
                                                    {"max_tokens", o.max_tokens},
-                                                   {"device", gpu::backend_name(where)}});
+                                                   {"device", gpu::backend_name(where)},
+                                                   {"weights", weights}});
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
     require(!lp.series.empty(), "--plot needs --sweep per-layer|cumulative|both");
@@ -164,6 +173,7 @@ void setup(CLI::App& app, Options& o) {
       ->check(app::integer(2, 1LL << 40))
       ->capture_default_str();
   gpu::add_analysis_device_option(app, o.device);
+  gpu::add_weights_option(app, o.weights);
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"

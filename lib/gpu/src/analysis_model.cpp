@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <iostream>
 
+#include "analysis_weights.hpp"
 #include "cf/core/error.hpp"
 #include "cf/gpu/device_analysis_model.hpp"
+#include "cf/hf/config.hpp"
 #include "cf/nn/attention_masks.hpp"
 #include "cf/nn/attention_variant.hpp"
 #include "cf/nn/params.hpp"
@@ -87,6 +89,12 @@ Placement placement_for_model(Placement where, const std::string& device, const 
   return Placement::Cpu;
 }
 
+bool use_stored_weights(const std::string& weights, Placement where, const std::string& checkpoint) {
+  return weights == "stored" && where != Placement::Cpu && hf::is_hf_directory(checkpoint);
+}
+
+nn::ModelConfig hf_model_config(const std::string& dir) { return hf::read_hf_config(dir).config; }
+
 // ------------------------------------------------------------------------------- the model
 
 /// One build of the device model behind a common face.
@@ -95,6 +103,9 @@ struct AnalysisModel::Impl {
   virtual const AnalysisPlan& plan() const = 0;
   virtual std::int64_t forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T, float* losses,
                                float* logits, const DeviceHooks* cap) = 0;
+  virtual std::uint8_t* staging(std::size_t bytes) = 0;
+  virtual void release_staging() = 0;
+  virtual void place(const WeightChunk& chunk) = 0;
 };
 
 namespace {
@@ -103,18 +114,29 @@ template <class M>
 struct Build final : AnalysisModel::Impl {
   M m;
   Build(Context& ctx, AnalysisPlan p, const float* w) : m(ctx, std::move(p), w) {}
+  Build(Context& ctx, AnalysisPlan p) : m(ctx, std::move(p)) {}
   const AnalysisPlan& plan() const override { return m.plan(); }
   std::int64_t forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T, float* losses,
                        float* logits, const DeviceHooks* cap) override {
     return m.forward(tokens, targets, B, T, losses, logits, cap);
   }
+  std::uint8_t* staging(std::size_t bytes) override { return m.staging(bytes); }
+  void release_staging() override { m.release_staging(); }
+  void place(const WeightChunk& chunk) override { m.place(chunk); }
 };
 
+// The build of `where` with weights `w` (lib/nn's layout), or zeroed for stored weights (null).
+template <class B>
+std::unique_ptr<AnalysisModel::Impl> build(Context& ctx, AnalysisPlan p, const float* w) {
+  if (w) return std::make_unique<B>(ctx, std::move(p), w);
+  return std::make_unique<B>(ctx, std::move(p));
+}
+
 std::unique_ptr<AnalysisModel::Impl> make_build(Placement where, Context& ctx, AnalysisPlan p, const float* w) {
-  if (where == Placement::Emulated) return std::make_unique<Build<emu::AnalysisModel>>(ctx, std::move(p), w);
+  if (where == Placement::Emulated) return build<Build<emu::AnalysisModel>>(ctx, std::move(p), w);
   require(where == Placement::Cuda, "the device analysis model needs a device placement (cuda or emulated)");
 #if CF_GPU_HAVE_CUDA
-  return std::make_unique<Build<cuda::AnalysisModel>>(ctx, std::move(p), w);
+  return build<Build<cuda::AnalysisModel>>(ctx, std::move(p), w);
 #else
   throw InvalidArgument("--device cuda: this build has no CUDA path");
 #endif
@@ -173,6 +195,29 @@ AnalysisModel::AnalysisModel(Placement where, const nn::Model<float>& model, Con
   require(static_cast<std::int64_t>(model.params.size()) == model.layout.total, "model has ", model.params.size(),
           " parameters but its layout needs ", model.layout.total);
   impl_ = make_build(where, ctx, make_analysis_plan(model.config), model.params.data());
+  config_ = model.config;
+}
+
+AnalysisModel::AnalysisModel(Placement where, const std::string& hf_dir, Context& ctx, std::size_t staging_bytes) {
+  const stored::StoredModel m = stored::open_stored(hf_dir);
+  impl_ = make_build(where, ctx, m.plan, nullptr);
+  config_ = m.hf.config;
+  std::uint8_t* buf = impl_->staging(staging_bytes);
+  stored::stage_stored(m, buf, staging_bytes, [this](const WeightChunk& c) { impl_->place(c); });
+  impl_->release_staging();
+}
+
+WeightType AnalysisModel::weight_type() const { return impl_->plan().wtype; }
+
+std::size_t AnalysisModel::weight_bytes() const {
+  const AnalysisPlan& p = impl_->plan();
+  const std::size_t floats = static_cast<std::size_t>(p.total) * sizeof(float);
+  if (p.one_array) return floats;
+  return floats + static_cast<std::size_t>(p.mat_total) * (p.wtype == WeightType::F32 ? 4 : 2);
+}
+
+std::string weight_type_name(WeightType t) {
+  return t == WeightType::BF16 ? "bf16" : t == WeightType::F16 ? "f16" : "float32";
 }
 
 AnalysisModel::~AnalysisModel() = default;
@@ -221,9 +266,14 @@ nn::CaptureSummary capture_model(Placement where, const nn::Model<float>& model,
                                  const std::vector<std::vector<std::int32_t>>& windows, const std::string& path,
                                  const nn::CaptureOptions& options) {
   AnalysisModel dev(where, model);
+  return capture_model(dev, windows, path, options);
+}
+
+nn::CaptureSummary capture_model(AnalysisModel& model, const std::vector<std::vector<std::int32_t>>& windows,
+                                 const std::string& path, const nn::CaptureOptions& options) {
   const nn::CaptureForward forward = [&](const std::int32_t* in, const std::int32_t* tg, int T,
-                                         const nn::ForwardHooks& hooks) { return dev.forward(in, tg, 1, T, &hooks); };
-  return nn::capture_model(model.config, forward, windows, path, options);
+                                         const nn::ForwardHooks& hooks) { return model.forward(in, tg, 1, T, &hooks); };
+  return nn::capture_model(model.config(), forward, windows, path, options);
 }
 
 }  // namespace cf::gpu

@@ -7,6 +7,11 @@
 //   device_alloc(bytes) / device_free(p)      device memory,
 //   to_device / to_host (dst, src, bytes)     copies from / to host memory,
 //   fill_zero(p, bytes)                       memset 0 on the device,
+//   host_alloc(bytes) / host_free(p)          the staging buffer (pinned on CUDA),
+//   chunk_to_device(scratch, host, bytes)     a staged chunk readable on the device, the copy
+//                                             complete on return (CUDA: cudaMemcpyAsync into the
+//                                             scratch, then synchronised; emulated, kChunkInPlace:
+//                                             `host` itself, no scratch),
 //   Blas                                      made from the Context: row-major SGEMM with transposes,
 //                                             one call (gemm) and strided batches (gemm_batched).
 // The data flow is cf::nn::forward_backward's forward (lib/nn/src/model.cpp) with the dense
@@ -80,7 +85,12 @@ struct DeviceAnalysisModel<Bk>::Impl {
   Context& ctx;
   AnalysisPlan p;
   typename Tr::Blas blas;
-  DBuf<float> W;
+  DBuf<float> W;               ///< the float32 array (and the matrices when p.one_array)
+  DBuf<std::uint8_t> M;        ///< the matrices in p.wtype (stored weights)
+  DBuf<float> wide;            ///< one matrix widened to float32 for its GEMM
+  DBuf<std::uint8_t> chunk;    ///< a staged chunk on the device (CUDA)
+  DBuf<long long> inverse;     ///< a Rows chunk's row map
+  std::uint8_t* host_staging = nullptr;
   struct Layer {
     DBuf<std::int64_t> q_col, k_col, v_col;
     DBuf<float> slopes;
@@ -92,9 +102,17 @@ struct DeviceAnalysisModel<Bk>::Impl {
   DBuf<float> x, mid, tmp, nrm, qkv, q, k, v, y, S, P, atty, fch, fcg, logits, losses, norms;
   DBuf<std::int32_t> tokens, targets;
 
+  // Weights uploaded from `params` (lib/nn's layout, p.one_array), or zeroed for place() (null).
   Impl(Context& c, AnalysisPlan plan, const float* params) : ctx(c), p(std::move(plan)), blas(c) {
     const std::size_t P = static_cast<std::size_t>(p.total);
-    Tr::to_device(W.ensure(P), params, P * sizeof(float));
+    require(p.one_array == (params != nullptr), "device analysis model: the weights do not match the plan");
+    if (params) {
+      Tr::to_device(W.ensure(P), params, P * sizeof(float));
+    } else {
+      Tr::fill_zero(W.ensure(std::max<std::size_t>(P, 1)), P * sizeof(float));
+      const std::size_t mb = static_cast<std::size_t>(p.mat_total) * elem_bytes(p.wtype);
+      Tr::fill_zero(M.ensure(std::max<std::size_t>(mb, 1)), mb);
+    }
     for (const AnalysisLayer& al : p.layers) {
       Layer a;
       upload(a.q_col, al.q_col);
@@ -109,11 +127,55 @@ struct DeviceAnalysisModel<Bk>::Impl {
     Tr::to_device(d.ensure(h.size()), h.data(), h.size() * sizeof(T));
   }
 
+  ~Impl() { release_staging(); }
+  static std::size_t elem_bytes(WeightType t) { return t == WeightType::F32 ? 4 : 2; }
+
   const float* w(std::int64_t off) const { return off >= 0 ? W.get() + off : nullptr; }
+  // The matrix array from element `off`, in p.wtype.
+  const void* mat_at(std::int64_t off) const {
+    if (p.one_array) return W.get() + off;
+    return M.get() + static_cast<std::size_t>(off) * elem_bytes(p.wtype);
+  }
+  // The n-element matrix at `off` as float32: in place, or widened into `wide` (exact).
+  const float* mat(std::int64_t off, long long n) {
+    if (p.wtype == WeightType::F32) return static_cast<const float*>(mat_at(off));
+    float* out = wide.ensure(static_cast<std::size_t>(n));
+    thrust::transform(Tr::policy(), analysis_body::index0(), analysis_body::index0() + n, out,
+                      detail::Widen{mat_at(off), p.wtype});
+    return out;
+  }
+
+  std::uint8_t* staging(std::size_t bytes) {
+    release_staging();
+    host_staging = static_cast<std::uint8_t*>(Tr::host_alloc(bytes));
+    return host_staging;
+  }
+  void release_staging() {
+    Tr::host_free(host_staging);
+    host_staging = nullptr;
+  }
+  void place(const WeightChunk& c) {
+    require(!p.one_array && c.count >= 0 && (!c.matrix || c.src == p.wtype || p.wtype == WeightType::F32),
+            "device analysis model: a weight chunk the plan cannot take");
+    if (c.count == 0) return;
+    const std::size_t bytes = static_cast<std::size_t>(c.count) * elem_bytes(c.src);
+    const void* src = Tr::chunk_to_device(Tr::kChunkInPlace ? nullptr : chunk.ensure(bytes), c.data, bytes);
+    const long long* inv = nullptr;
+    if (c.op == PlaceOp::Rows) {
+      static_assert(sizeof(long long) == sizeof(std::int64_t), "row maps are 64-bit");
+      Tr::to_device(inverse.ensure(static_cast<std::size_t>(c.rows)), c.inverse,
+                    static_cast<std::size_t>(c.rows) * sizeof(long long));
+      inv = inverse.get();
+    }
+    void* dst = c.matrix ? const_cast<void*>(mat_at(0)) : static_cast<void*>(W.get());
+    const WeightType dt = c.matrix ? p.wtype : WeightType::F32;
+    thrust::for_each(Tr::policy(), analysis_body::index0(), analysis_body::index0() + c.count,
+                     detail::PlaceWeights{src, c.src, dst, dt, c.first, c.dst, c.rows, c.cols, c.op, inv});
+  }
 
   // out [N, OC] = inp [N, IC] W^T (+ b), W [OC, IC] row-major (cf::nn::linear_forward).
   void linear(float* out, const float* inp, std::int64_t wo, std::int64_t bo, int N, int IC, int OC) {
-    blas.gemm(false, true, N, OC, IC, 1.0f, inp, IC, w(wo), IC, 0.0f, out, OC);
+    blas.gemm(false, true, N, OC, IC, 1.0f, inp, IC, mat(wo, static_cast<long long>(OC) * IC), IC, 0.0f, out, OC);
     if (bo >= 0)
       thrust::for_each(Tr::policy(), analysis_body::index0(), analysis_body::index0() + static_cast<long long>(N) * OC,
                        detail::AddBias{out, w(bo), OC});
@@ -272,7 +334,7 @@ struct DeviceAnalysisModel<Bk>::Impl {
     const auto i0 = analysis_body::index0();
     float* e = p.emb_ln_w >= 0 ? tmp.get() : x.get();  // BLOOM: the embedding, then its norm into x
     thrust::transform(Tr::policy(), i0, i0 + static_cast<long long>(NC), e,
-                      detail::Embed{tokens.get(), w(p.wte), w(p.wpe), T, C});
+                      detail::EmbedStored{tokens.get(), mat_at(p.wte), p.wtype, w(p.wpe), T, C});
     if (p.emb_ln_w >= 0)
       thrust::for_each(Tr::policy(), i0, i0 + N,
                        detail::NormRows{x.get(), e, w(p.emb_ln_w), w(p.emb_ln_b), C, p.eps, p.norm == NormOp::RMSNorm});
@@ -296,6 +358,21 @@ struct DeviceAnalysisModel<Bk>::Impl {
 template <Backend Bk>
 DeviceAnalysisModel<Bk>::DeviceAnalysisModel(Context& ctx, AnalysisPlan plan, const float* params)
     : impl_(new Impl(ctx, std::move(plan), params)) {}
+template <Backend Bk>
+DeviceAnalysisModel<Bk>::DeviceAnalysisModel(Context& ctx, AnalysisPlan plan)
+    : impl_(new Impl(ctx, std::move(plan), nullptr)) {}
+template <Backend Bk>
+std::uint8_t* DeviceAnalysisModel<Bk>::staging(std::size_t bytes) {
+  return impl_->staging(bytes);
+}
+template <Backend Bk>
+void DeviceAnalysisModel<Bk>::release_staging() {
+  impl_->release_staging();
+}
+template <Backend Bk>
+void DeviceAnalysisModel<Bk>::place(const WeightChunk& chunk) {
+  impl_->place(chunk);
+}
 template <Backend Bk>
 DeviceAnalysisModel<Bk>::~DeviceAnalysisModel() {
   delete impl_;

@@ -42,6 +42,23 @@ struct AnalysisTraits<Backend::Cuda> {
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
   }
   static void fill_zero(void* p, std::size_t bytes) { cuda_check(cudaMemset(p, 0, bytes), "cudaMemset"); }
+  static void* host_alloc(std::size_t bytes) {
+    void* p = nullptr;
+    cuda_check(cudaMallocHost(&p, bytes), "cudaMallocHost (the pinned staging buffer)");
+    return p;
+  }
+  static void host_free(void* p) {
+    if (p) cudaFreeHost(p);
+  }
+  /// The staged chunk (pinned) copied asynchronously into the device scratch on the legacy default
+  /// stream, where the kernels run, and waited for: the caller reuses the staging buffer.
+  static constexpr bool kChunkInPlace = false;
+  static const void* chunk_to_device(void* scratch, const void* host, std::size_t bytes) {
+    cuda_check(cudaMemcpyAsync(scratch, host, bytes, cudaMemcpyHostToDevice, cudaStreamLegacy),
+               "cudaMemcpyAsync of a staged weight chunk");
+    cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize after a staged weight chunk");
+    return scratch;
+  }
 
   /// Row-major C = alpha op(A) op(B) + beta C through cuBLAS (column-major): C^T = op(B)^T op(A)^T,
   /// so the operands swap and keep their transpose flags. The context's handle (one per context).

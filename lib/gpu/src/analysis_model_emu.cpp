@@ -26,6 +26,11 @@ struct AnalysisTraits<Backend::Emulated> {
   static void to_device(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
   static void to_host(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
   static void fill_zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+  static void* host_alloc(std::size_t bytes) { return device_alloc(bytes); }
+  static void host_free(void* p) { std::free(p); }
+  /// The emulated device's memory is the host's: a staged chunk is read where it was staged.
+  static constexpr bool kChunkInPlace = true;
+  static const void* chunk_to_device(void*, const void* host, std::size_t) { return host; }
 
   /// Row-major C = alpha op(A) op(B) + beta C (OpenBLAS), single and in strided batches.
   struct Blas {

@@ -3,7 +3,9 @@
 // operation named in its doc. Each writes the output elements of its index from inputs it only
 // reads (no atomics), so the Thrust calls are race-free and deterministic on both back ends.
 #include <cstdint>
+#include <cstring>
 
+#include "cf/gpu/analysis_plan.hpp"
 #include "cf/gpu/functors.hpp"
 
 namespace cf::gpu::detail {
@@ -111,6 +113,77 @@ struct TargetLoss {
     float sum = 0;
     for (int v = 0; v < V; ++v) sum += expf(r[v] - mx);
     return logf(sum) - (r[t] - mx);
+  }
+};
+
+/// bfloat16 bits to float: the upper half of a float32 (exact).
+CF_HD inline float bf16_float(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/// IEEE half bits to float (exact: every half is a float), the twin of cf::hf::half_to_float.
+CF_HD inline float half_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: man 2^-24, exact in float
+    const float v = static_cast<float>(man) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  const std::uint32_t u = exp == 31 ? sign | 0x7f800000u | (man << 13) : sign | ((exp + 112u) << 23) | (man << 13);
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/// Element i of an array of `type` as a float (exact for every WeightType).
+CF_HD inline float weight_at(const void* base, WeightType type, long long i) {
+  if (type == WeightType::F32) return static_cast<const float*>(base)[i];
+  const std::uint16_t b = static_cast<const std::uint16_t*>(base)[i];
+  return type == WeightType::BF16 ? bf16_float(b) : half_float(b);
+}
+
+/// A matrix of the stored dtype widened to float32 for a GEMM (exact).
+struct Widen {
+  const void* base;
+  WeightType type;
+  CF_HD float operator()(long long i) const { return weight_at(base, type, i); }
+};
+
+/// Element i of the embedding [N, C] (token row of wte, in its stored dtype, + learned position):
+/// the twin of Embed (trainer_common.hpp) reading the matrix array.
+struct EmbedStored {
+  const std::int32_t* tok;
+  const void* wte;
+  WeightType type;
+  const float* wpe;
+  int T, C;
+  CF_HD float operator()(long long i) const {
+    const long long n = i / C, c = i % C;
+    return weight_at(wte, type, static_cast<long long>(tok[n]) * C + c) + (wpe ? wpe[(n % T) * C + c] : 0.0f);
+  }
+};
+
+/// Chunk element i of a staged tensor (WeightChunk) written to its place: the same dtype copied
+/// bit for bit, else converted to float32 (exact from bf16 / f16).
+struct PlaceWeights {
+  const void* src;
+  WeightType st;
+  void* dst;
+  WeightType dt;
+  long long first, at, rows, cols;
+  PlaceOp op;
+  const long long* inverse;
+  CF_HD void operator()(long long i) const {
+    const long long e = first + i;
+    const long long d = op == PlaceOp::Copy        ? at + e
+                        : op == PlaceOp::Transpose ? at + (e % cols) * rows + e / cols
+                                                   : at + inverse[e / cols] * cols + e % cols;
+    if (dt == st && dt != WeightType::F32)
+      static_cast<std::uint16_t*>(dst)[d] = static_cast<const std::uint16_t*>(src)[i];
+    else
+      static_cast<float*>(dst)[d] = weight_at(src, st, i);
   }
 };
 

@@ -10,187 +10,18 @@
 #include "cf/core/json.hpp"
 #include "cf/data/token_file.hpp"
 #include "cf/hf/safetensors.hpp"
+#include "cf/hf/tensor_map.hpp"
 
 namespace cf::hf {
 
 namespace {
 
-using Shape = std::vector<std::int64_t>;
-
-// dst [cols, rows] = src [rows, cols]^T in 64 x 64 tiles (a plain double loop strides through
-// memory on one side and is ~10x slower for the 768 x 3072 GPT-2 matrices).
-void transpose_blocked(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
-  constexpr std::int64_t kB = 64;
-  // omp-nothrow: a transpose of raw arrays (no allocation, no throwing call)
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kB)
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kB)
-      for (std::int64_t r = r0; r < std::min(r0 + kB, rows); ++r)
-        for (std::int64_t c = c0; c < std::min(c0 + kB, cols); ++c) dst[c * rows + r] = src[r * cols + c];
-}
-
-// Copies HF tensors into the causalflow parameter array of `m`.
-struct Importer {
-  const TensorStore& st;
-  nn::Model<float>& m;
-  std::string prefix;  // "" or e.g. "transformer."
-
-  std::vector<float> get(const std::string& name, const Shape& shape) const { return st.read(prefix + name, shape); }
-  float* dst(const std::string& name) const { return m.params.data() + m.layout.find(name).offset; }
-  // Same layout: copy.
-  void copy(const std::string& hf, const std::string& cf) const {
-    const auto& info = m.layout.find(cf);
-    const auto v = get(hf, info.shape);
-    std::copy(v.begin(), v.end(), dst(cf));
-  }
-  // HF Conv1D [in, out] -> nn.Linear [out, in].
-  void transpose(const std::string& hf, const std::string& cf) const {
-    const auto& info = m.layout.find(cf);
-    const std::int64_t out = info.shape[0], in = info.shape[1];
-    const auto v = get(hf, {in, out});
-    transpose_blocked(v.data(), dst(cf), in, out);
-  }
-};
-
-// Row permutation of one head for RoPE: causalflow dim d' reads HF dim perm[d'] (first r dims).
-std::vector<int> rope_perm(int dh, int r) {
-  std::vector<int> p(static_cast<std::size_t>(dh));
-  for (int d = 0; d < dh; ++d) p[d] = d;
-  for (int i = 0; i < r / 2; ++i) {
-    p[2 * i] = i;
-    p[2 * i + 1] = i + r / 2;
-  }
-  return p;
-}
-
-// Interleaved per-head query_key_value (rows (h, s, d), s = q/k/v; GPT-NeoX, BLOOM) into the
-// causalflow stacking (s, h, d), applying `perm` to the q and k rows of each head. `cols` = 1 for a
-// bias, d_model for a weight.
-void regroup_qkv(const std::vector<float>& src, float* dst, int H, int dh, std::int64_t cols,
-                 const std::vector<int>& perm) {
-  for (int s = 0; s < 3; ++s)
-    for (int h = 0; h < H; ++h)
-      for (int d = 0; d < dh; ++d) {
-        const int sd = s < 2 ? perm[d] : d;
-        const std::int64_t from = (static_cast<std::int64_t>(h) * 3 * dh + s * dh + sd) * cols;
-        const std::int64_t to = ((static_cast<std::int64_t>(s) * H + h) * dh + d) * cols;
-        std::copy(src.begin() + from, src.begin() + from + cols, dst + to);
-      }
-}
-
-// Stacked heads (rows (h, d)) with `perm` applied per head, written at dst.
-void permute_heads(const std::vector<float>& src, float* dst, int heads, int dh, std::int64_t cols,
-                   const std::vector<int>& perm) {
-  for (int h = 0; h < heads; ++h)
-    for (int d = 0; d < dh; ++d) {
-      const std::int64_t from = (static_cast<std::int64_t>(h) * dh + perm[d]) * cols;
-      std::copy(src.begin() + from, src.begin() + from + cols, dst + (static_cast<std::int64_t>(h) * dh + d) * cols);
-    }
-}
-
-std::string first_present(const TensorStore& st, std::initializer_list<const char*> prefixes,
-                          const std::string& probe) {
-  for (const char* p : prefixes)
-    if (st.has(p + probe)) return p;
-  return "";
-}
-
-void import_gpt2(const TensorStore& st, nn::Model<float>& m) {
-  Importer im{st, m, first_present(st, {"transformer.", ""}, "wte.weight")};
-  im.copy("wte.weight", "wte.weight");
-  im.copy("wpe.weight", "wpe.weight");
-  for (int l = 0; l < m.config.n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    for (const char* n : {"ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias", "attn.c_attn.bias",
-                          "attn.c_proj.bias", "mlp.c_fc.bias", "mlp.c_proj.bias"})
-      im.copy(p + n, p + n);
-    for (const char* n : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"})
-      im.transpose(p + n, p + n);
-  }
-  im.copy("ln_f.weight", "ln_f.weight");
-  im.copy("ln_f.bias", "ln_f.bias");
-  if (!m.config.arch.tied_head) {
-    Importer head{st, m, ""};
-    head.copy("lm_head.weight", "lm_head.weight");
-  }
-}
-
-void import_neox_bloom(const TensorStore& st, nn::Model<float>& m, bool neox) {
-  const nn::ModelConfig& c = m.config;
-  const int H = c.n_head, C = c.d_model, dh = nn::head_dim(c, 0);
-  Importer im{st, m, neox ? "gpt_neox." : first_present(st, {"transformer.", ""}, "word_embeddings.weight")};
-  const std::vector<int> perm = neox ? rope_perm(dh, nn::rope_dims(c, 0)) : rope_perm(dh, 0);
-  im.copy(neox ? "embed_in.weight" : "word_embeddings.weight", "wte.weight");
-  if (!neox) {
-    im.copy("word_embeddings_layernorm.weight", "emb_ln.weight");
-    im.copy("word_embeddings_layernorm.bias", "emb_ln.bias");
-  }
-  const std::string attn = neox ? "attention." : "self_attention.";
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string hp = (neox ? "layers." : "h.") + std::to_string(l) + ".", p = "h." + std::to_string(l) + ".";
-    for (const char* w : {"weight", "bias"}) {
-      im.copy(hp + "input_layernorm." + w, p + "ln_1." + w);
-      im.copy(hp + "post_attention_layernorm." + w, p + "ln_2." + w);
-      im.copy(hp + "mlp.dense_h_to_4h." + w, p + "mlp.c_fc." + w);
-      im.copy(hp + "mlp.dense_4h_to_h." + w, p + "mlp.c_proj." + w);
-    }
-    regroup_qkv(im.get(hp + attn + "query_key_value.weight", {3 * C, C}), im.dst(p + "attn.c_attn.weight"), H, dh, C,
-                perm);
-    im.copy(hp + attn + "dense.weight", p + "attn.c_proj.weight");
-    if (c.bias) {
-      regroup_qkv(im.get(hp + attn + "query_key_value.bias", {3 * C}), im.dst(p + "attn.c_attn.bias"), H, dh, 1, perm);
-      im.copy(hp + attn + "dense.bias", p + "attn.c_proj.bias");
-    }
-  }
-  const std::string lnf = neox ? "final_layer_norm." : "ln_f.";
-  im.copy(lnf + "weight", "ln_f.weight");
-  im.copy(lnf + "bias", "ln_f.bias");
-  if (!c.arch.tied_head) {
-    Importer head{st, m, ""};
-    head.copy(neox ? "embed_out.weight" : "lm_head.weight", "lm_head.weight");
-  }
-}
-
-void import_llama(const TensorStore& st, nn::Model<float>& m) {
-  const nn::ModelConfig& c = m.config;
-  const int H = c.n_head, KV = nn::kv_heads(c), C = c.d_model, dh = nn::head_dim(c, 0), F = nn::ffn_dim(c);
-  Importer im{st, m, "model."};
-  const std::vector<int> perm = rope_perm(dh, nn::rope_dims(c, 0)), id = rope_perm(dh, 0);
-  im.copy("embed_tokens.weight", "wte.weight");
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string hp = "layers." + std::to_string(l) + ".", p = "h." + std::to_string(l) + ".";
-    im.copy(hp + "input_layernorm.weight", p + "ln_1.weight");
-    im.copy(hp + "post_attention_layernorm.weight", p + "ln_2.weight");
-    float* w = im.dst(p + "attn.c_attn.weight");
-    const std::int64_t qrows = static_cast<std::int64_t>(H) * dh, kvrows = static_cast<std::int64_t>(KV) * dh;
-    permute_heads(im.get(hp + "self_attn.q_proj.weight", {qrows, C}), w, H, dh, C, perm);
-    permute_heads(im.get(hp + "self_attn.k_proj.weight", {kvrows, C}), w + qrows * C, KV, dh, C, perm);
-    permute_heads(im.get(hp + "self_attn.v_proj.weight", {kvrows, C}), w + (qrows + kvrows) * C, KV, dh, C, id);
-    if (c.bias) {
-      float* b = im.dst(p + "attn.c_attn.bias");
-      permute_heads(im.get(hp + "self_attn.q_proj.bias", {qrows}), b, H, dh, 1, perm);
-      permute_heads(im.get(hp + "self_attn.k_proj.bias", {kvrows}), b + qrows, KV, dh, 1, perm);
-      permute_heads(im.get(hp + "self_attn.v_proj.bias", {kvrows}), b + qrows + kvrows, KV, dh, 1, id);
-    }
-    im.copy(hp + "self_attn.o_proj.weight", p + "attn.c_proj.weight");
-    if (c.proj_bias) im.copy(hp + "self_attn.o_proj.bias", p + "attn.c_proj.bias");
-    float* fc = im.dst(p + "mlp.c_fc.weight");
-    const auto gate = im.get(hp + "mlp.gate_proj.weight", {F, C}), up = im.get(hp + "mlp.up_proj.weight", {F, C});
-    std::copy(gate.begin(), gate.end(), fc);
-    std::copy(up.begin(), up.end(), fc + static_cast<std::int64_t>(F) * C);
-    im.copy(hp + "mlp.down_proj.weight", p + "mlp.c_proj.weight");
-    if (c.arch.mlp_bias) {
-      float* fb = im.dst(p + "mlp.c_fc.bias");
-      const auto gb = im.get(hp + "mlp.gate_proj.bias", {F}), ub = im.get(hp + "mlp.up_proj.bias", {F});
-      std::copy(gb.begin(), gb.end(), fb);
-      std::copy(ub.begin(), ub.end(), fb + F);
-      im.copy(hp + "mlp.down_proj.bias", p + "mlp.c_proj.bias");
-    }
-  }
-  im.copy("norm.weight", "ln_f.weight");
-  if (!c.arch.tied_head) {
-    Importer head{st, m, ""};
-    head.copy("lm_head.weight", "lm_head.weight");
+// Every stored tensor converted to float32 and placed where cf/hf/tensor_map.hpp says.
+void import_tensors(const TensorStore& st, Family family, nn::Model<float>& m) {
+  const auto has = [&st](const std::string& n) { return st.has(n); };
+  for (const TensorPiece& piece : tensor_pieces(family, m.config, has)) {
+    const std::vector<float> v = st.read(piece.hf, piece.shape);
+    place_float(piece, v.data(), m.params.data() + m.layout.find(piece.cf).offset);
   }
 }
 
@@ -211,10 +42,12 @@ std::string file_fnv1a64(const std::string& path) {
   }
   return h.hex();
 }
+}  // namespace
+
 // A folder written by export_hf records its weights' size and checksum in config.json
 // ("causalflow_weights"): an export interrupted between its two renames (new weights, old config)
 // or weights replaced by hand are refused instead of being read under the wrong configuration.
-void check_export_manifest(const std::string& dir) {
+void check_export_weights(const std::string& dir) {
   const std::string cfg = (fs::path(dir) / "config.json").string();
   const nlohmann::json j = cf::parse_json_file_text(read_file(cfg), cfg);  // an empty file: named, exit 2
   if (!j.is_object() || !j.contains("causalflow_weights")) return;         // not (or not yet) ours
@@ -230,8 +63,6 @@ void check_export_manifest(const std::string& dir) {
           "' is not the file its config.json was exported with (size or checksum differ: an "
           "interrupted export? export again)");
 }
-}  // namespace
-
 bool is_causalflow_export(const std::string& dir) {
   const std::string cfg = (fs::path(dir) / "config.json").string();
   const std::string st = (fs::path(dir) / "model.safetensors").string();
@@ -251,7 +82,7 @@ bool is_causalflow_export(const std::string& dir) {
 }
 
 nn::Model<float> load_hf_model(const std::string& dir) {
-  check_export_manifest(dir);
+  check_export_weights(dir);
   const HfConfig h = read_hf_config(dir);
   const TensorStore st(dir);
   nn::Model<float> m;
@@ -281,20 +112,7 @@ nn::Model<float> load_hf_model(const std::string& dir) {
           " values: the config does not describe these weights");
   m.params.assign(static_cast<std::size_t>(m.layout.total), 0.f);
   try {
-    switch (h.family) {
-      case Family::Gpt2:
-        import_gpt2(st, m);
-        break;
-      case Family::GptNeox:
-        import_neox_bloom(st, m, true);
-        break;
-      case Family::Bloom:
-        import_neox_bloom(st, m, false);
-        break;
-      case Family::Llama:
-        import_llama(st, m);
-        break;
-    }
+    import_tensors(st, h.family, m);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(str("Hugging Face checkpoint '", dir, "' (", h.model_type, "): ", e.what()));
   }

@@ -3,6 +3,7 @@
 // from a cf::nn model, the model on the device of a cf::gpu::Placement (its CUDA build, or the
 // emulated twin on the CPU for CF_GPU_EMULATE=1 and CI) behind the forward signature and hooks of
 // cf::nn::forward_backward, and `capture` on the device (cf::nn::capture_model's driver and file).
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,12 +37,29 @@ AnalysisPlan make_analysis_plan(const nn::ModelConfig& c);
 Placement placement_for_model(Placement where, const std::string& device, const std::string& tool,
                               const nn::ModelConfig& c, const std::string& missing = "");
 
+/// Whether an analyser keeps `checkpoint`'s weights in their stored dtype on the device
+/// (AnalysisModel's Hugging Face constructor): `weights` (--weights) is "stored", `where`
+/// (resolve_device's answer) is a device and `checkpoint` is a Hugging Face directory. Otherwise the
+/// tool loads the float32 model (cf::model::load_model): the CPU, HDF5 checkpoints, --weights float32.
+bool use_stored_weights(const std::string& weights, Placement where, const std::string& checkpoint);
+
+/// The lib/nn config of Hugging Face directory `dir` (config.json only; no weight is read).
+nn::ModelConfig hf_model_config(const std::string& dir);
+
 /// A lib/nn model resident on the device of `where` (Placement::Emulated or Placement::Cuda).
 class AnalysisModel {
  public:
   /// Upload `model` (its config checked by make_analysis_plan). Throws cf::InvalidArgument for
   /// Placement::Cpu, for Placement::Cuda in a build without CUDA, or an unsupported config.
   AnalysisModel(Placement where, const nn::Model<float>& model, Context& ctx = default_context());
+  /// A Hugging Face directory's weights on the device in their stored dtype (docs/gpu.md "Weights
+  /// in their stored dtype"): the GEMM matrices as stored (BF16, F16 or F32; float32 where they
+  /// mix), norms and biases in float32, staged shard by shard through a pinned buffer of
+  /// `staging_bytes` (a multiple of 4) and placed on the device by lib/hf's per-tensor mapping; no
+  /// float32 copy of the model on the host. Every tensor is checked against config.json first
+  /// (cf::InvalidArgument naming it: missing, wrong shape, another dtype).
+  AnalysisModel(Placement where, const std::string& hf_dir, Context& ctx = default_context(),
+                std::size_t staging_bytes = std::size_t{16} << 20);
   ~AnalysisModel();
   AnalysisModel(const AnalysisModel&) = delete;
   AnalysisModel& operator=(const AnalysisModel&) = delete;
@@ -63,16 +81,30 @@ class AnalysisModel {
   nn::PerplexityResult perplexity(const std::vector<std::int32_t>& tokens, int context, int stride,
                                   const nn::ForwardHooks* hooks = nullptr);
 
+  /// The model's configuration (lib/nn's, as cf::hf reads it for a Hugging Face directory).
+  const nn::ModelConfig& config() const { return config_; }
+  /// How the matrices sit on the device: float32, or the stored bf16 / f16.
+  WeightType weight_type() const;
+  /// Bytes of weights the device holds (the matrices in their dtype, the rest in float32).
+  std::size_t weight_bytes() const;
+
   struct Impl;
 
  private:
+  nn::ModelConfig config_;
   std::unique_ptr<Impl> impl_;
 };
+
+/// "float32", "bf16" or "f16".
+std::string weight_type_name(WeightType t);
 
 /// cf::nn::capture_model with every forward pass on the device of `where`: the same checks, the
 /// same capture file and summary, numbers equal to the CPU capture to float32 round-off.
 nn::CaptureSummary capture_model(Placement where, const nn::Model<float>& model,
                                  const std::vector<std::vector<std::int32_t>>& windows, const std::string& path,
                                  const nn::CaptureOptions& options);
+/// The same on a model already on the device (e.g. stored-dtype weights).
+nn::CaptureSummary capture_model(AnalysisModel& model, const std::vector<std::vector<std::int32_t>>& windows,
+                                 const std::string& path, const nn::CaptureOptions& options);
 
 }  // namespace cf::gpu

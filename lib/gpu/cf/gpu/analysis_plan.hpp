@@ -13,6 +13,10 @@ namespace cf::gpu {
 
 /// The pre-norm of every sub-layer (cf::nn::NormKind).
 enum class NormOp { None, LayerNorm, RMSNorm };
+/// How the matrices sit on the device (docs/gpu.md "Weights in their stored dtype"): float32, or
+/// the checkpoint's bfloat16 / IEEE half bits, widened exactly to float32 per GEMM.
+enum class WeightType { F32, BF16, F16 };
+
 /// The MLP activation (cf::nn::MlpKind): GELU tanh (GPT-2, BLOOM), GELU erf (GPT-NeoX), SwiGLU (Llama).
 enum class MlpOp { GeluTanh, GeluErf, SwiGLU };
 
@@ -36,6 +40,11 @@ struct AnalysisLayer {
 /// epsilon, the MLP, GPT-NeoX's parallel residual, RoPE's base; offsets of the embeddings (wpe < 0:
 /// no learned positions), of BLOOM's embedding norm (emb_ln_w < 0: none), of the final norm and of
 /// the LM head [V, C] (wte when tied); `total` parameters.
+/// Two weight arrays: the matrices (wte, head and each layer's attn_w, proj_w, fc_w, fcproj_w) index
+/// the matrix array, `mat_total` elements of `wtype`; every other offset (wpe, norms, biases) the
+/// float32 array of `total` floats. A plan of a loaded lib/nn model (make_analysis_plan) has one
+/// array (`one_array`: lib/nn's flat float32 layout holds both); a plan of stored weights
+/// (cf/gpu/analysis_model.hpp, a Hugging Face directory) keeps the matrices in their stored dtype.
 struct AnalysisPlan {
   int V = 0, C = 0, H = 0, F = 0, block_size = 0;
   NormOp norm = NormOp::LayerNorm;
@@ -44,8 +53,32 @@ struct AnalysisPlan {
   bool parallel_residual = false;
   double rope_theta = 10000.0;
   std::int64_t total = 0;
+  WeightType wtype = WeightType::F32;
+  std::int64_t mat_total = 0;
+  bool one_array = true;
   std::int64_t wte = -1, wpe = -1, emb_ln_w = -1, emb_ln_b = -1, lnf_w = -1, lnf_b = -1, head = -1;
   std::vector<AnalysisLayer> layers;
+};
+
+/// How a piece of a stored tensor lands in the device's weights (cf::hf::PieceOp): stored element e
+/// goes to Copy: dst + e; Transpose (a rows x cols tensor stored, its transpose wanted): dst + (e % cols)
+/// rows + e / cols; Rows: dst + inverse[e / cols] cols + e % cols.
+enum class PlaceOp { Copy, Transpose, Rows };
+
+/// One staged chunk of a stored tensor for the device: `count` elements of dtype `src` at `data`
+/// (host memory: the staging buffer) are elements [first, first + count) of a tensor of `rows` x
+/// `cols` elements (a vector: cols 1), placed by `op` into the matrix array (`matrix`, converted to
+/// the plan's wtype: the same dtype, or float32) or the float32 array, from element `dst`.
+/// `inverse` (Rows: `rows` entries, host memory): stored row -> destination row.
+struct WeightChunk {
+  WeightType src = WeightType::F32;
+  const void* data = nullptr;
+  std::int64_t first = 0, count = 0;
+  bool matrix = false;
+  std::int64_t dst = 0;
+  PlaceOp op = PlaceOp::Copy;
+  std::int64_t rows = 1, cols = 1;
+  const std::int64_t* inverse = nullptr;
 };
 
 /// One layer of one sequence as the device forward hands it to the host: host copies, valid during

@@ -6,6 +6,7 @@
 // is on). Plain types only, safe for nvcc. The host-side entry points (plans from a cf::nn model,
 // the hooks of cf::nn::ForwardHooks, capture on the device) are in cf/gpu/analysis_model.hpp.
 // Pointers passed to the public members are host pointers in both builds.
+#include <cstddef>
 #include <cstdint>
 
 #include "cf/gpu/analysis_plan.hpp"
@@ -24,10 +25,19 @@ class DeviceAnalysisModel {
   /// Upload `params` (plan.total floats, the lib/nn layout). Every operation runs in `ctx`, which
   /// must outlive the model.
   DeviceAnalysisModel(Context& ctx, AnalysisPlan plan, const float* params);
+  /// Zeroed weights of `plan` (plan.one_array false), filled by place() (the stored-dtype loader).
+  DeviceAnalysisModel(Context& ctx, AnalysisPlan plan);
   ~DeviceAnalysisModel();
   DeviceAnalysisModel(const DeviceAnalysisModel&) = delete;
   DeviceAnalysisModel& operator=(const DeviceAnalysisModel&) = delete;
   const AnalysisPlan& plan() const;
+  /// A host staging buffer of `bytes` (pinned on CUDA; the model owns it until release_staging()).
+  std::uint8_t* staging(std::size_t bytes);
+  void release_staging();
+  /// Copy chunk.data to the device (complete when this returns: the staging buffer may be reused;
+  /// on the emulated build host memory is the device's, so the chunk is read in place) and place
+  /// its elements (WeightChunk).
+  void place(const WeightChunk& chunk);
   /// Forward over B sequences of T tokens (tokens, targets [B T]; target < 0 = not counted;
   /// 1 <= T <= block_size): losses [B T] receives -log p(target) (0 where not counted), logits
   /// [B T, V] (null = not wanted) the next-token logits; `hooks` (null = none) the host's hooks.

@@ -28,6 +28,18 @@ inline CLI::Option* add_analysis_device_option(CLI::App& app, std::string& devic
       ->capture_default_str();
 }
 
+/// Declare a model-level analyser's --weights stored|float32 (default "stored"; docs/gpu.md "Weights
+/// in their stored dtype"): how a Hugging Face directory's weights sit on the device.
+inline CLI::Option* add_weights_option(CLI::App& app, std::string& weights) {
+  return app
+      .add_option("--weights", weights,
+                  "with --device cuda|auto, a Hugging Face directory's weights on the device: stored (their "
+                  "stored dtype, bf16 / f16 / f32, staged shard by shard: no float32 copy of the model on the "
+                  "host) or float32 (converted on the host, then uploaded); the CPU always reads float32")
+      ->check(CLI::IsMember({"stored", "float32"}))
+      ->capture_default_str();
+}
+
 /// Where an analyser's work runs once --device, the machine and CF_GPU_EMULATE are read (not
 /// cf::gpu::Backend, the build of a device operation: an analyser may also stay on the CPU).
 enum class Placement {

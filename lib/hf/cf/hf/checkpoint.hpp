@@ -22,6 +22,11 @@ namespace cf::hf {
 /// the file and tensor for an unsupported config, a missing tensor or a shape mismatch.
 nn::Model<float> load_hf_model(const std::string& dir);
 
+/// A folder written by export_gpt2 records its weights' size and checksum in config.json
+/// ("causalflow_weights"): throws cf::InvalidArgument when model.safetensors is not that file (an
+/// export interrupted between its two renames, weights replaced by hand); other folders pass.
+void check_export_weights(const std::string& dir);
+
 /// Whether folder `dir` holds a causalflow export: a config.json whose causalflow_weights
 /// ({"bytes", "fnv1a64"}) match its model.safetensors. export replaces such a folder without
 /// --overwrite; any other non-empty folder is a user's (issue 29).
