@@ -32,6 +32,7 @@
 #include "cf/gpu/trainer.hpp"
 #include "precision_body.hpp"
 #include "trainer_common.hpp"
+#include "trainer_norm_grad.hpp"
 
 namespace cf::gpu {
 
@@ -230,11 +231,17 @@ struct DeviceTrainer<Bk>::Impl {
   void norm_backward(float* dx, const float* dnorm, const float* x, const float* mean, const float* rstd,
                      std::int64_t wo, std::int64_t bo) {
     const long long n = static_cast<long long>(p.N) * p.C;
-    if (p.norm == TrainNorm::LayerNorm)
-      O::layernorm_backward(ctx, dx, g(wo), g(bo), dnorm, x, w(wo), mean, rstd, p.N, p.C);
-    else if (p.norm == TrainNorm::RMSNorm)
-      O::rmsnorm_backward(ctx, dx, g(wo), dnorm, x, w(wo), rstd, p.N, p.C);
-    else
+    // the weight gradients reduced in row order (trainer_norm_grad.hpp), not by the kernels' atomics
+    const auto features = trainer_body::index0() + p.C;
+    if (p.norm == TrainNorm::LayerNorm) {
+      O::layernorm_backward(ctx, dx, nullptr, nullptr, dnorm, x, w(wo), mean, rstd, p.N, p.C);
+      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                       detail::LayerNormWeightGrad{g(wo), g(bo), dnorm, x, mean, rstd, p.N, p.C});
+    } else if (p.norm == TrainNorm::RMSNorm) {
+      O::rmsnorm_backward(ctx, dx, nullptr, dnorm, x, w(wo), rstd, p.N, p.C);
+      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                       detail::RmsNormWeightGrad{g(wo), dnorm, x, rstd, p.N, p.C});
+    } else
       thrust::transform(Tr::policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
   }
 
