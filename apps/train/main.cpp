@@ -117,10 +117,10 @@ void run(const CLI::App& app, const Options& o) {
               << fmt_int(static_cast<long long>(data.train.size())) << " train / "
               << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
               << fmt(data.unigram_entropy, 4) << " nats)"
-              << (backend
-                      ? str(emulate ? ", device trainer emulated on the CPU (CF_GPU_EMULATE=1)" : ", device trainer on CUDA",
-                            ", ", tc.precision, " GEMMs")
-                      : std::string())
+              << (backend ? str(emulate ? ", device trainer emulated on the CPU (CF_GPU_EMULATE=1)"
+                                        : ", device trainer on CUDA",
+                                ", ", tc.precision, " GEMMs")
+                          : std::string())
               << "\n";
 
   std::signal(SIGINT, on_sigint);

@@ -50,8 +50,8 @@ std::vector<float> test_values(std::uint32_t seed, std::size_t n) {
   std::vector<float> v(n);
   for (auto& x : v) x = std::ldexp(mant(g), ex(g));
   for (int k = 0; k < 8; ++k) {
-    v.push_back(1.f + std::ldexp(float(2 * k + 1), -8));    // bf16 ties: odd multiples of 2^-8
-    v.push_back(-1.5f - std::ldexp(float(2 * k + 1), -11)); // TF32 ties: odd multiples of 2^-11
+    v.push_back(1.f + std::ldexp(float(2 * k + 1), -8));     // bf16 ties: odd multiples of 2^-8
+    v.push_back(-1.5f - std::ldexp(float(2 * k + 1), -11));  // TF32 ties: odd multiples of 2^-11
     v.push_back(std::ldexp(1.f + std::ldexp(float(2 * k + 1), -11), 7));
   }
   return v;
@@ -150,7 +150,7 @@ TEST_CASE("precision: the emulated device trainer in fp32 takes no rounding path
 
 TEST_CASE("precision: bf16 resume is exact in the emulated build (6 steps = 3, checkpoint, resume, 3)",
           "[gpu][precision][train]") {
-  check_bf16_resume_exact(cf::gpu::TrainerBuild::Emulated,
-                          (std::filesystem::temp_directory_path() / ("cf_gpu_prec_resume_" + std::to_string(::getpid())))
-                              .string());
+  check_bf16_resume_exact(
+      cf::gpu::TrainerBuild::Emulated,
+      (std::filesystem::temp_directory_path() / ("cf_gpu_prec_resume_" + std::to_string(::getpid()))).string());
 }

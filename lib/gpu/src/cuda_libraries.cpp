@@ -56,9 +56,8 @@ void* handle() {
 
 std::vector<std::pair<std::string, std::string>> lazily_bound_functions() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const char* f :
-       {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2", "cublasSgemmStridedBatched",
-        "cublasGemmEx"})
+  for (const char* f : {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2",
+                        "cublasSgemmStridedBatched", "cublasGemmEx"})
     out.emplace_back(kCublas.soname, f);
   for (const char* f : {"cusolverDnCreate", "cusolverDnDestroy", "cusolverDnSetStream", "cusolverDnSsyevd_bufferSize",
                         "cusolverDnSsyevd"})

@@ -24,11 +24,10 @@ struct HasLowPrecisionGemms : std::false_type {};
 template <class Blas>
 struct HasLowPrecisionGemms<
     Blas, std::void_t<decltype(std::declval<const Blas&>().gemm_tf32(false, false, 0, 0, 0, 1.0f, (const float*)nullptr,
-                                                                      0, (const float*)nullptr, 0, 0.0f, nullptr, 0)),
-                      decltype(std::declval<const Blas&>().gemm_bf16(false, false, 0, 0, 0, 1.0f,
-                                                                      (const std::uint16_t*)nullptr, 0,
-                                                                      (const std::uint16_t*)nullptr, 0, 0.0f, nullptr,
-                                                                      0))>> : std::true_type {};
+                                                                     0, (const float*)nullptr, 0, 0.0f, nullptr, 0)),
+                      decltype(std::declval<const Blas&>().gemm_bf16(
+                          false, false, 0, 0, 0, 1.0f, (const std::uint16_t*)nullptr, 0, (const std::uint16_t*)nullptr,
+                          0, 0.0f, nullptr, 0))>> : std::true_type {};
 
 /// The GEMMs of one device trainer in policy `prec`: the weights' low-precision copy (made by
 /// refresh_weights after every upload and AdamW update) and the scratch that activations are
@@ -68,8 +67,8 @@ class PrecisionGemm {
                      beta, C, ldc);
     } else {
       thrust::transform(Tr::policy(), A, A + na, a16_.get(), ToBf16());
-      blas.gemm_bf16(ta, tb, m, n, k, alpha, a16_.get(), lda, operand(B, nb, b_weight, w16_, b16_, ToBf16()), ldb,
-                     beta, C, ldc);
+      blas.gemm_bf16(ta, tb, m, n, k, alpha, a16_.get(), lda, operand(B, nb, b_weight, w16_, b16_, ToBf16()), ldb, beta,
+                     C, ldc);
     }
   }
 
