@@ -22,12 +22,14 @@ namespace cf::gpu::precision_body {
 template <class Blas, class = void>
 struct HasLowPrecisionGemms : std::false_type {};
 template <class Blas>
-struct HasLowPrecisionGemms<
-    Blas, std::void_t<decltype(std::declval<const Blas&>().gemm_tf32(false, false, 0, 0, 0, 1.0f, (const float*)nullptr,
-                                                                     0, (const float*)nullptr, 0, 0.0f, nullptr, 0)),
-                      decltype(std::declval<const Blas&>().gemm_bf16(
-                          false, false, 0, 0, 0, 1.0f, (const std::uint16_t*)nullptr, 0, (const std::uint16_t*)nullptr,
-                          0, 0.0f, nullptr, 0))>> : std::true_type {};
+struct HasLowPrecisionGemms<Blas,
+                            std::void_t<decltype(std::declval<const Blas&>().gemm_tf32(
+                                            false, false, 0, 0, 0, 1.0f, static_cast<const float*>(nullptr), 0,
+                                            static_cast<const float*>(nullptr), 0, 0.0f, nullptr, 0)),
+                                        decltype(std::declval<const Blas&>().gemm_bf16(
+                                            false, false, 0, 0, 0, 1.0f, static_cast<const std::uint16_t*>(nullptr), 0,
+                                            static_cast<const std::uint16_t*>(nullptr), 0, 0.0f, nullptr, 0))>>
+    : std::true_type {};
 
 /// The GEMMs of one device trainer in policy `prec`: the weights' low-precision copy (made by
 /// refresh_weights after every upload and AdamW update) and the scratch that activations are
@@ -45,7 +47,6 @@ class PrecisionGemm {
     if (prec_ == Precision::Tf32) w32_.reset(params), a32_.reset(a_max), b32_.reset(b_max);
     if (prec_ == Precision::Bf16) w16_.reset(params), a16_.reset(a_max), b16_.reset(b_max);
   }
-  Precision precision() const { return prec_; }
 
   /// Round the parameters W [params] into the weights' copy (once per update).
   void refresh_weights(const float* W) {

@@ -16,9 +16,6 @@
 
 namespace cf::gpu {
 
-template <class T>
-using EmuBuf = trainer_body::DBuf<TrainerTraits<Backend::Emulated>, T>;
-
 /// The emulated back end's primitives (the contract is in trainer_body.hpp).
 template <>
 struct TrainerTraits<Backend::Emulated> {
@@ -70,6 +67,9 @@ template class DeviceTrainer<Backend::Emulated>;
 
 namespace emu {
 
+template <class T>
+using Buf = trainer_body::DBuf<TrainerTraits<Backend::Emulated>, T>;
+
 void precision_gemm(Precision p, bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
                     const float* B, int ldb, bool b_is_weight, float beta, float* C, int ldc) {
   using Tr = TrainerTraits<Backend::Emulated>;
@@ -77,7 +77,7 @@ void precision_gemm(Precision p, bool ta, bool tb, int m, int n, int k, float al
   Context ctx;
   const Tr::Blas blas(ctx);
   // B is the whole "parameter array" when it is a weight, at offset 0
-  precision_body::PrecisionGemm<Tr, EmuBuf> g(p, b_is_weight ? nb : 0, na, b_is_weight ? 0 : nb);
+  precision_body::PrecisionGemm<Tr, Buf> g(p, b_is_weight ? nb : 0, na, b_is_weight ? 0 : nb);
   if (b_is_weight) g.refresh_weights(B);
   g.gemm(blas, ta, tb, m, n, k, alpha, A, lda, B, ldb, b_is_weight ? 0 : -1, beta, C, ldc);
 }
