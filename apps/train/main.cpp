@@ -16,6 +16,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
 #include "cf/gpu/train_step.hpp"
 #include "cf/nn/run_folder.hpp"
 #include "cf/nn/train_report.hpp"
@@ -85,6 +86,11 @@ void run(const CLI::App& app, const Options& o) {
                        "--text or --corpus (--data files carry their own split)");
     nn::continue_from_checkpoint(o, given, *resumed, tc, o.common.quiet);
   }
+  // the GEMMs' number format (docs/gpu.md "Precision policies"): recorded in train_config, so a
+  // --resume continues in it or refuses another low precision
+  const gpu::Precision precision = gpu::resolve_precision(o.precision, given("--precision"), device,
+                                                          resumed ? &resumed->train_config : nullptr, o.common.quiet);
+  tc.precision = std::string(gpu::kPrecisions.name(precision));
   require(tc.min_lr <= tc.lr, "--min-lr (", tc.min_lr, ") must be <= --lr (", tc.lr, ")");
   // the run's input checks (seq_len within block_size and the task rows, the data's vocabulary,
   // split sizes, scored validation targets) before a device is set up, the folder locked or the
@@ -95,7 +101,8 @@ void run(const CLI::App& app, const Options& o) {
     const std::string why = gpu::device_train_unsupported(used);
     require(why.empty(), "--device cuda: the device trainer does not support ", why,
             " (docs/gpu.md \"Device trainer\"); use --device cpu");
-    backend = gpu::make_update_backend(emulate ? gpu::TrainerBuild::Emulated : gpu::TrainerBuild::Cuda);
+    backend = gpu::make_update_backend(emulate ? gpu::TrainerBuild::Emulated : gpu::TrainerBuild::Cuda,
+                                       gpu::default_context(), precision);
   }
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   // one train per folder, once every input has been checked: a second train started into a folder
@@ -110,9 +117,10 @@ void run(const CLI::App& app, const Options& o) {
               << fmt_int(static_cast<long long>(data.train.size())) << " train / "
               << fmt_int(static_cast<long long>(data.val.size())) << " val tokens, unigram entropy "
               << fmt(data.unigram_entropy, 4) << " nats)"
-              << (backend
-                      ? emulate ? ", device trainer emulated on the CPU (CF_GPU_EMULATE=1)" : ", device trainer on CUDA"
-                      : "")
+              << (backend ? str(emulate ? ", device trainer emulated on the CPU (CF_GPU_EMULATE=1)"
+                                        : ", device trainer on CUDA",
+                                ", ", tc.precision, " GEMMs")
+                          : std::string())
               << "\n";
 
   std::signal(SIGINT, on_sigint);
@@ -138,6 +146,7 @@ void run(const CLI::App& app, const Options& o) {
 void setup(CLI::App& app, Options& o) {
   train_app::add_run_options(app, o);
   gpu::add_device_option(app, o.device);
+  gpu::add_precision_option(app, o.precision);
   // Before the common options, which then keep it: train's step lines are a log, printed every
   // --log-every updates whether or not stderr is a terminal (unlike the other tools' progress line).
   app.add_flag("--quiet", o.common.quiet,
@@ -148,6 +157,7 @@ void setup(CLI::App& app, Options& o) {
       "  train --corpus brown --steps 600 --out-dir runs/brown\n"
       "  train --data data/brown_byte --attn 'swa*3,full' --w 64 --pos rope --out-dir runs/swa\n"
       "  train --text corpus.txt --attn sd --norm none --sd-eps 0.1 --steps 300\n"
+      "  train --corpus brown --device cuda --precision bf16 --out-dir runs/bf16   # float32 checkpoints\n"
       "  train --corpus brown --resume runs/brown/last.h5 --out-dir runs/brown --steps 1200 --replan-schedule\n"
       "      # extend run 1: the cosine is re-planned over 1200 steps\n"
       "Writes <out-dir>/last.h5 (atomic), best.h5 (best validation), log.csv and loss.svg; Ctrl-C saves last.h5.\n"

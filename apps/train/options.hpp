@@ -11,7 +11,8 @@ namespace cf::train_app {
 
 // The run's options (cf/nn/train_run.hpp) plus the device and the options every tool shares.
 struct Options : nn::TrainRunOptions {
-  std::string device = "cpu";  ///< --device cpu|cuda (lib/gpu)
+  std::string device = "cpu";      ///< --device cpu|cuda (lib/gpu)
+  std::string precision = "fp32";  ///< --precision fp32|tf32|bf16 (the device trainer's GEMMs)
   app::CommonOptions common;
 };
 

@@ -1,7 +1,8 @@
 // Benchmark (not a test) of the CUDA path against the CPU path in the same process:
-//   bench_gpu train LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP] [SCHEDULE]
+//   bench_gpu train LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP] [SCHEDULE] [PRECISION]
 //       tokens/s of one training update of cf::gpu::cuda::Trainer (forward, backward, clip,
-//       AdamW; the step of bench_train_step.cpp) and the device memory it holds
+//       AdamW; the step of bench_train_step.cpp) and the device memory it holds; PRECISION
+//       fp32 (default) | tf32 | bf16 is the trainer's GEMM policy (docs/gpu.md "Precision policies")
 //   bench_gpu rollout LOG2_N HEADS STEPS
 //       one structured ALiBi rollout step (Position bias (Herasimchyk et al.) Eqs. 1-3) on the device
 //       (cf::gpu::cuda::alibi_rollout_apply_left) and on the CPU (cf::rollout::alibi_apply_left),
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cf/gpu/device.hpp"
@@ -37,7 +39,7 @@ double secs(clk::time_point a, clk::time_point b) { return std::chrono::duration
 
 int usage() {
   std::fprintf(stderr,
-               "usage: bench_gpu train LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP] [SCHEDULE]\n"
+               "usage: bench_gpu train LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP] [SCHEDULE] [PRECISION]\n"
                "       bench_gpu rollout LOG2_N HEADS STEPS\n"
                "       bench_gpu eig N BATCH REPS\n");
   return 2;
@@ -72,7 +74,12 @@ double used_mib() {
 }
 
 int run_train(int argc, char** argv) {
-  if (argc < 9 || argc > 11) return usage();
+  if (argc < 9 || argc > 12) return usage();
+  const auto precision = cf::gpu::kPrecisions.find(argc > 11 ? argv[11] : "fp32");
+  if (!precision) {
+    std::fprintf(stderr, "bench_gpu: the precision must be fp32, tf32 or bf16 (got '%s')\n", argv[11]);
+    return usage();
+  }
   long v[8];
   for (int i = 0; i < 7; ++i)
     if ((v[i] = arg(argv[2 + i], 1L << 20)) < 0) return usage();
@@ -90,7 +97,9 @@ int run_train(int argc, char** argv) {
   for (auto& t : x) t = std::int32_t(rng() % c.vocab_size);
   for (auto& t : y) t = std::int32_t(rng() % c.vocab_size);
   const double mem0 = used_mib();
-  cf::gpu::cuda::Trainer tr(cf::gpu::make_train_plan(c, B, T));
+  cf::gpu::TrainPlan plan = cf::gpu::make_train_plan(c, B, T);
+  plan.precision = *precision;
+  cf::gpu::cuda::Trainer tr(std::move(plan));
   tr.upload(m.params.data(), nullptr, nullptr);
   const AdamWConfig ac;
   double total = 0, loss = 0;
@@ -106,9 +115,10 @@ int run_train(int argc, char** argv) {
     check(cudaDeviceSynchronize(), "step");
     if (s >= warm) total += secs(t0, clk::now());
   }
-  std::printf("cuda-trainer params=%lld tokens_per_s=%.1f step_s=%.4f loss=%.4f device_mib=%.1f finite=%d\n",
-              static_cast<long long>(m.params.size()), double(B) * T * steps / total, total / steps, loss,
-              used_mib() - mem0, int(tr.finite()));
+  std::printf(
+      "cuda-trainer params=%lld tokens_per_s=%.1f step_s=%.4f loss=%.4f device_mib=%.1f finite=%d precision=%s\n",
+      static_cast<long long>(m.params.size()), double(B) * T * steps / total, total / steps, loss, used_mib() - mem0,
+      int(tr.finite()), std::string(cf::gpu::kPrecisions.name(*precision)).c_str());
   return 0;
 }
 

@@ -58,6 +58,8 @@ if [[ $sections == *,train,* ]]; then
     "$w/bin/train_variant_start" "$root/README.md" /tmp/cf_train_dev_variants
   CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu_attn.sh" "$w/bin/train" \
     "$w/bin/train_variant_start" "$root/README.md" /tmp/cf_train_dev_attn
+  CF_TRAIN_DEVICE_EMULATE=0 run 120 bash "$root/tests/gpu/train_device_emu_precision.sh" "$w/bin/train" \
+    "$root/README.md" /tmp/cf_train_dev_precision
 fi
 
 if [[ $sections == *,bench,* || $sections == *,gpubench,* ]]; then
@@ -66,17 +68,23 @@ if [[ $sections == *,bench,* || $sections == *,gpubench,* ]]; then
   [[ $sections == *,bench,* ]] || cpu2=(true)
   tpy=(env CF_TORCH_DEVICE=cuda "$py" "$root/bench/train/torch_train_step.py")
   sec "bench: config (a) 4 x 256, T 256, B 8, bytes: device trainer, PyTorch on the GPU, the CPU path on 2 cores"
-  run 60 "$w/bin/bench_gpu" train 4 256 4 256 8 256 20 3
   CF_GPU_ATTENTION=generic run 60 "$w/bin/bench_gpu" train 4 256 4 256 8 256 20 3
-  run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3
-  CF_TORCH_SDPA=1 run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3
+  # each precision policy on both sides (docs/gpu.md "Precision policies"): tf32 / bf16 against
+  # PyTorch's TF32 matmuls / bf16 autocast in the same run
+  for prec in fp32 tf32 bf16; do
+    run 60 "$w/bin/bench_gpu" train 4 256 4 256 8 256 20 3 full $prec
+    run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3 --precision $prec
+    CF_TORCH_SDPA=1 run 90 "${tpy[@]}" 4 256 4 256 8 256 20 3 --precision $prec
+  done
   run 90 "${cpu2[@]}" "$w/bin/bench_train_step" 4 256 4 256 8 256 3 1
   sec "bench: GPT-2 124M shape, T 1024: device trainer (B 8 and B 1), PyTorch on the GPU (B 8), the CPU path on 2 cores (B 1)"
-  run 120 "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 10 2
   CF_GPU_ATTENTION=generic run 120 "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 10 2
   run 60 "$w/bin/bench_gpu" train 12 768 12 1024 1 50257 10 2
-  run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2
-  CF_TORCH_SDPA=1 run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2
+  for prec in fp32 tf32 bf16; do
+    run 120 "$w/bin/bench_gpu" train 12 768 12 1024 8 50257 10 2 full $prec
+    run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2 --precision $prec
+    CF_TORCH_SDPA=1 run 120 "${tpy[@]}" 12 768 12 1024 8 50257 10 2 --precision $prec
+  done
   run 120 "${cpu2[@]}" "$w/bin/bench_train_step" 12 768 12 1024 1 50257 2 1
   sec "bench: attention cost follows the mask on the device (4 x 256, T 4096, B 1)"
   for s in full swa; do

@@ -2,7 +2,9 @@
 // on a device, against the CPU trainer of lib/nn (the oracle) and the emulated build: loss and
 // every parameter gradient, the AdamW update with accumulation and clipping, five steps of the
 // norm / MLP / residual variants, and the training loop of `train --device cuda` (GPT-2 style and
-// RMSNorm + SwiGLU + parallel residual) against the CPU loop's loss curve. Without a usable device
+// RMSNorm + SwiGLU + parallel residual) against the CPU loop's loss curve; the precision policies
+// (TF32 and bf16 tensor-core GEMMs against the CPU trainer and the emulated twin, bf16 resume
+// exactness; precision_cases.hpp). Without a usable device
 // the program prints the reason and exits 77 (CTest: skipped). Built only with CUDA; docs/gpu.md.
 #define CATCH_CONFIG_RUNNER
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include "cf/nn/model.hpp"
 #include "cf/nn/optim.hpp"
 #include "cf/nn/trainer.hpp"
+#include "precision_cases.hpp"
 #include "train_cases.hpp"
 
 namespace {
@@ -116,6 +119,50 @@ TEST_CASE("device trainer (CUDA): an RMSNorm + SwiGLU + parallel-residual loop t
   for (const char* n : {"vcpu", "vcuda"})
     fs::remove_all(fs::temp_directory_path() /
                    (std::string("cf_gpu_train_device_") + n + "_" + std::to_string(::getpid())));
+}
+
+TEST_CASE("device trainer (CUDA) in TF32 and bf16 = the float32 CPU trainer within 8u (gradients)",
+          "[gpu][device][train][precision]") {
+  for (cf::gpu::Precision p : {cf::gpu::Precision::Tf32, cf::gpu::Precision::Bf16})
+    check_precision_against_cpu<cf::gpu::cuda::Trainer>(p, /*warn=*/true);
+}
+
+TEST_CASE("device trainer (CUDA) in TF32 and bf16 = its emulated twin (the same rounded GEMM inputs)",
+          "[gpu][device][train][precision]") {
+  // both builds round the GEMM inputs with the same functors; the tensor cores' products of TF32 /
+  // bf16 values are exact, so only the float32 summation order differs, as for SGEMM (check_gradient)
+  for (cf::gpu::Precision p : {cf::gpu::Precision::Tf32, cf::gpu::Precision::Bf16})
+    for (const Case& cs : precision_cases()) {
+      INFO(cf::gpu::kPrecisions.name(p) << ": " << cs.label);
+      const int B = 2, T = 45;
+      const Model<float> model = init_model<float>(cs.cfg, 7);
+      std::vector<std::int32_t> x, y;
+      batch(cs.cfg, B, T, 11, x, y);
+      cf::gpu::TrainPlan plan = cf::gpu::make_train_plan(cs.cfg, B, T);
+      plan.precision = p;
+      cf::gpu::emu::Trainer emu(plan);
+      cf::gpu::cuda::Trainer dev(plan);
+      std::vector<float> ge(model.params.size()), gd(model.params.size());
+      emu.upload(model.params.data(), nullptr, nullptr);
+      dev.upload(model.params.data(), nullptr, nullptr);
+      emu.zero_grad();
+      dev.zero_grad();
+      const double le = emu.micro_batch(x.data(), y.data()), ld = dev.micro_batch(x.data(), y.data());
+      emu.gradient(ge.data());
+      dev.gradient(gd.data());
+      double worst = 0;
+      for (const auto& t : model.layout.tensors)
+        worst = std::max(worst, rel_diff(gd.data() + t.offset, ge.data() + t.offset, t.size));
+      WARN(cf::gpu::kPrecisions.name(p) << ": " << cs.label << ": loss emu " << le << " device " << ld
+                                        << "; worst gradient tensor rel. diff " << worst);
+      CHECK(std::abs(ld - le) < 1e-5 * std::abs(le));
+      check_tensors(model.layout, gd, ge, 1e-4, "gradient");
+    }
+}
+
+TEST_CASE("device trainer (CUDA): bf16 resume is exact (6 steps = 3, checkpoint, resume, 3)",
+          "[gpu][device][train][precision]") {
+  check_bf16_resume_exact(cf::gpu::TrainerBuild::Cuda, tmpdir("bf16_resume"));
 }
 
 int main(int argc, char** argv) {

@@ -56,8 +56,8 @@ void* handle() {
 
 std::vector<std::pair<std::string, std::string>> lazily_bound_functions() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const char* f :
-       {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2", "cublasSgemmStridedBatched"})
+  for (const char* f : {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2",
+                        "cublasSgemmStridedBatched", "cublasGemmEx"})
     out.emplace_back(kCublas.soname, f);
   for (const char* f : {"cusolverDnCreate", "cusolverDnDestroy", "cusolverDnSetStream", "cusolverDnSsyevd_bufferSize",
                         "cusolverDnSsyevd"})
@@ -94,6 +94,21 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int ldc, long long int sc, int batch) {
   return CF_REAL(kCublas, cublasSgemmStridedBatched)(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc,
                                                      sc, batch);
+}
+
+// cublas_api.h also declares an inline C++ overload of cublasGemmEx (a cudaDataType compute type),
+// so CF_REAL's decltype(&::name) is ambiguous: the type is spelled out (the definition below must
+// still match the header's extern "C" declaration, or it does not compile)
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void* alpha, const void* A, cudaDataType at, int lda, const void* B, cudaDataType bt,
+                            int ldb, const void* beta, void* C, cudaDataType ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo) {
+  static const auto fn = reinterpret_cast<GemmExFn>(library_symbol(handle<kCublas>(), kCublas.soname, "cublasGemmEx"));
+  return fn(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, compute, algo);
 }
 
 cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t* h) { return CF_REAL(kCusolver, cusolverDnCreate)(h); }

@@ -117,9 +117,11 @@ namespace {
 template <class Tr>
 class DeviceBackend final : public nn::UpdateBackend {
  public:
-  explicit DeviceBackend(Context& ctx) : ctx_(ctx) {}
+  DeviceBackend(Context& ctx, Precision precision) : ctx_(ctx), precision_(precision) {}
   void load(const nn::Model<float>& model, const nn::AdamWState& st, int B, int T) override {
-    t_ = std::make_unique<Tr>(ctx_, make_train_plan(model.config, B, T));
+    TrainPlan plan = make_train_plan(model.config, B, T);
+    plan.precision = precision_;
+    t_ = std::make_unique<Tr>(ctx_, std::move(plan));
     const std::size_t n = model.params.size();
     require(st.m.empty() || (st.m.size() == n && st.v.size() == n), "device trainer: optimizer state has ", st.m.size(),
             " entries for ", n, " parameters");
@@ -155,15 +157,16 @@ class DeviceBackend final : public nn::UpdateBackend {
     return *t_;
   }
   Context& ctx_;
+  Precision precision_;
   std::unique_ptr<Tr> t_;
 };
 
 }  // namespace
 
-std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Context& ctx) {
-  if (build == TrainerBuild::Emulated) return std::make_unique<DeviceBackend<emu::Trainer>>(ctx);
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Context& ctx, Precision precision) {
+  if (build == TrainerBuild::Emulated) return std::make_unique<DeviceBackend<emu::Trainer>>(ctx, precision);
 #if CF_GPU_HAVE_CUDA
-  return std::make_unique<DeviceBackend<cuda::Trainer>>(ctx);
+  return std::make_unique<DeviceBackend<cuda::Trainer>>(ctx, precision);
 #else
   throw InvalidArgument("the device trainer's CUDA build is not in this binary (configured without CUDA)");
 #endif

@@ -30,7 +30,9 @@
 #include "cf/core/error.hpp"
 #include "cf/gpu/ops.hpp"
 #include "cf/gpu/trainer.hpp"
+#include "precision_body.hpp"
 #include "trainer_common.hpp"
+#include "trainer_norm_grad.hpp"
 
 namespace cf::gpu {
 
@@ -103,6 +105,7 @@ struct DeviceTrainer<Bk>::Impl {
   Context& ctx;
   TrainPlan p;
   typename Tr::Blas blas;
+  precision_body::PrecisionGemm<Tr, DBuf> lp;  // the GEMMs in p.precision (precision_body.hpp)
   DBuf<float> W, G, M, V;
   struct Layer {
     DBuf<float> ln1, ln1_mean, ln1_rstd, qkv, atty, lse, obr, ln2, ln2_mean, ln2_rstd, fch, fcg, slopes;
@@ -122,7 +125,8 @@ struct DeviceTrainer<Bk>::Impl {
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
   std::vector<std::int32_t> h_tokens;
 
-  Impl(Context& c, TrainPlan plan) : ctx(c), p(std::move(plan)), blas(c) {
+  Impl(Context& c, TrainPlan plan)
+      : ctx(c), p(std::move(plan)), blas(c), lp(p.precision, p.total, gemm_span(true), gemm_span(false)) {
     const std::size_t N = static_cast<std::size_t>(p.N), C = static_cast<std::size_t>(p.C),
                       F = static_cast<std::size_t>(p.F), P = static_cast<std::size_t>(p.total);
     W.reset(P), G.reset(P), M.reset(P), V.reset(P);
@@ -181,12 +185,25 @@ struct DeviceTrainer<Bk>::Impl {
     if (bil) dBs.reset(bil);
   }
 
+  /// The most elements a GEMM operand of linear_forward / _backward spans: the first operand
+  /// (an input or an output gradient, N x max(IC, OC)) or the second when it is not a weight (an
+  /// input, N x IC).
+  std::size_t gemm_span(bool first) const {
+    int widest = std::max(p.C, p.F);
+    for (const TrainLayer& tl : p.layers) widest = std::max(widest, p.H * tl.dh);
+    if (first) {
+      widest = std::max({widest, p.fc_width(), p.V, p.H});
+      for (const TrainLayer& tl : p.layers) widest = std::max(widest, static_cast<int>(qkv_ld(tl)));
+    }
+    return static_cast<std::size_t>(p.N) * static_cast<std::size_t>(widest);
+  }
+
   const float* w(std::int64_t off) const { return off >= 0 ? W.get() + off : nullptr; }
   float* g(std::int64_t off) const { return off >= 0 ? G.get() + off : nullptr; }
 
   // out [N, OC] = inp [N, IC] W^T (+ b), W [OC, IC] row-major (cf::nn::linear_forward).
   void linear_forward(float* out, const float* inp, std::int64_t wo, std::int64_t bo, int N, int IC, int OC) {
-    blas.gemm(false, true, N, OC, IC, 1.0f, inp, IC, w(wo), IC, 0.0f, out, OC);
+    lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, w(wo), IC, wo, 0.0f, out, OC);
     if (bo >= 0)
       thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(N) * OC,
                        detail::AddBias{out, w(bo), OC});
@@ -194,8 +211,9 @@ struct DeviceTrainer<Bk>::Impl {
   // dinp [N, IC] += dout W; dW += dout^T inp; db += column sums of dout (cf::nn::linear_backward).
   void linear_backward(float* dinp, std::int64_t wo, std::int64_t bo, const float* dout, const float* inp, int N,
                        int IC, int OC) {
-    blas.gemm(false, false, N, IC, OC, 1.0f, dout, OC, w(wo), IC, 1.0f, dinp, IC);
-    blas.gemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, g(wo), IC);
+    lp.gemm(blas, false, false, N, IC, OC, 1.0f, dout, OC, w(wo), IC, wo, 1.0f, dinp, IC);
+    lp.gemm(blas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, -1, 1.0f, g(wo), IC);
+    // the bias sums stay float32 under every precision policy (a reduction, not a product)
     if (bo >= 0) blas.gemm(true, false, OC, 1, N, 1.0f, dout, OC, ones.get(), 1, 1.0f, g(bo), 1);
   }
   // Pre-norm of a sub-layer (cf::nn's norm_forward): the norm of x into `out`, statistics saved in
@@ -213,11 +231,17 @@ struct DeviceTrainer<Bk>::Impl {
   void norm_backward(float* dx, const float* dnorm, const float* x, const float* mean, const float* rstd,
                      std::int64_t wo, std::int64_t bo) {
     const long long n = static_cast<long long>(p.N) * p.C;
-    if (p.norm == TrainNorm::LayerNorm)
-      O::layernorm_backward(ctx, dx, g(wo), g(bo), dnorm, x, w(wo), mean, rstd, p.N, p.C);
-    else if (p.norm == TrainNorm::RMSNorm)
-      O::rmsnorm_backward(ctx, dx, g(wo), dnorm, x, w(wo), rstd, p.N, p.C);
-    else
+    // the weight gradients reduced in row order (trainer_norm_grad.hpp), not by the kernels' atomics
+    const auto features = trainer_body::index0() + p.C;
+    if (p.norm == TrainNorm::LayerNorm) {
+      O::layernorm_backward(ctx, dx, nullptr, nullptr, dnorm, x, w(wo), mean, rstd, p.N, p.C);
+      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                       detail::LayerNormWeightGrad{g(wo), g(bo), dnorm, x, mean, rstd, p.N, p.C});
+    } else if (p.norm == TrainNorm::RMSNorm) {
+      O::rmsnorm_backward(ctx, dx, nullptr, dnorm, x, w(wo), rstd, p.N, p.C);
+      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                       detail::RmsNormWeightGrad{g(wo), dnorm, x, rstd, p.N, p.C});
+    } else
       thrust::transform(Tr::policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
   }
 
@@ -528,6 +552,7 @@ void DeviceTrainer<Bk>::upload(const float* params, const float* m, const float*
     Impl::Tr::to_device(impl_->V.get(), v, bytes);
   else
     impl_->V.zero();
+  impl_->lp.refresh_weights(impl_->W.get());
 }
 
 template <Backend Bk>
@@ -589,6 +614,7 @@ void DeviceTrainer<Bk>::apply(const AdamWUpdate& u, float weight_decay) {
     Impl::O::adamw_update(a.ctx, a.W.get() + r.offset, a.G.get() + r.offset, a.M.get() + r.offset, a.V.get() + r.offset,
                           r.size, ur);
   }
+  a.lp.refresh_weights(a.W.get());
 }
 
 template <Backend Bk>

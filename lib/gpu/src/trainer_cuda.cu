@@ -1,10 +1,13 @@
 // DeviceTrainer<Backend::Cuda> (cf::gpu::cuda::Trainer): the device trainer on a CUDA device
 // (issue 14): buffers in device memory, the kernels of cf/gpu/kernels and Thrust on the CUDA
-// backend, SGEMM from cuBLAS through the context's handle. The body is the template of
-// trainer_body.hpp, the source CI executes on the CPU through trainer_emu.cpp.
+// backend, SGEMM (or, under a precision policy, tensor-core GemmEx) from cuBLAS through the
+// context's handle. The body is the template of trainer_body.hpp, the source CI executes on the
+// CPU through trainer_emu.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <thrust/execution_policy.h>
+
+#include <cstdint>
 
 #include "cuda_resources.hpp"
 #include "trainer_body.hpp"
@@ -50,8 +53,27 @@ struct TrainerTraits<Backend::Cuda> {
                                             &alpha, B, ldb, A, lda, &beta, C, ldc);
       if (st != CUBLAS_STATUS_SUCCESS) throw Error(str("device trainer: cublasSgemm failed with status ", int(st)));
     }
+    /// TF32 inputs (rounded to nearest even by precision_body.hpp, so the tensor cores' own
+    /// conversion is exact), float32 accumulation and output.
+    void gemm_tf32(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                   float beta, float* C, int ldc) const {
+      gemm_ex(ta, tb, m, n, k, alpha, A, lda, B, ldb, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, beta, C, ldc);
+    }
+    /// bfloat16 inputs, float32 accumulation and output.
+    void gemm_bf16(bool ta, bool tb, int m, int n, int k, float alpha, const std::uint16_t* A, int lda,
+                   const std::uint16_t* B, int ldb, float beta, float* C, int ldc) const {
+      gemm_ex(ta, tb, m, n, k, alpha, A, lda, B, ldb, CUDA_R_16BF, CUBLAS_COMPUTE_32F, beta, C, ldc);
+    }
 
    private:
+    void gemm_ex(bool ta, bool tb, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
+                 cudaDataType in, cublasComputeType_t compute, float beta, float* C, int ldc) const {
+      if (m == 0 || n == 0) return;
+      const cublasStatus_t st =
+          cublasGemmEx(h_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, in, ldb,
+                       A, in, lda, &beta, C, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) throw Error(str("device trainer: cublasGemmEx failed with status ", int(st)));
+    }
     cublasHandle_t h_ = nullptr;
   };
 };

@@ -5,9 +5,12 @@
 #include <cblas.h>
 #include <thrust/system/omp/execution_policy.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "trainer_body.hpp"
 
@@ -36,9 +39,49 @@ struct TrainerTraits<Backend::Emulated> {
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda,
                   B, ldb, beta, C, ldc);
     }
+    /// TF32 inputs (already rounded, precision_body.hpp): their products are exact in float32, so
+    /// SGEMM is the tensor cores' arithmetic up to the summation order.
+    void gemm_tf32(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                   float beta, float* C, int ldc) const {
+      gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+    /// bfloat16 inputs widened to float32 (exact), then SGEMM (products exact, float32 sums).
+    void gemm_bf16(bool ta, bool tb, int m, int n, int k, float alpha, const std::uint16_t* A, int lda,
+                   const std::uint16_t* B, int ldb, float beta, float* C, int ldc) const {
+      if (m == 0 || n == 0) return;
+      widen(a_, A, static_cast<std::size_t>(ta ? k : m) * lda);
+      widen(b_, B, static_cast<std::size_t>(tb ? n : k) * ldb);
+      gemm(ta, tb, m, n, k, alpha, a_.data(), lda, b_.data(), ldb, beta, C, ldc);
+    }
+
+   private:
+    static void widen(std::vector<float>& out, const std::uint16_t* in, std::size_t n) {
+      out.resize(n);
+      std::transform(in, in + n, out.begin(), FromBf16());
+    }
+    mutable std::vector<float> a_, b_;  // the widened operands (host memory: this build's device)
   };
 };
 
 template class DeviceTrainer<Backend::Emulated>;
+
+namespace emu {
+
+template <class T>
+using Buf = trainer_body::DBuf<TrainerTraits<Backend::Emulated>, T>;
+
+void precision_gemm(Precision p, bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
+                    const float* B, int ldb, bool b_is_weight, float beta, float* C, int ldc) {
+  using Tr = TrainerTraits<Backend::Emulated>;
+  const std::size_t na = static_cast<std::size_t>(ta ? k : m) * lda, nb = static_cast<std::size_t>(tb ? n : k) * ldb;
+  Context ctx;
+  const Tr::Blas blas(ctx);
+  // B is the whole "parameter array" when it is a weight, at offset 0
+  precision_body::PrecisionGemm<Tr, Buf> g(p, b_is_weight ? nb : 0, na, b_is_weight ? 0 : nb);
+  if (b_is_weight) g.refresh_weights(B);
+  g.gemm(blas, ta, tb, m, n, k, alpha, A, lda, B, ldb, b_is_weight ? 0 : -1, beta, C, ldc);
+}
+
+}  // namespace emu
 
 }  // namespace cf::gpu

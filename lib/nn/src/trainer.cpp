@@ -176,7 +176,8 @@ nlohmann::json TrainConfig::to_json() const {
           {"ckpt_interval", ckpt_interval},
           {"seed", seed},
           {"data_source", data_source},
-          {"data_checksum", data_checksum}};
+          {"data_checksum", data_checksum},
+          {"precision", precision}};
 }
 
 std::string data_checksum(const TrainData& data) {

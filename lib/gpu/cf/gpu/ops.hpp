@@ -23,13 +23,13 @@ struct Ops {
   /// Twin of cf::nn::layernorm_forward: out, inp [N, C]; mean, rstd [N]; w, b [C]; eps as arch.norm_eps.
   static void layernorm_forward(Context& ctx, float* out, float* mean, float* rstd, const float* inp, const float* w,
                                 const float* b, int N, int C, float eps = 1e-5f);
-  /// Twin of cf::nn::layernorm_backward: dinp [N, C], dw, db [C] accumulated.
+  /// Twin of cf::nn::layernorm_backward: dinp [N, C], dw, db [C] accumulated (dw, db null: skipped).
   static void layernorm_backward(Context& ctx, float* dinp, float* dw, float* db, const float* dout, const float* inp,
                                  const float* w, const float* mean, const float* rstd, int N, int C);
   /// Twin of cf::nn::rmsnorm_forward: out, inp [N, C]; rstd [N]; w [C].
   static void rmsnorm_forward(Context& ctx, float* out, float* rstd, const float* inp, const float* w, int N, int C,
                               float eps);
-  /// Twin of cf::nn::rmsnorm_backward: dinp [N, C], dw [C] accumulated.
+  /// Twin of cf::nn::rmsnorm_backward: dinp [N, C], dw [C] accumulated (dw null: skipped).
   static void rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float* dout, const float* inp,
                                const float* w, const float* rstd, int N, int C);
   /// Twin of cf::nn::crossentropy_forward: logits [N, V] -> probabilities, losses [N]; returns the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cf/gpu/attention.hpp"
+#include "cf/gpu/precision.hpp"
 
 namespace cf::gpu {
 
@@ -66,6 +67,8 @@ struct TrainPlan {
   std::int64_t emb_ln_w = -1, emb_ln_b = -1;
   std::vector<TrainLayer> layers;
   std::vector<ParamRun> runs;  ///< AdamW runs covering [0, total) in order
+  /// How the GEMMs read their inputs (cf/gpu/precision.hpp; docs/gpu.md "Precision policies").
+  Precision precision = Precision::Fp32;
 
   /// Whether sub-layers read a normalised copy of the stream (norm != None).
   bool normed() const { return norm != TrainNorm::None; }

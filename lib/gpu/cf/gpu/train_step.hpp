@@ -36,9 +36,11 @@ enum class TrainerBuild {
   Emulated,  ///< cf::gpu::emu::Trainer on the CPU (tests; CF_GPU_EMULATE=1 for `train --device cuda`)
 };
 
-/// The cf::nn::UpdateBackend of the device trainer, running in `ctx` (which must outlive it).
-/// Throws cf::InvalidArgument for TrainerBuild::Cuda in a build without CUDA.
-std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Context& ctx);
+/// The cf::nn::UpdateBackend of the device trainer, running in `ctx` (which must outlive it), its
+/// GEMMs in `precision` (docs/gpu.md "Precision policies"). Throws cf::InvalidArgument for
+/// TrainerBuild::Cuda in a build without CUDA.
+std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build, Context& ctx,
+                                                       Precision precision = Precision::Fp32);
 /// The same in default_context().
 std::unique_ptr<nn::UpdateBackend> make_update_backend(TrainerBuild build);
 

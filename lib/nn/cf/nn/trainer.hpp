@@ -65,6 +65,9 @@ struct TrainConfig {
   /// What the run trains on, stored with the options (train_config) so that a --resume can tell
   /// whether it reads the same data: TrainData::source and data_checksum (empty: not recorded).
   std::string data_source, data_checksum;
+  /// The number format of the updates' GEMMs, recorded for --resume and reports: "fp32" (this
+  /// library's CPU trainer), or the device trainer's policy (`train --precision`, cf/gpu/precision.hpp).
+  std::string precision = "fp32";
   nlohmann::json to_json() const;
 };
 

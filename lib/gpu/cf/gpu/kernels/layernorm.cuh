@@ -29,7 +29,8 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   }
 }
 
-/// dinp [N, C] +=; dw, db [C] += (atomics across rows). Grid N blocks, BLOCK threads.
+/// dinp [N, C] +=; dw, db [C] += (atomics across rows; null: not computed, e.g. the device trainer
+/// reduces them deterministically itself). Grid N blocks, BLOCK threads.
 template <int BLOCK>
 __global__ void layernorm_backward_kernel(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                                           const float* w, const float* mean, const float* rstd, int N, int C) {
@@ -53,8 +54,8 @@ __global__ void layernorm_backward_kernel(float* dinp, float* dw, float* db, con
     const float norm = (x[c] - m) * r;
     const float dn = w[c] * d[c];
     dx[c] += (dn - dnorm_mean - norm * dnorm_norm_mean) * r;
-    atomicAdd(dw + c, norm * d[c]);
-    atomicAdd(db + c, d[c]);
+    if (dw) atomicAdd(dw + c, norm * d[c]);
+    if (db) atomicAdd(db + c, d[c]);
   }
 }
 

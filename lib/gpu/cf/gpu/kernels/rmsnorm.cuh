@@ -22,7 +22,8 @@ __global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp
   if (threadIdx.x == 0) rstd[n] = r;
 }
 
-/// dx = r (g - x r mean(g x r)), g = w dout: dinp [N, C] +=; dw [C] += (atomics across rows).
+/// dx = r (g - x r mean(g x r)), g = w dout: dinp [N, C] +=; dw [C] += (atomics across rows; null:
+/// not computed).
 /// Grid N blocks, BLOCK threads.
 template <int BLOCK>
 __global__ void rmsnorm_backward_kernel(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
@@ -39,7 +40,7 @@ __global__ void rmsnorm_backward_kernel(float* dinp, float* dw, const float* dou
   const float gy = block_sum<BLOCK>(a, buf) / C;
   for (int c = threadIdx.x; c < C; c += BLOCK) {
     dx[c] += r * (w[c] * d[c] - x[c] * r * gy);
-    atomicAdd(dw + c, x[c] * r * d[c]);
+    if (dw) atomicAdd(dw + c, x[c] * r * d[c]);
   }
 }
 

@@ -1,0 +1,92 @@
+#pragma once
+// The device trainer's GEMMs under a precision policy (cf/gpu/precision.hpp; docs/gpu.md
+// "Precision policies"), one template for both back ends like trainer_body.hpp. The rounding is
+// done here, by Thrust transforms with the functors of precision.hpp, in both builds; the back
+// end's Blas then multiplies values that are already TF32 or bfloat16, so the CUDA build's tensor
+// cores and the emulated build's OpenBLAS SGEMM see the same inputs (products exact in float32,
+// accumulation in float32, only the summation order differs, as for SGEMM). Besides the trainer's
+// TrainerTraits<Bk> contract, Tr::Blas provides (compile-checked below):
+//   gemm_tf32(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)   float inputs holding TF32 values
+//   gemm_bf16(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)   bfloat16 bits (std::uint16_t) inputs
+// both row-major with float32 C, like gemm.
+#include <thrust/transform.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "cf/gpu/precision.hpp"
+
+namespace cf::gpu::precision_body {
+
+template <class Blas, class = void>
+struct HasLowPrecisionGemms : std::false_type {};
+template <class Blas>
+struct HasLowPrecisionGemms<Blas,
+                            std::void_t<decltype(std::declval<const Blas&>().gemm_tf32(
+                                            false, false, 0, 0, 0, 1.0f, static_cast<const float*>(nullptr), 0,
+                                            static_cast<const float*>(nullptr), 0, 0.0f, nullptr, 0)),
+                                        decltype(std::declval<const Blas&>().gemm_bf16(
+                                            false, false, 0, 0, 0, 1.0f, static_cast<const std::uint16_t*>(nullptr), 0,
+                                            static_cast<const std::uint16_t*>(nullptr), 0, 0.0f, nullptr, 0))>>
+    : std::true_type {};
+
+/// The GEMMs of one device trainer in policy `prec`: the weights' low-precision copy (made by
+/// refresh_weights after every upload and AdamW update) and the scratch that activations are
+/// rounded into per GEMM. Buf<T> is the trainer's device array (trainer_body::DBuf). Under Fp32 it
+/// holds nothing and gemm is the back end's SGEMM, unchanged.
+template <class Tr, template <class> class Buf>
+class PrecisionGemm {
+ public:
+  static_assert(HasLowPrecisionGemms<typename Tr::Blas>::value,
+                "TrainerTraits<Bk>::Blas lacks gemm_tf32 / gemm_bf16 (precision_body.hpp)");
+
+  /// `params`: the flat parameter array's length; `a_max`, `b_max`: the most elements a GEMM's
+  /// first (activation or output gradient) and second (input activation) operand spans.
+  PrecisionGemm(Precision prec, std::size_t params, std::size_t a_max, std::size_t b_max) : prec_(prec) {
+    if (prec_ == Precision::Tf32) w32_.reset(params), a32_.reset(a_max), b32_.reset(b_max);
+    if (prec_ == Precision::Bf16) w16_.reset(params), a16_.reset(a_max), b16_.reset(b_max);
+  }
+
+  /// Round the parameters W [params] into the weights' copy (once per update).
+  void refresh_weights(const float* W) {
+    if (prec_ == Precision::Tf32) thrust::transform(Tr::policy(), W, W + w32_.size(), w32_.get(), RoundTf32());
+    if (prec_ == Precision::Bf16) thrust::transform(Tr::policy(), W, W + w16_.size(), w16_.get(), ToBf16());
+  }
+
+  /// Row-major C = alpha op(A) op(B) + beta C with A an activation and B the weight at offset
+  /// `b_weight` of the parameter array W (B == W + b_weight), or an activation when b_weight < 0.
+  void gemm(const typename Tr::Blas& blas, bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
+            const float* B, int ldb, std::int64_t b_weight, float beta, float* C, int ldc) {
+    if (m == 0 || n == 0) return;
+    const std::size_t na = span(ta ? k : m, lda), nb = span(tb ? n : k, ldb);
+    if (prec_ == Precision::Fp32) {
+      blas.gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    } else if (prec_ == Precision::Tf32) {
+      thrust::transform(Tr::policy(), A, A + na, a32_.get(), RoundTf32());
+      blas.gemm_tf32(ta, tb, m, n, k, alpha, a32_.get(), lda, operand(B, nb, b_weight, w32_, b32_, RoundTf32()), ldb,
+                     beta, C, ldc);
+    } else {
+      thrust::transform(Tr::policy(), A, A + na, a16_.get(), ToBf16());
+      blas.gemm_bf16(ta, tb, m, n, k, alpha, a16_.get(), lda, operand(B, nb, b_weight, w16_, b16_, ToBf16()), ldb, beta,
+                     C, ldc);
+    }
+  }
+
+ private:
+  static std::size_t span(int rows, int ld) { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(ld); }
+  /// B in the low format: the weights' copy at its offset, or B rounded into the scratch.
+  template <class T, class Round>
+  static const T* operand(const float* B, std::size_t nb, std::int64_t b_weight, const Buf<T>& weights,
+                          const Buf<T>& scratch, Round round) {
+    if (b_weight >= 0) return weights.get() + b_weight;
+    thrust::transform(Tr::policy(), B, B + nb, scratch.get(), round);
+    return scratch.get();
+  }
+
+  Precision prec_;
+  Buf<float> w32_, a32_, b32_;
+  Buf<std::uint16_t> w16_, a16_, b16_;
+};
+
+}  // namespace cf::gpu::precision_body
