@@ -24,18 +24,17 @@ sections=",${1:-tests,train,bench,sanitize},"
 mkdir -p "$out"
 exec > >(tee -a "$out/checks.log") 2>&1
 
-analysers() {  # analysers BIN_DIR [--dry-run-cpu]: the analysers step, under its own time limit
+analysers() {  # analysers BIN_DIR WORK_DIR [--dry-run-cpu]: the analysers step, under its own time limit
   echo; echo "=== analysers: --device cuda = --device cpu, at size beside PyTorch [$(date -u +%T)]"
-  timeout 345 /usr/bin/python3 "$root/scripts/device/analysers.py" run --bin "$1" --work "$out/analysers_work" \
-    --budget 330 "${@:2}"
+  timeout 345 /usr/bin/python3 "$root/scripts/device/analysers.py" run --bin "$1" --work "$2" --budget 330 "${@:3}"
   local rc=$?
-  rm -rf "$out/analysers_work"  # models of up to 13.5 GB; $OUT comes back
+  rm -rf "$2"  # models of up to 13.5 GB
   echo "--- rc=$rc (analysers)"
   return $rc
 }
 if [ $dry = 1 ]; then
   [ "$sections" = ",analysers," ] || { echo "run_checks.sh: --dry-run-cpu runs the analysers section alone"; exit 2; }
-  analysers "${CF_DEVICE_BIN:-$root/build/bin}" --dry-run-cpu
+  analysers "${CF_DEVICE_BIN:-$root/build/bin}" "$out/analysers_work" --dry-run-cpu
   exit $?
 fi
 w=/tmp/cf_device
@@ -131,7 +130,7 @@ if [[ $sections == *,trainsan,* ]]; then
 fi
 
 if [[ $sections == *,analysers,* ]]; then
-  analysers "$w/bin"
+  analysers "$w/bin" /tmp/cf_analysers  # not under $OUT, which comes back
 fi
 
 if [[ $sections == *,profile,* ]]; then
