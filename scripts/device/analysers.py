@@ -229,8 +229,8 @@ def run_all(a):
     # exactly to float32 on both sides, so the same tolerance)
     def cmp(name, rtol, atol, args, h5prefix=None, limit=60):
         pre = ["--h5", h5prefix, "--"] if h5prefix and h5 else []
-        if h5prefix and not h5:  # the report only: the file goes to one name, overwritten by the second run
-            args = [os.path.join(work, "cap_noh5.h5") if x == "@OUT@" else x for x in args]
+        if h5prefix and not h5:  # the reports only: both runs write one file, the second run's stays
+            args = [f"{h5prefix}_noh5.h5" if x == "@OUT@" else x for x in args]
         st.run(f"= cpu: {name}", limit, vs + [str(rtol), str(atol)] + pre + args, env=env_vs,
                check=lambda t: None if "ok: device = cpu" in t else "no agreement line")
 
@@ -249,7 +249,7 @@ def run_all(a):
     n_roll, win = (2048, 129) if not tiny else (100, 33)
     cmp(f"rollout structured ALiBi, BLOOM preset, window {win}, n {n_roll}", 1e-12, 1e-300,
         [bin_("rollout"), "--model", "bloom", "--n", str(n_roll), "--mask", f"swa:{win}"])
-    cap = os.path.join(work, "cap_gpt2_cpu.h5" if h5 else "cap_noh5.h5")
+    cap = os.path.join(work, "cap_gpt2_cpu.h5" if h5 else "cap_gpt2_noh5.h5")
     cmp("rollout on the measured kernels of the gpt2-124m capture", 1e-12, 1e-300,
         [bin_("rollout"), "--model", cap, "--alpha", "measured"])
     bc = os.path.join(work, "bc")
