@@ -301,6 +301,10 @@ def run_all(a):
                                [sys.executable, TORCH_PY, "torch", "gpt2-124m", G] + tasks + dry))
     torch_q = last_json(st.run("pytorch: qwen2-0.5b per-head cores, QR + eigh", 60,
                                [sys.executable, TORCH_PY, "torch", "qwen2-0.5b", Q, "eigh"] + dry))
+    if h5:  # the capture files (--device cpu's; = the device's above) against PyTorch's hooks
+        for k, d, f in (("gpt2-124m", G, "cap_gpt2_cpu.h5"), ("qwen2-0.5b", Q, "cap_qwen_cpu.h5")):
+            st.run(f"pytorch hooks = the capture file of {k} (probabilities, Q, K, residual norms)", 60,
+                   [sys.executable, TORCH_PY, "torch", k, d, "vs-capture:" + os.path.join(work, f)] + dry)
     print("pytorch:", json.dumps(torch_g), json.dumps(torch_q))
     st.table()
     acceptance(st, torch_g, torch_q, [(name, task) for (name, _, _), task in zip(dev_runs, tasks)], llama)

@@ -28,6 +28,7 @@ except ImportError as e:  # the oracle is missing: skip, never pass silently (te
 from analysers import SHAPES, TINY, config_json, tensor_list
 
 torch.set_grad_enabled(False)
+torch.backends.cuda.matmul.allow_tf32 = False  # float32 GEMMs, as the analysers' (the comparisons below)
 
 
 # ---------------------------------------------------------------- safetensors, streamed tensor by tensor
@@ -169,7 +170,8 @@ def rope(x, theta):  # rotate_half convention, x [B, H, T, dh]
 
 
 class Attention(torch.nn.Module):
-    """Returns (output, probabilities [B, H, T, T]): the probabilities are what the hooks read."""
+    """Returns (output, probabilities [B, H, T, T], Q, K [B, H, T, d_head] after RoPE, K of each query
+    head's kv head): what the hooks read."""
 
     def __init__(self, m, l):
         super().__init__()
@@ -200,8 +202,8 @@ class Attention(torch.nn.Module):
         p = torch.softmax(s, -1)
         y = (p @ V).transpose(1, 2).reshape(B, T, -1)
         if m.gpt2:
-            return y @ w[q_ + "c_proj.weight"] + w[q_ + "c_proj.bias"], p
-        return y @ w[q_ + "o_proj.weight"].T, p
+            return y @ w[q_ + "c_proj.weight"] + w[q_ + "c_proj.bias"], p, Q, K
+        return y @ w[q_ + "o_proj.weight"].T, p, Q, K
 
 
 class Block(torch.nn.Module):
@@ -253,6 +255,10 @@ def torch_side(shape_name, d, tasks, tiny):
         return
     w, res["load_s"] = timed(lambda: read_weights(d, dev), dev)
     model = Model(cfg, w)
+    if tasks[0].startswith("vs-capture:"):
+        res["vs_capture"] = versus_capture(model, tasks[0].split(":", 1)[1], dev)
+        print(json.dumps(res))
+        return
     work = {"capture": lambda x, B: capture_hooks(model, x[:, :-1], B, probs=True),
             "alpha": lambda x, B: capture_hooks(model, x[:, :-1], B, probs=False),
             "ppl": lambda x, B: perplexity(model, x, B),
@@ -268,6 +274,58 @@ def torch_side(shape_name, d, tasks, tiny):
         out, sec = timed(lambda: work[kind](windows, B), dev)
         res[task] = {"seconds": sec, "value": out}
     print(json.dumps(res))
+
+
+def versus_capture(model, path, dev):
+    """The capture file's datasets against forward hooks on the same tokens (its /tokens): every
+    layer's attention probabilities (of the heads it kept), Q and K (after RoPE, in lib/hf's pair
+    order; the kv head of each query head), the residual norms entering and leaving the attention block and the attention
+    output's. Returns {dataset: max |file - torch| / max |torch|}; exit 1 above 1e-5 (float32 on
+    both sides, summed in other orders)."""
+    import h5py
+    import numpy as np
+    f = h5py.File(path, "r")
+    if model.gpt2:
+        interleave = lambda x: x
+    else:  # lib/hf stores RoPE heads interleaved (pairs 2i, 2i+1), HF in halves (i, i + d_head/2)
+        interleave = lambda x: torch.stack([x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]], -1).flatten(-2)
+    tok = torch.tensor(f["tokens"][()], device=dev)
+    heads = f["heads"][()].tolist() if "heads" in f else None
+    got = {}
+    hooks = []
+    for l, blk in enumerate(model.blocks):
+        def pre(mod, inp, l=l):
+            mod.attn.resid_in = inp[0]
+            got.setdefault(f"layer_{l}/resid_in_norm", []).append(inp[0].norm(dim=-1))
+
+        def post(mod, inp, out, l=l):
+            a, p, q, k = out
+            x = mod.resid_in
+            got.setdefault(f"layer_{l}/attn_out_norm", []).append(a.norm(dim=-1))
+            got.setdefault(f"layer_{l}/resid_out_norm", []).append((x + a).norm(dim=-1))
+            sel = (lambda t: t[:, heads]) if heads is not None else (lambda t: t)
+            got.setdefault(f"layer_{l}/attn_probs", []).append(sel(p))
+            got.setdefault(f"layer_{l}/q", []).append(sel(interleave(q)))
+            got.setdefault(f"layer_{l}/k", []).append(sel(interleave(k)))
+        hooks += [blk.register_forward_pre_hook(pre), blk.attn.register_forward_hook(post)]
+    model(tok)
+    for h in hooks:
+        h.remove()
+    worst, out = 0.0, {}
+    for name, parts in got.items():
+        if name not in f:
+            continue
+        ref = torch.cat(parts).double().cpu().numpy()
+        val = f[name][()].astype(np.float64)
+        if val.shape != ref.shape:
+            print(f"{path}: {name} has shape {val.shape}, PyTorch's {ref.shape}")
+            sys.exit(1)
+        out[name] = float(np.max(np.abs(val - ref)) / max(np.max(np.abs(ref)), 1e-30))
+        worst = max(worst, out[name])
+    if not out or worst > 1e-5:
+        print(f"{path}: the capture differs from PyTorch's hooks: {out}")
+        sys.exit(1)
+    return {"datasets": len(out), "worst": worst, "worst_dataset": max(out, key=out.get)}
 
 
 def capture_hooks(model, x, B, probs):
