@@ -4,7 +4,9 @@ random-weight Hugging Face folder of a shape and its tokens; `torch` runs the an
 in PyTorch on the same GPU and prints one JSON line of seconds.
 
 Usage: analysers_torch.py make SHAPE DIR [--dry-run-cpu]
-       analysers_torch.py torch SHAPE DIR TASK... [--dry-run-cpu]   (TASK: KIND:T:N or eigh)
+       analysers_torch.py torch SHAPE DIR TASK... [--dry-run-cpu]
+TASK: KIND:T:N (KIND alpha, capture, ppl or probe over N windows of T tokens), eigh, or
+vs-capture:FILE (a capture file against forward hooks on its tokens).
 Exit 77 without torch (CTest: skipped), except under CI=true, where it fails (tests/hf's rule).
 """
 import argparse
