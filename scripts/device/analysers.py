@@ -4,7 +4,7 @@ check"): random-weight Hugging Face folders of real configs, each analyser with 
 against --device cpu on small windows (tests/gpu/device_vs_cpu.py), the analysers' device runs at
 size with their wall time and peak RSS, and the same computations in PyTorch on the same GPU.
 
-Usage: analysers.py run --bin DIR --work DIR [--budget S] [--dry-run-cpu]
+Usage: analysers.py run --bin DIR --work DIR [--budget S] [--summary FILE.json] [--dry-run-cpu]
 (the steps that need torch run in scripts/device/analysers_torch.py, one process each).
 Shapes: gpt2-124m (GPT-2 small, F32), qwen2-0.5b (Qwen2-0.5B, BF16), llama-7b (Llama-2-7B, BF16 in
 7 shards of about 2 GB, 13.5 GB); with --dry-run-cpu tiny shapes of the same families (2 layers)
@@ -314,6 +314,9 @@ def run_all(a):
         st.failed += not ok
         print(f"perplexity over the same windows: spectral-surgery --device cuda {ppl:.8g}, PyTorch {ref:.8g}, "
               f"relative difference {abs(ppl - ref) / ref:.2g} ({'ok' if ok else 'FAILED'}: 1e-4)")
+    if a.summary:  # the numbers for docs/gpu.md, beside the log
+        json.dump({"steps": [dict(zip(("step", "seconds", "result", "peak_rss_kib", "limit_s"), r)) for r in st.rows],
+                   "pytorch": [torch_g, torch_q], "failed": st.failed}, open(a.summary, "w"), indent=1)
     for k, d in dirs.items():  # 13.5 GB: the machine's disk is 64 GB
         shutil.rmtree(d, ignore_errors=True)
     print(f"analysers: {st.failed} step(s) failed" if st.failed else "ok: analysers step")
@@ -328,6 +331,7 @@ def main():
     r.add_argument("--work", required=True, help="scratch folder (emptied first; up to 14 GB)")
     r.add_argument("--budget", type=float, default=330, help="seconds for every step together")
     r.add_argument("--dry-run-cpu", action="store_true", help="tiny shapes, emulated device, torch on the CPU")
+    r.add_argument("--summary", help="also write the steps' table and PyTorch's results to this JSON file")
     return run_all(p.parse_args())
 
 

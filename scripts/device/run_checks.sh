@@ -7,7 +7,8 @@
 #      bench/train/torch_train_step.py), 4. compute-sanitizer (memcheck, racecheck) on the kernels,
 #   5. analysers (issue 30; not in the default list): each analyser's --device cuda against --device cpu on
 #      random-weight Hugging Face models of real configs, at size beside PyTorch on the same GPU
-#      (scripts/device/analysers.py; its steps fit 330 s together and it prints where the time went).
+#      (scripts/device/analysers.py; its steps fit 330 s together and it prints where the time went;
+#      its table and PyTorch's numbers also go to $OUT/analysers.json).
 # Every section runs under its own time limit and prints its exit code; the log goes to
 # $OUT/checks.log (OUT defaults to /tmp/cf_device_out). Usage: scripts/device/run_checks.sh [SECTIONS]
 # with SECTIONS a comma list of tests,train,bench,sanitize (default all), gpubench (bench's GPU
@@ -26,7 +27,8 @@ exec > >(tee -a "$out/checks.log") 2>&1
 
 analysers() {  # analysers BIN_DIR WORK_DIR [--dry-run-cpu]: the analysers step, under its own time limit
   echo; echo "=== analysers: --device cuda = --device cpu, at size beside PyTorch [$(date -u +%T)]"
-  timeout 345 /usr/bin/python3 "$root/scripts/device/analysers.py" run --bin "$1" --work "$2" --budget 330 "${@:3}"
+  timeout 345 /usr/bin/python3 "$root/scripts/device/analysers.py" run --bin "$1" --work "$2" --budget 330 \
+    --summary "$out/analysers.json" "${@:3}"
   local rc=$?
   rm -rf "$2"  # models of up to 13.5 GB
   echo "--- rc=$rc (analysers)"
