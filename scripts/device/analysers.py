@@ -40,12 +40,17 @@ SHAPES = {
     # Qwen2-0.5B: 24 layers, 14 heads of 64, 2 kv heads, SwiGLU 4864, qkv bias, tied, RoPE theta 1e6
     "qwen2-0.5b": dict(family="qwen2", dtype="BF16", shards=1, layers=24, d=896, heads=14, kv=2, ff=4864,
                        vocab=151936, ctx=32768),
+    # the GPT-2 small body on a byte vocabulary: the tools that read text (mc-eval, spectral's sequence
+    # level) have a tokenizer for it on any machine
+    "gpt2-byte": dict(family="gpt2", dtype="F32", shards=1, layers=12, d=768, heads=12, kv=12, ff=3072,
+                      vocab=256, ctx=1024),
     # Llama-2-7B: 32 layers, 32 heads of 128, SwiGLU 11008, untied head
     "llama-7b": dict(family="llama", dtype="BF16", shards=7, layers=32, d=4096, heads=32, kv=32, ff=11008,
                      vocab=32000, ctx=4096),
 }
 TINY = {  # --dry-run-cpu: the same families and dtypes at a size the CPU emulation runs in seconds
     "gpt2-124m": dict(SHAPES["gpt2-124m"], layers=2, d=64, heads=4, kv=4, ff=256, vocab=512, ctx=128),
+    "gpt2-byte": dict(SHAPES["gpt2-byte"], layers=2, d=64, heads=4, kv=4, ff=256, ctx=128),
     "qwen2-0.5b": dict(SHAPES["qwen2-0.5b"], layers=2, d=64, heads=4, kv=2, ff=96, vocab=700, ctx=128),
     "llama-7b": dict(SHAPES["llama-7b"], shards=3, layers=2, d=64, heads=4, kv=4, ff=96, vocab=300, ctx=128),
 }
@@ -221,7 +226,7 @@ def run_all(a):
         s = shapes[k]
         st.run(f"make {k} ({s['dtype']}, {s['shards']} shard(s))", 90 if k == "llama-7b" else 40,
                [sys.executable, TORCH_PY, "make", k, d] + (["--dry-run-cpu"] if tiny else []))
-    G, Q, Ll = dirs["gpt2-124m"], dirs["qwen2-0.5b"], dirs["llama-7b"]
+    G, Gb, Q, Ll = dirs["gpt2-124m"], dirs["gpt2-byte"], dirs["qwen2-0.5b"], dirs["llama-7b"]
     T_big = shapes["gpt2-124m"]["ctx"]  # 1024 (tiny: 128)
     n_big = (1 << 16) // T_big if not tiny else 4  # 64 windows of 1024 = 64k tokens
 
@@ -258,6 +263,11 @@ def run_all(a):
             "--rows-train", "8", "--rows-val", str(n_big), "--out", bc])
     cmp("probe boundary-copy gpt2-124m, 2 rows", 1e-5, 1e-6,
         [bin_("probe"), "boundary-copy", "--data", bc, "--checkpoint", G, "--max-rows", "2", "--quiet"])
+    cmp("mc-eval gpt2-byte, the ARC-layout items of tests/eval", 1e-5, 1e-6,
+        [bin_("mc-eval"), "--data", os.path.join(ROOT, "tests/eval/data/arc.jsonl"), "--checkpoint", Gb, "--quiet"])
+    cmp("spectral --level sequence gpt2-byte, the six texts of Routing/filtering App. A, 128 tokens", 1e-5, 1e-7,
+        [bin_("spectral"), "--checkpoint", Gb, "--level", "sequence", "--texts",
+         os.path.join(ROOT, "data/texts/routing_eval.txt"), "--max-tokens", "128"], limit=90)
 
     # 3. at size, on the device, beside PyTorch on the same GPU (acceptance 2's points)
     T_p, n_p = (256, 8) if not tiny else (64, 2)  # every head's probabilities: 300 MB of capture file
