@@ -4,14 +4,37 @@
 // acc with bootstrap intervals, and the paired McNemar test of two checkpoints. Thin app over
 // cf/probe/eval_report.hpp; docs/mc-eval.md.
 #include <limits>
+#include <memory>
 
 #include "cf/core/app.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/probe/eval_report.hpp"
 #include "cf/probe/multiple_choice.hpp"
 
 using namespace cf;
+
+namespace {
+
+// Each checkpoint's forward passes where --device puts them (docs/gpu.md "Analysis model"): the
+// device analysis model's log p(target) per position, or the CPU's forward pass for --device cpu
+// and for --device auto on a model the device does not run (said on stderr). `used` collects each
+// checkpoint's placement for the report's metadata.
+probe::MakeLogprobForward device_forward(gpu::Placement asked, const std::string& device,
+                                         std::vector<gpu::Placement>& used) {
+  return [asked, device, &used](const nn::Model<float>& model) -> probe::LogprobForward {
+    const gpu::Placement where = gpu::placement_for_model(asked, device, "mc-eval", model.config);
+    used.push_back(where);
+    if (where == gpu::Placement::Cpu) return {};
+    auto dev = std::make_shared<gpu::AnalysisModel>(where, model);
+    return [dev](const std::int32_t* tokens, const std::int32_t* targets, int B, int T, std::vector<float>& lp) {
+      dev->forward(tokens, targets, B, T, nullptr, &lp);
+    };
+  };
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   probe::EvalOptions o;
@@ -69,9 +92,13 @@ int main(int argc, char** argv) {
       "choices, not UTF-8, not JSON -- the message names the line; an unreadable checkpoint; a choice longer\n"
       "than the block size).");
   return app::run(app, argc, argv, [&] {
-    gpu::resolve_device(device, "mc-eval", "mc-eval has no device path yet");  // docs/gpu.md
+    const gpu::Placement asked = gpu::resolve_device(device, "mc-eval", "");  // docs/gpu.md
     o.plot = common.plot;
     o.quiet = o.quiet || common.quiet;
-    app::emit(probe::run_eval(o), common);
+    std::vector<gpu::Placement> used;
+    o.forward = device_forward(asked, device, used);
+    output::Report r = probe::run_eval(o);
+    r.meta["device"] = gpu::placements_name(used);
+    app::emit(r, common);
   });
 }

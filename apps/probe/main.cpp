@@ -2,7 +2,6 @@
 // coverage bound of the model's own mask schedule, passkey retrieval over length x depth, candidate
 // ranking per family, and paired statistics of two checkpoints (McNemar, bootstrap). Thin app over
 // cf/probe/report.hpp; docs/probe.md.
-#include <algorithm>
 #include <limits>
 #include <memory>
 
@@ -44,16 +43,6 @@ probe::MakeForward device_forward(gpu::Placement asked, const std::string& devic
         },
         model.config.vocab_size);
   };
-}
-
-// The report's "device": one name, or one per checkpoint where --device auto kept one on the CPU.
-std::string devices_used(const std::vector<gpu::Placement>& used) {
-  if (!used.empty() && std::all_of(used.begin(), used.end(), [&](gpu::Placement p) { return p == used.front(); }))
-    return gpu::backend_name(used.front());
-  std::string s;
-  for (std::size_t m = 0; m < used.size(); ++m)
-    s += (m ? ", " : "") + std::string(1, char('A' + m)) + ": " + gpu::backend_name(used[m]);
-  return s;
 }
 
 }  // namespace
@@ -117,7 +106,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> weights;
     o.forward = device_forward(asked, device, weights_opt, o.checkpoints, used, weights);
     output::Report r = probe::run_probe(o);
-    r.meta["device"] = devices_used(used);
+    r.meta["device"] = gpu::placements_name(used);
     r.meta["weights"] = weights;
     app::emit(r, common);
   });

@@ -5,12 +5,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "cf/core/app.hpp"
 #include "cf/core/atomic_file.hpp"
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
+#include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
 #include "cf/gpu/spectral_backend.hpp"
 #include "cf/model/series.hpp"
@@ -50,11 +52,27 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
   if (!o.common.plot.empty()) plot::save(series_plot(s, form), o.common.plot);
 }
 
+// The sequence level's forward passes where --device puts them (docs/gpu.md "Analysis model"): the
+// device analysis model, its score matrices copied to the host's analysis per (layer, head), or the
+// CPU's forward pass for --device cpu and for --device auto on a model the device does not run (said
+// on stderr). `used` receives the placement for the report's metadata.
+std::function<ScoresForward(const nn::Model<float>&)> sequence_forward(gpu::Placement asked, const std::string& device,
+                                                                      gpu::Placement& used) {
+  return [asked, device, &used](const nn::Model<float>& model) -> ScoresForward {
+    used = gpu::placement_for_model(asked, device, "spectral", model.config);
+    if (used == gpu::Placement::Cpu) return {};
+    auto dev = std::make_shared<gpu::AnalysisModel>(used, model);
+    return [dev](const std::vector<std::int32_t>& tokens, const nn::ForwardHooks& hooks) {
+      const std::vector<std::int32_t> none(tokens.size(), -1);
+      dev->forward(tokens.data(), none.data(), 1, static_cast<int>(tokens.size()), &hooks);
+    };
+  };
+}
+
 void run(const CLI::App& app, const Options& o) {
-  // the weight level runs on a device (its eigenproblems batched); the sequence level not yet
-  const gpu::Placement backend = gpu::resolve_device(
-      o.device, "spectral",
-      o.level == "weight" ? "" : "spectral --level " + o.level + " has no device path yet (--level weight has one)");
+  // the weight level's eigenproblems batched on the device; the sequence level's forward passes on
+  // the device analysis model
+  const gpu::Placement backend = gpu::resolve_device(o.device, "spectral", "");
   const SymEigenSolver eig = gpu::make_spectral_eigensolver(backend);  // docs/gpu.md
   const SymEigenSolver* device = eig.solve ? &eig : nullptr;           // null: the CPU path
   // Sequence-level options with --level weight would be ignored: refused instead.
@@ -100,7 +118,10 @@ void run(const CLI::App& app, const Options& o) {
     so.gpt2_dir = o.gpt2_dir;
     so.max_tokens = o.max_tokens;
     so.analysis = aopt;
+    gpu::Placement seq_where = gpu::Placement::Cpu;
+    so.forward = sequence_forward(backend, o.device, seq_where);
     const SequenceAnalysis sa = analyse_sequences(o.checkpoint, layers, so);
+    params["sequence_device"] = gpu::backend_name(seq_where);
     add_sequence_level(cr, sa.spectrum, sa.token_counts, sa.tokenizer);
     params["texts"] = texts_path;
     params["tokenizer"] = sa.tokenizer;

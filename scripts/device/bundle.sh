@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Packs what the device checks need into .dev/ (ignored by git; the `carry` of a device run): the
-# CUDA-build binaries (device tests, bench_gpu, bench_train_step, train, train_variant_start) from
+# CUDA-build binaries (device tests, bench_gpu, bench_train_step, train, train_variant_start, and for
+# the analysers step capture, probe, spectral, spectral-surgery, rollout, prepare-data and mc-eval) from
 # BUILD_DIR and the shared libraries they load that a bare GPU machine lacks (OpenBLAS, HDF5 and
 # their dependencies). Not carried: glibc (the GPU machine's is newer), libstdc++ / libgcc_s (newer
 # there; the CUDA libraries need theirs) and the CUDA libraries (the GPU machine's toolkit).
@@ -12,6 +13,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$root/.dev"
 bins=("$build/tests/bin/test_gpu_device" "$build/tests/bin/test_gpu_train_device" "$build/bench/bin/bench_gpu"
       "$build/bench/bin/bench_train_step" "$build/bin/train" "$build/tests/bin/train_variant_start")
+for t in capture probe spectral spectral-surgery rollout prepare-data mc-eval; do bins+=("$build/bin/$t"); done
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "bundle.sh: $b not built (a CUDA build is needed)" >&2; exit 2; }; done
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

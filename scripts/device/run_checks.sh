@@ -4,17 +4,41 @@
 #   1. the device tests (cuda:: operations = their CPU-executed twins; the CUDA trainer = the CPU
 #      trainer), 2. `train --device cuda` end to end against `--device cpu` (resumable on the CPU),
 #   3. benchmarks beside their CPU path and PyTorch on the same GPU (bench_gpu, bench_train_step,
-#      bench/train/torch_train_step.py), 4. compute-sanitizer (memcheck, racecheck) on the kernels.
+#      bench/train/torch_train_step.py), 4. compute-sanitizer (memcheck, racecheck) on the kernels,
+#   5. analysers (issue 30; not in the default list): each analyser's --device cuda against --device cpu on
+#      random-weight Hugging Face models of real configs, at size beside PyTorch on the same GPU
+#      (scripts/device/analysers.py; its steps fit 330 s together and it prints where the time went;
+#      its table and PyTorch's numbers also go to $OUT/analysers.json).
 # Every section runs under its own time limit and prints its exit code; the log goes to
 # $OUT/checks.log (OUT defaults to /tmp/cf_device_out). Usage: scripts/device/run_checks.sh [SECTIONS]
 # with SECTIONS a comma list of tests,train,bench,sanitize (default all), gpubench (bench's GPU
 # sides only), trainsan (memcheck of the device trainer's tests alone) and profile (Nsight Compute's kernel times of two GPT-2-shape steps per kernel name).
+# `run_checks.sh --dry-run-cpu analysers` runs the analysers step here, without a GPU or a bundle: tiny
+# shapes, the tools of CF_DEVICE_BIN (default build/bin) on the emulated device (CF_GPU_EMULATE=1),
+# torch on the CPU (the CTest "gpu: analysers device check, dry run on the CPU ...").
 set -u
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-/tmp/cf_device_out}"
+dry=0
+[ "${1:-}" = "--dry-run-cpu" ] && { dry=1; shift; }
 sections=",${1:-tests,train,bench,sanitize},"
 mkdir -p "$out"
 exec > >(tee -a "$out/checks.log") 2>&1
+
+analysers() {  # analysers BIN_DIR WORK_DIR [--dry-run-cpu]: the analysers step, under its own time limit
+  echo; echo "=== analysers: --device cuda = --device cpu, at size beside PyTorch [$(date -u +%T)]"
+  timeout 345 /usr/bin/python3 "$root/scripts/device/analysers.py" run --bin "$1" --work "$2" --budget 330 \
+    --summary "$out/analysers.json" "${@:3}"
+  local rc=$?
+  rm -rf "$2"  # models of up to 13.5 GB
+  echo "--- rc=$rc (analysers)"
+  return $rc
+}
+if [ $dry = 1 ]; then
+  [ "$sections" = ",analysers," ] || { echo "run_checks.sh: --dry-run-cpu runs the analysers section alone"; exit 2; }
+  analysers "${CF_DEVICE_BIN:-$root/build/bin}" "$out/analysers_work" --dry-run-cpu
+  exit $?
+fi
 w=/tmp/cf_device
 rm -rf "$w" && mkdir -p "$w"
 tar -C "$w" -xJf "$root/.dev/bundle.tar.xz" || { echo "no bundle: run scripts/device/bundle.sh BUILD_DIR first"; exit 2; }
@@ -113,6 +137,10 @@ fi
 if [[ $sections == *,trainsan,* ]]; then
   sec "compute-sanitizer memcheck of the device trainer's tests (every mask family, both fusions)"
   run 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$w/bin/test_gpu_train_device"
+fi
+
+if [[ $sections == *,analysers,* ]]; then
+  analysers "$w/bin" /tmp/cf_analysers  # not under $OUT, which comes back
 fi
 
 if [[ $sections == *,profile,* ]]; then

@@ -3,7 +3,8 @@
 
 Usage: device_vs_cpu.py RTOL ATOL [--h5 PREFIX] -- TOOL ARGS...
 Runs `TOOL ARGS --format json --device cpu` and `CF_GPU_EMULATE=1 TOOL ARGS --format json --device
-cuda`, and compares the two JSON reports entry by entry: every number within ATOL + RTOL |cpu|,
+cuda` (on a machine with a GPU, CF_DEVICE_VS_CPU_EMULATE=0 runs the real device instead:
+scripts/device/analysers.py), and compares the two JSON reports entry by entry: every number within ATOL + RTOL |cpu|,
 every string, integer count and key equal. Left out: "meta" (timestamps; the device is named there)
 and "seconds" (wall times). Prints the worst relative difference; exit 1 naming the first entry
 that differs, or either run failing.
@@ -50,7 +51,7 @@ def run(device, emulate):
     return json.loads(text)
 
 
-cpu, dev = run("cpu", False), run("cuda", True)
+cpu, dev = run("cpu", False), run("cuda", os.environ.get("CF_DEVICE_VS_CPU_EMULATE", "1") != "0")
 worst = [0.0, ""]
 count = [0]
 

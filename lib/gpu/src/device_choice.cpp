@@ -1,5 +1,6 @@
 // --device cpu|cuda|auto for the analysers (cf/gpu/device_option.hpp) and CF_GPU_EMULATE: one
 // rule for every tool, so that each refuses, falls back and emulates the same way (issue 30).
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -42,5 +43,14 @@ Placement resolve_device(const std::string& device, const std::string& tool, con
 }
 
 std::string backend_name(Placement b) { return std::string(kPlacements.name(b)); }
+
+std::string placements_name(const std::vector<Placement>& used) {
+  if (!used.empty() && std::all_of(used.begin(), used.end(), [&](Placement p) { return p == used.front(); }))
+    return backend_name(used.front());
+  std::string s;
+  for (std::size_t m = 0; m < used.size(); ++m)
+    s += (m ? ", " : "") + std::string(1, char('A' + m)) + ": " + backend_name(used[m]);
+  return s;
+}
 
 }  // namespace cf::gpu

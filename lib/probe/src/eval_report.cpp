@@ -87,6 +87,9 @@ output::Report run_eval(const EvalOptions& o) {
   require(o.gpt2_dir.empty() || std::count(tok_names.begin(), tok_names.end(), "gpt2") > 0,
           "--gpt2-dir is only used with a GPT-2 BPE checkpoint (vocab_size 50,257 without a tokenizer.json), "
           "and no --checkpoint is one: drop it");
+  // every model's forward pass built (a device's refusal) before the first is scored
+  std::vector<LogprobForward> forwards;
+  for (const auto& model : models) forwards.push_back(o.forward ? o.forward(model) : LogprobForward{});
   for (std::size_t m = 0; m < o.checkpoints.size(); ++m) {
     const std::string& ck = o.checkpoints[m];
     const nn::Model<float>& model = models[m];
@@ -103,7 +106,7 @@ output::Report run_eval(const EvalOptions& o) {
     }
     std::vector<McScore> sc;
     try {
-      sc = score_items(model, coded, items, o.batch, o.truncate == "left", make_progress(o, ck));
+      sc = score_items(model, coded, items, o.batch, o.truncate == "left", make_progress(o, ck), forwards[m]);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(str("--data '", o.data, "' ", e.what(), " (--checkpoint '", ck, "')"));
     } catch (const Error& e) {

@@ -92,7 +92,7 @@ struct Row {
 
 std::vector<McScore> score_items(const nn::Model<float>& model, const std::vector<McEncoded>& enc,
                                  const std::vector<McItem>& items, int batch, bool truncate_left,
-                                 const McProgress& progress) {
+                                 const McProgress& progress, const LogprobForward& forward) {
   require(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   require(enc.size() == items.size(), "score_items: ", enc.size(), " encodings for ", items.size(), " items");
   const int bs = model.config.block_size;
@@ -164,7 +164,10 @@ std::vector<McScore> score_items(const nn::Model<float>& model, const std::vecto
       for (std::size_t j = 0; j < r.targets.size(); ++j)
         y[static_cast<std::size_t>(b) * T + static_cast<std::size_t>(r.first) + j] = r.targets[j];
     }
-    nn::forward_backward<float>(model, x.data(), y.data(), B, T, nullptr, ws, nullptr, &lp);
+    if (forward)
+      forward(x.data(), y.data(), B, T, lp);
+    else
+      nn::forward_backward<float>(model, x.data(), y.data(), B, T, nullptr, ws, nullptr, &lp);
     for (int b = 0; b < B; ++b) {
       const Row& r = rows[order[r0 + static_cast<std::size_t>(b)]];
       double s = 0;

@@ -98,10 +98,14 @@ ModelSpectrum analyse_sequences(const nn::Model<float>& model, const std::vector
     const HeadSpectrum s = analyse_scores(M.cast<double>(), ao, opt.dense_eigen_max_n);
     per_head[std::size_t(l) * H + h].push_back(head_result(l, h, nn::attn_name(model.config.layers[l].attn), s));
   };
+  const ScoresForward forward = opt.forward ? opt.forward(model) : ScoresForward{};
   for (const auto& t : texts) {
     const std::size_t n = std::min<std::size_t>(t.size(), std::size_t(model.config.block_size));
     const std::vector<std::int32_t> tt(t.begin(), t.begin() + n);
-    nn::forward_logits(model, tt, &hooks);
+    if (forward)
+      forward(tt, hooks);
+    else
+      nn::forward_logits(model, tt, &hooks);
   }
   ModelSpectrum m;
   m.level = "sequence";

@@ -4,6 +4,7 @@
 // (add_analysis_device_option) and resolve it with resolve_device, one rule for every tool.
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device.hpp"
@@ -70,5 +71,10 @@ Placement resolve_device(const std::string& device, const std::string& tool, con
 
 /// "cpu", "cuda" or "cuda (emulated on the CPU)", for reports' metadata.
 std::string backend_name(Placement b);
+
+/// The report's "device" of a tool that places each checkpoint's model on its own (probe, mc-eval):
+/// one backend_name when all agree, else "A: cpu, B: cuda" in checkpoint order (--device auto kept
+/// a model the device does not run on the CPU).
+std::string placements_name(const std::vector<Placement>& used);
 
 }  // namespace cf::gpu

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cf/core/output.hpp"
+#include "cf/probe/multiple_choice.hpp"
 #include "cf/probe/stats.hpp"
 
 namespace cf::probe {
@@ -27,6 +28,9 @@ struct EvalOptions {
   std::uint64_t boot_seed = 1;
   std::string plot;    ///< "" | FILE.svg | FILE.png: accuracies with their intervals
   bool quiet = false;  ///< no progress lines
+  /// Where each checkpoint's forward passes run: empty = the CPU; apps/mc-eval sets the device
+  /// analysis model's for --device cuda|auto (docs/gpu.md "Analysis model").
+  MakeLogprobForward forward;
 };
 
 /// Percentile bootstrap interval of mean(a) (an accuracy): the paired bootstrap of a against

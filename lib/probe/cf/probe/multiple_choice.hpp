@@ -129,6 +129,16 @@ int argmax_first(const std::vector<double>& v);
 /// Called after each forward pass with (rows done, rows total); may be empty.
 using McProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 
+/// A model's forward pass as score_items reads it: B sequences of T tokens and their targets (< 0 =
+/// not scored) -> log p(target) per position in `logprobs` (B*T entries, 0 where not scored). The
+/// CPU's (nn::forward_backward, the default) or a device model's (apps/mc-eval, docs/gpu.md
+/// "Analysis model").
+using LogprobForward = std::function<void(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
+                                          std::vector<float>& logprobs)>;
+
+/// Builds the forward pass of each loaded checkpoint's model; empty = the CPU's.
+using MakeLogprobForward = std::function<LogprobForward(const nn::Model<float>& model)>;
+
 /// Score encoded items: one row per (item, choice), context + continuation minus its last token;
 /// identical rows computed once; rows ordered longest first and packed up to `batch` rows per
 /// forward pass (fewer where the pass's logits would pass 1 GiB), right-padded (causal masks make
@@ -136,9 +146,10 @@ using McProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 /// tokens when `truncate_left` (lm-evaluation-harness: (context + continuation)[-(max_length+1):]
 /// [:-1]); a continuation of more than block_size tokens, or any overlong row without
 /// truncate_left, throws cf::InvalidArgument naming the item's line (items[i].line); a non-finite
-/// log-likelihood (a model whose forward pass overflows) throws cf::Error.
+/// log-likelihood (a model whose forward pass overflows) throws cf::Error. `forward`: the model's
+/// forward pass (empty = the CPU's).
 std::vector<McScore> score_items(const nn::Model<float>& model, const std::vector<McEncoded>& enc,
                                  const std::vector<McItem>& items, int batch, bool truncate_left,
-                                 const McProgress& progress = {});
+                                 const McProgress& progress = {}, const LogprobForward& forward = {});
 
 }  // namespace cf::probe

@@ -2,6 +2,7 @@
 // Sequence-level routing/filtering analysis (Routing/filtering (Jamil & Kapadia) §3, App. A; docs/spec.md §3): the
 // UNMASKED score matrix M = Q K^T / sqrt(d_k) (S–D layers: S - D) of every head on given texts, intercepted from the
 // trainer's forward pass (cf::nn::ForwardHooks::on_scores), decomposed and averaged over texts.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ namespace cf::spectral {
 
 /// Unit roundoff of float32 (2^-24): the forward pass computes the score matrices in float32.
 constexpr double kFloat32RoundingUnit = 0x1p-24;
+
+/// One text's forward pass with `hooks` (their on_scores set): nn::forward_logits's, or a device
+/// model's (apps/spectral, docs/gpu.md "Analysis model"), which calls on_scores per (layer, head) on
+/// the host with the same unmasked score matrix.
+using ScoresForward = std::function<void(const std::vector<std::int32_t>& tokens, const nn::ForwardHooks& hooks)>;
 
 /// Settings of the sequence-level analysis.
 struct SequenceOptions {
@@ -26,6 +32,9 @@ struct SequenceOptions {
   AnalysisOptions analysis;
   /// n above this: max Re lambda from Spectra's GenEigsSolver instead of the dense eigensolver.
   Index dense_eigen_max_n = 128;
+  /// Builds the loaded model's forward pass; empty (or returning an empty function) = the CPU's,
+  /// nn::forward_logits.
+  std::function<ScoresForward(const nn::Model<float>& model)> forward;
 };
 
 /// Result: per-head metrics averaged over the texts, plus the token count of each text.
