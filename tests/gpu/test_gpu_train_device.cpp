@@ -1,8 +1,9 @@
 // The device trainer's CUDA build (cf::gpu::cuda::Trainer: nvcc kernels, cuBLAS, Thrust on CUDA)
 // on a device, against the CPU trainer of lib/nn (the oracle) and the emulated build: loss and
 // every parameter gradient, the AdamW update with accumulation and clipping, five steps of the
-// norm / MLP / residual variants, and the training loop of `train --device cuda` (GPT-2 style and
-// RMSNorm + SwiGLU + parallel residual) against the CPU loop's loss curve. Without a usable device
+// norm / MLP / residual variants, the training loop of `train --device cuda` (GPT-2 style and
+// RMSNorm + SwiGLU + parallel residual) against the CPU loop's loss curve, and the seeded backward
+// of influence and jacobian against cf::nn::forward_backward with the same seed. Without a usable device
 // the program prints the reason and exits 77 (CTest: skipped). Built only with CUDA; docs/gpu.md.
 #define CATCH_CONFIG_RUNNER
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "cf/nn/model.hpp"
 #include "cf/nn/optim.hpp"
 #include "cf/nn/trainer.hpp"
+#include "seeded_cases.hpp"
 #include "train_cases.hpp"
 
 namespace {
@@ -116,6 +118,12 @@ TEST_CASE("device trainer (CUDA): an RMSNorm + SwiGLU + parallel-residual loop t
   for (const char* n : {"vcpu", "vcuda"})
     fs::remove_all(fs::temp_directory_path() /
                    (std::string("cf_gpu_train_device_") + n + "_" + std::to_string(::getpid())));
+}
+
+TEST_CASE("device trainer (CUDA) seeded backward = cf::nn forward_backward with the same GradientSeed",
+          "[gpu][device][seeded]") {
+  // cuBLAS and FMA contraction against the CPU: the tolerance of the gradient checks above
+  for (const Case& cs : seeded_cases()) check_all_seeds<cf::gpu::cuda::Trainer>(cs, 1e-4);
 }
 
 int main(int argc, char** argv) {
