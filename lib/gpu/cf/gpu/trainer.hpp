@@ -84,7 +84,7 @@ class DeviceTrainer {
   /// gradient of the visited blocks (cf::nn's scratch). Returns the mean loss over counted targets
   /// (output seed) or the objective (residual seed). Throws cf::InvalidArgument for a bad seed.
   double seeded(const std::int32_t* tokens, const std::int32_t* targets, const TrainerSeed& seed);
-  /// Whether `plan` (the same model at another B x T) fits the buffers allocated for plan():
+  /// Whether `plan` (the same model at another B x T) fits the buffers allocated at construction:
   /// no more rows or sequences, no layer with more mask branches.
   bool fits(const TrainPlan& plan) const;
   /// Run later batches at the shape of `plan` (fits(plan) required; parameters stay on the device):
