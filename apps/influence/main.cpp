@@ -11,6 +11,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/seeded_pass.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
 #include "cf/influence/capture_input.hpp"
@@ -49,9 +50,13 @@ struct Measured {
   influence::InfluenceResult r;
   influence::Windows w;
   int n = 0;
+  gpu::Placement where = gpu::Placement::Cpu;  ///< where the backward passes ran
 };
 
-Measured measure(const Options& o, const nn::Model<float>& model, const std::string& path) {
+// The windows' seeded backward passes where --device puts them (docs/gpu.md "Analysers on the
+// device"): the device trainer, or the CPU for --device cpu and for --device auto on a model the
+// device trainer does not run (said on stderr).
+Measured measure(const Options& o, const nn::Model<float>& model, const std::string& path, gpu::Placement asked) {
   const auto& cfg = model.config;
   const int n = o.n > 0 ? o.n : std::min(256, cfg.block_size);
   require(n <= cfg.block_size, "--n = ", n, " exceeds the context of checkpoint '", path,
@@ -67,13 +72,18 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
   } else {
     m.w = influence::influence_windows(load_tokens(o, path, cfg.vocab_size), n, o.windows);
   }
-  m.r = influence::measure_influence(model, m.w.tokens, influence::parse_target(o.target), o.batch);
+  m.where = gpu::placement_for_seeded(asked, o.device, "influence", cfg);
+  nn::SeededPass<float> pass;
+  if (m.where != gpu::Placement::Cpu)
+    pass = gpu::device_seeded_pass(
+        m.where, model, influence::influence_batch(cfg, m.n, static_cast<int>(m.w.tokens.size()), o.batch), m.n);
+  m.r = influence::measure_influence(model, m.w.tokens, influence::parse_target(o.target), o.batch, pass);
   return m;
 }
 
-void run_single(const Options& o, const std::string& path) {
+void run_single(const Options& o, const std::string& path, gpu::Placement asked) {
   const nn::Model<float> model = cf::model::load_model(path);
-  const Measured m = measure(o, model, path);
+  const Measured m = measure(o, model, path, asked);
   const auto& r = m.r;
   if (!o.h5.empty())
     influence::write_profile_h5(o.h5, r, m.w.starts, path,
@@ -91,13 +101,14 @@ void run_single(const Options& o, const std::string& path) {
                                                   {"windows", o.windows},
                                                   {"target", o.target},
                                                   {"batch", o.batch},
-                                                  {"h5", o.h5}});
+                                                  {"h5", o.h5},
+                                                  {"device", gpu::backend_name(m.where)}});
   app::emit(ir.report, o.common);
   if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
 }
 
-void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks) {
-  const nlohmann::json meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
+void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks, gpu::Placement asked) {
+  nlohmann::json meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
                                                              {"text", o.input.text},
                                                              {"data", o.input.data},
                                                              {"tokens", o.input.tokens},
@@ -105,30 +116,34 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
                                                              {"windows", o.windows},
                                                              {"target", o.target}});
   std::vector<Eigen::VectorXd> profiles;
+  std::vector<std::string> devices;  // per checkpoint (--device auto may keep one on the CPU)
   for (const auto& ck : cks) {
     const nn::Model<float> model = cf::model::load_model(ck.path);
-    profiles.push_back(measure(o, model, ck.path).r.profile);
+    const Measured m = measure(o, model, ck.path, asked);
+    profiles.push_back(m.r.profile);
+    devices.push_back(gpu::backend_name(m.where));
     require(profiles.back().size() == profiles.front().size(), "checkpoint '", ck.path,
             "' gives n = ", profiles.back().size(), " but '", cks.front().path, "' gives n = ", profiles.front().size(),
             " (set --n)");
   }
   influence::InfluenceReport ir = influence::influence_series_report(cks, profiles, o.target);
+  meta["device"] = devices;
   ir.report.meta = meta;
   app::emit(ir.report, o.common);
   if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::resolve_device(o.device, "influence", "influence has no device path yet");  // docs/gpu.md
+  const gpu::Placement asked = gpu::resolve_device(o.device, "influence", "");  // docs/gpu.md
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
   app::check_output(o.h5, "--h5");  // writable, and not an input or the report (before the work)
   influence::parse_target(o.target);
   const auto cks = model::expand_checkpoints(o.checkpoints);
-  if (cks.size() == 1) return run_single(o, cks[0].path);
+  if (cks.size() == 1) return run_single(o, cks[0].path, asked);
   require(o.h5.empty(), "--h5 writes one profile: give a single --checkpoint");
-  run_series(o, cks);
+  run_series(o, cks, asked);
 }
 
 void setup(CLI::App& app, Options& o) {

@@ -5,6 +5,7 @@
 // the check C* <= max C_1 and exact zeros outside the mask, Spearman(J, B), tightness and the gate
 // share; heat maps of measured vs bound. Thin app: an options struct, setup and run over
 // cf/influence/jacobian_analysis.hpp and cf/influence/jacobian_report.hpp.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "cf/core/progress.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/seeded_pass.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
 #include "cf/influence/capture_input.hpp"
@@ -42,7 +44,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const std::string& check
 }
 
 void run(const CLI::App& app, const Options& o) {
-  gpu::resolve_device(o.device, "jacobian", "jacobian has no device path yet");  // docs/gpu.md
+  const gpu::Placement asked = gpu::resolve_device(o.device, "jacobian", "");  // docs/gpu.md
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   // a capture fixes the window: n = its sequence length T
   app::refuse_unless(app, "--n", o.capture.empty(), "--text, --data or --tokens (with --capture, n = T)");
@@ -71,11 +73,18 @@ void run(const CLI::App& app, const Options& o) {
   }
   const std::vector<std::int32_t>& win = w.tokens.back();
   const int n = static_cast<int>(win.size());
+  // the batched vector-Jacobian products where --device puts them (docs/gpu.md "Analysers on the
+  // device"); the head-mean attention A(l), one forward pass, stays on the CPU
+  const gpu::Placement where = gpu::placement_for_seeded(asked, o.device, "jacobian", cfg);
+  nn::SeededPass<float> pass;
+  if (where != gpu::Placement::Cpu)
+    pass = gpu::device_seeded_pass(where, model, o.seed_batch > 0 ? std::min(o.seed_batch, cfg.d_model) : cfg.d_model,
+                                   n);
   // The cost first (the README's model ran 5.5 minutes without a word): backward passes and an
   // estimate from a timed pass at the longest prefix, then a progress line with ETA (terminals)
   const influence::JacobianCost cost = influence::analysis_cost(cfg.d_model, n, r, o.seed_batch);
   if (!o.common.quiet) {
-    const double t1 = influence::time_jacobian_pass(model, win, o.layer, r, o.seed_batch);
+    const double t1 = influence::time_jacobian_pass(model, win, o.layer, r, o.seed_batch, pass);
     const double est = t1 * static_cast<double>(cost.token_passes) / static_cast<double>(cost.pass_tokens);
     std::cerr << "jacobian: " << output::fmt_int(cost.backward_calls) << " backward passes ("
               << output::fmt_int(cost.token_passes) << " token passes, n = " << n << ", d_model = " << cfg.d_model
@@ -84,7 +93,7 @@ void run(const CLI::App& app, const Options& o) {
   }
   Progress progress("jacobian: token passes", cost.token_passes);  // stderr, terminals only
   const influence::JacobianAnalysis a =
-      influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch, 1e-4, &progress);
+      influence::analyse_jacobian(model, win, o.layer, r, o.seed_batch, 1e-4, &progress, pass);
 
   const nlohmann::json meta =
       output::metadata("jacobian", {{"checkpoint", o.checkpoint},
@@ -98,7 +107,8 @@ void run(const CLI::App& app, const Options& o) {
                                     {"window_start", w.starts.back()},
                                     {"layer", o.layer},
                                     {"span", r},
-                                    {"seed_batch", o.seed_batch}});
+                                    {"seed_batch", o.seed_batch},
+                                    {"device", gpu::backend_name(where)}});
   influence::JacobianReport jr = influence::jacobian_report(cfg, a, w.starts.back());
   jr.report.meta = meta;
   app::emit(jr.report, o.common);

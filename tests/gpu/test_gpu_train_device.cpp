@@ -1,10 +1,11 @@
 // The device trainer's CUDA build (cf::gpu::cuda::Trainer: nvcc kernels, cuBLAS, Thrust on CUDA)
 // on a device, against the CPU trainer of lib/nn (the oracle) and the emulated build: loss and
 // every parameter gradient, the AdamW update with accumulation and clipping, five steps of the
-// norm / MLP / residual variants, and the training loop of `train --device cuda` (GPT-2 style and
+// norm / MLP / residual variants, the training loop of `train --device cuda` (GPT-2 style and
 // RMSNorm + SwiGLU + parallel residual) against the CPU loop's loss curve; the precision policies
 // (TF32 and bf16 tensor-core GEMMs against the CPU trainer and the emulated twin, bf16 resume
-// exactness; precision_cases.hpp). Without a usable device
+// exactness; precision_cases.hpp); and the seeded backward of influence and jacobian against
+// cf::nn::forward_backward with the same seed. Without a usable device
 // the program prints the reason and exits 77 (CTest: skipped). Built only with CUDA; docs/gpu.md.
 #define CATCH_CONFIG_RUNNER
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "cf/nn/optim.hpp"
 #include "cf/nn/trainer.hpp"
 #include "precision_cases.hpp"
+#include "seeded_cases.hpp"
 #include "train_cases.hpp"
 
 namespace {
@@ -163,6 +165,10 @@ TEST_CASE("device trainer (CUDA) in TF32 and bf16 = its emulated twin (the same 
 TEST_CASE("device trainer (CUDA): bf16 resume is exact (6 steps = 3, checkpoint, resume, 3)",
           "[gpu][device][train][precision]") {
   check_bf16_resume_exact(cf::gpu::TrainerBuild::Cuda, tmpdir("bf16_resume"));
+TEST_CASE("device trainer (CUDA) seeded backward = cf::nn forward_backward with the same GradientSeed",
+          "[gpu][device][seeded]") {
+  // cuBLAS and FMA contraction against the CPU: the tolerance of the gradient checks above
+  for (const Case& cs : seeded_cases()) check_all_seeds<cf::gpu::cuda::Trainer>(cs, 1e-4);
 }
 
 int main(int argc, char** argv) {

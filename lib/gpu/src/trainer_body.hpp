@@ -17,6 +17,7 @@
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
+#include <thrust/inner_product.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
@@ -105,6 +106,8 @@ struct DeviceTrainer<Bk>::Impl {
   Context& ctx;
   TrainPlan p;
   typename Tr::Blas blas;
+  TrainerUse use;
+  TrainPlan cap;  ///< the plan the buffers were allocated for (fits, reshape)
   precision_body::PrecisionGemm<Tr, DBuf> lp;  // the GEMMs in p.precision (precision_body.hpp)
   DBuf<float> W, G, M, V;
   struct Layer {
@@ -125,11 +128,17 @@ struct DeviceTrainer<Bk>::Impl {
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
   std::vector<std::int32_t> h_tokens;
 
-  Impl(Context& c, TrainPlan plan)
-      : ctx(c), p(std::move(plan)), blas(c), lp(p.precision, p.total, gemm_span(true), gemm_span(false)) {
+  Impl(Context& c, TrainPlan plan, TrainerUse u)
+      : ctx(c),
+        p(std::move(plan)),
+        blas(c),
+        use(u),
+        cap(p),
+        lp(p.precision, p.total, gemm_span(true), gemm_span(false)) {
     const std::size_t N = static_cast<std::size_t>(p.N), C = static_cast<std::size_t>(p.C),
                       F = static_cast<std::size_t>(p.F), P = static_cast<std::size_t>(p.total);
-    W.reset(P), G.reset(P), M.reset(P), V.reset(P);
+    W.reset(P), G.reset(P);
+    if (use == TrainerUse::Training) M.reset(P), V.reset(P);
     std::size_t maxhd = 0, maxst = 0;
     for (const TrainLayer& tl : p.layers) {
       const std::size_t HD = static_cast<std::size_t>(p.H) * tl.dh, nb = static_cast<std::size_t>(tl.mask.nb);
@@ -453,12 +462,14 @@ struct DeviceTrainer<Bk>::Impl {
     Tr::to_device(targets.get(), tgt, sizeof(std::int32_t) * p.N);
   }
 
-  // Forward over the uploaded batch; returns the mean loss over counted targets.
-  double forward(std::int64_t& count) {
+  // Forward over the uploaded batch; returns the mean loss over counted targets. A residual seed's
+  // forward (top >= 0) stops at h(top): blocks >= top and the head are not run; returns 0.
+  double forward(std::int64_t& count, int top = -1) {
     const int N = p.N, C = p.C, H = p.H;
     const long long NC = static_cast<long long>(N) * C;
+    const std::size_t blocks = top < 0 ? p.layers.size() : static_cast<std::size_t>(top);
     embed_forward();
-    for (std::size_t l = 0; l < p.layers.size(); ++l) {
+    for (std::size_t l = 0; l < blocks; ++l) {
       const TrainLayer& tl = p.layers[l];
       Layer& a = L[l];
       const int HD = H * tl.dh;
@@ -470,6 +481,7 @@ struct DeviceTrainer<Bk>::Impl {
       mlp_forward(l);
       add(resid[l + 1].get(), resid_mid[l].get(), tmp.get(), NC);
     }
+    if (top >= 0) return 0.0;
     const float* f = norm_forward(lnf.get(), lnf_mean.get(), lnf_rstd.get(), resid.back().get(), p.lnf_w, p.lnf_b);
     linear_forward(logits.get(), f, p.head, -1, N, C, p.V);
     count = O::crossentropy_forward(ctx, logits.get(), losses.get(), targets.get(), N, p.V);
@@ -479,16 +491,38 @@ struct DeviceTrainer<Bk>::Impl {
     return sum / static_cast<double>(count);
   }
 
-  // Backward of forward for the mean loss over `count` targets; gradients accumulated in G.
-  void backward(std::int64_t count) {
-    const int N = p.N, C = p.C, H = p.H;
-    O::crossentropy_backward(ctx, logits.get(), targets.get(), N, p.V, 1.0f / static_cast<float>(count));
+  // Backward of the head from the logits' gradient (the cross-entropy's, or an output seed's):
+  // dres = d resid[n_layer].
+  void head_backward() {
     const float* f = p.normed() ? lnf.get() : resid.back().get();
     dn.zero();
-    linear_backward(dn.get(), p.head, -1, logits.get(), f, N, C, p.V);
+    linear_backward(dn.get(), p.head, -1, logits.get(), f, p.N, p.C, p.V);
     dres.zero();
     norm_backward(dres.get(), dn.get(), resid.back().get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b);
-    for (std::size_t l = p.layers.size(); l-- > 0;) {
+  }
+  // An output seed on the host: the probabilities there, the seed's d objective / d logits back.
+  void seed_logits(const TrainerSeed& s) {
+    const std::size_t n = static_cast<std::size_t>(p.N) * p.V;
+    std::vector<float> probs(n);
+    Tr::to_host(probs.data(), logits.get(), sizeof(float) * n);
+    s.on_probs(probs.data(), p.N, p.V);
+    Tr::to_device(logits.get(), probs.data(), sizeof(float) * n);
+  }
+
+  // Backward of forward for the mean loss over `count` targets; gradients accumulated in G. With a
+  // seed (DeviceTrainer::seeded): an output seed's logits gradient, or a residual seed already in
+  // dres (d resid[resid_layer]), back to resid[out_layer], which dres then holds; no embedding gradient.
+  void backward(std::int64_t count, const TrainerSeed* seed = nullptr) {
+    const int N = p.N, C = p.C, H = p.H;
+    const bool resid_seed = seed && seed->resid_layer >= 0;
+    if (!seed)
+      O::crossentropy_backward(ctx, logits.get(), targets.get(), N, p.V, 1.0f / static_cast<float>(count));
+    else if (!resid_seed)
+      seed_logits(*seed);
+    if (!resid_seed) head_backward();
+    const std::size_t top = resid_seed ? static_cast<std::size_t>(seed->resid_layer) : p.layers.size();
+    const std::size_t bottom = seed ? static_cast<std::size_t>(seed->out_layer) : 0;
+    for (std::size_t l = top; l-- > bottom;) {
       const TrainLayer& tl = p.layers[l];
       Layer& a = L[l];
       const int HD = H * tl.dh;
@@ -500,6 +534,7 @@ struct DeviceTrainer<Bk>::Impl {
       norm_backward(dres.get(), dn.get(), resid[l].get(), a.ln1_mean.get(), a.ln1_rstd.get(), tl.ln1_w, tl.ln1_b);
       if (p.parallel_residual) add(dres.get(), dres.get(), dpar.get(), static_cast<long long>(N) * C);
     }
+    if (seed) return;
     const float* de = embed_norm_backward();
     // embeddings: the rows of each distinct token gathered in increasing order (no atomics)
     std::vector<std::int32_t> order(static_cast<std::size_t>(N));
@@ -528,7 +563,8 @@ struct DeviceTrainer<Bk>::Impl {
 };
 
 template <Backend Bk>
-DeviceTrainer<Bk>::DeviceTrainer(Context& ctx, TrainPlan plan) : impl_(new Impl(ctx, std::move(plan))) {}
+DeviceTrainer<Bk>::DeviceTrainer(Context& ctx, TrainPlan plan, TrainerUse use)
+    : impl_(new Impl(ctx, std::move(plan), use)) {}
 template <Backend Bk>
 DeviceTrainer<Bk>::DeviceTrainer(TrainPlan plan) : DeviceTrainer(default_context(), std::move(plan)) {}
 template <Backend Bk>
@@ -542,6 +578,7 @@ const TrainPlan& DeviceTrainer<Bk>::plan() const {
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::upload(const float* params, const float* m, const float* v) {
+  require((!m && !v) || impl_->use == TrainerUse::Training, "device trainer built for analysis: no AdamW moments");
   const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
   Impl::Tr::to_device(impl_->W.get(), params, bytes);
   if (m)
@@ -557,6 +594,7 @@ void DeviceTrainer<Bk>::upload(const float* params, const float* m, const float*
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::download(float* params, float* m, float* v) const {
+  require((!m && !v) || impl_->use == TrainerUse::Training, "device trainer built for analysis: no AdamW moments");
   const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
   if (params) Impl::Tr::to_host(params, impl_->W.get(), bytes);
   if (m) Impl::Tr::to_host(m, impl_->M.get(), bytes);
@@ -608,6 +646,7 @@ double DeviceTrainer<Bk>::clip(int accum, double max_norm) {
 template <Backend Bk>
 void DeviceTrainer<Bk>::apply(const AdamWUpdate& u, float weight_decay) {
   Impl& a = *impl_;
+  require(a.use == TrainerUse::Training, "device trainer built for analysis: no AdamW update");
   for (const ParamRun& r : a.p.runs) {
     AdamWUpdate ur = u;
     ur.wd = r.decay ? weight_decay : 0.0f;
@@ -621,8 +660,54 @@ template <Backend Bk>
 bool DeviceTrainer<Bk>::finite() const {
   const long long n = impl_->p.total;
   for (const typename Impl::template DBuf<float>* b : {&impl_->W, &impl_->M, &impl_->V})
-    if (thrust::count_if(Impl::Tr::policy(), b->get(), b->get() + n, detail::NotFinite()) != 0) return false;
+    if (b->size() && thrust::count_if(Impl::Tr::policy(), b->get(), b->get() + n, detail::NotFinite()) != 0)
+      return false;
   return true;
+}
+
+template <Backend Bk>
+double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t* targets, const TrainerSeed& s) {
+  Impl& a = *impl_;
+  const int L = static_cast<int>(a.p.layers.size());
+  const bool resid = s.resid_layer >= 0;
+  // cf::nn's check_seed
+  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid), "gradient seed: resid_layer = ",
+          s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
+  require(resid || s.on_probs, "gradient seed: neither on_probs nor a residual seed");
+  const int top = resid ? s.resid_layer - 1 : L;
+  require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top,
+          "]");
+  a.upload_batch(tokens, targets);
+  a.G.zero();
+  std::int64_t count = 0;
+  double value = a.forward(count, resid ? s.resid_layer : -1);
+  const long long NC = static_cast<long long>(a.p.N) * a.p.C;
+  if (resid) {  // the objective <seed, h(resid_layer)>, its gradient the seed itself
+    Impl::Tr::to_device(a.dres.get(), s.resid, sizeof(float) * static_cast<std::size_t>(NC));
+    const float* h = a.resid[static_cast<std::size_t>(s.resid_layer)].get();
+    value = thrust::inner_product(Impl::Tr::policy(), a.dres.get(), a.dres.get() + NC, h, 0.0, thrust::plus<double>(),
+                                  detail::ProductDouble());
+  }
+  a.backward(count, &s);
+  if (s.dresid) Impl::Tr::to_host(s.dresid, a.dres.get(), sizeof(float) * static_cast<std::size_t>(NC));
+  return value;
+}
+
+template <Backend Bk>
+bool DeviceTrainer<Bk>::fits(const TrainPlan& q) const {
+  const TrainPlan& c = impl_->cap;
+  if (q.total != c.total || q.C != c.C || q.V != c.V || q.precision != c.precision || q.layers.size() != c.layers.size() || q.B > c.B || q.N > c.N)
+    return false;
+  for (std::size_t l = 0; l < q.layers.size(); ++l)
+    if (q.layers[l].mask.nb > c.layers[l].mask.nb || q.layers[l].dh != c.layers[l].dh) return false;
+  return true;
+}
+
+template <Backend Bk>
+void DeviceTrainer<Bk>::reshape(TrainPlan q) {
+  require(fits(q), "device trainer: a ", q.B, " x ", q.T, " batch does not fit the buffers of ", impl_->cap.B, " x ",
+          impl_->cap.T);
+  impl_->p = std::move(q);
 }
 
 }  // namespace cf::gpu

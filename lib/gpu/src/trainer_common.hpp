@@ -271,5 +271,9 @@ struct NotFinite {
 struct ToDouble {
   CF_HD double operator()(float x) const { return x; }
 };
+/// a b in double (the residual seed's objective, an inner product).
+struct ProductDouble {
+  CF_HD double operator()(float a, float b) const { return static_cast<double>(a) * b; }
+};
 
 }  // namespace cf::gpu::detail

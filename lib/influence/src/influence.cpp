@@ -6,6 +6,7 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/progress.hpp"
+#include "cf/influence/seeded_pass.hpp"
 #include "cf/nn/gradient_seed.hpp"
 
 namespace cf::influence {
@@ -46,7 +47,7 @@ Windows influence_windows(const std::vector<std::int32_t>& tokens, int n, int co
 
 template <class T>
 InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vector<std::vector<std::int32_t>>& windows,
-                                       Target target, bool keep_gradients) {
+                                       Target target, bool keep_gradients, const nn::SeededPass<T>& pass) {
   require(!windows.empty(), "influence needs at least one window");
   const int W = static_cast<int>(windows.size());
   const int n = static_cast<int>(windows[0].size());
@@ -89,9 +90,7 @@ InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vec
   std::vector<T> de;
   seed.dresid = &de;
   seed.out_layer = 0;
-  std::vector<T> scratch(static_cast<std::size_t>(model.layout.total), T(0));
-  nn::Workspace<T> ws;
-  nn::forward_backward<T>(model, tokens.data(), targets.data(), W, n, &scratch, ws, nullptr, nullptr, &seed);
+  seeded_pass_or_cpu(model, pass)(tokens.data(), targets.data(), W, n, seed);
   require(de.size() == static_cast<std::size_t>(W) * n * C, "internal: input gradient has ", de.size(),
           " entries, expected ", static_cast<std::size_t>(W) * n * C);
   out.g.resize(W, n);
@@ -131,7 +130,7 @@ int influence_batch(const nn::ModelConfig& config, int n, int W, int batch, doub
 }
 
 InfluenceResult measure_influence(const nn::Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,
-                                  Target target, int batch) {
+                                  Target target, int batch, const nn::SeededPass<float>& pass) {
   require(!windows.empty(), "influence needs at least one window");
   require(batch >= 0, "--batch must be >= 1 (got ", batch, ")");
   const int W = static_cast<int>(windows.size());
@@ -142,11 +141,12 @@ InfluenceResult measure_influence(const nn::Model<float>& model, const std::vect
   const int n = static_cast<int>(windows[0].size());
   r.per_window.g.resize(W, n);
   r.per_window.p_yhat.resize(W);
+  const nn::SeededPass<float> run = seeded_pass_or_cpu(model, pass);  // one scratch and workspace for all batches
   Progress progress("influence: windows", W);  // stderr, terminals only (cf/core/progress.hpp)
   for (int b0 = 0; b0 < W; b0 += bs) {
     const int b1 = std::min(W, b0 + bs);
     std::vector<std::vector<std::int32_t>> part(windows.begin() + b0, windows.begin() + b1);
-    const InfluenceGradients g = influence_gradients(model, part, target);
+    const InfluenceGradients g = influence_gradients(model, part, target, false, run);
     r.per_window.g.middleRows(b0, b1 - b0) = g.g;
     r.per_window.p_yhat.segment(b0, b1 - b0) = g.p_yhat;
     r.per_window.yhat.insert(r.per_window.yhat.end(), g.yhat.begin(), g.yhat.end());
@@ -159,8 +159,10 @@ InfluenceResult measure_influence(const nn::Model<float>& model, const std::vect
 }
 
 template InfluenceGradients influence_gradients<float>(const nn::Model<float>&,
-                                                       const std::vector<std::vector<std::int32_t>>&, Target, bool);
+                                                       const std::vector<std::vector<std::int32_t>>&, Target, bool,
+                                                       const nn::SeededPass<float>&);
 template InfluenceGradients influence_gradients<double>(const nn::Model<double>&,
-                                                        const std::vector<std::vector<std::int32_t>>&, Target, bool);
+                                                        const std::vector<std::vector<std::int32_t>>&, Target, bool,
+                                                        const nn::SeededPass<double>&);
 
 }  // namespace cf::influence

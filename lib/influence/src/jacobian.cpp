@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cf/core/error.hpp"
+#include "cf/influence/seeded_pass.hpp"
 #include "cf/nn/gradient_seed.hpp"
 
 namespace cf::influence {
@@ -23,9 +24,9 @@ double spectral_norm(const Eigen::MatrixXd& J) {
 // One batched backward pass: seeds e_{c0+b} (b < B) at position d of the prefix of Tn = d + 1
 // tokens, residual h(L + r) -> h(L); dres[(b Tn + s) C + c] = d h_d(L+r)[c0+b] / d h_s(L)[c].
 template <class T>
-void seeded_pass(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r, int d, int c0, int B,
-                 std::vector<T>& scratch, nn::Workspace<T>& ws, std::vector<T>& dres) {
-  const int Tn = d + 1, C = model.config.d_model;
+void seeded_vjps(const nn::SeededPass<T>& pass, const std::vector<std::int32_t>& tokens, int C, int L, int r, int d,
+                 int c0, int B, std::vector<T>& dres) {
+  const int Tn = d + 1;
   std::vector<std::int32_t> tok(static_cast<std::size_t>(B) * Tn), tgt(tok.size(), -1);
   for (int b = 0; b < B; ++b)
     std::copy(tokens.begin(), tokens.begin() + Tn, tok.begin() + static_cast<std::size_t>(b) * Tn);
@@ -36,8 +37,7 @@ void seeded_pass(const nn::Model<T>& model, const std::vector<std::int32_t>& tok
   gs.resid = seedv.data();
   gs.out_layer = L;
   gs.dresid = &dres;
-  std::fill(scratch.begin(), scratch.end(), T(0));
-  nn::forward_backward<T>(model, tok.data(), tgt.data(), B, Tn, &scratch, ws, nullptr, nullptr, &gs);
+  pass(tok.data(), tgt.data(), B, Tn, gs);
   require(dres.size() == seedv.size(), "internal: residual gradient has ", dres.size(), " entries, expected ",
           seedv.size());
 }
@@ -54,19 +54,19 @@ JacobianCost jacobian_blocks_cost(int d_model, int n, int seed_batch) {
 }
 
 double time_jacobian_pass(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens, int L, int r,
-                          int seed_batch) {
+                          int seed_batch, const nn::SeededPass<float>& pass) {
   const int C = model.config.d_model, n = static_cast<int>(tokens.size());
   require(n >= 1 && n <= model.config.block_size && L >= 0 && r >= 1 && L + r <= model.config.n_layer,
           "time_jacobian_pass: bad window or layers (n = ", n, ", L = ", L, ", r = ", r, ")");
   const int B = seed_batch <= 0 ? C : std::min(seed_batch, C);
-  std::vector<float> scratch(static_cast<std::size_t>(model.layout.total)), dres;
-  nn::Workspace<float> ws;
+  const nn::SeededPass<float> run = seeded_pass_or_cpu(model, pass);
+  std::vector<float> dres;
   // the faster of two passes: the first also sizes the workspace and warms the caches (it alone
   // overestimated a 1.4 s run ten times)
   double best = 0;
   for (int k = 0; k < 2; ++k) {
     const auto t0 = std::chrono::steady_clock::now();
-    seeded_pass(model, tokens, L, r, n - 1, 0, B, scratch, ws, dres);
+    seeded_vjps(run, tokens, C, L, r, n - 1, 0, B, dres);
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = k == 0 ? t : std::min(best, t);
   }
@@ -75,7 +75,7 @@ double time_jacobian_pass(const nn::Model<float>& model, const std::vector<std::
 
 template <class T>
 JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r,
-                               bool keep_blocks, int seed_batch, Progress* progress) {
+                               bool keep_blocks, int seed_batch, Progress* progress, const nn::SeededPass<T>& pass) {
   const auto& cfg = model.config;
   const int n = static_cast<int>(tokens.size()), C = cfg.d_model;
   require(n >= 1 && n <= cfg.block_size, "Jacobian window length n = ", n,
@@ -93,8 +93,7 @@ JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std:
   out.frobenius.setZero(n, n);
   out.spectral.setZero(n, n);
   if (keep_blocks) out.blocks.assign(static_cast<std::size_t>(n) * n, Eigen::MatrixXd());
-  std::vector<T> scratch(static_cast<std::size_t>(model.layout.total));
-  nn::Workspace<T> ws;
+  const nn::SeededPass<T> run = seeded_pass_or_cpu(model, pass);
   std::vector<Eigen::MatrixXd> rows(n);  // rows[s] = J_ds being filled (C x C)
   for (int d = 0; d < n; ++d) {
     const int Tn = d + 1;  // causal prefix
@@ -102,7 +101,7 @@ JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std:
     for (int c0 = 0; c0 < C; c0 += bs) {
       const int B = std::min(bs, C - c0);
       std::vector<T> dres;
-      seeded_pass(model, tokens, L, r, d, c0, B, scratch, ws, dres);
+      seeded_vjps(run, tokens, C, L, r, d, c0, B, dres);
       for (int b = 0; b < B; ++b)
         for (int s = 0; s <= d; ++s)
           for (int c = 0; c < C; ++c)
@@ -147,8 +146,8 @@ LayerAttention layer_attention(const nn::Model<float>& model, const std::vector<
 }
 
 template JacobianBlocks jacobian_blocks<float>(const nn::Model<float>&, const std::vector<std::int32_t>&, int, int,
-                                               bool, int, Progress*);
+                                               bool, int, Progress*, const nn::SeededPass<float>&);
 template JacobianBlocks jacobian_blocks<double>(const nn::Model<double>&, const std::vector<std::int32_t>&, int, int,
-                                                bool, int, Progress*);
+                                                bool, int, Progress*, const nn::SeededPass<double>&);
 
 }  // namespace cf::influence

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "cf/core/error.hpp"
+#include "cf/influence/seeded_pass.hpp"
 
 namespace cf::influence {
 
@@ -14,7 +15,8 @@ JacobianCost analysis_cost(int d_model, int n, int r, int seed_batch) {
 }
 
 JacobianAnalysis analyse_jacobian(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens, int L, int r,
-                                  int seed_batch, double tolerance, Progress* progress) {
+                                  int seed_batch, double tolerance, Progress* progress,
+                                  const nn::SeededPass<float>& pass) {
   const int nl = model.config.n_layer;
   require(L >= 0 && r >= 1 && L + r <= nl, "--layer L = ", L, " and --span r = ", r,
           " must satisfy 0 <= L, r >= 1, L + r <= n_layer = ", nl);
@@ -23,10 +25,11 @@ JacobianAnalysis analyse_jacobian(const nn::Model<float>& model, const std::vect
   a.span = r;
   a.n = static_cast<int>(tokens.size());
   a.attention = layer_attention(model, tokens);
+  const nn::SeededPass<float> run = seeded_pass_or_cpu(model, pass);  // one scratch for all the runs
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<double> c1f, c1s;
   for (int l = L; l < L + r; ++l) {
-    JacobianBlocks j1 = jacobian_blocks(model, tokens, l, 1, false, seed_batch, progress);
+    JacobianBlocks j1 = jacobian_blocks(model, tokens, l, 1, false, seed_batch, progress, run);
     a.one_layer_frobenius.push_back(one_layer_check(j1.frobenius, a.attention.A[l]));
     a.one_layer_spectral.push_back(one_layer_check(j1.spectral, a.attention.A[l]));
     c1f.push_back(a.one_layer_frobenius.back().c1);
@@ -35,7 +38,7 @@ JacobianAnalysis analyse_jacobian(const nn::Model<float>& model, const std::vect
     if (r == 1) a.J = std::move(j1);
   }
   if (r > 1) {
-    a.J = jacobian_blocks(model, tokens, L, r, false, seed_batch, progress);
+    a.J = jacobian_blocks(model, tokens, L, r, false, seed_batch, progress, run);
     a.vjps += a.J.vjps, a.backward_calls += a.J.backward_calls, a.token_passes += a.J.token_passes;
   }
   a.seconds_jacobians = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,12 +7,32 @@
 // trainer backend of `train --device cuda`) are in cf/gpu/train_step.hpp; docs/gpu.md "Device
 // trainer". Pointers passed to the public members are host pointers in both builds.
 #include <cstdint>
+#include <functional>
 
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/functors.hpp"
 #include "cf/gpu/train_plan.hpp"
 
 namespace cf::gpu {
+
+/// What a DeviceTrainer is built for: training (parameters, gradients, AdamW moments) or analysis
+/// (seeded passes only: no AdamW moments are allocated; upload, download and apply refuse them).
+enum class TrainerUse { Training, Analysis };
+
+/// The seed and read-out of DeviceTrainer::seeded, with the semantics of cf::nn::GradientSeed
+/// (lib/nn/cf/nn/gradient_seed.hpp; plain types here for nvcc), in host memory. h(l) [N, C] is the
+/// residual stream entering block l (h(0) the embedding output, h(n_layer) the stream before the
+/// final norm), N = B T rows.
+struct TrainerSeed {
+  /// Output seed (resid_layer < 0): called with the probabilities softmax(logits) [N, V], copied
+  /// from the device, it overwrites them with d objective / d logits, copied back (B T V floats
+  /// each way: a first version; a device-side seed would avoid both copies).
+  std::function<void(float* probs, int N, int V)> on_probs;
+  int resid_layer = -1;          ///< residual seed: 1 <= resid_layer <= n_layer, blocks >= it not run
+  const float* resid = nullptr;  ///< [N, C]: the objective is sum resid . h(resid_layer)
+  int out_layer = 0;             ///< 0 <= out_layer < resid_layer (output seed: <= n_layer)
+  float* dresid = nullptr;       ///< [N, C] receives d objective / d h(out_layer) (null = not wanted)
+};
 
 /// One model resident on the device (llm.c style): parameters, gradients, AdamW moments and every
 /// activation of a B x T micro-batch live in device buffers allocated once; a training update is
@@ -25,8 +45,8 @@ class DeviceTrainer {
  public:
   /// Allocate every buffer for `plan` (make_train_plan); parameters and moments start at zero.
   /// Every operation runs in `ctx` (its handles, its attention path), which must outlive the
-  /// trainer.
-  DeviceTrainer(Context& ctx, TrainPlan plan);
+  /// trainer. TrainerUse::Analysis allocates no AdamW moments.
+  DeviceTrainer(Context& ctx, TrainPlan plan, TrainerUse use = TrainerUse::Training);
   /// The same in default_context().
   explicit DeviceTrainer(TrainPlan plan);
   ~DeviceTrainer();
@@ -55,6 +75,21 @@ class DeviceTrainer {
   void apply(const AdamWUpdate& u, float weight_decay);
   /// Whether parameters and moments are all finite.
   bool finite() const;
+
+  /// Seeded forward and backward of one batch (cf::nn::forward_backward with a GradientSeed, on
+  /// the device): the output seed runs the whole forward and replaces the cross-entropy gradient by
+  /// the seed's d objective / d logits, the residual seed runs blocks < resid_layer and starts the
+  /// backward at h(resid_layer); blocks below out_layer are not back-propagated and the embedding
+  /// gets no gradient. The gradient buffer is zeroed first and receives the partial parameter
+  /// gradient of the visited blocks (cf::nn's scratch). Returns the mean loss over counted targets
+  /// (output seed) or the objective (residual seed). Throws cf::InvalidArgument for a bad seed.
+  double seeded(const std::int32_t* tokens, const std::int32_t* targets, const TrainerSeed& seed);
+  /// Whether `plan` (the same model at another B x T) fits the buffers allocated at construction:
+  /// no more rows or sequences, no layer with more mask branches.
+  bool fits(const TrainPlan& plan) const;
+  /// Run later batches at the shape of `plan` (fits(plan) required; parameters stay on the device):
+  /// an analysis over prefixes of several lengths reuses one trainer.
+  void reshape(TrainPlan plan);
 
  private:
   struct Impl;

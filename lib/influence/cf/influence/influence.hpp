@@ -5,7 +5,8 @@
 //          position embedding as used at j: the encoder output, not the embedding-table row),
 //   I_j  = mean over windows of g_j, normalised to sum 1 once, after averaging.
 // The gradient comes from the model's own backward pass (cf::nn::forward_backward with a
-// GradientSeed), one batched pass per window set; never from finite differences.
+// GradientSeed, or a cf::nn::SeededPass on a device), one batched pass per window set; never from
+// finite differences.
 #include <Eigen/Dense>
 #include <cstdint>
 #include <string>
@@ -53,11 +54,12 @@ struct InfluenceGradients {
 
 /// g for every window of `windows` (all of equal length n, 2 <= n <= block_size, ids < vocab_size)
 /// in ONE batched forward + backward pass (B = W sequences). T = float for tools, double for the
-/// finite-difference tests. Throws cf::InvalidArgument for empty/ragged windows, n < 2 or
-/// n > block_size.
+/// finite-difference tests. `pass`: where the seeded pass runs (cf/influence/seeded_pass.hpp;
+/// empty = cf::nn::forward_backward on the CPU). Throws cf::InvalidArgument for empty/ragged
+/// windows, n < 2 or n > block_size.
 template <class T>
 InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vector<std::vector<std::int32_t>>& windows,
-                                       Target target, bool keep_gradients = false);
+                                       Target target, bool keep_gradients = false, const nn::SeededPass<T>& pass = {});
 
 /// Windows per backward pass for `batch` = 0 ("all at once"): W, unless one pass over W windows of
 /// n tokens would hold more than `budget_bytes` of activations (estimated as 4 bytes x n x
@@ -69,7 +71,7 @@ int influence_batch(const nn::ModelConfig& config, int n, int W, int batch,
 
 /// The full measurement: gradients in batches of at most `batch` windows (one backward pass per
 /// batch; batch >= 1; 0 = influence_batch: all windows at once when they fit the memory budget),
-/// mean over windows, normalised to sum 1.
+/// mean over windows, normalised to sum 1. `pass` as in influence_gradients.
 struct InfluenceResult {
   Eigen::VectorXd profile;  ///< [n]: I_j, sums to 1
   Eigen::VectorXd mean_g;   ///< [n]: mean_w g(w, j) before the normalisation
@@ -78,7 +80,7 @@ struct InfluenceResult {
   int backward_passes = 0;
 };
 InfluenceResult measure_influence(const nn::Model<float>& model, const std::vector<std::vector<std::int32_t>>& windows,
-                                  Target target, int batch = 0);
+                                  Target target, int batch = 0, const nn::SeededPass<float>& pass = {});
 
 /// Normalise a mean-gradient profile to sum 1 (throws cf::Error if it is all zero or not finite).
 Eigen::VectorXd normalise_profile(const Eigen::VectorXd& mean_g);

@@ -12,7 +12,8 @@
 // instead of n^2. Forward mode over a basis would need the same n * d_model products (one per
 // source position and channel) on suffixes of the same total length, and the model has no tangent
 // pass: reverse mode reuses its backward pass. The d_model seeds of one target are batched as
-// d_model copies of the prefix in one forward_backward call (B = d_model, or chunks of `seed_batch`).
+// d_model copies of the prefix in one forward_backward call (B = d_model, or chunks of `seed_batch`),
+// on the CPU or on a device (a cf::nn::SeededPass, cf/influence/seeded_pass.hpp).
 #include <Eigen/Dense>
 #include <cstdint>
 #include <vector>
@@ -38,11 +39,13 @@ struct JacobianBlocks {
 
 /// J for one window `tokens` (1 <= n <= block_size) between layers L and L + r
 /// (0 <= L, 1 <= r, L + r <= n_layer). seed_batch: VJPs per call (0 = d_model). `progress`
-/// (optional) advances by the token passes B * T of every backward call. Throws
-/// cf::InvalidArgument for out-of-range layers or tokens.
+/// (optional) advances by the token passes B * T of every backward call. `pass`: where the
+/// batched passes run (empty = cf::nn::forward_backward on the CPU). Throws cf::InvalidArgument for
+/// out-of-range layers or tokens.
 template <class T>
 JacobianBlocks jacobian_blocks(const nn::Model<T>& model, const std::vector<std::int32_t>& tokens, int L, int r,
-                               bool keep_blocks = false, int seed_batch = 0, Progress* progress = nullptr);
+                               bool keep_blocks = false, int seed_batch = 0, Progress* progress = nullptr,
+                               const nn::SeededPass<T>& pass = {});
 
 /// The work of one jacobian_blocks call on n tokens: backward_calls = n ceil(d_model / B) batched
 /// calls, token_passes = d_model n (n + 1) / 2 (seeds x prefix lengths), pass_tokens = B n (the
@@ -55,8 +58,9 @@ JacobianCost jacobian_blocks_cost(int d_model, int n, int seed_batch);
 /// Seconds of one backward call of jacobian_blocks at its longest prefix (all n tokens, a full seed
 /// batch; the faster of two, the first warms up): the unit of the jacobian tool's cost estimate (estimated seconds ~
 /// this x token_passes / pass_tokens; shorter prefixes cost less per token only through fixed overheads).
+/// `pass` as in jacobian_blocks.
 double time_jacobian_pass(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens, int L, int r,
-                          int seed_batch);
+                          int seed_batch, const nn::SeededPass<float>& pass = {});
 
 /// Head-mean attention A(l) of every layer on `tokens` (Runway (Lee & Clark)'s A; docs/spec.md section 2), n x n lower
 /// triangular, each row normalised to sum 1 in double. Rows of branch-fused bridge layers sum to 2

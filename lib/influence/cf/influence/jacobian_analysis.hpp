@@ -27,9 +27,12 @@ struct JacobianAnalysis {
 /// Run the analysis on `tokens` (1 <= n <= block_size) for layers L .. L+r-1 (0 <= L, r >= 1,
 /// L + r <= n_layer). seed_batch as in jacobian_blocks. tolerance: relative slack of C* <= max C_1
 /// (float Jacobians: 1e-4). `progress` (optional, total analysis_cost(...).token_passes) advances
-/// with every backward call. Throws cf::InvalidArgument for bad layers or tokens.
+/// with every backward call. `pass`: where the Jacobians' batched passes run (as in jacobian_blocks;
+/// the head-mean attention A(l), one forward pass, stays on the CPU). Throws cf::InvalidArgument for
+/// bad layers or tokens.
 JacobianAnalysis analyse_jacobian(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens, int L, int r,
-                                  int seed_batch = 0, double tolerance = 1e-4, Progress* progress = nullptr);
+                                  int seed_batch = 0, double tolerance = 1e-4, Progress* progress = nullptr,
+                                  const nn::SeededPass<float>& pass = {});
 
 /// The work analyse_jacobian does on n tokens: a one-layer jacobian_blocks call per layer L ..
 /// L+r-1 and, when r > 1, one over the span (each of jacobian_blocks_cost(d_model, n, seed_batch)).

@@ -3,7 +3,8 @@
 // the training loss, read at a residual stream instead of the parameters. Used by
 // cf/influence/influence.hpp (Position bias (Herasimchyk et al.) Eq. 6: d p(yhat | x) / d e_j) and
 // cf/influence/jacobian.hpp (Runway (Lee & Clark) Theorem 3.3: d h_d(L+r) / d h_s(L)). Passed to
-// cf::nn::forward_backward.
+// cf::nn::forward_backward, or to a SeededPass that runs elsewhere (lib/gpu's device trainer).
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -31,5 +32,14 @@ struct GradientSeed {
   int out_layer = 0;
   std::vector<T>* dresid = nullptr;
 };
+
+/// A seeded forward + backward over B sequences of Tn tokens (tokens, targets [B Tn]) with
+/// forward_backward's semantics and its own scratch parameter gradient: returns the mean loss
+/// (output seed) or the objective (residual seed) and fills seed.dresid. The analyses of
+/// lib/influence take one so that a device (lib/gpu's device trainer, wired in by the tool) can
+/// replace the CPU's forward_backward without lib/influence depending on it.
+template <class T>
+using SeededPass =
+    std::function<T(const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn, const GradientSeed<T>& seed)>;
 
 }  // namespace cf::nn
