@@ -268,6 +268,13 @@ def run_all(a):
     cmp("spectral --level sequence gpt2-byte, the six texts of Routing/filtering App. A, 128 tokens", 1e-5, 1e-7,
         [bin_("spectral"), "--checkpoint", Gb, "--level", "sequence", "--texts",
          os.path.join(ROOT, "data/texts/routing_eval.txt"), "--max-tokens", "128"], limit=90)
+    # influence and jacobian: the device trainer's seeded backward (the CTests' tolerances); the
+    # Jacobian's d_model seeds x n (n + 1) / 2 prefixes are kept small for the CPU side
+    texts = os.path.join(ROOT, "data/texts/routing_eval.txt")
+    cmp("influence gpt2-byte, n 64, 4 windows", 1e-4, 1e-6,
+        [bin_("influence"), "--checkpoint", Gb, "--text", texts, "--n", "64", "--windows", "4"])
+    cmp("jacobian gpt2-byte, layer 0 to the top, n 4, one window", 1e-4, 1e-7,
+        [bin_("jacobian"), "--checkpoint", Gb, "--text", texts, "--n", "4", "--windows", "1", "--quiet"], limit=90)
 
     # 3. at size, on the device, beside PyTorch on the same GPU (acceptance 2's points)
     T_p, n_p = (256, 8) if not tiny else (64, 2)  # every head's probabilities: 300 MB of capture file

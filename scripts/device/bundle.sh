@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Packs what the device checks need into .dev/ (ignored by git; the `carry` of a device run): the
 # CUDA-build binaries (device tests, bench_gpu, bench_train_step, train, train_variant_start, and for
-# the analysers step capture, probe, spectral, spectral-surgery, rollout, prepare-data and mc-eval) from
-# BUILD_DIR and the shared libraries they load that a bare GPU machine lacks (OpenBLAS, HDF5 and
-# their dependencies). Not carried: glibc (the GPU machine's is newer), libstdc++ / libgcc_s (newer
-# there; the CUDA libraries need theirs) and the CUDA libraries (the GPU machine's toolkit).
+# the analysers step capture, probe, spectral, spectral-surgery, rollout, prepare-data, mc-eval,
+# influence and jacobian) from BUILD_DIR and the shared libraries they load that a bare GPU machine
+# lacks (OpenBLAS, HDF5 and their dependencies). Not carried: glibc (the GPU machine's is newer),
+# libstdc++ / libgcc_s (newer there; the CUDA libraries need theirs) and the CUDA libraries (the GPU
+# machine's toolkit).
 # Usage: scripts/device/bundle.sh BUILD_DIR   (writes .dev/bundle.tar.xz); then, on the device,
 #   scripts/device/run_checks.sh (its header says how).
 set -euo pipefail
@@ -13,7 +14,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$root/.dev"
 bins=("$build/tests/bin/test_gpu_device" "$build/tests/bin/test_gpu_train_device" "$build/bench/bin/bench_gpu"
       "$build/bench/bin/bench_train_step" "$build/bin/train" "$build/tests/bin/train_variant_start")
-for t in capture probe spectral spectral-surgery rollout prepare-data mc-eval; do bins+=("$build/bin/$t"); done
+for t in capture probe spectral spectral-surgery rollout prepare-data mc-eval influence jacobian; do bins+=("$build/bin/$t"); done
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "bundle.sh: $b not built (a CUDA build is needed)" >&2; exit 2; }; done
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
