@@ -47,10 +47,11 @@ void step(cf::gpu::emu::Trainer& tr, const ModelConfig& c, int B, int T, int acc
 
 TEST_CASE("gpu device trainer (emulated): after the first step a step allocates nothing and waits accum + 2 times",
           "[gpu][emu][train]") {
-  const int B = 2, T = 45;
-  std::vector<Case> all = cases();
+  // a mask-family model and every attention form (RoPE, GQA, S-D, runway, linear; the norm / MLP
+  // variants add no allocation or wait of their own); T = 33: two tiles, the second ragged
+  const int B = 1, T = 33;
+  std::vector<Case> all{cases().front()};
   for (Case& a : attention_cases()) all.push_back(std::move(a));
-  for (Case& a : variant_cases()) all.push_back(std::move(a));
   for (const Case& cs : all) {
     INFO(cs.label);
     const Model<float> model = init_model<float>(cs.cfg, 5);
@@ -59,11 +60,11 @@ TEST_CASE("gpu device trainer (emulated): after the first step a step allocates 
     tr.upload(model.params.data(), nullptr, nullptr);
     // the plan's buffers, its masks (one per layer) and the staging buffer are counted
     CHECK(since(at_start).allocations >= static_cast<std::uint64_t>(cs.cfg.n_layer) + 2);
-    for (int accum : {1, 3}) {
+    for (int accum : {1, 2}) {
       INFO("accum " << accum);
       step(tr, cs.cfg, B, T, accum, 1);  // the first step may grow Thrust's temporary storage
       const DeviceStats before = cf::gpu::device_stats(Backend::Emulated);
-      const int steps = 3;
+      const int steps = 1;
       for (int s = 0; s < steps; ++s) step(tr, cs.cfg, B, T, accum, 2 + s);
       const DeviceStats d = since(before);
       CHECK(d.allocations == 0);
