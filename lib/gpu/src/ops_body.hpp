@@ -306,7 +306,12 @@ ResidentMask<Bk>::ResidentMask(const TiledMask& m) : view_(m.view()) {
   storage_ = OpsTraits<Bk>::alloc(bytes);
   count_allocation(Bk, bytes);
   count_host_sync(Bk);  // a blocking copy
-  OpsTraits<Bk>::upload(storage_, packed.data(), bytes);
+  try {
+    OpsTraits<Bk>::upload(storage_, packed.data(), bytes);
+  } catch (...) {
+    OpsTraits<Bk>::release(storage_);  // the destructor does not run for a constructor that throws
+    throw;
+  }
   const int* base = static_cast<const int*>(storage_);
   const int** views[] = {&view_.row_ptr, &view_.iv_lo,  &view_.iv_hi,  &view_.qt_ptr,
                          &view_.qt_list, &view_.kt_ptr, &view_.kt_list};
