@@ -165,6 +165,8 @@ TEST_CASE("device trainer (CUDA) in TF32 and bf16 = its emulated twin (the same 
 TEST_CASE("device trainer (CUDA): bf16 resume is exact (6 steps = 3, checkpoint, resume, 3)",
           "[gpu][device][train][precision]") {
   check_bf16_resume_exact(cf::gpu::TrainerBuild::Cuda, tmpdir("bf16_resume"));
+}
+
 TEST_CASE("device trainer (CUDA) seeded backward = cf::nn forward_backward with the same GradientSeed",
           "[gpu][device][seeded]") {
   // cuBLAS and FMA contraction against the CPU: the tolerance of the gradient checks above

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cf/core/error.hpp"
@@ -226,7 +227,7 @@ TEST_CASE("gpu device trainer reads a registered variant's GPU hook", "[gpu][tra
   no_dev.gpu = GpuHook{true, false};
   VariantEntry dev = no_dev;
   dev.name = "gpu-hook-test-on";
-  dev.gpu = GpuHook{true, true};
+  dev.gpu = GpuHook{true, true, GpuForm::Softmax};
   const AttnKind k_off = register_attention_variant(no_dev);
   const AttnKind k_on = register_attention_variant(dev);
   ModelConfig c = small("full,full", PosKind::Learned, NormKind::LayerNorm);
@@ -234,6 +235,39 @@ TEST_CASE("gpu device trainer reads a registered variant's GPU hook", "[gpu][tra
   CHECK_THAT(cf::gpu::device_train_unsupported(c), Catch::Contains("gpu-hook-test-off attention (layer 1)"));
   c.layers[1].attn = k_on;
   CHECK(cf::gpu::device_train_unsupported(c).empty());
+  // the plan takes the layer's kernel form from the hook, not from a list of kinds
+  CHECK(cf::gpu::make_train_plan(c, 1, 8).layers[1].form == cf::gpu::AttnForm::Softmax);
+  // a unit that says the trainer runs it must name its form
+  VariantEntry formless = dev;
+  formless.name = "gpu-hook-test-formless";
+  formless.gpu = GpuHook{true, true};
+  REQUIRE_THROWS_WITH(register_attention_variant(formless), Catch::Contains("names no kernel form"));
+  // a form whose parameters the unit lacks is refused by name, never trained without them
+  VariantEntry sd_form = dev;
+  sd_form.name = "gpu-hook-test-sd-form";
+  sd_form.gpu = GpuHook{true, true, GpuForm::Sd};
+  c.layers[1].attn = register_attention_variant(sd_form);
+  REQUIRE_THROWS_WITH(cf::gpu::make_train_plan(c, 1, 8), Catch::Contains("gpu-hook-test-sd-form attention (layer 1)"));
+}
+
+// The built-in units' hooks name the forms the plan had when it switched on the kind.
+TEST_CASE("gpu device trainer plan: each built-in attention kind's form comes from its unit", "[gpu][train]") {
+  using cf::gpu::AttnForm;
+  const std::pair<const char*, AttnForm> kinds[] = {{"full", AttnForm::Softmax},
+                                                    {"swa", AttnForm::Softmax},
+                                                    {"bridge", AttnForm::Softmax},
+                                                    {"runway-dot", AttnForm::RunwayDot},
+                                                    {"runway-bilinear", AttnForm::RunwayBilinear},
+                                                    {"sd", AttnForm::Sd},
+                                                    {"linear", AttnForm::Linear}};
+  for (const auto& [name, form] : kinds) {
+    INFO(name);
+    const ModelConfig c = small(std::string("full,") + name, PosKind::Learned, NormKind::None);
+    const cf::gpu::TrainPlan p = cf::gpu::make_train_plan(c, 1, 8);
+    CHECK(p.layers[0].form == AttnForm::Softmax);
+    CHECK(p.layers[1].form == form);
+    CHECK(p.layers[1].scale == float((form == AttnForm::Sd ? 0.5 : 1.0) / std::sqrt(double(head_dim(c, 1)))));
+  }
 }
 
 TEST_CASE("gpu device trainer refuses every config feature its kernels lack, naming it", "[gpu][train]") {

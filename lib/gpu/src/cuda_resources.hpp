@@ -20,12 +20,16 @@ struct CusolverDestroy {
   void operator()(cusolverDnHandle_t h) const { cusolverDnDestroy(h); }
 };
 
-/// One context's stream and library handles. The stream is the legacy default stream, where the
-/// kernels (CF_LAUNCH) and the Thrust calls of the context run: the handles are bound to it, so
-/// every operation of a context is ordered after the previous one.
+/// The one stream of every context's work: the legacy default stream, where the kernels run
+/// (CF_LAUNCH names no stream), the Thrust calls (their policies' .on(kStream)), the asynchronous
+/// copies and memsets, and the library handles' calls; so every operation is ordered after the
+/// previous one and a kernel never needs a host wait before the next.
+inline constexpr cudaStream_t kStream = nullptr;
+
+/// One context's stream (kStream) and library handles bound to it.
 struct CudaResources final : Context::Resources {
   explicit CudaResources(int device);
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = kStream;
   std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDestroy> blas;
   std::unique_ptr<std::remove_pointer_t<cusolverDnHandle_t>, CusolverDestroy> solver;
 };

@@ -3,10 +3,13 @@
 // instantiated by g++ in ops_emu.cpp (kernels emulated, Thrust on OpenMP) and by nvcc in
 // ops_cuda.cu. Keeping one body is what makes the CPU-executed tests meaningful for the device
 // build. The instantiating file first specialises OpsTraits<Bk> (the contract; it static_asserts
-// ops_body::IsOpsTraits below):
+// ops_body::IsOpsTraits below). The body counts its allocations and host waits
+// (cf/gpu/device_stats.hpp) where it calls the primitives, so both builds count the same points:
 //   policy()            a Thrust execution policy,
 //   check_launch(what)  error check after a kernel launch,
-//   DeviceMask          RAII copy of a TiledMask where the kernels can read it (.view()),
+//   alloc(bytes) / release(p)   memory where the kernels run,
+//   upload(dst, src, bytes)     a blocking copy from the host,
+//   fill_zero(p, bytes)         memset 0, ordered on the context's stream (no host wait),
 //   Scratch             RAII float buffer where the kernels run (.resize(n) zero-filled, .data()),
 //   gemm_strided_batched(ctx, ...), sym_eig_batched(ctx, ...)   the library calls (OpenBLAS and
 //                       Eigen on the CPU; cuBLAS and cuSOLVER through the context's handles).
@@ -21,8 +24,10 @@
 
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "cf/core/error.hpp"
+#include "cf/gpu/device_stats.hpp"
 #include "cf/gpu/kernels/attention.cuh"
 #include "cf/gpu/kernels/crossentropy.cuh"
 #include "cf/gpu/kernels/layernorm.cuh"
@@ -45,14 +50,15 @@ template <class Tr, class = void>
 struct IsOpsTraits : std::false_type {};
 template <class Tr>
 struct IsOpsTraits<
-    Tr, std::void_t<decltype(Tr::policy()), decltype(Tr::check_launch("")),
-                    decltype(std::declval<const typename Tr::DeviceMask&>().view()),
+    Tr, std::void_t<decltype(Tr::policy()), decltype(Tr::check_launch("")), decltype(Tr::alloc(std::size_t(1))),
+                    decltype(Tr::release(nullptr)), decltype(Tr::upload(nullptr, nullptr, std::size_t(1))),
+                    decltype(Tr::fill_zero(nullptr, std::size_t(1))),
                     decltype(std::declval<typename Tr::Scratch&>().resize(std::size_t(1))),
                     decltype(std::declval<typename Tr::Scratch&>().data()),
                     decltype(Tr::gemm_strided_batched(std::declval<Context&>(), 0, 0, 0, 1.0f, nullptr, 0, nullptr, 0,
                                                       0.0f, nullptr, 0, 0)),
                     decltype(Tr::sym_eig_batched(std::declval<Context&>(), nullptr, 0, 0, nullptr, nullptr))>>
-    : std::is_same<decltype(std::declval<const typename Tr::DeviceMask&>().view()), kernels::MaskView> {};
+    : std::true_type {};
 
 constexpr int kRowBlock = 128;  // threads per row for the row-wise kernels (LayerNorm, softmax)
 
@@ -101,7 +107,7 @@ void attention_backward_dh(bool plain, const AttentionShape& s, const kernels::M
 
 /// The kernels' view of the extras; with a runway, u [B, T, dh] is computed into `u` (scratch).
 template <class Tr>
-kernels::HeadExtras head_extras(const AttentionShape& s, const AttentionExtras& e, typename Tr::Scratch& u) {
+kernels::HeadExtras head_extras(const AttentionShape& s, const AttentionExtras& e, float* u) {
   kernels::HeadExtras x;
   x.damp = e.damp;
   if (!e.runway_v) return x;
@@ -111,15 +117,32 @@ kernels::HeadExtras head_extras(const AttentionShape& s, const AttentionExtras& 
   x.rw_stride = e.runway_stride;
   x.rw_B = e.runway_B;
   x.rw_c = 1.0f / std::sqrt(static_cast<float>(s.dh));
-  u.resize(static_cast<std::size_t>(s.B) * s.T * s.dh);
-  x.rw_u = u.data();
+  require(u != nullptr, "attention: a runway needs AttentionScratch::runway_u");
+  x.rw_u = u;
   auto* kern = kernels::runway_u_kernel<kRowBlock>;
-  CF_LAUNCH(kern, dim3((s.T + kRowBlock - 1) / kRowBlock, s.B), dim3(kRowBlock), x, s.T, s.dh, u.data());
+  CF_LAUNCH(kern, dim3((s.T + kRowBlock - 1) / kRowBlock, s.B), dim3(kRowBlock), x, s.T, s.dh, u);
   Tr::check_launch("attention: runway u");
   return x;
 }
 
-inline void check_attention(const AttentionShape& s, const TiledMask& m) {
+/// The scratch a call with extras e needs, allocated for this call (the TiledMask overloads).
+template <Backend Bk, class Tr>
+struct CallScratch {
+  typename Tr::Scratch u, g;
+  AttentionScratch w;
+  CallScratch(const AttentionShape& s, const AttentionExtras& e) {
+    if (!e.runway_v) return;
+    w.runway_u = take(u, static_cast<std::size_t>(s.B) * s.T * s.dh);
+    if (e.runway_B) w.runway_g = take(g, static_cast<std::size_t>(s.B) * s.H * s.T * s.dh);
+  }
+  static float* take(typename Tr::Scratch& b, std::size_t n) {
+    count_allocation(Bk, n * sizeof(float));
+    b.resize(n);
+    return b.data();
+  }
+};
+
+inline void check_attention(const AttentionShape& s, const kernels::MaskView& m) {
   require(s.B >= 1 && s.H >= 1 && s.T >= 1 && s.dh >= 1, "attention: B, H, T, dh must be >= 1 (got ", s.B, ", ", s.H,
           ", ", s.T, ", ", s.dh, ")");
   require(s.dh <= 128, "attention: head dimension ", s.dh, " > 128 (the kernels' capacity)");
@@ -169,13 +192,22 @@ void Ops<Bk>::rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float
 }
 
 template <Backend Bk>
+void Ops<Bk>::crossentropy_losses(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N,
+                                  int V) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::crossentropy_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V);
+  OpsTraits<Bk>::check_launch("crossentropy_forward");
+}
+
+template <Backend Bk>
 std::int64_t Ops<Bk>::crossentropy_forward(Context& ctx, float* logits, float* losses, const std::int32_t* targets,
                                            int N, int V) {
   using namespace ops_body;
   if (N <= 0) return 0;
-  auto* kern = kernels::crossentropy_forward_kernel<kRowBlock>;
-  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V);
-  OpsTraits<Bk>::check_launch("crossentropy_forward");
+  crossentropy_losses(ctx, logits, losses, targets, N, V);
+  count_host_sync(Bk);  // the count returns to the host
   return thrust::count_if(OpsTraits<Bk>::policy(), targets, targets + N, NonNegative());
 }
 
@@ -260,16 +292,57 @@ void Ops<Bk>::affine_scan_by_key(Context& ctx, const int* keys, const Affine* in
 }
 
 template <Backend Bk>
+ResidentMask<Bk>::ResidentMask(const TiledMask& m) : view_(m.view()) {
+  // the seven arrays packed in one buffer, in MaskView's order, each at least one int
+  const std::vector<int>* arrays[] = {&m.row_ptr, &m.iv_lo, &m.iv_hi, &m.qt_ptr, &m.qt_list, &m.kt_ptr, &m.kt_list};
+  std::vector<int> packed;
+  std::size_t at[7];
+  for (int a = 0; a < 7; ++a) {
+    at[a] = packed.size();
+    packed.insert(packed.end(), arrays[a]->begin(), arrays[a]->end());
+    if (arrays[a]->empty()) packed.push_back(0);
+  }
+  const std::size_t bytes = packed.size() * sizeof(int);
+  storage_ = OpsTraits<Bk>::alloc(bytes);
+  count_allocation(Bk, bytes);
+  count_host_sync(Bk);  // a blocking copy
+  try {
+    OpsTraits<Bk>::upload(storage_, packed.data(), bytes);
+  } catch (...) {
+    OpsTraits<Bk>::release(storage_);  // the destructor does not run for a constructor that throws
+    throw;
+  }
+  const int* base = static_cast<const int*>(storage_);
+  const int** views[] = {&view_.row_ptr, &view_.iv_lo,  &view_.iv_hi,  &view_.qt_ptr,
+                         &view_.qt_list, &view_.kt_ptr, &view_.kt_list};
+  for (int a = 0; a < 7; ++a) *views[a] = base + at[a];
+}
+
+template <Backend Bk>
+ResidentMask<Bk>::~ResidentMask() {
+  OpsTraits<Bk>::release(storage_);
+}
+
+template <Backend Bk>
 void Ops<Bk>::attention_forward_ex(Context& ctx, const AttentionShape& s, const TiledMask& mask, const float* slopes,
                                    const AttentionExtras& e, const float* q, const float* k, const float* v, float* y,
                                    float* lse, float* obr) {
   using namespace ops_body;
-  check_attention(s, mask);
+  check_attention(s, mask.view());
+  const ResidentMask<Bk> dm(mask);
+  const CallScratch<Bk, OpsTraits<Bk>> w(s, e);
+  attention_forward_ex(ctx, s, dm, slopes, e, w.w, q, k, v, y, lse, obr);
+}
+
+template <Backend Bk>
+void Ops<Bk>::attention_forward_ex(Context& ctx, const AttentionShape& s, const ResidentMask<Bk>& mask,
+                                   const float* slopes, const AttentionExtras& e, const AttentionScratch& w,
+                                   const float* q, const float* k, const float* v, float* y, float* lse, float* obr) {
+  using namespace ops_body;
+  const kernels::MaskView& mv = mask.view();
+  check_attention(s, mv);
   const bool plain = ctx.attention() == AttentionPath::Plain;
-  typename OpsTraits<Bk>::DeviceMask dm(mask);
-  const kernels::MaskView mv = dm.view();
-  typename OpsTraits<Bk>::Scratch u;
-  const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, u);
+  const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, w.runway_u);
   if (s.dh <= 32)
     attention_forward_dh<OpsTraits<Bk>, 32>(plain, s, mv, slopes, x, q, k, v, y, lse, obr);
   else if (s.dh <= 64)
@@ -291,20 +364,32 @@ void Ops<Bk>::attention_backward_ex(Context& ctx, const AttentionShape& s, const
                                     const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
                                     float* dk, float* dv, const AttentionExtraGrads& g) {
   using namespace ops_body;
-  check_attention(s, mask);
+  check_attention(s, mask.view());
+  const ResidentMask<Bk> dm(mask);
+  const CallScratch<Bk, OpsTraits<Bk>> w(s, e);
+  attention_backward_ex(ctx, s, dm, slopes, e, w.w, q, k, v, dy, lse, obr, dsum, dq, dk, dv, g);
+}
+
+template <Backend Bk>
+void Ops<Bk>::attention_backward_ex(Context& ctx, const AttentionShape& s, const ResidentMask<Bk>& mask,
+                                    const float* slopes, const AttentionExtras& e, const AttentionScratch& w,
+                                    const float* q, const float* k, const float* v, const float* dy, const float* lse,
+                                    const float* obr, float* dsum, float* dq, float* dk, float* dv,
+                                    const AttentionExtraGrads& g) {
+  using namespace ops_body;
+  const kernels::MaskView& mv = mask.view();
+  check_attention(s, mv);
   require(!e.damp || g.ddamp, "attention_backward: S-D damping given without its gradient ddamp");
   require(!e.runway_v || (g.dvs && g.dvl && (!e.runway_B || g.dB)),
           "attention_backward: runway given without its gradients dvs, dvl (and dB for the bilinear form)");
   const bool plain = ctx.attention() == AttentionPath::Plain;
-  typename OpsTraits<Bk>::DeviceMask dm(mask);
-  const kernels::MaskView mv = dm.view();
-  typename OpsTraits<Bk>::Scratch u, gs;
-  const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, u);
+  const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, w.runway_u);
   kernels::HeadExtraGrads xg;
   xg.ddamp = g.ddamp, xg.dvs = g.dvs, xg.dvl = g.dvl;
   if (e.runway_v && e.runway_B) {
-    gs.resize(static_cast<std::size_t>(s.B) * s.H * s.T * s.dh);
-    xg.g = gs.data();
+    require(w.runway_g != nullptr, "attention_backward: the bilinear runway needs AttentionScratch::runway_g");
+    OpsTraits<Bk>::fill_zero(w.runway_g, sizeof(float) * s.B * s.H * s.T * s.dh);
+    xg.g = w.runway_g;
   }
   if (s.dh <= 32)
     attention_backward_dh<OpsTraits<Bk>, 32>(plain, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);

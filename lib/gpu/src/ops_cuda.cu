@@ -35,38 +35,6 @@ void check(cudaError_t e, const char* what, const char* file, int line) {
 
 inline void check_launch(const char* what) { check(cudaGetLastError(), what, __FILE__, __LINE__); }
 
-/// Device copies of a TiledMask's arrays (RAII).
-class DeviceMask {
- public:
-  explicit DeviceMask(const TiledMask& m) : v_(m.view()) {
-    v_.row_ptr = upload(m.row_ptr);
-    v_.iv_lo = upload(m.iv_lo);
-    v_.iv_hi = upload(m.iv_hi);
-    v_.qt_ptr = upload(m.qt_ptr);
-    v_.qt_list = upload(m.qt_list);
-    v_.kt_ptr = upload(m.kt_ptr);
-    v_.kt_list = upload(m.kt_list);
-  }
-  ~DeviceMask() {
-    for (int* p : owned_) cudaFree(p);
-  }
-  DeviceMask(const DeviceMask&) = delete;
-  DeviceMask& operator=(const DeviceMask&) = delete;
-  kernels::MaskView view() const { return v_; }
-
- private:
-  const int* upload(const std::vector<int>& h) {
-    int* d = nullptr;
-    const std::size_t bytes = std::max<std::size_t>(1, h.size()) * sizeof(int);
-    CF_CUDA_CHECK(cudaMalloc(&d, bytes));
-    owned_.push_back(d);
-    if (!h.empty()) CF_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
-    return d;
-  }
-  kernels::MaskView v_;
-  std::vector<int*> owned_;
-};
-
 /// n zero-filled elements of T on the device (RAII).
 template <class T>
 class DeviceArray {
@@ -79,8 +47,9 @@ class DeviceArray {
   void resize(std::size_t n) {
     cudaFree(p_);
     p_ = nullptr;
-    CF_CUDA_CHECK(cudaMalloc(&p_, std::max<std::size_t>(1, n) * sizeof(T)));
-    CF_CUDA_CHECK(cudaMemset(p_, 0, std::max<std::size_t>(1, n) * sizeof(T)));
+    const std::size_t bytes = std::max<std::size_t>(1, n) * sizeof(T);
+    CF_CUDA_CHECK(cudaMalloc(&p_, bytes));
+    CF_CUDA_CHECK(cudaMemsetAsync(p_, 0, bytes, kStream));
   }
   T* data() { return p_; }
 
@@ -116,9 +85,25 @@ namespace cf::gpu {
 /// The CUDA back end's primitives (the contract is in ops_body.hpp).
 template <>
 struct OpsTraits<Backend::Cuda> {
-  static auto policy() { return thrust::device; }
+  /// The context's stream without a synchronisation after each call (issue 31; calls returning a
+  /// value to the host still wait for it).
+  static auto policy() { return thrust::cuda::par_nosync.on(cuda::kStream); }
   static void check_launch(const char* what) { cuda::check_launch(what); }
-  using DeviceMask = cuda::DeviceMask;
+  static void* alloc(std::size_t bytes) {
+    using cuda::check;
+    void* p = nullptr;
+    CF_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  static void release(void* p) { cudaFree(p); }
+  static void upload(void* dst, const void* src, std::size_t bytes) {
+    using cuda::check;
+    CF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+  static void fill_zero(void* p, std::size_t bytes) {
+    using cuda::check;
+    CF_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cuda::kStream));
+  }
   using Scratch = cuda::DeviceArray<float>;
 
   /// cublasSgemmStridedBatched on the context's handle.
@@ -157,5 +142,6 @@ struct OpsTraits<Backend::Cuda> {
 static_assert(ops_body::IsOpsTraits<OpsTraits<Backend::Cuda>>::value, "OpsTraits<Cuda> breaks the contract");
 
 template struct Ops<Backend::Cuda>;
+template class ResidentMask<Backend::Cuda>;
 
 }  // namespace cf::gpu

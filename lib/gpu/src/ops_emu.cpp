@@ -15,6 +15,9 @@
 #include <thrust/transform.h>
 
 #include <Eigen/Dense>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <vector>
 
 #include "cf/core/error.hpp"
@@ -30,12 +33,14 @@ template <>
 struct OpsTraits<Backend::Emulated> {
   static auto policy() { return thrust::omp::par; }
   static void check_launch(const char*) {}  // emulated launches throw on failure
-  /// The kernels read the host arrays directly.
-  struct DeviceMask {
-    const TiledMask& m;
-    explicit DeviceMask(const TiledMask& mm) : m(mm) {}
-    kernels::MaskView view() const { return m.view(); }
-  };
+  static void* alloc(std::size_t bytes) {
+    void* p = std::malloc(bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  static void release(void* p) { std::free(p); }
+  static void upload(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void fill_zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
   struct Scratch {
     std::vector<float> buf;
     void resize(std::size_t n) { buf.assign(n, 0.0f); }
@@ -69,5 +74,6 @@ struct OpsTraits<Backend::Emulated> {
 static_assert(ops_body::IsOpsTraits<OpsTraits<Backend::Emulated>>::value, "OpsTraits<Emulated> breaks the contract");
 
 template struct Ops<Backend::Emulated>;
+template class ResidentMask<Backend::Emulated>;
 
 }  // namespace cf::gpu

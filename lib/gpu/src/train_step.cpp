@@ -26,32 +26,44 @@ std::string device_train_unsupported(const nn::ModelConfig& c) {
 
 namespace {
 
+/// The device trainer's form for a unit's GPU form (cf/nn/attention_variant.hpp: the unit names it).
+AttnForm trainer_form(nn::GpuForm f) {
+  switch (f) {
+    case nn::GpuForm::Softmax:
+      return AttnForm::Softmax;
+    case nn::GpuForm::Sd:
+      return AttnForm::Sd;
+    case nn::GpuForm::RunwayDot:
+      return AttnForm::RunwayDot;
+    case nn::GpuForm::RunwayBilinear:
+      return AttnForm::RunwayBilinear;
+    case nn::GpuForm::Linear:
+      return AttnForm::Linear;
+    case nn::GpuForm::None:
+      break;
+  }
+  throw InvalidArgument("device trainer: an attention unit without a GPU form");  // refused before
+}
+
 /// Layer l's attention beyond GPT-2's (TrainLayer's issue 31 fields): kv heads, RoPE, and the
-/// form of its unit with the unit's logit scale and parameters (cf/nn/detail/variants/).
+/// form its unit's GPU hook names, with the form's logit scale and parameters.
 void attention_fields(const nn::ModelConfig& c, int l, const nn::LayerOffsets& o, TrainLayer& tl) {
   const nn::LayerConfig& lc = c.layers[static_cast<std::size_t>(l)];
   const double dh = static_cast<double>(tl.dh);
   tl.kv = nn::kv_heads(c);
   if (c.pos == nn::PosKind::Rope) tl.rope = nn::rope_dims(c, l), tl.rope_theta = c.arch.rope_theta;
   tl.scale = static_cast<float>(1.0 / std::sqrt(dh));
-  switch (lc.attn) {
-    case nn::AttnKind::Sd:
-      tl.form = AttnForm::Sd;
-      tl.scale = static_cast<float>(0.5 / std::sqrt(dh));  // the routing scale 1/(2 sqrt(d_head)), SdUnit
-      tl.damp_w = o.damp_w, tl.damp_b = o.damp_b, tl.sd_eps = static_cast<float>(lc.sd_eps);
-      break;
-    case nn::AttnKind::RunwayDot:
-      tl.form = AttnForm::RunwayDot;
-      break;
-    case nn::AttnKind::RunwayBilinear:
-      tl.form = AttnForm::RunwayBilinear;
-      tl.runway_B = o.runway_B;
-      break;
-    case nn::AttnKind::Linear:
-      tl.form = AttnForm::Linear;
-      break;
-    default:  // the softmax units (every mask family; registered units whose hook admits them)
-      break;
+  tl.form = trainer_form(nn::attention_variant(lc.attn).gpu.form);
+  if (tl.form == AttnForm::Sd) {
+    require(o.damp_w >= 0 && o.damp_b >= 0, nn::attn_name(lc.attn), " attention (layer ", l,
+            "): the S-D form needs the unit's attn.damp parameters (LayerOffsets::damp_w, damp_b)");
+    tl.scale = static_cast<float>(0.5 / std::sqrt(dh));  // the routing scale 1/(2 sqrt(d_head)), SdUnit
+    tl.damp_w = o.damp_w, tl.damp_b = o.damp_b, tl.sd_eps = static_cast<float>(lc.sd_eps);
+  }
+  if (tl.form == AttnForm::RunwayBilinear) {
+    require(o.runway_B >= 0, nn::attn_name(lc.attn), " attention (layer ", l,
+            "): the bilinear runway form needs the unit's B (LayerOffsets::runway_B)");
+    tl.runway_B = o.runway_B;
   }
 }
 

@@ -4,11 +4,22 @@
 // emulated, Thrust on OpenMP, OpenBLAS) and by nvcc in trainer_cuda.cu (device memory, CUDA
 // kernels, cuBLAS). The instantiating file first specialises TrainerTraits<Bk> (the contract,
 // static_asserted by Impl below):
-//   policy()                                  a Thrust execution policy,
+//   kBackend                                  which back end (for the counters of device_stats.hpp),
+//   policy()                                  a Thrust execution policy on the context's stream that
+//                                             does not wait for the device after each call,
+//   policy(alloc)                             the same with Thrust's temporary storage from `alloc`,
 //   device_alloc(bytes) / device_free(p)      device memory,
-//   to_device / to_host (dst, src, bytes)     copies from / to host memory,
-//   fill_zero(p, bytes)                       memset 0 on the device,
+//   pinned_alloc(bytes) / pinned_free(p)      host memory the device copies from asynchronously,
+//   to_device / to_host (dst, src, bytes)     blocking copies from / to host memory,
+//   to_device_async(dst, src, bytes)          a copy from pinned memory, ordered on the stream,
+//   wait()                                    the host waits for the stream,
+//   fill_zero(p, bytes)                       memset 0 on the device, ordered on the stream,
 //   Blas                                      made from the Context: row-major SGEMM with transposes.
+// Plumbing (issue 31): every buffer a step uses is allocated with the plan (Thrust's temporary
+// storage grows once, TempArena), masks are resident per layer, batches go up through pinned
+// staging (Staging), and the host waits only for the scalars it returns (loss, norm, finiteness).
+// The body counts each allocation and host wait where it calls the primitive (count_allocation,
+// count_host_sync), so the emulated build's counts are the CUDA build's (tests/gpu).
 // The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the features
 // of make_train_plan: embed (+ norm), blocks (norm, qkv, RoPE, the attention unit, c_proj, residual;
 // norm, c_fc, GELU / erf GELU / SwiGLU, c_proj, residual, sequential or parallel), final norm, LM
@@ -24,11 +35,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cf/core/error.hpp"
+#include "cf/gpu/device_stats.hpp"
 #include "cf/gpu/ops.hpp"
 #include "cf/gpu/trainer.hpp"
 #include "precision_body.hpp"
@@ -48,9 +61,11 @@ template <class Tr, class = void>
 struct IsTrainerTraits : std::false_type {};
 template <class Tr>
 struct IsTrainerTraits<
-    Tr, std::void_t<decltype(Tr::policy()), decltype(Tr::device_alloc(std::size_t(1))),
-                    decltype(Tr::device_free(nullptr)), decltype(Tr::to_device(nullptr, nullptr, std::size_t(1))),
-                    decltype(Tr::to_host(nullptr, nullptr, std::size_t(1))),
+    Tr, std::void_t<decltype(Tr::kBackend), decltype(Tr::policy()), decltype(Tr::device_alloc(std::size_t(1))),
+                    decltype(Tr::device_free(nullptr)), decltype(Tr::pinned_alloc(std::size_t(1))),
+                    decltype(Tr::pinned_free(nullptr)), decltype(Tr::to_device(nullptr, nullptr, std::size_t(1))),
+                    decltype(Tr::to_device_async(nullptr, nullptr, std::size_t(1))),
+                    decltype(Tr::to_host(nullptr, nullptr, std::size_t(1))), decltype(Tr::wait()),
                     decltype(Tr::fill_zero(nullptr, std::size_t(1))),
                     decltype(std::declval<const typename Tr::Blas&>().gemm(false, false, 0, 0, 0, 1.0f, nullptr, 0,
                                                                            nullptr, 0, 0.0f, nullptr, 0))>>
@@ -77,6 +92,7 @@ class DBuf {
     n_ = n;
     if (n) {
       p_ = static_cast<T*>(Tr::device_alloc(n * sizeof(T)));
+      count_allocation(Tr::kBackend, n * sizeof(T));
       Tr::fill_zero(p_, n * sizeof(T));
     }
   }
@@ -92,6 +108,82 @@ class DBuf {
 };
 
 inline thrust::counting_iterator<long long> index0() { return thrust::counting_iterator<long long>(0); }
+
+/// Thrust's temporary storage for the calls that return a value (reductions, counts), as a Thrust
+/// allocator: bump allocation from one block that grows when a call needs more and is kept, so
+/// steps after the first allocate nothing. A call that does not fit gets an extra block; when no
+/// storage is in use the blocks are merged into one of their total size.
+template <class Tr>
+class TempArena {
+ public:
+  using value_type = char;
+  TempArena() = default;
+  TempArena(const TempArena&) = delete;
+  TempArena& operator=(const TempArena&) = delete;
+  ~TempArena() {
+    for (const Block& b : blocks_) Tr::device_free(b.p);
+  }
+  char* allocate(std::ptrdiff_t n) {
+    const std::size_t bytes = (static_cast<std::size_t>(n) + 255) / 256 * 256;
+    if (blocks_.empty() || top_ + bytes > blocks_.back().size) add(bytes), top_ = 0;
+    char* p = blocks_.back().p + top_;
+    top_ += bytes, ++live_;
+    return p;
+  }
+  void deallocate(char*, std::size_t) {
+    if (--live_ > 0) return;
+    top_ = 0;
+    if (blocks_.size() < 2) return;
+    std::size_t total = 0;
+    for (const Block& b : blocks_) total += b.size, Tr::device_free(b.p);
+    blocks_.clear();
+    add(total);
+  }
+
+ private:
+  struct Block {
+    char* p;
+    std::size_t size;
+  };
+  void add(std::size_t bytes) {
+    blocks_.push_back(Block{static_cast<char*>(Tr::device_alloc(bytes)), bytes});
+    count_allocation(Tr::kBackend, bytes);
+  }
+  std::vector<Block> blocks_;
+  std::size_t top_ = 0;
+  int live_ = 0;
+};
+
+/// Host memory integers are staged in for copies to the device that the host does not wait for
+/// (pinned on the CUDA build); it is rewritten only once the copies from it have run.
+template <class Tr>
+class Staging {
+ public:
+  explicit Staging(std::size_t n) {
+    p_ = static_cast<std::int32_t*>(Tr::pinned_alloc(n * sizeof(std::int32_t)));
+    count_allocation(Tr::kBackend, n * sizeof(std::int32_t));
+  }
+  ~Staging() { Tr::pinned_free(p_); }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  /// The buffer to write the next copies' sources in: waits for the stream first if a copy from
+  /// it may still be running (a counted host wait).
+  std::int32_t* write() {
+    if (pending_) count_host_sync(Tr::kBackend), Tr::wait(), done();
+    return p_;
+  }
+  /// n ints from offset `at` to dst, ordered on the stream.
+  void upload(std::int32_t* dst, std::size_t at, std::size_t n) {
+    Tr::to_device_async(dst, p_ + at, n * sizeof(std::int32_t));
+    pending_ = true;
+  }
+  /// The host has waited for the stream: every copy from here has run.
+  void done() { pending_ = false; }
+
+ private:
+  std::int32_t* p_ = nullptr;
+  bool pending_ = false;
+};
 
 }  // namespace trainer_body
 
@@ -126,7 +218,13 @@ struct DeviceTrainer<Bk>::Impl {
   DBuf<float> lnf, lnf_mean, lnf_rstd, logits, losses, ones;
   DBuf<float> q, k, v, y, dq, dk, dv, dy, dsum, tmp, dres, dn, datty, dqkv, dfc, dfch;
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
-  std::vector<std::int32_t> h_tokens;
+  std::vector<std::int32_t> h_tokens, h_order, h_uniq, h_ptr;
+  std::int64_t h_count = 0;                              // counted targets of the uploaded batch
+  std::vector<std::unique_ptr<ResidentMask<Bk>>> masks;  // each layer's mask where the kernels read it
+  DBuf<float> rw_u, rw_g;                                // the runway kernels' scratch (AttentionScratch)
+  trainer_body::TempArena<Tr> arena;
+  trainer_body::Staging<Tr> batch_in;  // tokens | targets [2 N]
+  trainer_body::Staging<Tr> index_in;  // the embedding gradient's uniq | ptr | pos [3 N + 1]
 
   Impl(Context& c, TrainPlan plan, TrainerUse u)
       : ctx(c),
@@ -134,7 +232,9 @@ struct DeviceTrainer<Bk>::Impl {
         blas(c),
         use(u),
         cap(p),
-        lp(p.precision, p.total, gemm_span(true), gemm_span(false)) {
+        lp(p.precision, p.total, gemm_span(true), gemm_span(false)),
+        batch_in(2 * static_cast<std::size_t>(p.N)),
+        index_in(3 * static_cast<std::size_t>(p.N) + 1) {
     const std::size_t N = static_cast<std::size_t>(p.N), C = static_cast<std::size_t>(p.C),
                       F = static_cast<std::size_t>(p.F), P = static_cast<std::size_t>(p.total);
     W.reset(P), G.reset(P);
@@ -152,8 +252,9 @@ struct DeviceTrainer<Bk>::Impl {
       a.fch.reset(N * static_cast<std::size_t>(p.fc_width())), a.fcg.reset(N * F);
       if (!tl.slopes.empty()) {
         a.slopes.reset(tl.slopes.size());
-        Tr::to_device(a.slopes.get(), tl.slopes.data(), tl.slopes.size() * sizeof(float));
+        to_device(a.slopes.get(), tl.slopes.data(), tl.slopes.size() * sizeof(float));
       }
+      masks.push_back(std::make_unique<ResidentMask<Bk>>(tl.mask));
       L.push_back(std::move(a));
       maxhd = std::max(maxhd, HD);
       maxst = std::max(maxst, N * p.H * nb);
@@ -176,7 +277,7 @@ struct DeviceTrainer<Bk>::Impl {
   /// The attention units' saved state and backward scratch (qkv rows of width qkv_ld).
   void alloc_units() {
     const std::size_t N = static_cast<std::size_t>(p.N), H = static_cast<std::size_t>(p.H);
-    std::size_t maxqkv = 0, rw = 0, bil = 0;
+    std::size_t maxqkv = 0, rw = 0, bil = 0, rwu = 0, rwg = 0;
     for (std::size_t l = 0; l < p.layers.size(); ++l) {
       const TrainLayer& tl = p.layers[l];
       const std::size_t ld = static_cast<std::size_t>(qkv_ld(tl)), dh = static_cast<std::size_t>(tl.dh);
@@ -185,13 +286,16 @@ struct DeviceTrainer<Bk>::Impl {
       UnitSaved u;
       if (tl.form == AttnForm::Sd) u.z.reset(N * H), u.damp.reset(N * H), ddamp.reset(N * H), dz.reset(N * H);
       if (tl.form == AttnForm::Linear) u.den.reset(N * H);
-      if (tl.form == AttnForm::RunwayDot || tl.form == AttnForm::RunwayBilinear) rw = std::max(rw, N * H * dh);
-      if (tl.form == AttnForm::RunwayBilinear) bil = std::max(bil, static_cast<std::size_t>(p.B) * H * dh * dh);
+      if (tl.form == AttnForm::RunwayDot || tl.form == AttnForm::RunwayBilinear)
+        rw = std::max(rw, N * H * dh), rwu = std::max(rwu, N * dh);
+      if (tl.form == AttnForm::RunwayBilinear)
+        bil = std::max(bil, static_cast<std::size_t>(p.B) * H * dh * dh), rwg = std::max(rwg, N * H * dh);
       X.push_back(std::move(u));
     }
     dqkv.reset(N * maxqkv);
     if (rw) dvs.reset(rw), dvl.reset(rw);
     if (bil) dBs.reset(bil);
+    rw_u.reset(rwu), rw_g.reset(rwg);
   }
 
   /// The most elements a GEMM operand of linear_forward / _backward spans: the first operand
@@ -206,6 +310,29 @@ struct DeviceTrainer<Bk>::Impl {
     }
     return static_cast<std::size_t>(p.N) * static_cast<std::size_t>(widest);
   }
+
+  // ---- the host's waits for the device and its copies (issue 31), counted here in both builds
+
+  /// A blocking copy to the device (parameters, plan constants: never per step).
+  void to_device(void* dst, const void* src, std::size_t bytes) {
+    count_host_sync(Bk);
+    Tr::to_device(dst, src, bytes);
+  }
+  /// A copy to the host: the host waits for the stream.
+  void to_host(void* dst, const void* src, std::size_t bytes) {
+    count_host_sync(Bk);
+    Tr::to_host(dst, src, bytes);
+    batch_in.done(), index_in.done();
+  }
+  /// A Thrust call returning a value to the host, with its temporary storage from the arena.
+  template <class F>
+  auto read_back(F&& call) {
+    count_host_sync(Bk);
+    const auto value = call(Tr::policy(arena));
+    batch_in.done(), index_in.done();
+    return value;
+  }
+  AttentionScratch scratch() const { return AttentionScratch{rw_u.get(), rw_g.get()}; }
 
   const float* w(std::int64_t off) const { return off >= 0 ? W.get() + off : nullptr; }
   float* g(std::int64_t off) const { return off >= 0 ? G.get() + off : nullptr; }
@@ -382,8 +509,8 @@ struct DeviceTrainer<Bk>::Impl {
       thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * p.H,
                        detail::LinearForward{q.get(), k.get(), v.get(), y.get(), X[l].den.get(), p.T, tl.dh});
     else
-      O::attention_forward_ex(ctx, shape(tl), tl.mask, a.slopes.get(), extras(l), q.get(), k.get(), v.get(), y.get(),
-                              a.lse.get(), a.obr.get());
+      O::attention_forward_ex(ctx, shape(tl), *masks[l], a.slopes.get(), extras(l), scratch(), q.get(), k.get(),
+                              v.get(), y.get(), a.lse.get(), a.obr.get());
     thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * HD,
                       a.atty.get(), detail::FromHeads{y.get(), y.get(), y.get(), p.H, p.T, tl.dh, 1});
   }
@@ -416,8 +543,8 @@ struct DeviceTrainer<Bk>::Impl {
     if (x.damp) ddamp.zero(), g.ddamp = ddamp.get();
     if (x.runway_v) dvs.zero(), dvl.zero(), g.dvs = dvs.get(), g.dvl = dvl.get();
     if (x.runway_B) dBs.zero(), g.dB = dBs.get();
-    O::attention_backward_ex(ctx, shape(tl), tl.mask, a.slopes.get(), x, q.get(), k.get(), v.get(), dy.get(),
-                             a.lse.get(), a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get(), g);
+    O::attention_backward_ex(ctx, shape(tl), *masks[l], a.slopes.get(), x, scratch(), q.get(), k.get(), v.get(),
+                             dy.get(), a.lse.get(), a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get(), g);
     if (x.runway_v) runway_backward(tl, x);
   }
   /// dq, dk, dv of linear attention from dy, y (the saved head outputs) and the saved denominators.
@@ -452,14 +579,21 @@ struct DeviceTrainer<Bk>::Impl {
     linear_backward(dn.get(), tl.damp_w, tl.damp_b, dz.get(), in, p.N, p.C, p.H);
   }
 
+  // The batch through the staging buffer; the counted targets on the host (cf::nn's count).
   void upload_batch(const std::int32_t* tok, const std::int32_t* tgt) {
+    h_count = 0;
     for (int n = 0; n < p.N; ++n) {
       require(tok[n] >= 0 && tok[n] < p.V, "token ", tok[n], " at index ", n, " outside [0, vocab_size = ", p.V, ")");
       require(tgt[n] < p.V, "target ", tgt[n], " at index ", n, " >= vocab_size = ", p.V);
+      h_count += tgt[n] >= 0;
     }
     h_tokens.assign(tok, tok + p.N);
-    Tr::to_device(tokens.get(), tok, sizeof(std::int32_t) * p.N);
-    Tr::to_device(targets.get(), tgt, sizeof(std::int32_t) * p.N);
+    const std::size_t N = static_cast<std::size_t>(p.N);
+    std::int32_t* st = batch_in.write();
+    std::copy(tok, tok + N, st);
+    std::copy(tgt, tgt + N, st + N);
+    batch_in.upload(tokens.get(), 0, N);
+    batch_in.upload(targets.get(), N, N);
   }
 
   // Forward over the uploaded batch; returns the mean loss over counted targets. A residual seed's
@@ -484,10 +618,13 @@ struct DeviceTrainer<Bk>::Impl {
     if (top >= 0) return 0.0;
     const float* f = norm_forward(lnf.get(), lnf_mean.get(), lnf_rstd.get(), resid.back().get(), p.lnf_w, p.lnf_b);
     linear_forward(logits.get(), f, p.head, -1, N, C, p.V);
-    count = O::crossentropy_forward(ctx, logits.get(), losses.get(), targets.get(), N, p.V);
+    O::crossentropy_losses(ctx, logits.get(), losses.get(), targets.get(), N, p.V);
+    count = h_count;
     if (count == 0) return 0.0;
-    const double sum = thrust::transform_reduce(Tr::policy(), losses.get(), losses.get() + N, detail::ToDouble(), 0.0,
-                                                thrust::plus<double>());
+    const double sum = read_back([&](auto pol) {
+      return thrust::transform_reduce(pol, losses.get(), losses.get() + N, detail::ToDouble(), 0.0,
+                                      thrust::plus<double>());
+    });
     return sum / static_cast<double>(count);
   }
 
@@ -504,9 +641,9 @@ struct DeviceTrainer<Bk>::Impl {
   void seed_logits(const TrainerSeed& s) {
     const std::size_t n = static_cast<std::size_t>(p.N) * p.V;
     std::vector<float> probs(n);
-    Tr::to_host(probs.data(), logits.get(), sizeof(float) * n);
+    to_host(probs.data(), logits.get(), sizeof(float) * n);
     s.on_probs(probs.data(), p.N, p.V);
-    Tr::to_device(logits.get(), probs.data(), sizeof(float) * n);
+    to_device(logits.get(), probs.data(), sizeof(float) * n);
   }
 
   // Backward of forward for the mean loss over `count` targets; gradients accumulated in G. With a
@@ -537,12 +674,13 @@ struct DeviceTrainer<Bk>::Impl {
     if (seed) return;
     const float* de = embed_norm_backward();
     // embeddings: the rows of each distinct token gathered in increasing order (no atomics)
-    std::vector<std::int32_t> order(static_cast<std::size_t>(N));
+    auto &order = h_order, &hu = h_uniq, &hp = h_ptr;  // kept across micro-batches
+    order.resize(static_cast<std::size_t>(N));
     for (int n = 0; n < N; ++n) order[static_cast<std::size_t>(n)] = n;
     std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
       return h_tokens[static_cast<std::size_t>(a)] < h_tokens[static_cast<std::size_t>(b)];
     });
-    std::vector<std::int32_t> hu, hp;
+    hu.clear(), hp.clear();
     for (int i = 0; i < N; ++i)
       if (i == 0 || h_tokens[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] !=
                         h_tokens[static_cast<std::size_t>(order[static_cast<std::size_t>(i - 1)])]) {
@@ -550,9 +688,14 @@ struct DeviceTrainer<Bk>::Impl {
         hp.push_back(i);
       }
     hp.push_back(N);
-    Tr::to_device(uniq.get(), hu.data(), sizeof(std::int32_t) * hu.size());
-    Tr::to_device(ptr.get(), hp.data(), sizeof(std::int32_t) * hp.size());
-    Tr::to_device(pos.get(), order.data(), sizeof(std::int32_t) * order.size());
+    const std::size_t n = static_cast<std::size_t>(N);
+    std::int32_t* st = index_in.write();
+    std::copy(hu.begin(), hu.end(), st);
+    std::copy(hp.begin(), hp.end(), st + n);
+    std::copy(order.begin(), order.end(), st + 2 * n + 1);
+    index_in.upload(uniq.get(), 0, hu.size());
+    index_in.upload(ptr.get(), n, hp.size());
+    index_in.upload(pos.get(), 2 * n + 1, order.size());
     thrust::for_each(Tr::policy(), trainer_body::index0(),
                      trainer_body::index0() + static_cast<long long>(hu.size()) * C,
                      detail::EmbedBackwardTokens{g(p.wte), de, uniq.get(), ptr.get(), pos.get(), C});
@@ -580,13 +723,13 @@ template <Backend Bk>
 void DeviceTrainer<Bk>::upload(const float* params, const float* m, const float* v) {
   require((!m && !v) || impl_->use == TrainerUse::Training, "device trainer built for analysis: no AdamW moments");
   const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
-  Impl::Tr::to_device(impl_->W.get(), params, bytes);
+  impl_->to_device(impl_->W.get(), params, bytes);
   if (m)
-    Impl::Tr::to_device(impl_->M.get(), m, bytes);
+    impl_->to_device(impl_->M.get(), m, bytes);
   else
     impl_->M.zero();
   if (v)
-    Impl::Tr::to_device(impl_->V.get(), v, bytes);
+    impl_->to_device(impl_->V.get(), v, bytes);
   else
     impl_->V.zero();
   impl_->lp.refresh_weights(impl_->W.get());
@@ -596,14 +739,14 @@ template <Backend Bk>
 void DeviceTrainer<Bk>::download(float* params, float* m, float* v) const {
   require((!m && !v) || impl_->use == TrainerUse::Training, "device trainer built for analysis: no AdamW moments");
   const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
-  if (params) Impl::Tr::to_host(params, impl_->W.get(), bytes);
-  if (m) Impl::Tr::to_host(m, impl_->M.get(), bytes);
-  if (v) Impl::Tr::to_host(v, impl_->V.get(), bytes);
+  if (params) impl_->to_host(params, impl_->W.get(), bytes);
+  if (m) impl_->to_host(m, impl_->M.get(), bytes);
+  if (v) impl_->to_host(v, impl_->V.get(), bytes);
 }
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::gradient(float* grad) const {
-  Impl::Tr::to_host(grad, impl_->G.get(), sizeof(float) * static_cast<std::size_t>(impl_->p.total));
+  impl_->to_host(grad, impl_->G.get(), sizeof(float) * static_cast<std::size_t>(impl_->p.total));
 }
 
 template <Backend Bk>
@@ -636,8 +779,9 @@ double DeviceTrainer<Bk>::clip(int accum, double max_norm) {
   float* G = impl_->G.get();
   const long long n = impl_->p.total;
   if (accum > 1) thrust::transform(Impl::Tr::policy(), G, G + n, G, detail::Divide{static_cast<float>(accum)});
-  const double norm =
-      std::sqrt(thrust::transform_reduce(Impl::Tr::policy(), G, G + n, detail::Square(), 0.0, thrust::plus<double>()));
+  const double norm = std::sqrt(impl_->read_back([&](auto pol) {
+    return thrust::transform_reduce(pol, G, G + n, detail::Square(), 0.0, thrust::plus<double>());
+  }));
   if (max_norm > 0 && norm > max_norm && std::isfinite(norm))
     thrust::transform(Impl::Tr::policy(), G, G + n, G, detail::Scale{static_cast<float>(max_norm / (norm + 1e-6))});
   return norm;
@@ -658,11 +802,14 @@ void DeviceTrainer<Bk>::apply(const AdamWUpdate& u, float weight_decay) {
 
 template <Backend Bk>
 bool DeviceTrainer<Bk>::finite() const {
-  const long long n = impl_->p.total;
-  for (const typename Impl::template DBuf<float>* b : {&impl_->W, &impl_->M, &impl_->V})
-    if (b->size() && thrust::count_if(Impl::Tr::policy(), b->get(), b->get() + n, detail::NotFinite()) != 0)
-      return false;
-  return true;
+  const Impl& a = *impl_;
+  const long long n = a.p.total;
+  // parameters and both moments in one count: one host wait (an analysis trainer has no moments)
+  const long long arrays = a.M.size() ? 3 : 1;
+  const detail::NotFiniteIn3 bad{a.W.get(), a.M.get(), a.V.get(), n};
+  return impl_->read_back([&](auto pol) {
+    return thrust::count_if(pol, trainer_body::index0(), trainer_body::index0() + arrays * n, bad);
+  }) == 0;
 }
 
 template <Backend Bk>
@@ -683,13 +830,15 @@ double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t*
   double value = a.forward(count, resid ? s.resid_layer : -1);
   const long long NC = static_cast<long long>(a.p.N) * a.p.C;
   if (resid) {  // the objective <seed, h(resid_layer)>, its gradient the seed itself
-    Impl::Tr::to_device(a.dres.get(), s.resid, sizeof(float) * static_cast<std::size_t>(NC));
+    a.to_device(a.dres.get(), s.resid, sizeof(float) * static_cast<std::size_t>(NC));
     const float* h = a.resid[static_cast<std::size_t>(s.resid_layer)].get();
-    value = thrust::inner_product(Impl::Tr::policy(), a.dres.get(), a.dres.get() + NC, h, 0.0, thrust::plus<double>(),
-                                  detail::ProductDouble());
+    value = a.read_back([&](auto pol) {
+      return thrust::inner_product(pol, a.dres.get(), a.dres.get() + NC, h, 0.0, thrust::plus<double>(),
+                                   detail::ProductDouble());
+    });
   }
   a.backward(count, &s);
-  if (s.dresid) Impl::Tr::to_host(s.dresid, a.dres.get(), sizeof(float) * static_cast<std::size_t>(NC));
+  if (s.dresid) a.to_host(s.dresid, a.dres.get(), sizeof(float) * static_cast<std::size_t>(NC));
   return value;
 }
 
@@ -707,6 +856,9 @@ template <Backend Bk>
 void DeviceTrainer<Bk>::reshape(TrainPlan q) {
   require(fits(q), "device trainer: a ", q.B, " x ", q.T, " batch does not fit the buffers of ", impl_->cap.B, " x ",
           impl_->cap.T);
+  // the masks resident on the device belong to the sequence length (allocated here, not per step)
+  for (std::size_t l = 0; l < q.layers.size(); ++l)
+    impl_->masks[l] = std::make_unique<ResidentMask<Bk>>(q.layers[l].mask);
   impl_->p = std::move(q);
 }
 

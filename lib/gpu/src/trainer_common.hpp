@@ -268,6 +268,15 @@ struct Divide {
 struct NotFinite {
   CF_HD bool operator()(float x) const { return !(x - x == 0.0f); }  // NaN and +-inf
 };
+/// Element i of the concatenation a | b | c of three arrays of n is not finite.
+struct NotFiniteIn3 {
+  const float *a, *b, *c;
+  long long n;
+  CF_HD bool operator()(long long i) const {
+    const float* s = i < n ? a : i < 2 * n ? b : c;
+    return NotFinite()(s[i % n]);
+  }
+};
 struct ToDouble {
   CF_HD double operator()(float x) const { return x; }
 };

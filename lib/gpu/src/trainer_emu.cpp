@@ -19,15 +19,24 @@ namespace cf::gpu {
 /// The emulated back end's primitives (the contract is in trainer_body.hpp).
 template <>
 struct TrainerTraits<Backend::Emulated> {
+  static constexpr Backend kBackend = Backend::Emulated;
   static auto policy() { return thrust::omp::par; }
+  template <class Alloc>
+  static auto policy(Alloc& a) {
+    return thrust::omp::par(a);
+  }
   static void* device_alloc(std::size_t bytes) {
     void* p = std::malloc(bytes);
     if (!p) throw std::bad_alloc();
     return p;
   }
   static void device_free(void* p) { std::free(p); }
+  static void* pinned_alloc(std::size_t bytes) { return device_alloc(bytes); }
+  static void pinned_free(void* p) { std::free(p); }
   static void to_device(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void to_device_async(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
   static void to_host(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void wait() {}  // every call above has finished when it returns
   static void fill_zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
 
   /// Row-major C = alpha op(A) op(B) + beta C (OpenBLAS).

@@ -75,6 +75,8 @@ AttnKind register_attention_variant(VariantEntry entry) {
   require(!entry.name.empty() && entry.params && entry.f32.forward && entry.f64.forward,
           "register_attention_variant: an entry needs a name, a parameter block and its kernels "
           "(cf::nn::detail::make_variant_entry)");
+  require(!entry.gpu.trainer || entry.gpu.form != GpuForm::None, "register_attention_variant: '", entry.name,
+          "' says the device trainer runs it (GpuHook::trainer) but names no kernel form (GpuHook::form)");
   std::vector<std::string> names = entry.aliases;
   names.push_back(entry.name);
   for (const std::string& n : names) {

@@ -16,6 +16,34 @@
 
 namespace cf::gpu {
 
+/// A TiledMask copied once where back end Bk's kernels read it (device memory; host memory in the
+/// emulated build), one allocation for its seven arrays (issue 31: the device trainer keeps one
+/// per layer of its plan; before, every attention call allocated, copied and freed seven arrays
+/// with blocking calls). The attention calls taking a TiledMask make one per call. Defined in
+/// ops_body.hpp, instantiated with Ops<Bk>.
+template <Backend Bk>
+class ResidentMask {
+ public:
+  explicit ResidentMask(const TiledMask& mask);
+  ~ResidentMask();
+  ResidentMask(const ResidentMask&) = delete;
+  ResidentMask& operator=(const ResidentMask&) = delete;
+  /// Pointers where the kernels run, valid while this object lives.
+  const kernels::MaskView& view() const { return view_; }
+
+ private:
+  kernels::MaskView view_;
+  void* storage_ = nullptr;
+};
+
+/// Scratch of the tiled attention calls with a runway, kept by the caller (issue 31: none is
+/// allocated per call): runway_u [B, T, dh] (forward and backward), runway_g [B, H, T, dh] (the
+/// bilinear form's backward). Null where the call does not need it.
+struct AttentionScratch {
+  float* runway_u = nullptr;
+  float* runway_g = nullptr;
+};
+
 /// The operations of one back end (definitions: ops_body.hpp, instantiated in ops_emu.cpp and
 /// ops_cuda.cu; a member a back end lacks is a link error, never a silent fallback).
 template <Backend Bk>
@@ -36,6 +64,10 @@ struct Ops {
   /// number of rows with target >= 0.
   static std::int64_t crossentropy_forward(Context& ctx, float* logits, float* losses, const std::int32_t* targets,
                                            int N, int V);
+  /// crossentropy_forward without the count of targets (which makes the host wait for the device;
+  /// the device trainer counts them on the host when it uploads the batch).
+  static void crossentropy_losses(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N,
+                                  int V);
   /// Twin of cf::nn::crossentropy_backward: probs [N, V] -> scale (p - onehot) in place.
   static void crossentropy_backward(Context& ctx, float* probs, const std::int32_t* targets, int N, int V, float scale);
   /// Twin of cf::nn::gelu_forward (Thrust transform with GeluForward).
@@ -85,6 +117,17 @@ struct Ops {
                                     const AttentionExtras& x, const float* q, const float* k, const float* v,
                                     const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
                                     float* dk, float* dv, const AttentionExtraGrads& g);
+  /// attention_forward_ex on a mask made resident once, with caller-kept scratch: no allocation,
+  /// no copy, no host wait (the device trainer's calls).
+  static void attention_forward_ex(Context& ctx, const AttentionShape& s, const ResidentMask<Bk>& mask,
+                                   const float* slopes, const AttentionExtras& x, const AttentionScratch& w,
+                                   const float* q, const float* k, const float* v, float* y, float* lse, float* obr);
+  /// attention_backward_ex on a mask made resident once, with caller-kept scratch.
+  static void attention_backward_ex(Context& ctx, const AttentionShape& s, const ResidentMask<Bk>& mask,
+                                    const float* slopes, const AttentionExtras& x, const AttentionScratch& w,
+                                    const float* q, const float* k, const float* v, const float* dy, const float* lse,
+                                    const float* obr, float* dsum, float* dq, float* dk, float* dv,
+                                    const AttentionExtraGrads& g);
   /// One step v <- v Abar(l) of the structured ALiBi rollout on a causal mask (twin of
   /// cf::rollout::alibi_apply_left, Position bias (Herasimchyk et al.) Eqs. 1-3, docs/spec.md §2): per head h the
   /// suffix recurrence S_j = r_h S_{j+1} + v_j a_{h,j} (r_h = exp(-m_h)) as an affine scan over all heads at once
@@ -116,6 +159,8 @@ struct Ops {
 // visible).
 extern template struct Ops<Backend::Emulated>;
 extern template struct Ops<Backend::Cuda>;
+extern template class ResidentMask<Backend::Emulated>;
+extern template class ResidentMask<Backend::Cuda>;
 
 namespace emu {
 inline constexpr Backend kBackend = Backend::Emulated;

@@ -12,9 +12,10 @@
 
 namespace cf::gpu {
 
-/// How a layer's heads mix values (the attention unit of cf::nn, cf/nn/attention_variant.hpp):
-/// softmax of scaled dot products (every mask family, registered units the hook admits), S-D skew
-/// logits with damping, runway rewiring in its dot or bilinear form, or ELU+1 linear attention.
+/// How a layer's heads mix values: the form the layer's attention unit names in its GPU hook
+/// (cf::nn::GpuForm, cf/nn/attention_variant.hpp; make_train_plan maps one to the other): softmax
+/// of scaled dot products (every mask family), S-D skew logits with damping, runway rewiring in its
+/// dot or bilinear form, or ELU+1 linear attention.
 enum class AttnForm { Softmax, Sd, RunwayDot, RunwayBilinear, Linear };
 
 /// One transformer block: head dimension dh (<= 128), parameter offsets (-1 = absent: no bias,

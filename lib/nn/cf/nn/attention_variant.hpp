@@ -31,13 +31,23 @@ struct VariantParam {
   std::int64_t LayerOffsets::*slot = nullptr;
 };
 
+/// Which of lib/gpu's device-trainer kernel forms computes a variant's heads (cf::gpu::AttnForm,
+/// cf/gpu/train_plan.hpp, maps one to one): a softmax of scaled dot products 1/sqrt(d_head) (under
+/// the layer's masks and ALiBi), S-D's skew logits with damping (the unit's parameters in
+/// LayerOffsets::damp_w / damp_b, LayerConfig::sd_eps), the runway rewiring in its dot or bilinear
+/// form (B in LayerOffsets::runway_B), or ELU+1 linear attention. None: no form.
+enum class GpuForm { None, Softmax, Sd, RunwayDot, RunwayBilinear, Linear };
+
 /// What lib/gpu does with a variant (the unit's GPU hook). `kernel`: lib/gpu's tiled attention
 /// kernel computes its scores (cf/gpu/attention.hpp: plain scaled dot product, or its
 /// AttentionExtras for S-D and runway); `trainer`: the device trainer runs layers of it (else `train
-/// --device cuda` refuses the config naming the variant).
+/// --device cuda` refuses the config naming the variant), with the kernel form `form`, which a
+/// unit saying `trainer` must name (make_variant_entry checks built-in units at compile time,
+/// register_attention_variant refuses a registered one without it).
 struct GpuHook {
   bool kernel = false;
   bool trainer = false;
+  GpuForm form = GpuForm::None;
 };
 
 /// One layer's attention in one pass, for scalar T: forward writes the head outputs (atty) and the

@@ -59,7 +59,7 @@ void dot_dense_backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, T scale, 
 /// only in their branches, cf/nn/detail/attention_masks.hpp): logits Q K^T / sqrt(d_head), no
 /// parameters, no state. lib/gpu's tiled kernel and device trainer run it.
 struct DotUnit : SoftmaxUnit<DotUnit> {
-  static constexpr GpuHook gpu{true, true};
+  static constexpr GpuHook gpu{true, true, GpuForm::Softmax};
   template <class T>
   static T scale(int dh) {
     return T(1.0 / std::sqrt(double(dh)));

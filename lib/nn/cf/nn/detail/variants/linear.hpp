@@ -57,7 +57,7 @@ void linear_dense_backward(int Tn, const HeadQKV<T>& h, const HeadQKVGrads<T>& g
 }
 
 struct LinearUnit {
-  static constexpr GpuHook gpu{false, true};
+  static constexpr GpuHook gpu{false, true, GpuForm::Linear};
   static std::vector<VariantParam> params(const ModelConfig&, int) { return {}; }
   template <class T>
   struct State {

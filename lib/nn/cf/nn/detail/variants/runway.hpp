@@ -86,7 +86,7 @@ struct RunwayScores {
 /// lib/gpu's tiled kernel computes the bias (AttentionExtras::runway_*), and the device trainer runs runway layers.
 template <bool Bilinear>
 struct RunwayUnit : SoftmaxUnit<RunwayUnit<Bilinear>> {
-  static constexpr GpuHook gpu{true, true};
+  static constexpr GpuHook gpu{true, true, Bilinear ? GpuForm::RunwayBilinear : GpuForm::RunwayDot};
   static std::vector<VariantParam> params(const ModelConfig& c, int l) {
     if (!Bilinear) return {};
     const std::int64_t dh = head_dim(c, l);

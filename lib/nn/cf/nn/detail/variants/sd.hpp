@@ -72,7 +72,7 @@ void sd_dense_backward(const HeadQKV<T>& h, const HeadQKVGrads<T>& g, T scale, c
 /// per head [B, H, T] for the tiled policy. lib/gpu's tiled kernel computes the skew scores
 /// (AttentionExtras::damp), and the device trainer runs S-D layers (the damping's map on the device).
 struct SdUnit : SoftmaxUnit<SdUnit> {
-  static constexpr GpuHook gpu{true, true};
+  static constexpr GpuHook gpu{true, true, GpuForm::Sd};
   static std::vector<VariantParam> params(const ModelConfig& c, int) {
     return {{"attn.damp.weight", {c.n_head, c.d_model}, &LayerOffsets::damp_w},
             {"attn.damp.bias", {c.n_head}, &LayerOffsets::damp_b}};

@@ -375,6 +375,8 @@ VariantKernels<T> unit_kernels() {
 /// paths compiled for float and double. `name` / `aliases`: for register_attention_variant.
 template <class Unit>
 VariantEntry make_variant_entry(std::string name = {}, std::vector<std::string> aliases = {}) {
+  static_assert(!Unit::gpu.trainer || Unit::gpu.form != GpuForm::None,
+                "a unit whose GPU hook says the device trainer runs it must name its kernel form");
   VariantEntry e;
   e.name = std::move(name);
   e.aliases = std::move(aliases);
