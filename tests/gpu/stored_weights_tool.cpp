@@ -10,20 +10,13 @@
 #include <iostream>
 
 #include "cf/gpu/analysis_model.hpp"
+#include "cf_test/peak_rss.hpp"
 #include "stored_fixture.hpp"
 
 namespace {
 
-// Peak resident set so far (VmHWM, bytes), as tests/hf/weight_store_rss.cpp measures it.
-std::uint64_t peak_rss() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
-
-double mib(std::uint64_t b) { return static_cast<double>(b) / (1 << 20); }
+using cf_test::mib;
+using cf_test::peak_rss;
 
 std::uint64_t shard_bytes(const std::string& dir) {
   std::uint64_t n = 0;

@@ -24,6 +24,7 @@
 
 #include "cf/hf/checkpoint.hpp"
 #include "cf/hf/weight_store.hpp"
+#include "cf_test/peak_rss.hpp"
 
 namespace fs = std::filesystem;
 
@@ -31,16 +32,8 @@ namespace {
 
 constexpr int kLayers = 6, kEmbd = 1024, kVocab = 16384, kPositions = 1024, kShards = 3;
 
-// Peak resident set so far (VmHWM, bytes): file-backed mapped pages count as well as anonymous ones.
-std::uint64_t peak_rss() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
-
-double mib(std::uint64_t b) { return static_cast<double>(b) / (1 << 20); }
+using cf_test::mib;
+using cf_test::peak_rss;
 
 struct Spec {
   std::string name;
