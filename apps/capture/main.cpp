@@ -33,7 +33,7 @@ struct Options {
   bool no_qk = false, no_probs = false;
   std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
   std::string weights = "stored";  ///< --weights stored|float32 (a Hugging Face directory on the device)
-  app::CommonOptions common;   // --format, --report (the report's file; --out is the capture), --plot
+  app::CommonOptions common;       // --format, --report (the report's file; --out is the capture), --plot
 };
 
 std::vector<int> parse_heads(const std::string& spec) {

@@ -109,12 +109,12 @@ void run_single(const Options& o, const std::string& path, gpu::Placement asked)
 
 void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks, gpu::Placement asked) {
   nlohmann::json meta = output::metadata("influence", {{"checkpoints", o.checkpoints},
-                                                             {"text", o.input.text},
-                                                             {"data", o.input.data},
-                                                             {"tokens", o.input.tokens},
-                                                             {"n", o.n},
-                                                             {"windows", o.windows},
-                                                             {"target", o.target}});
+                                                       {"text", o.input.text},
+                                                       {"data", o.input.data},
+                                                       {"tokens", o.input.tokens},
+                                                       {"n", o.n},
+                                                       {"windows", o.windows},
+                                                       {"target", o.target}});
   std::vector<Eigen::VectorXd> profiles;
   std::vector<std::string> devices;  // per checkpoint (--device auto may keep one on the CPU)
   for (const auto& ck : cks) {

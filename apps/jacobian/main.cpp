@@ -78,8 +78,8 @@ void run(const CLI::App& app, const Options& o) {
   const gpu::Placement where = gpu::placement_for_seeded(asked, o.device, "jacobian", cfg);
   nn::SeededPass<float> pass;
   if (where != gpu::Placement::Cpu)
-    pass = gpu::device_seeded_pass(where, model, o.seed_batch > 0 ? std::min(o.seed_batch, cfg.d_model) : cfg.d_model,
-                                   n);
+    pass =
+        gpu::device_seeded_pass(where, model, o.seed_batch > 0 ? std::min(o.seed_batch, cfg.d_model) : cfg.d_model, n);
   // The cost first (the README's model ran 5.5 minutes without a word): backward passes and an
   // estimate from a timed pass at the longest prefix, then a progress line with ETA (terminals)
   const influence::JacobianCost cost = influence::analysis_cost(cfg.d_model, n, r, o.seed_batch);

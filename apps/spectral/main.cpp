@@ -57,7 +57,7 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
 // CPU's forward pass for --device cpu and for --device auto on a model the device does not run (said
 // on stderr). `used` receives the placement for the report's metadata.
 std::function<ScoresForward(const nn::Model<float>&)> sequence_forward(gpu::Placement asked, const std::string& device,
-                                                                      gpu::Placement& used) {
+                                                                       gpu::Placement& used) {
   return [asked, device, &used](const nn::Model<float>& model) -> ScoresForward {
     used = gpu::placement_for_model(asked, device, "spectral", model.config);
     if (used == gpu::Placement::Cpu) return {};

@@ -89,7 +89,8 @@ TEST_CASE("gpu device seeded pass refuses what the device trainer does not run, 
   const ModelConfig c = small("full,swa", PosKind::Learned, NormKind::LayerNorm);
   const Model<float> model = init_model<float>(c, 2);
   REQUIRE_THROWS_WITH(cf::gpu::device_seeded_pass(Placement::Cpu, model), Catch::Contains("device placement"));
-  cf::gpu::emu::Trainer tr(cf::gpu::default_context(), cf::gpu::make_train_plan(c, 1, 8), cf::gpu::TrainerUse::Analysis);
+  cf::gpu::emu::Trainer tr(cf::gpu::default_context(), cf::gpu::make_train_plan(c, 1, 8),
+                           cf::gpu::TrainerUse::Analysis);
   tr.upload(model.params.data(), nullptr, nullptr);
   std::vector<float> m(model.params.size(), 0.f);
   CHECK_THROWS_WITH(tr.upload(model.params.data(), m.data(), m.data()), Catch::Contains("no AdamW moments"));
@@ -112,7 +113,7 @@ TEST_CASE("gpu device seeded pass refuses what the device trainer does not run, 
   Model<float> huge = init_model<float>(bare, 2);
   for (float& w : huge.params) w *= 1e30f;
   const cf::nn::SeededPass<float> dev = cf::gpu::device_seeded_pass(Placement::Emulated, huge);
-  CHECK_THROWS_AS(cf::influence::influence_gradients(huge, {{1, 2, 3, 4}}, cf::influence::Target::Probability, false,
-                                                      dev),
-                  cf::InvalidArgument);
+  CHECK_THROWS_AS(
+      cf::influence::influence_gradients(huge, {{1, 2, 3, 4}}, cf::influence::Target::Probability, false, dev),
+      cf::InvalidArgument);
 }

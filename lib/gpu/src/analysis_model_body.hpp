@@ -85,11 +85,11 @@ struct DeviceAnalysisModel<Bk>::Impl {
   Context& ctx;
   AnalysisPlan p;
   typename Tr::Blas blas;
-  DBuf<float> W;               ///< the float32 array (and the matrices when p.one_array)
-  DBuf<std::uint8_t> M;        ///< the matrices in p.wtype (stored weights)
-  DBuf<float> wide;            ///< one matrix widened to float32 for its GEMM
-  DBuf<std::uint8_t> chunk;    ///< a staged chunk on the device (CUDA)
-  DBuf<long long> inverse;     ///< a Rows chunk's row map
+  DBuf<float> W;             ///< the float32 array (and the matrices when p.one_array)
+  DBuf<std::uint8_t> M;      ///< the matrices in p.wtype (stored weights)
+  DBuf<float> wide;          ///< one matrix widened to float32 for its GEMM
+  DBuf<std::uint8_t> chunk;  ///< a staged chunk on the device (CUDA)
+  DBuf<long long> inverse;   ///< a Rows chunk's row map
   std::uint8_t* host_staging = nullptr;
   struct Layer {
     DBuf<std::int64_t> q_col, k_col, v_col;

@@ -199,7 +199,7 @@ struct DeviceTrainer<Bk>::Impl {
   TrainPlan p;
   typename Tr::Blas blas;
   TrainerUse use;
-  TrainPlan cap;  ///< the plan the buffers were allocated for (fits, reshape)
+  TrainPlan cap;                               ///< the plan the buffers were allocated for (fits, reshape)
   precision_body::PrecisionGemm<Tr, DBuf> lp;  // the GEMMs in p.precision (precision_body.hpp)
   DBuf<float> W, G, M, V;
   struct Layer {
@@ -818,8 +818,8 @@ double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t*
   const int L = static_cast<int>(a.p.layers.size());
   const bool resid = s.resid_layer >= 0;
   // cf::nn's check_seed
-  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid), "gradient seed: resid_layer = ",
-          s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
+  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid),
+          "gradient seed: resid_layer = ", s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
   require(resid || s.on_probs, "gradient seed: neither on_probs nor a residual seed");
   const int top = resid ? s.resid_layer - 1 : L;
   require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top,
@@ -845,7 +845,8 @@ double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t*
 template <Backend Bk>
 bool DeviceTrainer<Bk>::fits(const TrainPlan& q) const {
   const TrainPlan& c = impl_->cap;
-  if (q.total != c.total || q.C != c.C || q.V != c.V || q.precision != c.precision || q.layers.size() != c.layers.size() || q.B > c.B || q.N > c.N)
+  if (q.total != c.total || q.C != c.C || q.V != c.V || q.precision != c.precision ||
+      q.layers.size() != c.layers.size() || q.B > c.B || q.N > c.N)
     return false;
   for (std::size_t l = 0; l < q.layers.size(); ++l)
     if (q.layers[l].mask.nb > c.layers[l].mask.nb || q.layers[l].dh != c.layers[l].dh) return false;

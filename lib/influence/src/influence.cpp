@@ -142,7 +142,7 @@ InfluenceResult measure_influence(const nn::Model<float>& model, const std::vect
   r.per_window.g.resize(W, n);
   r.per_window.p_yhat.resize(W);
   const nn::SeededPass<float> run = seeded_pass_or_cpu(model, pass);  // one scratch and workspace for all batches
-  Progress progress("influence: windows", W);  // stderr, terminals only (cf/core/progress.hpp)
+  Progress progress("influence: windows", W);                         // stderr, terminals only (cf/core/progress.hpp)
   for (int b0 = 0; b0 < W; b0 += bs) {
     const int b1 = std::min(W, b0 + bs);
     std::vector<std::vector<std::int32_t>> part(windows.begin() + b0, windows.begin() + b1);

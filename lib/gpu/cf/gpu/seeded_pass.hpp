@@ -29,7 +29,7 @@ Placement placement_for_seeded(Placement where, const std::string& device, const
 /// host and back (TrainerSeed). Non-finite probabilities or read-outs (weights that overflow
 /// float32) throw cf::InvalidArgument, as the CPU's forward pass does. Throws cf::InvalidArgument for
 /// Placement::Cpu, for Placement::Cuda in a build without CUDA, or a config the trainer refuses.
-nn::SeededPass<float> device_seeded_pass(Placement where, const nn::Model<float>& model, int max_B = 0,
-                                         int max_T = 0, Context& ctx = default_context());
+nn::SeededPass<float> device_seeded_pass(Placement where, const nn::Model<float>& model, int max_B = 0, int max_T = 0,
+                                         Context& ctx = default_context());
 
 }  // namespace cf::gpu

@@ -39,7 +39,7 @@ struct GradientSeed {
 /// lib/influence take one so that a device (lib/gpu's device trainer, wired in by the tool) can
 /// replace the CPU's forward_backward without lib/influence depending on it.
 template <class T>
-using SeededPass =
-    std::function<T(const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn, const GradientSeed<T>& seed)>;
+using SeededPass = std::function<T(const std::int32_t* tokens, const std::int32_t* targets, int B, int Tn,
+                                   const GradientSeed<T>& seed)>;
 
 }  // namespace cf::nn
