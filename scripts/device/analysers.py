@@ -261,6 +261,8 @@ def run_all(a):
     cmp(f"rollout --matrix, BLOOM preset, n {n_mat} (the n x n products in double)", 1e-12, 1e-300,
         [bin_("rollout"), "--model", "bloom", "--n", str(n_mat), "--matrix", "@OUT@"],
         csvprefix=os.path.join(work, "matrix"))
+    cmp(f"rollout monotonicity, BLOOM preset, n {n_mat // 4} (the triple sums in double)", 1e-12, 1e-300,
+        [bin_("rollout"), "monotonicity", "--model", "bloom", "--n", str(n_mat // 4)])
     bc = os.path.join(work, "bc")
     st.run("prepare-data boundary-copy task", 30,
            [bin_("prepare-data"), "--task", "boundary-copy", "--K", "4", "--b", "4", "--seq-len", str(T_big),
