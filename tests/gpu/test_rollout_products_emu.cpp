@@ -139,7 +139,8 @@ TEST_CASE("gpu monotonicity triple sums (emulated) = cf::rollout::monotonicity_s
   for (const RowMatrix& K : kernels)
     for (double tol : {1e-10, 0.0, 0.05}) {
       INFO("n = " << K.rows() << ", tol = " << tol);
-      const auto cpu = cf::rollout::monotonicity_stats(K, tol), dev = cf::rollout::monotonicity_stats(K, tol, device.get());
+      const auto cpu = cf::rollout::monotonicity_stats(K, tol),
+                 dev = cf::rollout::monotonicity_stats(K, tol, device.get());
       CHECK(dev.triples == cpu.triples);
       CHECK(dev.violations == cpu.violations);  // the same F bit for bit: the same triples
       CHECK(dev.max_gap == cpu.max_gap);
@@ -187,5 +188,6 @@ TEST_CASE("gpu kernel products (emulated) = the CPU's Props. 4.2-4.5 checks", "[
   same(cf::rollout::check_primacy_drift(ks, a), cf::rollout::check_primacy_drift(ks, a, d));
   same(cf::rollout::check_residual_recency(ks, a, a2), cf::rollout::check_residual_recency(ks, a, a2, d));
   same(cf::rollout::check_bias_recency(ks, flat, a), cf::rollout::check_bias_recency(ks, flat, a, d));
-  same(cf::rollout::check_diagonal_content(content, ks, a, 1), cf::rollout::check_diagonal_content(content, ks, a, 1, d));
+  same(cf::rollout::check_diagonal_content(content, ks, a, 1),
+       cf::rollout::check_diagonal_content(content, ks, a, 1, d));
 }

@@ -133,9 +133,10 @@ class DeviceProducts final : public rollout::ProductBackend {
   static rollout::GapSums to_sums(const S& g) {
     return {g.violations, g.violating_gap_sum, g.max_gap};
   }
-  static std::vector<double> cuda_left_product(const std::function<const double*(int)>& k, const std::vector<double>& keep,
-                                               const std::vector<double>& mix, const std::vector<double>& x0,
-                                               std::int64_t n, std::int64_t row, std::vector<double>* rows) {
+  static std::vector<double> cuda_left_product(const std::function<const double*(int)>& k,
+                                               const std::vector<double>& keep, const std::vector<double>& mix,
+                                               const std::vector<double>& x0, std::int64_t n, std::int64_t row,
+                                               std::vector<double>* rows) {
 #if CF_GPU_HAVE_CUDA
     return cuda::dense_left_product(k, keep, mix, x0, n, row, rows);
 #else

@@ -43,17 +43,16 @@ CheckpointAgreement checkpoint_agreement(const CheckpointAgreementOptions& o) {
                                     rollout::parse_flow_algorithm(o.flow_algorithm), o.rollouts);
   CheckpointAgreement out{agreement_report(ag, infl, o.checkpoint, isrc), agreement_plot(ag, infl, o.checkpoint)};
   out.report.meta =
-      output::metadata(o.with_flow ? "rollout flow" : "rollout", {{"model", o.checkpoint},
-                                                                  {"n", n},
-                                                                  {"influence", o.influence},
-                                                                  {"kernel_source", kernel_source_name(src)},
-                                                                  {"windows", o.windows},
-                                                                  {"text", o.text},
-                                                                  {"alpha_kind", o.alpha_kind},
-                                                                  {"window_starts", w.starts},
-                                                                  {"device",
-                                                                   {{"rollouts", o.rollouts ? o.device : "cpu"},
-                                                                    {"influence", influence_device}}}});
+      output::metadata(o.with_flow ? "rollout flow" : "rollout",
+                       {{"model", o.checkpoint},
+                        {"n", n},
+                        {"influence", o.influence},
+                        {"kernel_source", kernel_source_name(src)},
+                        {"windows", o.windows},
+                        {"text", o.text},
+                        {"alpha_kind", o.alpha_kind},
+                        {"window_starts", w.starts},
+                        {"device", {{"rollouts", o.rollouts ? o.device : "cpu"}, {"influence", influence_device}}}});
   return out;
 }
 

@@ -148,7 +148,8 @@ PropositionCheck check_bias_recency(const std::vector<RowMatrix>& biased, const 
         break;
       }
   c.hypotheses_hold = c.hypotheses_hold && all_monotone(plain, backend);
-  const Eigen::MatrixXd F = prefix_mass_by_depth(biased, alpha, backend), G = prefix_mass_by_depth(plain, alpha, backend);
+  const Eigen::MatrixXd F = prefix_mass_by_depth(biased, alpha, backend),
+                        G = prefix_mass_by_depth(plain, alpha, backend);
   c.max_violation = (F.bottomRows(1) - G.bottomRows(1)).maxCoeff();
   return c;
 }
