@@ -82,6 +82,38 @@ TEST_CASE("gpu kernel products (emulated) = cf::rollout::rollout_matrix_dense, e
     }
 }
 
+TEST_CASE("gpu kernel products (emulated): left products over each row's support = Eigen products",
+          "[gpu][products]") {
+  // the device skips the columns outside each row's first and last nonzero entries: rows with
+  // zeros inside, at both ends, a zero row and a sliding-window ALiBi kernel, against Eigen
+  std::mt19937 g(5);
+  const long n = 12;
+  RowMatrix A = random_kernel(g, n, false);
+  A.row(3).setZero();
+  A.block(5, 0, 1, 4).setZero();
+  A.block(5, 8, 1, 4).setZero();
+  A(7, 6) = 0;
+  cf::rollout::AlibiModel w;
+  w.slopes = {0.2, 1.0};
+  w.head_weights = {0.5, 0.5};
+  w.mask.window = 4;
+  const RowMatrix W = cf::rollout::alibi_kernel_dense(w, 0, n), X0 = random_kernel(g, n, false);
+  const std::vector<RowMatrix> ks = {A, W, A};
+  const std::vector<cf::rollout::LeftStep> steps = {{0.3, 0.7}, {1, 1}, {0, 1}};
+  RowMatrix expect = X0;
+  Eigen::MatrixXd rows_expect(4, n);
+  rows_expect.row(0) = expect.row(n - 1);
+  for (std::size_t t = 0; t < steps.size(); ++t) {
+    expect = (steps[t].keep * expect + steps[t].mix * (ks[t] * expect)).eval();
+    rows_expect.row(static_cast<long>(t) + 1) = expect.row(n - 1);
+  }
+  Eigen::MatrixXd rows;
+  const RowMatrix got =
+      device->left_product([&](int t) { return ks[static_cast<std::size_t>(t)]; }, steps, X0, n - 1, &rows);
+  require_close(expect, got);
+  require_close(rows_expect, rows);
+}
+
 TEST_CASE("gpu kernel products (emulated) refuse what the CPU refuses, with its message", "[gpu][products]") {
   const RowMatrix small = RowMatrix::Identity(3, 3);
   const auto wrong = [&](int) { return small; };
