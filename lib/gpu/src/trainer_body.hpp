@@ -226,11 +226,13 @@ struct PaddedVocab {
     q.total += pad;
     return q;
   }
-  /// copy(device offset, host offset, floats) for the host array's pieces [0, end), [end, total).
+  /// copy(device offset, host offset, floats) for the host array's pieces [0, end), [end, total)
+  /// (one piece when nothing follows the padding or there is none).
   template <class Copy>
   void pieces(std::int64_t total, Copy&& copy) const {
-    copy(0, 0, std::min(end, total));
-    if (total > end) copy(end + pad, end, total - end);
+    if (pad == 0 || total <= end) return copy(0, 0, total);
+    copy(0, 0, end);
+    copy(end + pad, end, total - end);
   }
 };
 
@@ -719,7 +721,7 @@ struct DeviceTrainer<Bk>::Impl {
       in = residual_forward(resid[l + 1].get(), resid_mid[l].get(), tmp.get(), n);
     }
     if (top >= 0) return 0.0;
-    linear_forward(logits.get(), in, p.head, -1, N, C, vocab.Vp);  // in: ln_f of the last stream
+    linear_forward(logits.get(), in, p.head, -1, N, C, vocab.Vp);  // in: ln_f(resid[n_layer]), or resid itself
     const float dloss = h_count > 0 ? 1.0f / static_cast<float>(h_count) : 0.0f;
     O::classifier(ctx, logits.get(), losses.get(), targets.get(), N, p.V, vocab.Vp, dloss, out);
     count = h_count;
