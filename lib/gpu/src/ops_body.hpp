@@ -192,9 +192,8 @@ void Ops<Bk>::rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float
 }
 
 template <Backend Bk>
-void Ops<Bk>::residual_layernorm_forward(Context& ctx, float* sum, float* out, float* mean, float* rstd,
-                                         const float* a, const float* b, const float* w, const float* bias, int N,
-                                         int C, float eps) {
+void Ops<Bk>::residual_layernorm_forward(Context& ctx, float* sum, float* out, float* mean, float* rstd, const float* a,
+                                         const float* b, const float* w, const float* bias, int N, int C, float eps) {
   using namespace ops_body;
   if (N <= 0) return;
   auto* kern = kernels::residual_layernorm_forward_kernel<kRowBlock>;
@@ -220,9 +219,10 @@ void Ops<Bk>::classifier(Context& ctx, float* logits, float* losses, const std::
   require(V >= 1 && ld >= V, "classifier: need 1 <= V <= ld (got V = ", V, ", ld = ", ld, ")");
   if (N <= 0) return;
   // the output is a template parameter: each kernel has only its own final pass
-  auto* kern = out == ClassifierOut::Loss            ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Loss>
-               : out == ClassifierOut::Probabilities ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Probabilities>
-                                                     : kernels::classifier_kernel<kRowBlock, ClassifierOut::Gradient>;
+  auto* kern = out == ClassifierOut::Loss ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Loss>
+               : out == ClassifierOut::Probabilities
+                   ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Probabilities>
+                   : kernels::classifier_kernel<kRowBlock, ClassifierOut::Gradient>;
   CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V, ld, dloss);
   OpsTraits<Bk>::check_launch("classifier");
 }

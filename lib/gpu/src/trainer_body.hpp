@@ -449,8 +449,8 @@ struct DeviceTrainer<Bk>::Impl {
   // The pre-norm reading resid[l] in a forward over `blocks` blocks: block l's ln_1, ln_f after the
   // last block when the head runs, none past a residual seed's top.
   NormAt stream_norm(std::size_t l, std::size_t blocks, bool head) {
-    if (l < blocks) return NormAt{L[l].ln1.get(), L[l].ln1_mean.get(), L[l].ln1_rstd.get(), p.layers[l].ln1_w,
-                                  p.layers[l].ln1_b};
+    if (l < blocks)
+      return NormAt{L[l].ln1.get(), L[l].ln1_mean.get(), L[l].ln1_rstd.get(), p.layers[l].ln1_w, p.layers[l].ln1_b};
     if (head) return NormAt{lnf.get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b};
     return NormAt{};
   }
@@ -713,8 +713,8 @@ struct DeviceTrainer<Bk>::Impl {
       attention_heads_forward(l, in);
       linear_forward(tmp.get(), a.atty.get(), tl.proj_w, tl.proj_b, N, HD, C);
       // sequential: norm_2 reads resid_mid[l] (mlp_input); parallel: it reads resid[l]
-      const NormAt n2 = p.parallel_residual ? NormAt{}
-                                            : NormAt{a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w, tl.ln2_b};
+      const NormAt n2 =
+          p.parallel_residual ? NormAt{} : NormAt{a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w, tl.ln2_b};
       residual_forward(resid_mid[l].get(), resid[l].get(), tmp.get(), n2);
       mlp_forward(l);
       n = stream_norm(l + 1, blocks, top < 0);

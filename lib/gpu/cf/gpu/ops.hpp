@@ -63,9 +63,8 @@ struct Ops {
                                const float* w, const float* rstd, int N, int C);
   /// sum = a + b and out = LayerNorm(sum) in one kernel (llm.c's fused_residual_forward): the floats
   /// of an add followed by layernorm_forward. sum, out, a, b [N, C] (sum may be a); mean, rstd [N].
-  static void residual_layernorm_forward(Context& ctx, float* sum, float* out, float* mean, float* rstd,
-                                         const float* a, const float* b, const float* w, const float* bias, int N,
-                                         int C, float eps);
+  static void residual_layernorm_forward(Context& ctx, float* sum, float* out, float* mean, float* rstd, const float* a,
+                                         const float* b, const float* w, const float* bias, int N, int C, float eps);
   /// sum = a + b and out = RMSNorm(sum) in one kernel: the floats of an add followed by
   /// rmsnorm_forward. sum, out, a, b [N, C] (sum may be a); rstd [N].
   static void residual_rmsnorm_forward(Context& ctx, float* sum, float* out, float* rstd, const float* a,
@@ -80,8 +79,8 @@ struct Ops {
   /// d logits for loss = dloss * the sum of counted losses (Gradient: crossentropy_forward then
   /// crossentropy_backward with scale dloss, in one kernel); columns [V, ld) written 0 with the row.
   /// Rows with target < 0 have loss 0 (and gradient 0). No host wait (the caller counts targets).
-  static void classifier(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N, int V,
-                         int ld, float dloss, kernels::ClassifierOut out);
+  static void classifier(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N, int V, int ld,
+                         float dloss, kernels::ClassifierOut out);
   /// Twin of cf::nn::crossentropy_backward: probs [N, V] -> scale (p - onehot) in place.
   static void crossentropy_backward(Context& ctx, float* probs, const std::int32_t* targets, int N, int V, float scale);
   /// Twin of cf::nn::gelu_forward (Thrust transform with GeluForward).

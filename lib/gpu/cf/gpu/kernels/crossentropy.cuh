@@ -20,8 +20,7 @@ enum class ClassifierOut { Loss, Probabilities, Gradient };
 /// Gradient: the row becomes dloss (p - onehot(target)), or 0 for a row not counted.
 /// Grid N blocks, BLOCK threads.
 template <int BLOCK, ClassifierOut OUT>
-__global__ void classifier_kernel(float* logits, float* losses, const int* targets, int N, int V, int ld,
-                                  float dloss) {
+__global__ void classifier_kernel(float* logits, float* losses, const int* targets, int N, int V, int ld, float dloss) {
   __shared__ float buf[BLOCK];
   const int n = blockIdx.x;
   if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
