@@ -114,6 +114,41 @@ TEST_CASE("device: RMSNorm, LayerNorm at eps 1e-3, erf GELU, SwiGLU = their CPU-
   CHECK(max_abs_diff(ddh.get(), dh) < 1e-6);
 }
 
+TEST_CASE("device: fused classifier and fused residual + LayerNorm / RMSNorm = their CPU-executed twins",
+          "[gpu][device]") {
+  using cf::gpu::kernels::ClassifierOut;
+  // V not a multiple of 64, rows padded to ld = 320 (the trainer's Vp), some targets not counted
+  const int N = 33, V = 257, ld = 320, C = 130;
+  const auto z = randn(N * ld, 9);
+  std::vector<std::int32_t> tg(N);
+  for (int n = 0; n < N; ++n) tg[n] = n % 4 == 0 ? -1 : n * 7 % V;
+  Dev<std::int32_t> dt(tg);
+  for (ClassifierOut out : {ClassifierOut::Loss, ClassifierOut::Probabilities, ClassifierOut::Gradient}) {
+    INFO("out " << int(out));
+    std::vector<float> zo = z, loss(N);
+    Dev<float> dz(z), dl(loss);
+    cf::gpu::emu::classifier(zo.data(), loss.data(), tg.data(), N, V, ld, 0.125f, out);
+    cf::gpu::cuda::classifier(dz.p, dl.p, dt.p, N, V, ld, 0.125f, out);
+    CHECK(max_abs_diff(dz.get(), zo) < 1e-6);
+    CHECK(max_abs_diff(dl.get(), loss) < 1e-5);
+  }
+  const auto a = randn(N * C, 10), b = randn(N * C, 11), w = randn(C, 12), bias = randn(C, 13);
+  std::vector<float> s(N * C), y(N * C), m(N), r(N);
+  Dev<float> da(a), db(b), dw(w), dbias(bias), ds(s), dy(y), dm(m), dr(r);
+  cf::gpu::emu::residual_layernorm_forward(s.data(), y.data(), m.data(), r.data(), a.data(), b.data(), w.data(),
+                                           bias.data(), N, C, 1e-5f);
+  cf::gpu::cuda::residual_layernorm_forward(ds.p, dy.p, dm.p, dr.p, da.p, db.p, dw.p, dbias.p, N, C, 1e-5f);
+  CHECK(max_abs_diff(ds.get(), s) == 0);  // one float addition on both
+  CHECK(max_abs_diff(dy.get(), y) < 1e-5);
+  CHECK(max_abs_diff(dm.get(), m) < 1e-6);
+  CHECK(max_abs_diff(dr.get(), r) < 1e-5);
+  cf::gpu::emu::residual_rmsnorm_forward(s.data(), y.data(), r.data(), a.data(), b.data(), w.data(), N, C, 1e-6f);
+  cf::gpu::cuda::residual_rmsnorm_forward(ds.p, dy.p, dr.p, da.p, db.p, dw.p, N, C, 1e-6f);
+  CHECK(max_abs_diff(ds.get(), s) == 0);
+  CHECK(max_abs_diff(dy.get(), y) < 1e-5);
+  CHECK(max_abs_diff(dr.get(), r) < 1e-6);
+}
+
 TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels", "[gpu][device]") {
   const int B = 2, H = 3, T = 77, dh = 40;
   std::vector<std::uint8_t> causal(T * T, 0);

@@ -192,13 +192,39 @@ void Ops<Bk>::rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float
 }
 
 template <Backend Bk>
-void Ops<Bk>::crossentropy_losses(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N,
-                                  int V) {
+void Ops<Bk>::residual_layernorm_forward(Context& ctx, float* sum, float* out, float* mean, float* rstd, const float* a,
+                                         const float* b, const float* w, const float* bias, int N, int C, float eps) {
   using namespace ops_body;
   if (N <= 0) return;
-  auto* kern = kernels::crossentropy_forward_kernel<kRowBlock>;
-  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V);
-  OpsTraits<Bk>::check_launch("crossentropy_forward");
+  auto* kern = kernels::residual_layernorm_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), sum, out, mean, rstd, a, b, w, bias, N, C, eps);
+  OpsTraits<Bk>::check_launch("residual_layernorm_forward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::residual_rmsnorm_forward(Context& ctx, float* sum, float* out, float* rstd, const float* a,
+                                       const float* b, const float* w, int N, int C, float eps) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::residual_rmsnorm_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), sum, out, rstd, a, b, w, N, C, eps);
+  OpsTraits<Bk>::check_launch("residual_rmsnorm_forward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::classifier(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N, int V, int ld,
+                         float dloss, kernels::ClassifierOut out) {
+  using namespace ops_body;
+  using kernels::ClassifierOut;
+  require(V >= 1 && ld >= V, "classifier: need 1 <= V <= ld (got V = ", V, ", ld = ", ld, ")");
+  if (N <= 0) return;
+  // the output is a template parameter: each kernel has only its own final pass
+  auto* kern = out == ClassifierOut::Loss ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Loss>
+               : out == ClassifierOut::Probabilities
+                   ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Probabilities>
+                   : kernels::classifier_kernel<kRowBlock, ClassifierOut::Gradient>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V, ld, dloss);
+  OpsTraits<Bk>::check_launch("classifier");
 }
 
 template <Backend Bk>
@@ -206,7 +232,7 @@ std::int64_t Ops<Bk>::crossentropy_forward(Context& ctx, float* logits, float* l
                                            int N, int V) {
   using namespace ops_body;
   if (N <= 0) return 0;
-  crossentropy_losses(ctx, logits, losses, targets, N, V);
+  classifier(ctx, logits, losses, targets, N, V, V, 0.0f, kernels::ClassifierOut::Probabilities);
   count_host_sync(Bk);  // the count returns to the host
   return thrust::count_if(OpsTraits<Bk>::policy(), targets, targets + N, NonNegative());
 }

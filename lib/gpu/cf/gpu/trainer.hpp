@@ -94,7 +94,6 @@ class DeviceTrainer {
  private:
   struct Impl;
   Impl* impl_;
-  double forward(const std::int32_t* tokens, const std::int32_t* targets, std::int64_t& count);
 };
 
 namespace emu {
