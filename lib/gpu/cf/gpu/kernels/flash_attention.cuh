@@ -34,8 +34,13 @@
 namespace cf::gpu::kernels {
 
 inline constexpr int kFlashChunk = 32;          // head-dimension columns staged at a time
-inline constexpr int kFlashForwardWarps = 4;    // 128 threads, 4 rows x 8 columns each
+inline constexpr int kFlashForwardWarps = 8;    // 256 threads, 2 rows x 8 columns each
 inline constexpr int kFlashBackwardWarps = 8;   // 256 threads, 2 rows x 8 columns each
+// Blocks per SM the register budget aims at (CF_LAUNCH_BOUNDS): two (at most 128 registers a
+// thread) up to dh 64; one at dh 128, where the forward's and the key side's accumulators need
+// more than 128 registers (ptxas spilled them under that bound).
+template <int DH>
+inline constexpr int kFlashMinBlocks = DH > 64 ? 1 : 2;
 inline constexpr int kFlashChunkStride = kFlashChunk + 1;  // rows of a staged chunk 1 bank apart
 inline constexpr int kFlashPStride = kFlashTile + 8;       // rows of the P / dS tile 8 banks apart
 
@@ -86,7 +91,7 @@ __device__ __forceinline__ void load_chunk(Chunk& dst, const float* src, int row
 /// logit sums its products in the same order as the reference kernels' dot products).
 template <int RT>
 __device__ __forceinline__ void dot_chunk(float (&acc)[RT][8], const Chunk& A, const Chunk& B, int r0, int cg) {
-  CF_UNROLL
+  CF_UNROLL_N(8)
   for (int d = 0; d < kFlashChunk; ++d) {
     float a[RT], b[8];
     CF_UNROLL
@@ -106,6 +111,7 @@ __device__ __forceinline__ void dot_chunk(float (&acc)[RT][8], const Chunk& A, c
 template <int RT, int NO>
 __device__ __forceinline__ void mul_chunk(float (&out)[RT][NO], int e0, const PTile& P, const Chunk& V, int r0,
                                           int cg) {
+  CF_UNROLL_N(8)
   for (int x = 0; x < kTile; ++x) {
     float p[RT], v[4];
     CF_UNROLL
@@ -145,7 +151,7 @@ __device__ __forceinline__ void count_visit(int* visits) {
 /// attention_forward_plain_kernel: y (sum of the branch outputs), lse [B, H, nb, T], obr.
 /// visits: null, or a counter of the (query tile, key tile, branch) visits.
 template <int DH>
-__global__ void flash_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>) flash_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
                                      const float* k, const float* v, float* y, float* lse, float* obr, int* visits) {
   using namespace flash;
   constexpr int NW = kFlashForwardWarps, NT = 32 * NW, RT = Place<NW>::RT, NC = DH / kFlashChunk, NO = DH / 8;
@@ -295,7 +301,7 @@ __global__ void flash_dsum_kernel(int nb, int T, int H, int dh, const float* dy,
 /// tiles of the plan (needs dsum). Grid (ftiles, H, B), 32 kFlashBackwardWarps threads; the
 /// micro-tiles are transposed (rows = the block's keys, columns = the visited tile's queries).
 template <int DH>
-__global__ void flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>) flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
                                          const float* k, const float* v, const float* dy, const float* lse,
                                          const float* dsum, float* dk, float* dv, int* visits) {
   using namespace flash;
@@ -401,7 +407,7 @@ __global__ void flash_backward_kv_kernel(MaskView m, int H, int dh, float scale,
 /// dsum; recomputes S and dP rather than adding dQ atomically from the key side: deterministic).
 /// Grid (ftiles, H, B), 32 kFlashBackwardWarps threads.
 template <int DH>
-__global__ void flash_backward_q_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, 2) flash_backward_q_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
                                         const float* k, const float* v, const float* dy, const float* lse,
                                         const float* dsum, float* dq, int* visits) {
   using namespace flash;
