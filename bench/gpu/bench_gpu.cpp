@@ -265,20 +265,19 @@ int run_attention(int argc, char** argv) {
   check(cudaMemcpy(sl, slopes.data(), H * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
   double ms[2][2];
   for (int path = 0; path < 2; ++path) {
-    cf::gpu::Context ctx(cf::gpu::ContextOptions{path == 0 ? cf::gpu::AttentionPath::Flash
-                                                           : cf::gpu::AttentionPath::Plain});
-    ms[path][0] = time_ms(reps, [&] {
-      O::attention_forward_ex(ctx, s, resident, sl, {}, {}, q, k, v, y, lse, obr);
-    });
+    cf::gpu::Context ctx(
+        cf::gpu::ContextOptions{path == 0 ? cf::gpu::AttentionPath::Flash : cf::gpu::AttentionPath::Plain});
+    ms[path][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, {}, {}, q, k, v, y, lse, obr); });
     ms[path][1] = time_ms(reps, [&] {
       O::attention_backward_ex(ctx, s, resident, sl, {}, {}, q, k, v, dy, lse, obr, dsum, dq, dk, dv, {});
     });
   }
-  std::printf("attention mask=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld | forward ms: flash %.4f "
-              "reference %.4f (reference/flash %.2f) | backward ms: flash %.4f reference %.4f (reference/flash %.2f)\n",
-              kind.c_str(), T, dh, B, H, reps, static_cast<long long>(tm.flash_tiles_visited),
-              static_cast<long long>(tm.flash_tiles_full), ms[0][0], ms[1][0], ms[1][0] / ms[0][0], ms[0][1], ms[1][1],
-              ms[1][1] / ms[0][1]);
+  std::printf(
+      "attention mask=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld | forward ms: flash %.4f "
+      "reference %.4f (reference/flash %.2f) | backward ms: flash %.4f reference %.4f (reference/flash %.2f)\n",
+      kind.c_str(), T, dh, B, H, reps, static_cast<long long>(tm.flash_tiles_visited),
+      static_cast<long long>(tm.flash_tiles_full), ms[0][0], ms[1][0], ms[1][0] / ms[0][0], ms[0][1], ms[1][1],
+      ms[1][1] / ms[0][1]);
   for (float* p : {q, k, v, dy, y, lse, obr, dsum, dq, dk, dv, sl}) cudaFree(p);
   return 0;
 }

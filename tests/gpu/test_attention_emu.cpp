@@ -83,7 +83,8 @@ TEST_CASE("gpu tiled attention = dense attention for every mask family, fusion, 
   // the three kernel sets of plain heads: the FlashAttention-2 style ones (default), the
   // register-resident ones and the general ones, each in its own context
   // (CF_GPU_ATTENTION=flash|plain|generic sets the default context's choice)
-  for (const auto path : {cf::gpu::AttentionPath::Flash, cf::gpu::AttentionPath::Plain, cf::gpu::AttentionPath::Generic}) {
+  for (const auto path :
+       {cf::gpu::AttentionPath::Flash, cf::gpu::AttentionPath::Plain, cf::gpu::AttentionPath::Generic}) {
     INFO("CF_GPU_ATTENTION=" << cf::gpu::kAttentionPaths.name(path));
     cf::gpu::ContextOptions o;
     o.attention = path;

@@ -76,8 +76,8 @@ Result run(const Problem& p, cf::gpu::AttentionPath path) {
   r.y.resize(p.n()), r.lse.resize(p.nl()), r.obr.resize(p.nl() * p.dh), r.dsum.resize(p.nl());
   r.dq.assign(p.n(), 0.0f), r.dk.assign(p.n(), 0.0f), r.dv.assign(p.n(), 0.0f);
   cf::gpu::Context& ctx = context(path);
-  cf::gpu::emu::attention_forward(ctx, p.shape(), p.tm, p.slopes.data(), p.q.data(), p.k.data(), p.v.data(),
-                                  r.y.data(), r.lse.data(), r.obr.data());
+  cf::gpu::emu::attention_forward(ctx, p.shape(), p.tm, p.slopes.data(), p.q.data(), p.k.data(), p.v.data(), r.y.data(),
+                                  r.lse.data(), r.obr.data());
   cf::gpu::emu::attention_backward(ctx, p.shape(), p.tm, p.slopes.data(), p.q.data(), p.k.data(), p.v.data(),
                                    p.dy.data(), r.lse.data(), r.obr.data(), r.dsum.data(), r.dq.data(), r.dk.data(),
                                    r.dv.data());
@@ -95,9 +95,8 @@ Result oracle(const Problem& p) {
     spec.alibi_slope = p.slopes[bh % p.H];
     spec.masks = p.mp;
     const std::size_t o = std::size_t(bh) * p.T * p.dh;
-    cf::nn::detail::attention_head_forward<float>(spec, p.T, p.dh, p.q.data() + o, p.k.data() + o, p.v.data() + o,
-                                                  p.dh, r.y.data() + o, p.dh, nullptr, nullptr, P.data(), nullptr,
-                                                  nullptr);
+    cf::nn::detail::attention_head_forward<float>(spec, p.T, p.dh, p.q.data() + o, p.k.data() + o, p.v.data() + o, p.dh,
+                                                  r.y.data() + o, p.dh, nullptr, nullptr, P.data(), nullptr, nullptr);
     cf::nn::detail::attention_head_backward<float>(spec, p.T, p.dh, p.q.data() + o, p.k.data() + o, p.v.data() + o,
                                                    p.dh, r.dq.data() + o, r.dk.data() + o, r.dv.data() + o,
                                                    p.dy.data() + o, p.dh, P.data(), nullptr, nullptr, nullptr);
@@ -125,8 +124,9 @@ void check(PatternKind kind, bool branch, bool alibi, int T, int dh, int bb = 12
     cf::gpu::emu::set_schedule(sched);
     const Result f = run(p, cf::gpu::AttentionPath::Flash);
     const std::vector<std::pair<const char*, double>> vs_ref = {
-        {"y", rel_to_max(f.y, ref.y)},       {"lse", rel_to_max(f.lse, ref.lse)}, {"obr", rel_to_max(f.obr, ref.obr)},
-        {"dsum", rel_to_max(f.dsum, ref.dsum)}, {"dq", rel_to_max(f.dq, ref.dq)},    {"dk", rel_to_max(f.dk, ref.dk)},
+        {"y", rel_to_max(f.y, ref.y)},       {"lse", rel_to_max(f.lse, ref.lse)},
+        {"obr", rel_to_max(f.obr, ref.obr)}, {"dsum", rel_to_max(f.dsum, ref.dsum)},
+        {"dq", rel_to_max(f.dq, ref.dq)},    {"dk", rel_to_max(f.dk, ref.dk)},
         {"dv", rel_to_max(f.dv, ref.dv)}};
     const std::vector<std::pair<const char*, double>> vs_dense = {{"y", rel_to_max(f.y, dense.y)},
                                                                   {"dq", rel_to_max(f.dq, dense.dq)},
@@ -216,7 +216,8 @@ TEST_CASE("gpu flash attention backward = central differences of its own forward
       xa[at] += h, xb[at] -= h;
       const double fd = (loss(a) - loss(b)) / (2.0 * double(h));
       const double g = which == 0 ? r.dq[at] : which == 1 ? r.dk[at] : r.dv[at];
-      INFO("tensor " << "qkv"[which] << " at " << at << ": kernel " << g << ", central difference " << fd);
+      INFO("tensor "
+           << "qkv"[which] << " at " << at << ": kernel " << g << ", central difference " << fd);
       CHECK(std::abs(g - fd) < 2e-3 * (1.0 + std::abs(fd)));  // O(h^2) and float round-off of the loss
       ++probed;
     }
@@ -249,18 +250,18 @@ TEST_CASE("gpu flash attention: the tile plan = a brute-force classification, em
     std::vector<float> y(p.n()), lse(p.nl()), obr(p.nl() * p.dh), dsum(p.nl()), dq(p.n()), dk(p.n()), dv(p.n());
     int fwd = 0, bwd = 0;
     auto* kf = kn::flash_forward_kernel<32>;
-    CF_LAUNCH(kf, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashForwardWarps), mv, 1, s.dh, s.scale, nullptr,
-              p.q.data(), p.k.data(), p.v.data(), y.data(), lse.data(), obr.data(), &fwd);
+    CF_LAUNCH(kf, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashForwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
+              p.k.data(), p.v.data(), y.data(), lse.data(), obr.data(), &fwd);
     auto* kd = kn::flash_dsum_kernel<kn::kFlashBackwardWarps>;
     CF_LAUNCH(kd, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv.nb, s.T, 1, s.dh, p.dy.data(),
               obr.data(), dsum.data());
     auto* kkv = kn::flash_backward_kv_kernel<32>;
-    CF_LAUNCH(kkv, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr,
-              p.q.data(), p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dk.data(), dv.data(), &bwd);
+    CF_LAUNCH(kkv, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
+              p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dk.data(), dv.data(), &bwd);
     CHECK(bwd == nonempty);
     auto* kq = kn::flash_backward_q_kernel<32>;
-    CF_LAUNCH(kq, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr,
-              p.q.data(), p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(), &bwd);
+    CF_LAUNCH(kq, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
+              p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(), &bwd);
     CHECK(fwd == nonempty);
     CHECK(bwd == 2 * nonempty);
   }

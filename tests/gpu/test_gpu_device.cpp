@@ -193,8 +193,8 @@ TEST_CASE("device: flash attention = the reference kernels on the device and the
                                       obr.data());
       cf::gpu::emu::attention_backward(flash, s, tm, slopes.data(), q.data(), k.data(), v.data(), dyv.data(),
                                        lse.data(), obr.data(), dsum.data(), dq.data(), dk.data(), dv.data());
-      const double dr = std::max({rel_to_max(f.y, r.y), rel_to_max(f.dq, r.dq), rel_to_max(f.dk, r.dk),
-                                  rel_to_max(f.dv, r.dv)});
+      const double dr =
+          std::max({rel_to_max(f.y, r.y), rel_to_max(f.dq, r.dq), rel_to_max(f.dk, r.dk), rel_to_max(f.dv, r.dv)});
       const double de =
           std::max({rel_to_max(f.y, y), rel_to_max(f.dq, dq), rel_to_max(f.dk, dk), rel_to_max(f.dv, dv)});
       CHECK(dr < 1e-5);

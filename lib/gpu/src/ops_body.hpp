@@ -63,37 +63,37 @@ struct IsOpsTraits<
 
 constexpr int kRowBlock = 128;  // threads per row for the row-wise kernels (LayerNorm, softmax)
 
-/// The FlashAttention-2 kernels (kernels/flash_attention.cuh) on plain softmax heads; visits
-/// (null, or a counter where the kernels run) counts the tiles the blocks visit.
+/// The FlashAttention-2 kernels (kernels/flash_attention.cuh) on plain softmax heads (no visit
+/// counter: the tests that count visits launch the kernels themselves).
 template <class Tr, int DH>
 void flash_forward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
-                   const float* k, const float* v, float* y, float* lse, float* obr, int* visits = nullptr) {
+                   const float* k, const float* v, float* y, float* lse, float* obr) {
   auto* kern = kernels::flash_forward_kernel<DH>;
   CF_LAUNCH(kern, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashForwardWarps), mv, s.H, s.dh, s.scale, slopes, q,
-            k, v, y, lse, obr, visits);
+            k, v, y, lse, obr, nullptr);
   Tr::check_launch("attention_forward (flash)");
 }
 
 template <class Tr, int DH>
 void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
                     const float* k, const float* v, const float* dy, const float* lse, const float* obr, float* dsum,
-                    float* dq, float* dk, float* dv, int* visits = nullptr) {
+                    float* dq, float* dk, float* dv) {
   const dim3 grid(mv.ftiles, s.H, s.B), block(32 * kernels::kFlashBackwardWarps);
   auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
   CF_LAUNCH(kd, grid, block, mv.nb, s.T, s.H, s.dh, dy, obr, dsum);
   Tr::check_launch("attention_backward (flash, row terms)");
   auto* kkv = kernels::flash_backward_kv_kernel<DH>;
-  CF_LAUNCH(kkv, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dk, dv, visits);
+  CF_LAUNCH(kkv, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dk, dv, nullptr);
   Tr::check_launch("attention_backward (flash, keys)");
   auto* kq = kernels::flash_backward_q_kernel<DH>;
-  CF_LAUNCH(kq, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq, visits);
+  CF_LAUNCH(kq, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq, nullptr);
   Tr::check_launch("attention_backward (flash, queries)");
 }
 
 template <class Tr, int DH>
-void attention_forward_dh(AttentionPath path, const AttentionShape& s, const kernels::MaskView& mv,
-                          const float* slopes, const kernels::HeadExtras& x, const float* q, const float* k,
-                          const float* v, float* y, float* lse, float* obr) {
+void attention_forward_dh(AttentionPath path, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                          const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
+                          float* lse, float* obr) {
   const bool plain_heads = !x.damp && !x.rw_v;
   if (plain_heads && path == AttentionPath::Flash) {
     flash_forward<Tr, DH>(s, mv, slopes, q, k, v, y, lse, obr);
@@ -334,7 +334,7 @@ ResidentMask<Bk>::ResidentMask(const TiledMask& m) : view_(m.view()) {
   // the eleven arrays (the tile lists and the flash kernels' tile plan) packed in one buffer, in
   // MaskView's order, each at least one int
   constexpr int kArrays = 11;
-  const std::vector<int>* arrays[kArrays] = {&m.row_ptr, &m.iv_lo,  &m.iv_hi,  &m.qt_ptr,  &m.qt_list, &m.kt_ptr,
+  const std::vector<int>* arrays[kArrays] = {&m.row_ptr, &m.iv_lo,  &m.iv_hi,   &m.qt_ptr, &m.qt_list, &m.kt_ptr,
                                              &m.kt_list, &m.fq_ptr, &m.fq_list, &m.fk_ptr, &m.fk_list};
   std::vector<int> packed;
   std::size_t at[kArrays];
@@ -354,9 +354,9 @@ ResidentMask<Bk>::ResidentMask(const TiledMask& m) : view_(m.view()) {
     throw;
   }
   const int* base = static_cast<const int*>(storage_);
-  const int** views[kArrays] = {&view_.row_ptr, &view_.iv_lo,   &view_.iv_hi,  &view_.qt_ptr,
-                                &view_.qt_list, &view_.kt_ptr,  &view_.kt_list, &view_.fq_ptr,
-                                &view_.fq_list, &view_.fk_ptr,  &view_.fk_list};
+  const int** views[kArrays] = {&view_.row_ptr, &view_.iv_lo,  &view_.iv_hi,   &view_.qt_ptr,
+                                &view_.qt_list, &view_.kt_ptr, &view_.kt_list, &view_.fq_ptr,
+                                &view_.fq_list, &view_.fk_ptr, &view_.fk_list};
   for (int a = 0; a < kArrays; ++a) *views[a] = base + at[a];
 }
 

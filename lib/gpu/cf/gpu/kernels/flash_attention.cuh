@@ -33,9 +33,9 @@
 
 namespace cf::gpu::kernels {
 
-inline constexpr int kFlashChunk = 32;          // head-dimension columns staged at a time
-inline constexpr int kFlashForwardWarps = 8;    // 256 threads, 2 rows x 8 columns each
-inline constexpr int kFlashBackwardWarps = 8;   // 256 threads, 2 rows x 8 columns each
+inline constexpr int kFlashChunk = 32;         // head-dimension columns staged at a time
+inline constexpr int kFlashForwardWarps = 8;   // 256 threads, 2 rows x 8 columns each
+inline constexpr int kFlashBackwardWarps = 8;  // 256 threads, 2 rows x 8 columns each
 // Blocks per SM the register budget aims at (CF_LAUNCH_BOUNDS): two (at most 128 registers a
 // thread) up to dh 64; one at dh 128, where the forward's and the key side's accumulators need
 // more than 128 registers (ptxas spilled them under that bound).
@@ -151,8 +151,9 @@ __device__ __forceinline__ void count_visit(int* visits) {
 /// attention_forward_plain_kernel: y (sum of the branch outputs), lse [B, H, nb, T], obr.
 /// visits: null, or a counter of the (query tile, key tile, branch) visits.
 template <int DH>
-__global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>) flash_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
-                                     const float* k, const float* v, float* y, float* lse, float* obr, int* visits) {
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>)
+    flash_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q, const float* k,
+                         const float* v, float* y, float* lse, float* obr, int* visits) {
   using namespace flash;
   constexpr int NW = kFlashForwardWarps, NT = 32 * NW, RT = Place<NW>::RT, NC = DH / kFlashChunk, NO = DH / 8;
   __shared__ Chunk Qs;
@@ -183,7 +184,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>) f
       CF_UNROLL
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;  // uniform over the block
-        __syncthreads();                        // the previous reads of Qs / KVs / Ps are done
+        __syncthreads();                       // the previous reads of Qs / KVs / Ps are done
         load_chunk<NT>(Qs, q + off, i0, T, dh, ch * kFlashChunk);
         load_chunk<NT>(KVs, k + off, j0, T, dh, ch * kFlashChunk);
         __syncthreads();
@@ -301,9 +302,10 @@ __global__ void flash_dsum_kernel(int nb, int T, int H, int dh, const float* dy,
 /// tiles of the plan (needs dsum). Grid (ftiles, H, B), 32 kFlashBackwardWarps threads; the
 /// micro-tiles are transposed (rows = the block's keys, columns = the visited tile's queries).
 template <int DH>
-__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>) flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
-                                         const float* k, const float* v, const float* dy, const float* lse,
-                                         const float* dsum, float* dk, float* dv, int* visits) {
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
+    flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
+                             const float* k, const float* v, const float* dy, const float* lse, const float* dsum,
+                             float* dk, float* dv, int* visits) {
   using namespace flash;
   constexpr int NW = kFlashBackwardWarps, NT = 32 * NW, RT = Place<NW>::RT, NC = DH / kFlashChunk, NO = DH / 8;
   __shared__ Chunk As;  // K or V chunk (the block's keys)
@@ -366,7 +368,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>) 
         load_chunk<NT>(As, v + off, j0, T, dh, ch * kFlashChunk);
         load_chunk<NT>(Bs, dy + off, i0, T, dh, ch * kFlashChunk);
         __syncthreads();
-        dot_chunk<RT>(dp, As, Bs, at.r0, at.cg);       // dP^T = V dO^T
+        dot_chunk<RT>(dp, As, Bs, at.r0, at.cg);               // dP^T = V dO^T
         mul_chunk<RT, NO>(dva, 4 * ch, Ps, Bs, at.r0, at.cg);  // dV += P^T dO
       }
       __syncthreads();  // every read of P^T is done
@@ -407,9 +409,10 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>) 
 /// dsum; recomputes S and dP rather than adding dQ atomically from the key side: deterministic).
 /// Grid (ftiles, H, B), 32 kFlashBackwardWarps threads.
 template <int DH>
-__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, 2) flash_backward_q_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
-                                        const float* k, const float* v, const float* dy, const float* lse,
-                                        const float* dsum, float* dq, int* visits) {
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, 2)
+    flash_backward_q_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q, const float* k,
+                            const float* v, const float* dy, const float* lse, const float* dsum, float* dq,
+                            int* visits) {
   using namespace flash;
   constexpr int NW = kFlashBackwardWarps, NT = 32 * NW, RT = Place<NW>::RT, NC = DH / kFlashChunk, NO = DH / 8;
   __shared__ Chunk As;  // Q or dO chunk (the block's queries)
