@@ -26,8 +26,9 @@
 // D_i = dO_i . O_i per branch precomputed (flash_dsum_kernel). dK and dV: one block per key tile
 // looping over the query tiles of the plan (flash_backward_kv_kernel); dQ: one block per query
 // tile looping over the key tiles (flash_backward_q_kernel), which recomputes S and dP (seven
-// products executed per pair, not five) instead of adding dQ with atomics: every output element is summed by one thread
-// in one fixed order, so results are bit-reproducible run to run (the trainer's checkpoints are compared bit for bit).
+// products executed per pair, not five) instead of adding dQ with atomics: every output element
+// is summed by one thread in one fixed order, so results are bit-reproducible run to run (the
+// trainer's checkpoints are compared bit for bit).
 #include "cf/gpu/emulation.hpp"
 #include "cf/gpu/kernels/attention.cuh"
 
