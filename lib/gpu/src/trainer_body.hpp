@@ -270,7 +270,8 @@ struct DeviceTrainer<Bk>::Impl {
     if (p.precision == Precision::Fp32) dbias.reset(gemm_span(true) / N);  // the widest output row
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
     dsum.reset(maxst);
-    tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C), dfc.reset(N * F);
+    tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C);
+    if (p.mlp != TrainMlp::GeluTanh) dfc.reset(N * F);  // tanh GELU: the DGELU epilogue writes d fch directly
     dfch.reset(N * static_cast<std::size_t>(p.fc_width()));
     tokens.reset(N), targets.reset(N), uniq.reset(N), ptr.reset(N + 1), pos.reset(N);
     alloc_units();
