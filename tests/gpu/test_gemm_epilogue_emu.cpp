@@ -50,8 +50,12 @@ struct Problem {
     bias = randn(static_cast<std::size_t>(n), seed + 3);
     aux = randn(static_cast<std::size_t>(m) * ldc, seed + 4, 1.5f);
   }
-  double a(int i, int j) const { return ta ? A[static_cast<std::size_t>(j) * lda + i] : A[static_cast<std::size_t>(i) * lda + j]; }
-  double b(int i, int j) const { return tb ? B[static_cast<std::size_t>(j) * ldb + i] : B[static_cast<std::size_t>(i) * ldb + j]; }
+  double a(int i, int j) const {
+    return ta ? A[static_cast<std::size_t>(j) * lda + i] : A[static_cast<std::size_t>(i) * lda + j];
+  }
+  double b(int i, int j) const {
+    return tb ? B[static_cast<std::size_t>(j) * ldb + i] : B[static_cast<std::size_t>(i) * ldb + j];
+  }
   /// alpha op(A) op(B) [i, j] in double and the sum of |terms| (the float32 rounding's scale).
   std::pair<double, double> product(int i, int j, double alpha) const {
     double s = 0, mag = 0;
@@ -104,7 +108,7 @@ void run(const Problem& pr, GemmEpilogue kind, float alpha, float beta, bool wit
           break;
         case GemmEpilogue::DGelu: {
           const double g = gelu_tanh_grad(pr.aux[at]);
-          CHECK(aux[at] == pr.aux[at]);  // read, not written
+          CHECK(aux[at] == pr.aux[at]);                                       // read, not written
           check_close(C[at], g * r, (std::abs(g) + 1.0) * mag, g * r, pr.k);  // g itself to float round-off
           break;
         }
@@ -159,8 +163,9 @@ TEST_CASE("gpu GEMM epilogues (emulated twin): a call missing its vectors is ref
   const float a[4] = {1, 2, 3, 4};
   float c[4] = {}, aux[4] = {};
   using cf::gpu::emu::gemm_epilogue;
-  CHECK_THROWS_AS(gemm_epilogue(false, false, 2, 2, 2, 1.f, a, 2, a, 2, 0.f, c, 2, GemmEpilogueArgs{GemmEpilogue::Bias}),
-                  cf::InvalidArgument);
+  CHECK_THROWS_AS(
+      gemm_epilogue(false, false, 2, 2, 2, 1.f, a, 2, a, 2, 0.f, c, 2, GemmEpilogueArgs{GemmEpilogue::Bias}),
+      cf::InvalidArgument);
   CHECK_THROWS_AS(
       gemm_epilogue(false, false, 2, 2, 2, 1.f, a, 2, a, 2, 0.f, c, 2, GemmEpilogueArgs{GemmEpilogue::DGelu}),
       cf::InvalidArgument);

@@ -370,8 +370,10 @@ TEST_CASE("device: cuBLASLt GEMM epilogues (bias, tanh GELU + aux, DGELU, BGRADB
     bool trainer_like;  // the trainer's forms at multiples of 16: cuBLASLt must take them
   };
   // forward (x W^T), input gradient (dout W), weight gradient (dout^T x); odd shapes may be declined
-  const Shape shapes[] = {{false, true, 96, 128, 64, true}, {false, false, 96, 64, 128, true},
-                          {true, false, 128, 64, 96, true}, {false, true, 33, 24, 17, false},
+  const Shape shapes[] = {{false, true, 96, 128, 64, true},
+                          {false, false, 96, 64, 128, true},
+                          {true, false, 128, 64, 96, true},
+                          {false, true, 33, 24, 17, false},
                           {true, false, 7, 9, 45, false}};
   const GemmEpilogue kinds[] = {GemmEpilogue::Bias, GemmEpilogue::GeluAuxBias, GemmEpilogue::DGelu,
                                 GemmEpilogue::BiasGrad};

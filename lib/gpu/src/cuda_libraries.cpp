@@ -161,9 +161,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                              cublasLtMatrixLayout_t dl, cublasLtMatmulPreference_t pref,
-                                              int requested, cublasLtMatmulHeuristicResult_t results[],
-                                              int* returned) {
+                                              cublasLtMatrixLayout_t dl, cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int* returned) {
   return CF_REAL(kCublasLt, cublasLtMatmulAlgoGetHeuristic)(h, d, a, b, c, dl, pref, requested, results, returned);
 }
 

@@ -80,8 +80,9 @@ struct Plan {
 
 void set_pointers(const Plan& p, const GemmEpilogueArgs& e) {
   const void* bias = bias_pointer(e);
-  if (bias) lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-                     "set the bias pointer");
+  if (bias)
+    lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+             "set the bias pointer");
   if (e.aux) {
     void* aux = e.aux;
     lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
@@ -112,8 +113,7 @@ LtState& lt_state(Context& ctx) {
     auto s = std::make_unique<LtState>();
     lt_check(cublasLtCreate(&s->handle), "cublasLtCreate");
     const cudaError_t err = cudaMalloc(&s->workspace, kWorkspaceBytes);
-    if (err != cudaSuccess)
-      throw Error(str("cuBLASLt workspace: cudaMalloc failed: ", cudaGetErrorString(err)));
+    if (err != cudaSuccess) throw Error(str("cuBLASLt workspace: cudaMalloc failed: ", cudaGetErrorString(err)));
     count_allocation(Backend::Cuda, kWorkspaceBytes);
     r.lt.reset(s.release());
   });
@@ -152,7 +152,8 @@ std::unique_ptr<Plan> make_plan(LtState& s, Precision in, bool ta, bool tb, int 
 
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, cublasStatus_t (*)(cublasLtMatmulPreference_t)>
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                        cublasStatus_t (*)(cublasLtMatmulPreference_t)>
       pref_owner(pref, cublasLtMatmulPreferenceDestroy);
   const std::uint64_t ws = kWorkspaceBytes;
   lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
@@ -185,8 +186,21 @@ bool gemm_epilogue(Context& ctx, Precision in, bool ta, bool tb, int m, int n, i
   if (m == 0 || n == 0 || k == 0) return false;  // nothing cuBLASLt should see; the plain path handles it
   if (gelu && ldc % 8 != 0) return false;        // cuBLASLt's rule for the GELU aux leading dimension
   LtState& s = lt_state(ctx);
-  const PlanKey key{static_cast<long long>(in), ta, tb, m, n, k, lda, ldb, ldc, static_cast<long long>(lt_epilogue(e)),
-                    alignment(A), alignment(B), alignment(C), alignment(bias_pointer(e)), alignment(e.aux)};
+  const PlanKey key{static_cast<long long>(in),
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    lda,
+                    ldb,
+                    ldc,
+                    static_cast<long long>(lt_epilogue(e)),
+                    alignment(A),
+                    alignment(B),
+                    alignment(C),
+                    alignment(bias_pointer(e)),
+                    alignment(e.aux)};
   std::unique_ptr<Plan>& plan = s.plans[key];
   if (!plan) plan = make_plan(s, in, ta, tb, m, n, k, A, lda, B, ldb, C, ldc, e);
   if (!plan->usable) return false;

@@ -27,8 +27,8 @@ void for_each_index(long long count, const F& f) {
 
 }  // namespace
 
-void gemm_epilogue(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B,
-                   int ldb, float beta, float* C, int ldc, const GemmEpilogueArgs& e) {
+void gemm_epilogue(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                   float beta, float* C, int ldc, const GemmEpilogueArgs& e) {
   check_args(beta, e);
   if (m == 0 || n == 0) return;
   using K = GemmEpilogue;

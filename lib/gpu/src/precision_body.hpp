@@ -97,15 +97,17 @@ class PrecisionGemm {
     plain(blas, o, ta, tb, m, n, k, alpha, lda, ldb, beta, e.kind == GemmEpilogue::GeluAuxBias ? e.aux : C, ldc);
     const auto first = thrust::counting_iterator<long long>(0);
     const auto mn = first + static_cast<long long>(m) * n;
-    if (e.kind == GemmEpilogue::Bias) thrust::for_each(Tr::policy(), first, mn, detail::EpilogueBias{C, e.bias, n, ldc});
+    if (e.kind == GemmEpilogue::Bias)
+      thrust::for_each(Tr::policy(), first, mn, detail::EpilogueBias{C, e.bias, n, ldc});
     if (e.kind == GemmEpilogue::GeluAuxBias)
       thrust::for_each(Tr::policy(), first, mn, detail::EpilogueGeluAux{C, e.aux, e.bias, n, ldc});
-    if (e.kind == GemmEpilogue::DGelu) thrust::for_each(Tr::policy(), first, mn, detail::EpilogueDGelu{C, e.aux, n, ldc});
+    if (e.kind == GemmEpilogue::DGelu)
+      thrust::for_each(Tr::policy(), first, mn, detail::EpilogueDGelu{C, e.aux, n, ldc});
     if (e.kind == GemmEpilogue::BiasGrad) {
       if (prec_ == Precision::Bf16)
-        thrust::for_each(Tr::policy(), first, first + m,
-                         detail::EpilogueBiasGrad<std::uint16_t>{e.bias_grad, static_cast<const std::uint16_t*>(o.a),
-                                                                 k, lda, ta});
+        thrust::for_each(
+            Tr::policy(), first, first + m,
+            detail::EpilogueBiasGrad<std::uint16_t>{e.bias_grad, static_cast<const std::uint16_t*>(o.a), k, lda, ta});
       else
         thrust::for_each(Tr::policy(), first, first + m,
                          detail::EpilogueBiasGrad<float>{e.bias_grad, static_cast<const float*>(o.a), k, lda, ta});

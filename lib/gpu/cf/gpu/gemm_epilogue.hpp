@@ -97,8 +97,8 @@ namespace emu {
 /// values, or bfloat16 widened exactly by the caller), then the epilogue by the functors of
 /// detail::. Throws cf::InvalidArgument for a GeluAuxBias or DGelu call with beta != 0 or no aux,
 /// a Bias call without bias, a BiasGrad call without bias_grad.
-void gemm_epilogue(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B,
-                   int ldb, float beta, float* C, int ldc, const GemmEpilogueArgs& e);
+void gemm_epilogue(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                   float beta, float* C, int ldc, const GemmEpilogueArgs& e);
 }  // namespace emu
 
 namespace cuda {
