@@ -1,8 +1,9 @@
 // DeviceTrainer<Backend::Cuda> (cf::gpu::cuda::Trainer): the device trainer on a CUDA device
 // (issue 14): buffers in device memory, the kernels of cf/gpu/kernels and Thrust on the CUDA
 // backend, SGEMM (or, under a precision policy, tensor-core GemmEx) from cuBLAS through the
-// context's handle, the linear layers' fused epilogues from cuBLASLt (cf/gpu/gemm_epilogue.hpp). The body is the template of trainer_body.hpp, the source CI executes on the
-// CPU through trainer_emu.cpp.
+// context's handle, the linear layers' fused epilogues from cuBLASLt (cf/gpu/gemm_epilogue.hpp).
+// The body is the template of trainer_body.hpp, the source CI executes on the CPU through
+// trainer_emu.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <thrust/execution_policy.h>
