@@ -1,4 +1,4 @@
-// The lazy binding of cuBLAS and cuSOLVER (cf/gpu/detail/cuda_libraries.hpp; CUDA builds): every
+// The lazy binding of cuBLAS, cuBLASLt and cuSOLVER (cf/gpu/detail/cuda_libraries.hpp; CUDA builds): every
 // function lib/gpu calls is found in the library the build names, and a library or function that
 // is missing is a cf::Error naming it. Needs the CUDA libraries installed, not a GPU.
 #include <catch2/catch.hpp>
@@ -13,7 +13,7 @@ using cf::gpu::cuda::load_library;
 
 TEST_CASE("gpu lazy CUDA libraries: every bound function resolves in its library", "[gpu][cuda]") {
   const auto bound = lazily_bound_functions();
-  REQUIRE(bound.size() == 11);  // the forwarders cuda_libraries.cpp defines (cublasGemmEx: issue 31)
+  REQUIRE(bound.size() == 23);  // the forwarders cuda_libraries.cpp defines (cublasGemmEx, cuBLASLt: issue 31)
   for (const auto& [soname, name] : bound) {
     INFO(soname << " " << name);
     void* lib = load_library(soname, soname);

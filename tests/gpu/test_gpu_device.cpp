@@ -9,6 +9,7 @@
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <utility>
@@ -16,6 +17,7 @@
 
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/device.hpp"
+#include "cf/gpu/gemm_epilogue.hpp"
 #include "cf/gpu/ops.hpp"
 
 namespace {
@@ -406,6 +408,116 @@ TEST_CASE(
   for (long j = 0; j < nr; ++j) wr = std::max(wr, std::abs(r[j] - want[j]) / want[j]);
   WARN("causal rollout step, n = 2^20: worst relative difference device / CPU twin " << wr);
   CHECK(wr < 1e-12);
+}
+
+namespace {
+
+using cf::gpu::GemmEpilogue;
+using cf::gpu::Precision;
+
+// The GEMM inputs as the precision policy hands them to cuBLASLt (device) and to the twin (float:
+// TF32 values, or bfloat16 widened exactly).
+struct LtInput {
+  std::vector<float> as_float;
+  std::vector<std::uint16_t> bits;
+  LtInput(const std::vector<float>& x, Precision p) : as_float(x) {
+    if (p == Precision::Tf32)
+      for (float& v : as_float) v = cf::gpu::RoundTf32()(v);
+    if (p == Precision::Bf16)
+      for (float& v : as_float) bits.push_back(cf::gpu::ToBf16()(v)), v = cf::gpu::FromBf16()(bits.back());
+  }
+};
+
+double max_abs(const std::vector<float>& a) {
+  double m = 0;
+  for (float x : a) m = std::max(m, double(std::abs(x)));
+  return m;
+}
+
+// One cuBLASLt call against the twin on the same rounded inputs; false when cuBLASLt declined.
+bool lt_against_twin(cf::gpu::Context& ctx, Precision p, bool ta, bool tb, int m, int n, int k, GemmEpilogue kind,
+                     std::uint32_t seed) {
+  const int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+  const LtInput A(randn(std::size_t(m) * k, seed), p), B(randn(std::size_t(k) * n, seed + 1), p);
+  const float beta = kind == GemmEpilogue::BiasGrad || kind == GemmEpilogue::None ? 1.0f : 0.0f;
+  std::vector<float> c = randn(std::size_t(m) * ldc, seed + 2), bias = randn(n, seed + 3),
+                     aux = randn(std::size_t(m) * ldc, seed + 4), bg(m, 0.0f);
+  Dev<float> dC(c), dBias(bias), dAux(aux), dBg(bg), dAf(A.as_float), dBf(B.as_float);
+  Dev<std::uint16_t> dAh(A.bits), dBh(B.bits);
+  cf::gpu::GemmEpilogueArgs e{kind}, de{kind};
+  if (kind == GemmEpilogue::Bias || kind == GemmEpilogue::GeluAuxBias) e.bias = bias.data(), de.bias = dBias.p;
+  if (kind == GemmEpilogue::GeluAuxBias || kind == GemmEpilogue::DGelu) e.aux = aux.data(), de.aux = dAux.p;
+  if (kind == GemmEpilogue::BiasGrad) e.bias_grad = bg.data(), de.bias_grad = dBg.p;
+  const bool bf = p == Precision::Bf16;
+  const bool fused = cf::gpu::cuda::gemm_epilogue(ctx, p, ta, tb, m, n, k, 1.0f, bf ? (const void*)dAh.p : dAf.p, lda,
+                                                  bf ? (const void*)dBh.p : dBf.p, ldb, beta, dC.p, ldc, de);
+  if (!fused) return false;
+  cf::gpu::emu::gemm_epilogue(ta, tb, m, n, k, 1.0f, A.as_float.data(), lda, B.as_float.data(), ldb, beta, c.data(),
+                              ldc, e);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  // the products are exact in float32 under every policy: only the summation order differs
+  const double tol = 4e-6 * k;
+  CHECK(max_abs_diff(dC.get(), c) <= tol * (1 + max_abs(c)));
+  if (kind == GemmEpilogue::GeluAuxBias) CHECK(max_abs_diff(dAux.get(), aux) <= tol * (1 + max_abs(aux)));
+  if (kind == GemmEpilogue::BiasGrad) CHECK(max_abs_diff(dBg.get(), bg) <= tol * (1 + max_abs(bg)));
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("device: cuBLASLt GEMM epilogues (bias, tanh GELU + aux, DGELU, BGRADB) = their CPU-executed twin",
+          "[gpu][device][epilogue]") {
+  cf::gpu::Context ctx;
+  struct Shape {
+    bool ta, tb;
+    int m, n, k;
+    bool trainer_like;  // the trainer's forms at multiples of 16: cuBLASLt must take them
+  };
+  // forward (x W^T), input gradient (dout W), weight gradient (dout^T x); odd shapes may be declined
+  const Shape shapes[] = {{false, true, 96, 128, 64, true},
+                          {false, false, 96, 64, 128, true},
+                          {true, false, 128, 64, 96, true},
+                          {false, true, 33, 24, 17, false},
+                          {true, false, 7, 9, 45, false}};
+  const GemmEpilogue kinds[] = {GemmEpilogue::Bias, GemmEpilogue::GeluAuxBias, GemmEpilogue::DGelu,
+                                GemmEpilogue::BiasGrad};
+  std::uint32_t seed = 100;
+  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
+    for (const Shape& s : shapes)
+      for (GemmEpilogue kind : kinds) {
+        INFO(cf::gpu::kPrecisions.name(p) << " m " << s.m << " n " << s.n << " k " << s.k << " ta " << s.ta << " tb "
+                                          << s.tb << " epilogue " << int(kind));
+        const bool fused = lt_against_twin(ctx, p, s.ta, s.tb, s.m, s.n, s.k, kind, seed += 10);
+        if (!fused) WARN("cuBLASLt declined this call (the trainer falls back to the plain GEMM)");
+        // the trainer's own forms: the forward's bias / GELU and the backward's DGELU / BGRADB
+        const bool used = (kind == GemmEpilogue::Bias || kind == GemmEpilogue::GeluAuxBias) ? (!s.ta && s.tb)
+                          : kind == GemmEpilogue::DGelu                                     ? (!s.ta && !s.tb)
+                                                                                            : (s.ta && !s.tb);
+        if (s.trainer_like && used) CHECK(fused);
+      }
+}
+
+TEST_CASE("device: cuBLASLt's GELU epilogue is the tanh form the trainer uses, not erf", "[gpu][device][epilogue]") {
+  // A = I (16 x 16), so R = B exactly; B spans [-4, 4], where the two forms differ by up to 4.7e-4
+  cf::gpu::Context ctx;
+  const int n = 16;
+  std::vector<float> a(n * n, 0.0f), b(n * n), c(n * n, 0.0f), aux(n * n, 0.0f);
+  for (int i = 0; i < n; ++i) a[i * n + i] = 1.0f;
+  for (int i = 0; i < n * n; ++i) b[i] = -4.0f + 8.0f * float(i) / float(n * n - 1);
+  Dev<float> dA(a), dB(b), dC(c), dAux(aux);
+  REQUIRE(cf::gpu::cuda::gemm_epilogue(ctx, Precision::Fp32, false, false, n, n, n, 1.0f, dA.p, n, dB.p, n, 0.0f, dC.p,
+                                       n, cf::gpu::GemmEpilogueArgs{GemmEpilogue::GeluAuxBias, nullptr, dAux.p}));
+  const auto got = dC.get();
+  double to_tanh = 0, to_erf = 0;
+  for (int i = 0; i < n * n; ++i) {
+    const double x = b[i], s = std::sqrt(2.0 / M_PI);
+    to_tanh = std::max(to_tanh, std::abs(got[i] - 0.5 * x * (1.0 + std::tanh(s * (x + 0.044715 * x * x * x)))));
+    to_erf = std::max(to_erf, std::abs(got[i] - 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))));
+  }
+  WARN("cuBLASLt GELU epilogue: max |difference| to the tanh form " << to_tanh << ", to the erf form " << to_erf);
+  CHECK(max_abs_diff(dAux.get(), b) == 0.0);
+  CHECK(to_tanh < 2e-5);
+  CHECK(to_erf > 3e-4);
 }
 
 int main(int argc, char** argv) {

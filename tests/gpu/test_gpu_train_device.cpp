@@ -4,7 +4,8 @@
 // norm / MLP / residual variants, the training loop of `train --device cuda` (GPT-2 style and
 // RMSNorm + SwiGLU + parallel residual) against the CPU loop's loss curve; the precision policies
 // (TF32 and bf16 tensor-core GEMMs against the CPU trainer and the emulated twin, bf16 resume
-// exactness; precision_cases.hpp); and the seeded backward of influence and jacobian against
+// exactness; precision_cases.hpp); cuBLASLt's fused epilogues against the fallback without them;
+// and the seeded backward of influence and jacobian against
 // cf::nn::forward_backward with the same seed. Without a usable device
 // the program prints the reason and exits 77 (CTest: skipped). Built only with CUDA; docs/gpu.md.
 #define CATCH_CONFIG_RUNNER
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/device.hpp"
 #include "cf/gpu/train_step.hpp"
 #include "cf/gpu/trainer.hpp"
@@ -159,6 +161,37 @@ TEST_CASE("device trainer (CUDA) in TF32 and bf16 = its emulated twin (the same 
                                         << "; worst gradient tensor rel. diff " << worst);
       CHECK(std::abs(ld - le) < 1e-5 * std::abs(le));
       check_tensors(model.layout, gd, ge, 1e-4, "gradient");
+    }
+}
+
+TEST_CASE("device trainer (CUDA): cuBLASLt's fused epilogues = the fallback without them (every policy)",
+          "[gpu][device][train][epilogue]") {
+  // the same trainer on a context with fused epilogues (cuBLASLt: bias, tanh GELU + aux, DGELU,
+  // BGRADB) and on one without (the plain GEMM and the epilogue functors, the path of a shape
+  // cuBLASLt declines): float32 sums in other orders only (the emulated build: bit for bit)
+  cf::gpu::ContextOptions off;
+  off.fused_epilogues = false;
+  cf::gpu::Context fused_ctx, plain_ctx(off);
+  for (cf::gpu::Precision p : {cf::gpu::Precision::Fp32, cf::gpu::Precision::Tf32, cf::gpu::Precision::Bf16})
+    for (const Case& cs : precision_cases()) {
+      INFO(cf::gpu::kPrecisions.name(p) << ": " << cs.label);
+      const int B = 2, T = 45;
+      const Model<float> model = init_model<float>(cs.cfg, 7);
+      std::vector<std::int32_t> x, y;
+      batch(cs.cfg, B, T, 11, x, y);
+      cf::gpu::TrainPlan plan = cf::gpu::make_train_plan(cs.cfg, B, T);
+      plan.precision = p;
+      cf::gpu::cuda::Trainer fused(fused_ctx, plan), plain(plain_ctx, plan);
+      std::vector<float> gf(model.params.size()), gp(model.params.size());
+      fused.upload(model.params.data(), nullptr, nullptr);
+      plain.upload(model.params.data(), nullptr, nullptr);
+      fused.zero_grad();
+      plain.zero_grad();
+      const double lf = fused.micro_batch(x.data(), y.data()), lp = plain.micro_batch(x.data(), y.data());
+      fused.gradient(gf.data());
+      plain.gradient(gp.data());
+      CHECK(std::abs(lf - lp) < 1e-5 * std::abs(lp));
+      check_tensors(model.layout, gf, gp, 1e-4, "gradient");
     }
 }
 

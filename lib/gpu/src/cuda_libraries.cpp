@@ -1,11 +1,12 @@
 // Lazy binding of the CUDA math libraries (cf/gpu/detail/cuda_libraries.hpp): this file defines
-// the cuBLAS and cuSOLVER functions lib/gpu calls, each forwarding to the real library, which is
+// the cuBLAS, cuBLASLt and cuSOLVER functions lib/gpu calls, each forwarding to the real library, which is
 // dlopen-ed on the first call. The prototypes are the CUDA headers' own (a definition that does
 // not match its declaration does not compile). Compiled with hidden visibility, so the
 // definitions bind the calls of this binary only and never interpose on the real libraries.
 // The sonames and the fallback paths are the libraries the build found (lib/gpu/CMakeLists.txt).
 #include "cf/gpu/detail/cuda_libraries.hpp"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <dlfcn.h>
@@ -36,6 +37,7 @@ struct Library {
   const char* fallback_path;
 };
 constexpr Library kCublas{CF_CUBLAS_SONAME, CF_CUBLAS_PATH};
+constexpr Library kCublasLt{CF_CUBLASLT_SONAME, CF_CUBLASLT_PATH};
 constexpr Library kCusolver{CF_CUSOLVER_SONAME, CF_CUSOLVER_PATH};
 
 /// The handle of L, loaded on the first call (a failed load throws and is retried next time).
@@ -59,6 +61,11 @@ std::vector<std::pair<std::string, std::string>> lazily_bound_functions() {
   for (const char* f : {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2",
                         "cublasSgemmStridedBatched", "cublasGemmEx"})
     out.emplace_back(kCublas.soname, f);
+  for (const char* f : {"cublasLtCreate", "cublasLtDestroy", "cublasLtMatmulDescCreate", "cublasLtMatmulDescDestroy",
+                        "cublasLtMatmulDescSetAttribute", "cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy",
+                        "cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceDestroy",
+                        "cublasLtMatmulPreferenceSetAttribute", "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmul"})
+    out.emplace_back(kCublasLt.soname, f);
   for (const char* f : {"cusolverDnCreate", "cusolverDnDestroy", "cusolverDnSetStream", "cusolverDnSsyevd_bufferSize",
                         "cusolverDnSsyevd"})
     out.emplace_back(kCusolver.soname, f);
@@ -69,6 +76,7 @@ std::vector<std::pair<std::string, std::string>> lazily_bound_functions() {
 
 using cf::gpu::cuda::handle;
 using cf::gpu::cuda::kCublas;
+using cf::gpu::cuda::kCublasLt;
 using cf::gpu::cuda::kCusolver;
 using cf::gpu::cuda::library_symbol;
 
@@ -109,6 +117,62 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             cublasGemmAlgo_t algo) {
   static const auto fn = reinterpret_cast<GemmExFn>(library_symbol(handle<kCublas>(), kCublas.soname, "cublasGemmEx"));
   return fn(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, compute, algo);
+}
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) { return CF_REAL(kCublasLt, cublasLtCreate)(h); }
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { return CF_REAL(kCublasLt, cublasLtDestroy)(h); }
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
+  return CF_REAL(kCublasLt, cublasLtMatmulDescCreate)(d, compute, scale);
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+  return CF_REAL(kCublasLt, cublasLtMatmulDescDestroy)(d);
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t bytes) {
+  return CF_REAL(kCublasLt, cublasLtMatmulDescSetAttribute)(d, attr, buf, bytes);
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+  return CF_REAL(kCublasLt, cublasLtMatrixLayoutCreate)(l, type, rows, cols, ld);
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+  return CF_REAL(kCublasLt, cublasLtMatrixLayoutDestroy)(l);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) {
+  return CF_REAL(kCublasLt, cublasLtMatmulPreferenceCreate)(p);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  return CF_REAL(kCublasLt, cublasLtMatmulPreferenceDestroy)(p);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t bytes) {
+  return CF_REAL(kCublasLt, cublasLtMatmulPreferenceSetAttribute)(p, attr, buf, bytes);
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                              cublasLtMatrixLayout_t dl, cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int* returned) {
+  return CF_REAL(kCublasLt, cublasLtMatmulAlgoGetHeuristic)(h, d, a, b, c, dl, pref, requested, results, returned);
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
+                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
+                              const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t dl,
+                              const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+  return CF_REAL(kCublasLt, cublasLtMatmul)(h, d, alpha, A, a, B, b, beta, C, c, D, dl, algo, workspace,
+                                            workspace_bytes, stream);
 }
 
 cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t* h) { return CF_REAL(kCusolver, cusolverDnCreate)(h); }

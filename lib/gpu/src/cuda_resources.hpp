@@ -7,6 +7,7 @@
 #include <cusolverDn.h>
 
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "cf/gpu/context.hpp"
@@ -26,12 +27,22 @@ struct CusolverDestroy {
 /// previous one and a kernel never needs a host wait before the next.
 inline constexpr cudaStream_t kStream = nullptr;
 
+/// The context's cuBLASLt handle, workspace and plans (gemm_epilogue_cuda.cpp).
+struct LtState;
+struct LtStateDelete {
+  void operator()(LtState* s) const;
+};
+
 /// One context's stream (kStream) and library handles bound to it.
 struct CudaResources final : Context::Resources {
   explicit CudaResources(int device);
   cudaStream_t stream = kStream;
   std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDestroy> blas;
   std::unique_ptr<std::remove_pointer_t<cusolverDnHandle_t>, CusolverDestroy> solver;
+  /// Made on the first fused-epilogue GEMM (cuda::gemm_epilogue), not here: a context that never
+  /// runs one never loads cuBLASLt.
+  std::once_flag lt_once;
+  std::unique_ptr<LtState, LtStateDelete> lt;
 };
 
 /// The resources of `ctx`, created on the first call (cudaSetDevice(ctx.options().device), then

@@ -271,6 +271,7 @@ struct DeviceTrainer<Bk>::Impl {
   std::vector<DBuf<float>> resid, resid_mid;
   DBuf<float> emb, emb_mean, emb_rstd, dpar;
   DBuf<float> lnf, lnf_mean, lnf_rstd, logits, losses, ones;
+  DBuf<float> dbias;  // a bias gradient from the weight GEMM's epilogue, before it joins G (float32 policy)
   DBuf<float> q, k, v, y, dq, dk, dv, dy, dsum, tmp, dres, dn, datty, dqkv, dfc, dfch;
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
   std::vector<std::int32_t> h_tokens, h_order, h_uniq, h_ptr;
@@ -323,9 +324,11 @@ struct DeviceTrainer<Bk>::Impl {
     if (p.parallel_residual) dpar.reset(N * C);
     logits.reset(N * static_cast<std::size_t>(vocab.Vp)), losses.reset(N), ones.reset(N);
     thrust::fill(Tr::policy(), ones.get(), ones.get() + N, 1.0f);
+    if (p.precision == Precision::Fp32) dbias.reset(gemm_span(true) / N);  // the widest output row
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
     dsum.reset(maxst);
-    tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C), dfc.reset(N * F);
+    tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C);
+    if (p.mlp != TrainMlp::GeluTanh) dfc.reset(N * F);  // tanh GELU: the DGELU epilogue writes d fch directly
     dfch.reset(N * static_cast<std::size_t>(p.fc_width()));
     tokens.reset(N), targets.reset(N), uniq.reset(N), ptr.reset(N + 1), pos.reset(N);
     alloc_units();
@@ -400,19 +403,38 @@ struct DeviceTrainer<Bk>::Impl {
   const float* w(std::int64_t off) const { return off >= 0 ? W.get() + off : nullptr; }
   float* g(std::int64_t off) const { return off >= 0 ? G.get() + off : nullptr; }
 
-  // out [N, OC] = inp [N, IC] W^T (+ b), W [OC, IC] row-major (cf::nn::linear_forward).
+  // out [N, OC] = inp [N, IC] W^T (+ b), W [OC, IC] row-major (cf::nn::linear_forward); the bias
+  // added by the GEMM's epilogue (cf/gpu/gemm_epilogue.hpp).
   void linear_forward(float* out, const float* inp, std::int64_t wo, std::int64_t bo, int N, int IC, int OC) {
-    lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, w(wo), IC, wo, 0.0f, out, OC);
-    if (bo >= 0)
-      thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(N) * OC,
-                       detail::AddBias{out, w(bo), OC});
+    const GemmEpilogueArgs e{bo >= 0 ? GemmEpilogue::Bias : GemmEpilogue::None, w(bo)};
+    lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, w(wo), IC, wo, 0.0f, out, OC, e);
+  }
+  // out = gelu_tanh(inp W^T + b), the pre-activation kept in pre for the backward: one GEMM with
+  // cuBLASLt's GELU_AUX_BIAS epilogue (the tanh form only: erf GELU models run linear_forward).
+  void linear_gelu_forward(float* out, float* pre, const float* inp, std::int64_t wo, std::int64_t bo, int N, int IC,
+                           int OC) {
+    const GemmEpilogueArgs e{GemmEpilogue::GeluAuxBias, w(bo), pre};
+    lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, w(wo), IC, wo, 0.0f, out, OC, e);
   }
   // dinp [N, IC] += dout W; dW += dout^T inp; db += column sums of dout (cf::nn::linear_backward).
   void linear_backward(float* dinp, std::int64_t wo, std::int64_t bo, const float* dout, const float* inp, int N,
                        int IC, int OC) {
     lp.gemm(blas, false, false, N, IC, OC, 1.0f, dout, OC, w(wo), IC, wo, 1.0f, dinp, IC);
+    linear_param_backward(wo, bo, dout, inp, N, IC, OC);
+  }
+  // dW += dout^T inp; db += column sums of dout. In float32 the bias sum is the weight GEMM's
+  // epilogue (cuBLASLt's BGRADB writes it, so it goes through dbias into G); under TF32 / bf16 it
+  // stays a float32 sum of the unrounded dout (a reduction, not a product), which the epilogue,
+  // reading the GEMM's rounded operand, would not be.
+  void linear_param_backward(std::int64_t wo, std::int64_t bo, const float* dout, const float* inp, int N, int IC,
+                             int OC) {
+    if (bo >= 0 && lp.precision() == Precision::Fp32) {
+      const GemmEpilogueArgs e{GemmEpilogue::BiasGrad, nullptr, nullptr, dbias.get()};
+      lp.gemm(blas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, -1, 1.0f, g(wo), IC, e);
+      add(g(bo), g(bo), dbias.get(), OC);
+      return;
+    }
     lp.gemm(blas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, -1, 1.0f, g(wo), IC);
-    // the bias sums stay float32 under every precision policy (a reduction, not a product)
     if (bo >= 0) blas.gemm(true, false, OC, 1, N, 1.0f, dout, OC, ones.get(), 1, 1.0f, g(bo), 1);
   }
   // Pre-norm of a sub-layer (cf::nn's norm_forward): the norm of x into `out`, statistics saved in
@@ -506,14 +528,16 @@ struct DeviceTrainer<Bk>::Impl {
     const TrainLayer& tl = p.layers[l];
     Layer& a = L[l];
     const float* in = mlp_input(l);
-    linear_forward(a.fch.get(), in, tl.fc_w, tl.fc_b, p.N, p.C, p.fc_width());
     const std::int64_t NF = static_cast<std::int64_t>(p.N) * p.F;
-    if (p.mlp == TrainMlp::SwiGLU)
-      O::swiglu_forward(ctx, a.fcg.get(), a.fch.get(), p.N, p.F);
-    else if (p.mlp == TrainMlp::GeluErf)
-      O::gelu_erf_forward(ctx, a.fcg.get(), a.fch.get(), NF);
-    else
-      O::gelu_forward(ctx, a.fcg.get(), a.fch.get(), NF);
+    if (p.mlp == TrainMlp::GeluTanh) {
+      linear_gelu_forward(a.fcg.get(), a.fch.get(), in, tl.fc_w, tl.fc_b, p.N, p.C, p.F);
+    } else {
+      linear_forward(a.fch.get(), in, tl.fc_w, tl.fc_b, p.N, p.C, p.fc_width());
+      if (p.mlp == TrainMlp::SwiGLU)
+        O::swiglu_forward(ctx, a.fcg.get(), a.fch.get(), p.N, p.F);
+      else
+        O::gelu_erf_forward(ctx, a.fcg.get(), a.fch.get(), NF);
+    }
     linear_forward(tmp.get(), a.fcg.get(), tl.fcproj_w, tl.fcproj_b, p.N, p.F, p.C);
   }
   // Backward of mlp_forward from dres = d resid[l+1]: the branch's d src is added to dres
@@ -522,16 +546,22 @@ struct DeviceTrainer<Bk>::Impl {
   void mlp_backward(std::size_t l) {
     const TrainLayer& tl = p.layers[l];
     Layer& a = L[l];
-    dfc.zero();
-    linear_backward(dfc.get(), tl.fcproj_w, tl.fcproj_b, dres.get(), a.fcg.get(), p.N, p.F, p.C);
-    dfch.zero();
     const std::int64_t NF = static_cast<std::int64_t>(p.N) * p.F;
-    if (p.mlp == TrainMlp::SwiGLU)
-      O::swiglu_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), p.N, p.F);
-    else if (p.mlp == TrainMlp::GeluErf)
-      O::gelu_erf_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), NF);
-    else
-      O::gelu_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), NF);
+    if (p.mlp == TrainMlp::GeluTanh) {
+      // c_proj's input gradient times GELU' of the saved pre-activation: the DGELU epilogue
+      linear_param_backward(tl.fcproj_w, tl.fcproj_b, dres.get(), a.fcg.get(), p.N, p.F, p.C);
+      const GemmEpilogueArgs e{GemmEpilogue::DGelu, nullptr, a.fch.get()};
+      lp.gemm(blas, false, false, p.N, p.F, p.C, 1.0f, dres.get(), p.C, w(tl.fcproj_w), p.F, tl.fcproj_w, 0.0f,
+              dfch.get(), p.F, e);
+    } else {
+      dfc.zero();
+      linear_backward(dfc.get(), tl.fcproj_w, tl.fcproj_b, dres.get(), a.fcg.get(), p.N, p.F, p.C);
+      dfch.zero();
+      if (p.mlp == TrainMlp::SwiGLU)
+        O::swiglu_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), p.N, p.F);
+      else
+        O::gelu_erf_backward(ctx, dfch.get(), a.fch.get(), dfc.get(), NF);
+    }
     const float* src = mlp_source(l);
     dn.zero();
     linear_backward(dn.get(), tl.fc_w, tl.fc_b, dfch.get(), p.normed() ? a.ln2.get() : src, p.N, p.C, p.fc_width());

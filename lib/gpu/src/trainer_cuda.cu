@@ -1,8 +1,9 @@
 // DeviceTrainer<Backend::Cuda> (cf::gpu::cuda::Trainer): the device trainer on a CUDA device
 // (issue 14): buffers in device memory, the kernels of cf/gpu/kernels and Thrust on the CUDA
 // backend, SGEMM (or, under a precision policy, tensor-core GemmEx) from cuBLAS through the
-// context's handle. The body is the template of trainer_body.hpp, the source CI executes on the
-// CPU through trainer_emu.cpp.
+// context's handle, the linear layers' fused epilogues from cuBLASLt (cf/gpu/gemm_epilogue.hpp).
+// The body is the template of trainer_body.hpp, the source CI executes on the CPU through
+// trainer_emu.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <thrust/execution_policy.h>
@@ -66,7 +67,8 @@ struct TrainerTraits<Backend::Cuda> {
   /// so the operands swap and keep their transpose flags. The context's handle (one per context).
   class Blas {
    public:
-    explicit Blas(Context& ctx) : h_(cuda::cuda_resources(ctx).blas.get()) {}
+    explicit Blas(Context& ctx)
+        : ctx_(&ctx), h_(cuda::cuda_resources(ctx).blas.get()), fused_(ctx.options().fused_epilogues) {}
     void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
               float beta, float* C, int ldc) const {
       if (m == 0 || n == 0) return;
@@ -86,6 +88,13 @@ struct TrainerTraits<Backend::Cuda> {
       gemm_ex(ta, tb, m, n, k, alpha, A, lda, B, ldb, CUDA_R_16BF, CUBLAS_COMPUTE_32F, beta, C, ldc);
     }
 
+    /// cuBLASLt with the epilogue (cf/gpu/gemm_epilogue.hpp); false where it has no algorithm
+    /// for the call or the context turns fused epilogues off.
+    bool gemm_epilogue(Precision in, bool ta, bool tb, int m, int n, int k, float alpha, const void* A, int lda,
+                       const void* B, int ldb, float beta, float* C, int ldc, const GemmEpilogueArgs& e) const {
+      return fused_ && cuda::gemm_epilogue(*ctx_, in, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, e);
+    }
+
    private:
     void gemm_ex(bool ta, bool tb, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
                  cudaDataType in, cublasComputeType_t compute, float beta, float* C, int ldc) const {
@@ -95,7 +104,9 @@ struct TrainerTraits<Backend::Cuda> {
                        A, in, lda, &beta, C, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
       if (st != CUBLAS_STATUS_SUCCESS) throw Error(str("device trainer: cublasGemmEx failed with status ", int(st)));
     }
+    Context* ctx_;
     cublasHandle_t h_ = nullptr;
+    bool fused_;
   };
 };
 

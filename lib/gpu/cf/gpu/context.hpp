@@ -43,6 +43,10 @@ struct ContextOptions {
   bool emulate = false;
   /// CUDA device ordinal the CUDA back end's resources are created on.
   int device = 0;
+  /// The device trainer's GEMMs run their bias / GELU epilogues fused (cuBLASLt, or its emulated
+  /// twin; cf/gpu/gemm_epilogue.hpp); false: always the plain GEMM and separate passes, the path
+  /// taken where cuBLASLt refuses a shape (tests reach it on the emulated build this way).
+  bool fused_epilogues = true;
 
   /// The documented environment overrides, read here and nowhere else: CF_GPU_ATTENTION = flash
   /// | plain | generic (unset: flash), CF_GPU_EMULATE = 1 | 0 (unset or empty: 0). Throws

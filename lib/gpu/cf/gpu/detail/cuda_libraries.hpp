@@ -1,5 +1,5 @@
 #pragma once
-// The CUDA math libraries (cuBLAS, cuSOLVER) are loaded on first use, not at process start
+// The CUDA math libraries (cuBLAS, cuBLASLt, cuSOLVER) are loaded on first use, not at process start
 // (lib/gpu/src/cuda_libraries.cpp): the binaries link the CUDA runtime only, so a `--device cpu`
 // run never maps libcublas, libcublasLt, libcusolver, libcusparse or libnvJitLink (0.08 s of
 // start-up per invocation when they were linked; docs/gpu.md "The CUDA libraries").
