@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cf/gpu/device_stats.hpp"
 #include "cf/gpu/precision.hpp"
 
 namespace cf::gpu::precision_body {
@@ -59,6 +60,7 @@ class PrecisionGemm {
   void gemm(const typename Tr::Blas& blas, bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
             const float* B, int ldb, std::int64_t b_weight, float beta, float* C, int ldc) {
     if (m == 0 || n == 0) return;
+    count_gemm(Tr::kBackend);
     const std::size_t na = span(ta ? k : m, lda), nb = span(tb ? n : k, ldb);
     if (prec_ == Precision::Fp32) {
       blas.gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -47,6 +47,7 @@
 #include "precision_body.hpp"
 #include "trainer_common.hpp"
 #include "trainer_norm_grad.hpp"
+#include "top_seed.hpp"
 
 namespace cf::gpu {
 
@@ -199,6 +200,10 @@ struct DeviceTrainer<Bk>::Impl {
   TrainPlan p;
   typename Tr::Blas blas;
   TrainerUse use;
+  /// Whether the backward computes parameter gradients (training); an analysis trainer's seeded
+  /// passes read only the input-gradient chain, so its backward skips every weight-gradient GEMM,
+  /// bias sum and norm weight gradient (linear_backward, norm_backward, runway_backward consult it).
+  bool param_grads;
   TrainPlan cap;                               ///< the plan the buffers were allocated for (fits, reshape)
   precision_body::PrecisionGemm<Tr, DBuf> lp;  // the GEMMs in p.precision (precision_body.hpp)
   DBuf<float> W, G, M, V;
@@ -218,6 +223,8 @@ struct DeviceTrainer<Bk>::Impl {
   DBuf<float> lnf, lnf_mean, lnf_rstd, logits, losses, ones;
   DBuf<float> q, k, v, y, dq, dk, dv, dy, dsum, tmp, dres, dn, datty, dqkv, dfc, dfch;
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
+  DBuf<detail::TopPrediction> picks;           // a top-prediction seed's picks, one per sequence
+  std::vector<detail::TopPrediction> h_picks;  // and on the host
   std::vector<std::int32_t> h_tokens, h_order, h_uniq, h_ptr;
   std::int64_t h_count = 0;                              // counted targets of the uploaded batch
   std::vector<std::unique_ptr<ResidentMask<Bk>>> masks;  // each layer's mask where the kernels read it
@@ -231,13 +238,15 @@ struct DeviceTrainer<Bk>::Impl {
         p(std::move(plan)),
         blas(c),
         use(u),
+        param_grads(u == TrainerUse::Training),
         cap(p),
         lp(p.precision, p.total, gemm_span(true), gemm_span(false)),
         batch_in(2 * static_cast<std::size_t>(p.N)),
         index_in(3 * static_cast<std::size_t>(p.N) + 1) {
     const std::size_t N = static_cast<std::size_t>(p.N), C = static_cast<std::size_t>(p.C),
                       F = static_cast<std::size_t>(p.F), P = static_cast<std::size_t>(p.total);
-    W.reset(P), G.reset(P);
+    W.reset(P);
+    if (param_grads) G.reset(P);
     if (use == TrainerUse::Training) M.reset(P), V.reset(P);
     std::size_t maxhd = 0, maxst = 0;
     for (const TrainLayer& tl : p.layers) {
@@ -271,6 +280,7 @@ struct DeviceTrainer<Bk>::Impl {
     tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C), dfc.reset(N * F);
     dfch.reset(N * static_cast<std::size_t>(p.fc_width()));
     tokens.reset(N), targets.reset(N), uniq.reset(N), ptr.reset(N + 1), pos.reset(N);
+    picks.reset(static_cast<std::size_t>(p.B));
     alloc_units();
   }
 
@@ -348,6 +358,7 @@ struct DeviceTrainer<Bk>::Impl {
   void linear_backward(float* dinp, std::int64_t wo, std::int64_t bo, const float* dout, const float* inp, int N,
                        int IC, int OC) {
     lp.gemm(blas, false, false, N, IC, OC, 1.0f, dout, OC, w(wo), IC, wo, 1.0f, dinp, IC);
+    if (!param_grads) return;
     lp.gemm(blas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, -1, 1.0f, g(wo), IC);
     // the bias sums stay float32 under every precision policy (a reduction, not a product)
     if (bo >= 0) blas.gemm(true, false, OC, 1, N, 1.0f, dout, OC, ones.get(), 1, 1.0f, g(bo), 1);
@@ -371,12 +382,14 @@ struct DeviceTrainer<Bk>::Impl {
     const auto features = trainer_body::index0() + p.C;
     if (p.norm == TrainNorm::LayerNorm) {
       O::layernorm_backward(ctx, dx, nullptr, nullptr, dnorm, x, w(wo), mean, rstd, p.N, p.C);
-      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
-                       detail::LayerNormWeightGrad{g(wo), g(bo), dnorm, x, mean, rstd, p.N, p.C});
+      if (param_grads)
+        thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                         detail::LayerNormWeightGrad{g(wo), g(bo), dnorm, x, mean, rstd, p.N, p.C});
     } else if (p.norm == TrainNorm::RMSNorm) {
       O::rmsnorm_backward(ctx, dx, nullptr, dnorm, x, w(wo), rstd, p.N, p.C);
-      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
-                       detail::RmsNormWeightGrad{g(wo), dnorm, x, rstd, p.N, p.C});
+      if (param_grads)
+        thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                         detail::RmsNormWeightGrad{g(wo), dnorm, x, rstd, p.N, p.C});
     } else
       thrust::transform(Tr::policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
   }
@@ -566,7 +579,7 @@ struct DeviceTrainer<Bk>::Impl {
   void runway_backward(const TrainLayer& tl, const AttentionExtras& x) {
     thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * tl.dh,
                      detail::RunwayReduceV{dv.get(), dvs.get(), dvl.get(), p.H, p.T, tl.dh});
-    if (!x.runway_B) return;
+    if (!x.runway_B || !param_grads) return;  // analysis: the per-(sequence, head) d B left unreduced
     const long long dd = static_cast<long long>(tl.dh) * tl.dh;
     thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + dd,
                      detail::SumBlocks{g(tl.runway_B), dBs.get(), static_cast<long long>(p.B) * p.H, dd});
@@ -637,13 +650,42 @@ struct DeviceTrainer<Bk>::Impl {
     dres.zero();
     norm_backward(dres.get(), dn.get(), resid.back().get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b);
   }
-  // An output seed on the host: the probabilities there, the seed's d objective / d logits back.
+  // An output seed: the probabilities refused when not finite (the CPU's forward refuses such
+  // logits), then the top-prediction seed on the device, or the general callback on the host (the
+  // probabilities there, the seed's d objective / d logits back).
   void seed_logits(const TrainerSeed& s) {
     const std::size_t n = static_cast<std::size_t>(p.N) * p.V;
+    const long long bad = read_back([&](auto pol) {
+      return thrust::count_if(pol, logits.get(), logits.get() + n, detail::NotFinite());
+    });
+    require(bad == 0, "the device's next-token probabilities are not finite: the model's weights overflow float32 "
+                      "arithmetic (a damaged or mis-scaled checkpoint)");
+    if (s.top) {
+      seed_top(*s.top);
+      return;
+    }
     std::vector<float> probs(n);
     to_host(probs.data(), logits.get(), sizeof(float) * n);
     s.on_probs(probs.data(), p.N, p.V);
     to_device(logits.get(), probs.data(), sizeof(float) * n);
+  }
+
+  // cf::nn::TopSeed on the device: each sequence's top prediction at its last position, then
+  // d objective / d logits in place of the probabilities; only the B predictions cross to the host.
+  void seed_top(const nn::TopSeed<float>& t) {
+    const long long n = static_cast<long long>(p.N) * p.V;
+    thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + p.B,
+                     detail::PickTop{logits.get(), picks.get(), p.T, p.V});
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, logits.get(),
+                      detail::TopSeedGrad{logits.get(), picks.get(), p.T, p.V, t.objective});
+    h_picks.resize(static_cast<std::size_t>(p.B));
+    to_host(h_picks.data(), picks.get(), sizeof(detail::TopPrediction) * h_picks.size());
+    if (t.yhat) t.yhat->resize(h_picks.size());
+    if (t.p_yhat) t.p_yhat->resize(h_picks.size());
+    for (std::size_t b = 0; b < h_picks.size(); ++b) {
+      if (t.yhat) (*t.yhat)[b] = h_picks[b].token;
+      if (t.p_yhat) (*t.p_yhat)[b] = h_picks[b].prob;
+    }
   }
 
   // Backward of forward for the mean loss over `count` targets; gradients accumulated in G. With a
@@ -746,6 +788,7 @@ void DeviceTrainer<Bk>::download(float* params, float* m, float* v) const {
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::gradient(float* grad) const {
+  require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
   impl_->to_host(grad, impl_->G.get(), sizeof(float) * static_cast<std::size_t>(impl_->p.total));
 }
 
@@ -762,6 +805,7 @@ double DeviceTrainer<Bk>::forward(const std::int32_t* tokens, const std::int32_t
 
 template <Backend Bk>
 double DeviceTrainer<Bk>::micro_batch(const std::int32_t* tokens, const std::int32_t* targets) {
+  require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
   std::int64_t count = 0;
   const double loss = forward(tokens, targets, count);
   if (count > 0) impl_->backward(count);
@@ -776,6 +820,7 @@ double DeviceTrainer<Bk>::loss(const std::int32_t* tokens, const std::int32_t* t
 
 template <Backend Bk>
 double DeviceTrainer<Bk>::clip(int accum, double max_norm) {
+  require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
   float* G = impl_->G.get();
   const long long n = impl_->p.total;
   if (accum > 1) thrust::transform(Impl::Tr::policy(), G, G + n, G, detail::Divide{static_cast<float>(accum)});
@@ -817,13 +862,8 @@ double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t*
   Impl& a = *impl_;
   const int L = static_cast<int>(a.p.layers.size());
   const bool resid = s.resid_layer >= 0;
-  // cf::nn's check_seed
-  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid),
-          "gradient seed: resid_layer = ", s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
-  require(resid || s.on_probs, "gradient seed: neither on_probs nor a residual seed");
-  const int top = resid ? s.resid_layer - 1 : L;
-  require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top,
-          "]");
+  nn::check_seed_shape(L, s.resid_layer, s.resid != nullptr, int(bool(s.on_probs)) + int(s.top != nullptr),
+                       s.out_layer);
   a.upload_batch(tokens, targets);
   a.G.zero();
   std::int64_t count = 0;
