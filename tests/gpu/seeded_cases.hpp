@@ -153,9 +153,9 @@ struct HostTopSeed {
       yhat->push_back(y), p_yhat->push_back(py);
       for (int v = 0; v < V; ++v) {
         const float e = v == y ? 1.f : 0.f;
-        p[v] = objective == TopObjective::Probability ? py * (e - p[v])
+        p[v] = objective == TopObjective::Probability      ? py * (e - p[v])
                : objective == TopObjective::LogProbability ? e - p[v]
-                                                          : e;
+                                                           : e;
       }
     }
   }

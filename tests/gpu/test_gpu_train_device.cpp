@@ -175,8 +175,7 @@ TEST_CASE("device trainer (CUDA) seeded backward = cf::nn forward_backward with 
       check_all_seeds<cf::gpu::cuda::Trainer>(cs, 1e-4, use);
 }
 
-TEST_CASE("device trainer (CUDA) top-prediction seed on the device = the host on_probs form",
-          "[gpu][device][seeded]") {
+TEST_CASE("device trainer (CUDA) top-prediction seed on the device = the host on_probs form", "[gpu][device][seeded]") {
   // the device's functors against the host's formula on the same logits (1e-6), the CPU at 1e-4
   for (const Case& cs : seeded_cases()) check_top_seed<cf::gpu::cuda::Trainer>(cs, 1e-6, 1e-4);
 }

@@ -45,9 +45,9 @@
 #include "cf/gpu/ops.hpp"
 #include "cf/gpu/trainer.hpp"
 #include "precision_body.hpp"
+#include "top_seed.hpp"
 #include "trainer_common.hpp"
 #include "trainer_norm_grad.hpp"
-#include "top_seed.hpp"
 
 namespace cf::gpu {
 
@@ -655,11 +655,11 @@ struct DeviceTrainer<Bk>::Impl {
   // probabilities there, the seed's d objective / d logits back).
   void seed_logits(const TrainerSeed& s) {
     const std::size_t n = static_cast<std::size_t>(p.N) * p.V;
-    const long long bad = read_back([&](auto pol) {
-      return thrust::count_if(pol, logits.get(), logits.get() + n, detail::NotFinite());
-    });
-    require(bad == 0, "the device's next-token probabilities are not finite: the model's weights overflow float32 "
-                      "arithmetic (a damaged or mis-scaled checkpoint)");
+    const long long bad =
+        read_back([&](auto pol) { return thrust::count_if(pol, logits.get(), logits.get() + n, detail::NotFinite()); });
+    require(bad == 0,
+            "the device's next-token probabilities are not finite: the model's weights overflow float32 "
+            "arithmetic (a damaged or mis-scaled checkpoint)");
     if (s.top) {
       seed_top(*s.top);
       return;

@@ -81,8 +81,8 @@ InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vec
   seeded_pass_or_cpu(model, pass)(tokens.data(), targets.data(), W, n, seed);
   require(de.size() == static_cast<std::size_t>(W) * n * C, "internal: input gradient has ", de.size(),
           " entries, expected ", static_cast<std::size_t>(W) * n * C);
-  require(yhat.size() == static_cast<std::size_t>(W) && p_yhat.size() == yhat.size(),
-          "internal: top predictions of ", yhat.size(), " windows, expected ", W);
+  require(yhat.size() == static_cast<std::size_t>(W) && p_yhat.size() == yhat.size(), "internal: top predictions of ",
+          yhat.size(), " windows, expected ", W);
   InfluenceGradients out;
   out.yhat.assign(yhat.begin(), yhat.end());
   out.p_yhat.resize(W);

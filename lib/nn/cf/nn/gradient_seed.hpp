@@ -89,8 +89,8 @@ struct GradientSeed {
 /// is 1; 0 <= out_layer <= resid_layer - 1 (output seed: <= n_layer). Throws cf::InvalidArgument.
 inline void check_seed_shape(int n_layer, int resid_layer, bool has_resid_buffer, int output_forms, int out_layer) {
   const bool resid = resid_layer >= 0;
-  require(!resid || (resid_layer >= 1 && resid_layer <= n_layer && has_resid_buffer), "gradient seed: resid_layer = ",
-          resid_layer, " must lie in [1, n_layer = ", n_layer, "] with a seed buffer");
+  require(!resid || (resid_layer >= 1 && resid_layer <= n_layer && has_resid_buffer),
+          "gradient seed: resid_layer = ", resid_layer, " must lie in [1, n_layer = ", n_layer, "] with a seed buffer");
   require(resid || output_forms > 0, "gradient seed: neither on_probs nor a residual seed");
   require(resid || output_forms == 1, "gradient seed: both on_probs and a top-prediction seed");
   const int top = resid ? resid_layer - 1 : n_layer;
