@@ -48,7 +48,8 @@ void run_rollout(const Options& o) {
   const std::vector<VariantProfile> vs = rollout_variants(s, s.n, o.path == "dense", device.get());
   output::Report rep = rollout_report(s, vs, influence, app::resolve_format(o.common) == output::Format::Csv);
   rep.meta = output::metadata("rollout", rollout_params(s, o.path == "dense"));
-  if (!o.matrix.empty()) rep.notes.push_back(write_rollout_matrix(s, o.matrix));
+  if (!o.matrix.empty())
+    rep.notes.push_back(write_rollout_matrix(s, o.matrix, gpu::make_product_backend(o.backend).get()));
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) plot::save(rollout_plot(s, vs, influence, o.plot_scale == "log"), o.common.plot);
 }
@@ -122,7 +123,7 @@ void run_monotonicity(const Options& o) {
   Setup st;
   setup(st, o, 64);
   const RolloutSource& s = st.s;
-  output::Report rep = monotonicity_report(s);
+  output::Report rep = monotonicity_report(s, gpu::make_product_backend(o.backend).get());
   rep.meta = output::metadata("rollout monotonicity", s.params);
   app::emit(rep, o.common);
 }
@@ -132,7 +133,8 @@ void run_verify(const Options& o) {
   Setup st;
   setup(st, o, 48);
   const RolloutSource& s = st.s;
-  VerifyOutcome v = verify_report(s, o.seeds);
+  VerifyOutcome v =
+      verify_report(s, o.seeds, gpu::make_product_backend(o.backend).get(), gpu::make_rollout_backend(o.backend).get());
   v.report.meta = output::metadata("rollout verify", s.params);
   app::emit(v.report, o.common);
   if (!v.all_ok) throw Error("verify: a proposition was violated beyond 1e-12 (see the table)");
@@ -160,7 +162,7 @@ void run_jacobian(const Options& o) {
   const RolloutSource& s = st.s;
   const long d = o.target >= 0 ? o.target : s.n - 1;
   require(d < s.n, "--target must be < n = ", s.n, ", got ", d);
-  JacobianOutcome jac = jacobian_report(s, o.C, d);
+  JacobianOutcome jac = jacobian_report(s, o.C, d, gpu::make_product_backend(o.backend).get());
   nlohmann::json params = s.params;
   params["C"] = o.C;
   params["target"] = d;
@@ -187,7 +189,7 @@ int main(int argc, char** argv) {
   const rollout_app::Subcommands sub = rollout_app::add_subcommands(app, o);
   return app::run(app, argc, argv, [&] {
     const std::string name = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
-    o.backend = gpu::resolve_device(o.device, "rollout", rollout_app::device_path_missing(o, name));  // docs/gpu.md
+    o.backend = gpu::resolve_device(o.device, "rollout", rollout_app::device_path_missing(name));  // docs/gpu.md
     rollout_app::refuse_ignored(app, o, name);
     if (*sub.sweep) return run_sweep(o);
     if (*sub.mono) return run_monotonicity(o);

@@ -52,10 +52,9 @@ Subcommands add_subcommands(CLI::App& app, Options& o);
 void refuse_ignored(const CLI::App& app, const Options& o, const std::string& sub);
 
 /// Why mode `sub` (as in refuse_ignored) has no device path, "" when it has one: the default
-/// rollout's variants (structured ALiBi scans, dense kernels of a file, capture or checkpoint) and
-/// sweep run on a device; the agreement table (--model CHECKPOINT --influence), --matrix and the
-/// other subcommands do not yet
-/// (device.cpp; docs/gpu.md).
-std::string device_path_missing(const Options& o, const std::string& sub);
+/// rollout (its variants, --matrix, the agreement table of --model CHECKPOINT --influence), sweep,
+/// monotonicity, verify and jacobian run on a device; dichotomy and flow do not, by design
+/// (device.cpp; docs/gpu.md, docs/rollout.md).
+std::string device_path_missing(const std::string& sub);
 
 }  // namespace cf::rollout_app

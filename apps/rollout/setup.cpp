@@ -6,6 +6,8 @@
 
 #include "cf/core/error.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/gpu/rollout_backend.hpp"
+#include "cf/gpu/seeded_pass.hpp"
 #include "cf/influence/checkpoint_agreement.hpp"
 #include "cf/influence/profile_io.hpp"
 
@@ -54,6 +56,17 @@ void run_influence_agreement(const Options& o, bool with_flow) {
   co.alpha_kind = o.src.alpha_kind;
   co.with_flow = with_flow;
   co.flow_algorithm = o.flow_algorithm;
+  // --device: the variants' rollouts and influence auto's seeded passes (the device trainer; a
+  // model it does not run is refused for --device cuda, kept on the CPU for --device auto)
+  const auto rollouts = gpu::make_rollout_backend(o.backend);
+  co.rollouts = rollouts.get();
+  co.device = gpu::backend_name(o.backend);
+  if (o.backend != gpu::Placement::Cpu)
+    co.seeded_pass = [&o](const nn::Model<float>& model, int max_B, int max_T) {
+      const gpu::Placement where = gpu::placement_for_seeded(o.backend, o.device, "rollout", model.config);
+      return where == gpu::Placement::Cpu ? nn::SeededPass<float>{}
+                                          : gpu::device_seeded_pass(where, model, max_B, max_T);
+    };
   const influence::CheckpointAgreement ag = influence::checkpoint_agreement(co);
   app::emit(ag.report, o.common);
   if (!o.common.plot.empty()) plot::save(ag.plot, o.common.plot);

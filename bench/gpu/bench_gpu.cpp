@@ -9,6 +9,11 @@
 //       STEPS steps each, the largest relative difference between them
 //   bench_gpu eig N BATCH REPS
 //       BATCH symmetric N x N eigendecompositions (cuSOLVER syevd) against the CPU twin (Eigen)
+//   bench_gpu attention T DH B H REPS [MASK]
+//       the attention kernels of plain softmax heads with ALiBi, forward and backward, on a mask
+//       made resident once: the FlashAttention-2 style kernels (CF_GPU_ATTENTION=flash) and the
+//       reference kernels (plain), side by side in the same run; MASK full (default) | swa | block
+//       (a window / blocks of T / 8 positions)
 // Exits 2 on a bad argument, 77 without a usable CUDA device. docs/benchmarks.md.
 #include <cuda_runtime_api.h>
 
@@ -23,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "cf/gpu/attention.hpp"
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/device.hpp"
 #include "cf/gpu/ops.hpp"
 #include "cf/gpu/train_step.hpp"
@@ -41,7 +48,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: bench_gpu train LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP] [SCHEDULE] [PRECISION]\n"
                "       bench_gpu rollout LOG2_N HEADS STEPS\n"
-               "       bench_gpu eig N BATCH REPS\n");
+               "       bench_gpu eig N BATCH REPS\n"
+               "       bench_gpu attention T DH B H REPS [full|swa|block]\n");
   return 2;
 }
 
@@ -211,6 +219,69 @@ int run_eig(int argc, char** argv) {
   return 0;
 }
 
+// Milliseconds per call of f (REPS calls after one warm-up call), the device synchronised around them.
+template <class F>
+double time_ms(long reps, F&& f) {
+  f();
+  check(cudaDeviceSynchronize(), "warm-up");
+  const auto t0 = clk::now();
+  for (long r = 0; r < reps; ++r) f();
+  check(cudaDeviceSynchronize(), "timed calls");
+  return 1e3 * secs(t0, clk::now()) / double(reps);
+}
+
+int run_attention(int argc, char** argv) {
+  if (argc < 7 || argc > 8) return usage();
+  const long T = arg(argv[2], 1 << 16), dh = arg(argv[3], 128), B = arg(argv[4], 4096), H = arg(argv[5], 4096),
+             reps = arg(argv[6], 100000);
+  if (T < 0 || dh < 0 || B < 0 || H < 0 || reps < 0) return usage();
+  const std::string kind = argc > 7 ? argv[7] : "full";
+  if (kind != "full" && kind != "swa" && kind != "block") {
+    std::fprintf(stderr, "bench_gpu: the mask must be full, swa or block (got '%s')\n", kind.c_str());
+    return 2;
+  }
+  const long part = std::max(1L, T / 8);
+  std::vector<std::uint8_t> mask(std::size_t(T) * T, 0);
+  for (long i = 0; i < T; ++i)
+    for (long j = 0; j <= i; ++j)
+      mask[std::size_t(i) * T + j] = kind == "full" || (kind == "swa" ? i - j < part : i / part == j / part);
+  const cf::gpu::TiledMask tm = cf::gpu::tiled_mask_from_dense({mask.data()}, int(T));
+  using O = cf::gpu::Ops<cf::gpu::Backend::Cuda>;
+  const cf::gpu::ResidentMask<cf::gpu::Backend::Cuda> resident(tm);
+  const cf::gpu::AttentionShape s{int(B), int(H), int(T), int(dh), 1.0f / std::sqrt(float(dh))};
+  const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T;
+  std::mt19937 gen(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> host(n), slopes(H);
+  for (auto& x : host) x = nd(gen);
+  for (long h = 0; h < H; ++h) slopes[h] = std::pow(2.0f, -8.0f * float(h + 1) / float(H));
+  float *q, *k, *v, *dy, *y, *lse, *obr, *dsum, *dq, *dk, *dv, *sl;
+  for (float** p : {&q, &k, &v, &dy, &y, &obr, &dq, &dk, &dv}) {
+    dmalloc(p, n * sizeof(float), "cudaMalloc");
+    check(cudaMemcpy(*p, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  for (float** p : {&lse, &dsum}) dmalloc(p, nl * sizeof(float), "cudaMalloc");
+  dmalloc(&sl, H * sizeof(float), "cudaMalloc");
+  check(cudaMemcpy(sl, slopes.data(), H * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  double ms[2][2];
+  for (int path = 0; path < 2; ++path) {
+    cf::gpu::Context ctx(
+        cf::gpu::ContextOptions{path == 0 ? cf::gpu::AttentionPath::Flash : cf::gpu::AttentionPath::Plain});
+    ms[path][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, {}, {}, q, k, v, y, lse, obr); });
+    ms[path][1] = time_ms(reps, [&] {
+      O::attention_backward_ex(ctx, s, resident, sl, {}, {}, q, k, v, dy, lse, obr, dsum, dq, dk, dv, {});
+    });
+  }
+  std::printf(
+      "attention mask=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld | forward ms: flash %.4f "
+      "reference %.4f (reference/flash %.2f) | backward ms: flash %.4f reference %.4f (reference/flash %.2f)\n",
+      kind.c_str(), T, dh, B, H, reps, static_cast<long long>(tm.flash_tiles_visited),
+      static_cast<long long>(tm.flash_tiles_full), ms[0][0], ms[1][0], ms[1][0] / ms[0][0], ms[0][1], ms[1][1],
+      ms[1][1] / ms[0][1]);
+  for (float* p : {q, k, v, dy, y, lse, obr, dsum, dq, dk, dv, sl}) cudaFree(p);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,7 +291,7 @@ int main(int argc, char** argv) {
   }
   if (argc < 2) return usage();
   const std::string cmd = argv[1];
-  if (cmd != "train" && cmd != "rollout" && cmd != "eig") {
+  if (cmd != "train" && cmd != "rollout" && cmd != "eig" && cmd != "attention") {
     std::fprintf(stderr, "bench_gpu: unknown command or option '%s'\n", cmd.c_str());
     return usage();
   }
@@ -232,6 +303,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "train") return run_train(argc, argv);
     if (cmd == "rollout") return run_rollout(argc, argv);
+    if (cmd == "attention") return run_attention(argc, argv);
     return run_eig(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu: %s\n", e.what());

@@ -232,8 +232,8 @@ def run_all(a):
 
     # 2. device = CPU on small windows (float32 round-off; qwen2 and llama read BF16 weights, converted
     # exactly to float32 on both sides, so the same tolerance)
-    def cmp(name, rtol, atol, args, h5prefix=None, limit=60):
-        pre = ["--h5", h5prefix, "--"] if h5prefix and h5 else []
+    def cmp(name, rtol, atol, args, h5prefix=None, limit=60, csvprefix=None):
+        pre = ["--h5", h5prefix, "--"] if h5prefix and h5 else ["--csv", csvprefix, "--"] if csvprefix else []
         if h5prefix and not h5:  # the reports only: both runs write one file, the second run's stays
             args = [f"{h5prefix}_noh5.h5" if x == "@OUT@" else x for x in args]
         st.run(f"= cpu: {name}", limit, vs + [str(rtol), str(atol)] + pre + args, env=env_vs,
@@ -257,6 +257,12 @@ def run_all(a):
     cap = os.path.join(work, "cap_gpt2_cpu.h5" if h5 else "cap_gpt2_noh5.h5")
     cmp("rollout on the measured kernels of the gpt2-124m capture", 1e-12, 1e-300,
         [bin_("rollout"), "--model", cap, "--alpha", "measured"])
+    n_mat = 512 if not tiny else 48  # the full rollout: 70 products of n x n kernels in double
+    cmp(f"rollout --matrix, BLOOM preset, n {n_mat} (the n x n products in double)", 1e-12, 1e-300,
+        [bin_("rollout"), "--model", "bloom", "--n", str(n_mat), "--matrix", "@OUT@"],
+        csvprefix=os.path.join(work, "matrix"))
+    cmp(f"rollout monotonicity, BLOOM preset, n {n_mat // 4} (the triple sums in double)", 1e-12, 1e-300,
+        [bin_("rollout"), "monotonicity", "--model", "bloom", "--n", str(n_mat // 4)])
     bc = os.path.join(work, "bc")
     st.run("prepare-data boundary-copy task", 30,
            [bin_("prepare-data"), "--task", "boundary-copy", "--K", "4", "--b", "4", "--seq-len", str(T_big),

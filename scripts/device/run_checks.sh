@@ -115,6 +115,11 @@ if [[ $sections == *,bench,* || $sections == *,gpubench,* ]]; then
     run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"
     CF_GPU_ATTENTION=generic run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"
   done
+  sec "bench: attention kernels alone, flash vs the reference (plain) kernels in the same run (GPT-2 heads: B 8, H 12, dh 64)"
+  for s in full swa; do
+    run 60 "$w/bin/bench_gpu" attention 1024 64 8 12 20 "$s"
+  done
+  run 60 "$w/bin/bench_gpu" attention 1024 128 8 6 20 full
   [[ $sections == *,bench,* ]] && {
   sec "bench: structured rollout step (12 heads, 12 steps = one 12-layer rollout), device vs the CPU path (1 thread)"
   run 60 "$w/bin/bench_gpu" rollout 20 12 12

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A whole tool on the emulated device against the CPU analyser (issue 30 acceptance 1).
 
-Usage: device_vs_cpu.py RTOL ATOL [--h5 PREFIX] -- TOOL ARGS...
+Usage: device_vs_cpu.py RTOL ATOL [--h5 PREFIX | --csv PREFIX] -- TOOL ARGS...
 Runs `TOOL ARGS --format json --device cpu` and `CF_GPU_EMULATE=1 TOOL ARGS --format json --device
 cuda` (on a machine with a GPU, CF_DEVICE_VS_CPU_EMULATE=0 runs the real device instead:
 scripts/device/analysers.py), and compares the two JSON reports entry by entry: every number within ATOL + RTOL |cpu|,
@@ -16,6 +16,10 @@ too: the same groups, datasets (shape, dtype) and attributes (numbers as the rep
 equal); integer datasets equal, float ones
 within ATOL + RTOL max |cpu| of the dataset (float32 round-off is relative to a tensor's scale, not
 to each of its entries: a probability of 1e-9 carries the absolute error of its row).
+
+With --csv PREFIX, the same for a headerless CSV of numbers the tool writes (rollout's --matrix):
+@OUT@ becomes PREFIX_cpu.csv and PREFIX_cuda.csv, and the two files are compared entry by entry
+as the reports' numbers (within ATOL + RTOL |cpu| each).
 """
 import json
 import os
@@ -24,14 +28,14 @@ import sys
 
 rtol, atol = float(sys.argv[1]), float(sys.argv[2])
 rest = sys.argv[3:]
-h5_prefix = None
-if rest and rest[0] == "--h5":
-    h5_prefix, rest = rest[1], rest[2:]
+file_prefix, file_ext = None, None
+if rest and rest[0] in ("--h5", "--csv"):
+    file_ext, file_prefix, rest = rest[0][2:], rest[1], rest[2:]
 cmd = rest[1:] if rest and rest[0] == "--" else rest
 
 
 def out_file(device):
-    return f"{h5_prefix}_{device}.h5"
+    return f"{file_prefix}_{device}.{file_ext}"
 
 
 def run(device, emulate):
@@ -40,14 +44,14 @@ def run(device, emulate):
     if emulate:
         env["CF_GPU_EMULATE"] = "1"
     args = cmd
-    if h5_prefix:
+    if file_prefix:
         if os.path.exists(out_file(device)):
             os.remove(out_file(device))
         args = [out_file(device) if a == "@OUT@" else a for a in cmd]
     p = subprocess.run(args + ["--format", "json", "--device", device], env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"--device {device} run failed (exit {p.returncode}): {p.stderr.strip()}")
-    text = p.stdout.replace(out_file(device), "@OUT@") if h5_prefix else p.stdout
+    text = p.stdout.replace(out_file(device), "@OUT@") if file_prefix else p.stdout
     return json.loads(text)
 
 
@@ -126,9 +130,16 @@ def compare_h5(a_path, b_path):
         walk(fa, fb, "")
 
 
+def read_csv(path):
+    with open(path, encoding="utf-8") as f:
+        return [[float(x) for x in line.split(",")] for line in f if line.strip()]
+
+
 compare(cpu, dev, "")
-if h5_prefix:
+if file_ext == "h5":
     compare_h5(out_file("cpu"), out_file("cuda"))
+elif file_ext == "csv":
+    compare(read_csv(out_file("cpu")), read_csv(out_file("cuda")), out_file("cpu"))
 if count[0] == 0:
     sys.exit("no numbers compared")
 print(f"ok: device = cpu, {count[0]} numbers, worst relative difference {worst[0]:.3g} at {worst[1] or '-'}")

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_cases.hpp"
 #include "cf/gpu/attention.hpp"
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/emulation.hpp"
@@ -21,40 +22,10 @@
 
 namespace {
 
-using Masks = std::vector<std::vector<std::uint8_t>>;
-
-// Dense branch masks exactly as the trainer builds them (cf::nn::detail::layer_branches: union =
-// one branch over all sources; branch fusion = the block branch plus the bridge branches of seed
-// 002 Eq. 35, one softmax per bridge).
-Masks make_masks(cf::graph::PatternKind kind, bool branch, int T, int b, int w, int e) {
-  using K = cf::graph::PatternKind;
-  cf::nn::LayerConfig lc;
-  lc.attn = kind == K::Full     ? cf::nn::AttnKind::Full
-            : kind == K::Block  ? cf::nn::AttnKind::Block
-            : kind == K::Swa    ? cf::nn::AttnKind::Swa
-            : kind == K::Bridge ? cf::nn::AttnKind::Bridge
-            : kind == K::Pbb    ? cf::nn::AttnKind::Pbb
-                                : cf::nn::AttnKind::SeBridge;
-  lc.b = b, lc.w = w, lc.e = e;
-  lc.fusion = branch ? cf::graph::Fusion::Branch : cf::graph::Fusion::Union;
-  Masks out;
-  for (const auto& br : cf::nn::detail::layer_branches(lc, T)) out.push_back(cf::nn::detail::dense_mask(br, T));
-  return out;
-}
-
-std::vector<float> randn(std::size_t n, std::uint32_t seed, float sd = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
-  return m;
-}
+using cf_test::make_masks;
+using cf_test::Masks;
+using cf_test::max_abs_diff;
+using cf_test::randn;
 
 void check_case(cf::gpu::Context& ctx, cf::graph::PatternKind kind, bool branch, bool alibi, int T, int dh, int bb = 12,
                 int w = 10, int e = 4) {
@@ -109,10 +80,12 @@ void check_case(cf::gpu::Context& ctx, cf::graph::PatternKind kind, bool branch,
 
 TEST_CASE("gpu tiled attention = dense attention for every mask family, fusion, ALiBi, ragged T", "[gpu][emu]") {
   using K = cf::graph::PatternKind;
-  // both kernel sets of plain heads: the register-resident ones (default) and the general ones,
-  // each in its own context (CF_GPU_ATTENTION=plain|generic sets the default context's choice)
-  for (const auto path : {cf::gpu::AttentionPath::Plain, cf::gpu::AttentionPath::Generic}) {
-    INFO("CF_GPU_ATTENTION=" << (path == cf::gpu::AttentionPath::Plain ? "plain" : "generic"));
+  // the three kernel sets of plain heads: the FlashAttention-2 style ones (default), the
+  // register-resident ones and the general ones, each in its own context
+  // (CF_GPU_ATTENTION=flash|plain|generic sets the default context's choice)
+  for (const auto path :
+       {cf::gpu::AttentionPath::Flash, cf::gpu::AttentionPath::Plain, cf::gpu::AttentionPath::Generic}) {
+    INFO("CF_GPU_ATTENTION=" << cf::gpu::kAttentionPaths.name(path));
     cf::gpu::ContextOptions o;
     o.attention = path;
     cf::gpu::Context ctx(o);
@@ -328,7 +301,7 @@ TEST_CASE("gpu tiled attention: a runway or S-D input without its gradient is re
                       Catch::Contains("ddamp"));
 }
 
-TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than plain or generic is refused, naming it", "[gpu]") {
+TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than flash, plain or generic is refused, naming it", "[gpu]") {
   const int T = 8, dh = 4;
   const Masks m = make_masks(cf::graph::PatternKind::Full, false, T, 12, 10, 4);
   const auto tm = cf::gpu::tiled_mask_from_dense({m[0].data()}, T);
@@ -336,7 +309,7 @@ TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than plain or generic is 
   // the environment is read where a context is made from it (ContextOptions::from_environment)
   ::setenv("CF_GPU_ATTENTION", "fast", 1);
   REQUIRE_THROWS_WITH(cf::gpu::ContextOptions::from_environment(),
-                      Catch::Contains("CF_GPU_ATTENTION must be plain or generic, got 'fast'"));
+                      Catch::Contains("CF_GPU_ATTENTION must be one of flash, plain, generic, got 'fast'"));
   ::unsetenv("CF_GPU_ATTENTION");
   cf::gpu::Context ctx(cf::gpu::ContextOptions::from_environment());
   cf::gpu::emu::attention_forward(ctx, {1, 1, T, dh, 0.5f}, tm, nullptr, a.data(), a.data(), a.data(), y.data(),

@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "cf/gpu/context.hpp"
 #include "cf/gpu/device.hpp"
 #include "cf/gpu/ops.hpp"
 
@@ -114,6 +116,41 @@ TEST_CASE("device: RMSNorm, LayerNorm at eps 1e-3, erf GELU, SwiGLU = their CPU-
   CHECK(max_abs_diff(ddh.get(), dh) < 1e-6);
 }
 
+TEST_CASE("device: fused classifier and fused residual + LayerNorm / RMSNorm = their CPU-executed twins",
+          "[gpu][device]") {
+  using cf::gpu::kernels::ClassifierOut;
+  // V not a multiple of 64, rows padded to ld = 320 (the trainer's Vp), some targets not counted
+  const int N = 33, V = 257, ld = 320, C = 130;
+  const auto z = randn(N * ld, 9);
+  std::vector<std::int32_t> tg(N);
+  for (int n = 0; n < N; ++n) tg[n] = n % 4 == 0 ? -1 : n * 7 % V;
+  Dev<std::int32_t> dt(tg);
+  for (ClassifierOut out : {ClassifierOut::Loss, ClassifierOut::Probabilities, ClassifierOut::Gradient}) {
+    INFO("out " << int(out));
+    std::vector<float> zo = z, loss(N);
+    Dev<float> dz(z), dl(loss);
+    cf::gpu::emu::classifier(zo.data(), loss.data(), tg.data(), N, V, ld, 0.125f, out);
+    cf::gpu::cuda::classifier(dz.p, dl.p, dt.p, N, V, ld, 0.125f, out);
+    CHECK(max_abs_diff(dz.get(), zo) < 1e-6);
+    CHECK(max_abs_diff(dl.get(), loss) < 1e-5);
+  }
+  const auto a = randn(N * C, 10), b = randn(N * C, 11), w = randn(C, 12), bias = randn(C, 13);
+  std::vector<float> s(N * C), y(N * C), m(N), r(N);
+  Dev<float> da(a), db(b), dw(w), dbias(bias), ds(s), dy(y), dm(m), dr(r);
+  cf::gpu::emu::residual_layernorm_forward(s.data(), y.data(), m.data(), r.data(), a.data(), b.data(), w.data(),
+                                           bias.data(), N, C, 1e-5f);
+  cf::gpu::cuda::residual_layernorm_forward(ds.p, dy.p, dm.p, dr.p, da.p, db.p, dw.p, dbias.p, N, C, 1e-5f);
+  CHECK(max_abs_diff(ds.get(), s) == 0);  // one float addition on both
+  CHECK(max_abs_diff(dy.get(), y) < 1e-5);
+  CHECK(max_abs_diff(dm.get(), m) < 1e-6);
+  CHECK(max_abs_diff(dr.get(), r) < 1e-5);
+  cf::gpu::emu::residual_rmsnorm_forward(s.data(), y.data(), r.data(), a.data(), b.data(), w.data(), N, C, 1e-6f);
+  cf::gpu::cuda::residual_rmsnorm_forward(ds.p, dy.p, dr.p, da.p, db.p, dw.p, N, C, 1e-6f);
+  CHECK(max_abs_diff(ds.get(), s) == 0);
+  CHECK(max_abs_diff(dy.get(), y) < 1e-5);
+  CHECK(max_abs_diff(dr.get(), r) < 1e-6);
+}
+
 TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels", "[gpu][device]") {
   const int B = 2, H = 3, T = 77, dh = 40;
   std::vector<std::uint8_t> causal(T * T, 0);
@@ -137,6 +174,74 @@ TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels",
   CHECK(max_abs_diff(DQ.get(), dq) < 1e-4);
   CHECK(max_abs_diff(DK.get(), dk) < 1e-4);
   CHECK(max_abs_diff(DV.get(), dv) < 1e-4);
+}
+
+namespace {
+
+// A causal mask of T positions, restricted to a window of w keys (w >= T: full) or to blocks of b
+// positions (b > 0).
+std::vector<std::uint8_t> causal_mask(int T, int w, int b) {
+  std::vector<std::uint8_t> m(std::size_t(T) * T, 0);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j <= i; ++j) m[std::size_t(i) * T + j] = i - j < w && (b <= 0 || i / b == j / b);
+  return m;
+}
+
+double rel_to_max(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 1e-30;
+  for (float x : b) m = std::max(m, double(std::abs(x)));
+  return max_abs_diff(a, b) / m;
+}
+
+}  // namespace
+
+// The FlashAttention-2 kernels (CF_GPU_ATTENTION=flash, the default) against the reference kernels
+// (plain) on the device, against their own emulated build, and run twice (bit-reproducible).
+TEST_CASE("device: flash attention = the reference kernels on the device and the emulated flash kernels",
+          "[gpu][device]") {
+  const int B = 2, H = 3, T = 200;
+  cf::gpu::Context flash(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Flash});
+  cf::gpu::Context plain(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Plain});
+  double worst_ref = 0, worst_emu = 0;
+  for (int dh : {64, 80, 128})
+    for (const auto& [w, b] : {std::pair{T, 0}, std::pair{100, 0}, std::pair{T, 64}}) {
+      INFO("dh=" << dh << " window=" << w << " block=" << b);
+      const auto mask = causal_mask(T, w, b);
+      const auto tm = cf::gpu::tiled_mask_from_dense({mask.data()}, T);
+      const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T;
+      const auto q = randn(n, 1), k = randn(n, 2), v = randn(n, 3), dyv = randn(n, 4);
+      const std::vector<float> slopes = {0.5f, 0.25f, 0.125f}, zeros(n, 0.0f), zl(nl, 0.0f);
+      const cf::gpu::AttentionShape s{B, H, T, dh, 1.0f / std::sqrt(float(dh))};
+      Dev<float> Q(q), K(k), Vv(v), DY(dyv), S(slopes);
+      struct Out {
+        std::vector<float> y, dq, dk, dv;
+      };
+      auto run = [&](cf::gpu::Context& ctx) {
+        Dev<float> Y(zeros), L(zl), O(zeros), DS(zl), DQ(zeros), DK(zeros), DV(zeros);
+        cf::gpu::cuda::attention_forward(ctx, s, tm, S.p, Q.p, K.p, Vv.p, Y.p, L.p, O.p);
+        cf::gpu::cuda::attention_backward(ctx, s, tm, S.p, Q.p, K.p, Vv.p, DY.p, L.p, O.p, DS.p, DQ.p, DK.p, DV.p);
+        return Out{Y.get(), DQ.get(), DK.get(), DV.get()};
+      };
+      const Out f = run(flash), f2 = run(flash), r = run(plain);
+      std::vector<float> y(n), lse(nl), obr(n), dsum(nl), dq(zeros), dk(zeros), dv(zeros);
+      cf::gpu::emu::attention_forward(flash, s, tm, slopes.data(), q.data(), k.data(), v.data(), y.data(), lse.data(),
+                                      obr.data());
+      cf::gpu::emu::attention_backward(flash, s, tm, slopes.data(), q.data(), k.data(), v.data(), dyv.data(),
+                                       lse.data(), obr.data(), dsum.data(), dq.data(), dk.data(), dv.data());
+      const double dr =
+          std::max({rel_to_max(f.y, r.y), rel_to_max(f.dq, r.dq), rel_to_max(f.dk, r.dk), rel_to_max(f.dv, r.dv)});
+      const double de =
+          std::max({rel_to_max(f.y, y), rel_to_max(f.dq, dq), rel_to_max(f.dk, dk), rel_to_max(f.dv, dv)});
+      CHECK(dr < 1e-5);
+      CHECK(de < 1e-5);
+      CHECK(f.y == f2.y);
+      CHECK(f.dq == f2.dq);
+      CHECK(f.dk == f2.dk);
+      CHECK(f.dv == f2.dv);
+      worst_ref = std::max(worst_ref, dr), worst_emu = std::max(worst_emu, de);
+    }
+  WARN("flash attention on the device, worst difference relative to the tensor's max: vs the reference kernels "
+       << worst_ref << ", vs the emulated flash kernels " << worst_emu);
 }
 
 TEST_CASE("device: tiled attention with S-D and bilinear runway = the CPU-executed kernels", "[gpu][device]") {

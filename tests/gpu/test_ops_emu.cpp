@@ -83,6 +83,134 @@ TEST_CASE("gpu cross-entropy forward/backward = cf::nn::crossentropy (ignored ta
   cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
 }
 
+namespace {
+
+// The straightforward softmax cross-entropy in double of one row z[0, V) with target t (< 0: not
+// counted): the probabilities, the loss -log p(t) and d (dloss * loss) / dz = dloss (p - onehot).
+struct CeRow {
+  std::vector<double> p, grad;
+  double loss = 0;
+};
+CeRow ce_row_double(const float* z, int V, int t, double dloss) {
+  CeRow r;
+  double mx = z[0], sum = 0;
+  for (int v = 0; v < V; ++v) mx = std::max(mx, double(z[v]));
+  for (int v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
+  for (int v = 0; v < V; ++v) {
+    r.p.push_back(std::exp(double(z[v]) - mx) / sum);
+    r.grad.push_back(t < 0 ? 0.0 : dloss * (r.p.back() - (v == t ? 1.0 : 0.0)));
+  }
+  if (t >= 0) r.loss = std::log(sum) - (double(z[t]) - mx);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("gpu fused classifier = double softmax cross-entropy and its gradient (masked targets, padded rows)",
+          "[gpu][emu]") {
+  using cf::gpu::kernels::ClassifierOut;
+  const float nan = std::nanf("");
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    // V < 64, V not a multiple of 64 (padded to ld), V a multiple (no padding), one class, V > the block
+    for (auto [N, V, ld] : {std::tuple{5, 29, 64}, {7, 257, 320}, {4, 128, 128}, {3, 1, 64}, {3, 1000, 1024}}) {
+      INFO("N " << N << " V " << V << " ld " << ld);
+      std::vector<float> z = randn(size_t(N) * ld, 21, 3.0f);
+      for (int n = 0; n < N; ++n) {
+        for (int v = V; v < ld; ++v) z[size_t(n) * ld + v] = nan;  // a padded logit read would show
+        if (n == 1)  // a rising row: the running maximum grows at every logit (the rescaled sum)
+          for (int v = 0; v < V; ++v) z[size_t(n) * ld + v] = 0.05f * v;
+      }
+      std::vector<std::int32_t> tg(N);
+      for (int n = 0; n < N; ++n) tg[n] = n % 3 == 2 ? -1 : (n * 7919 + 3) % V;
+      const float dloss = 0.25f;
+      for (ClassifierOut out : {ClassifierOut::Loss, ClassifierOut::Probabilities, ClassifierOut::Gradient}) {
+        INFO("out " << int(out));
+        std::vector<float> zo = z, loss(N, -7.0f);
+        cf::gpu::emu::classifier(zo.data(), loss.data(), tg.data(), N, V, ld, dloss, out);
+        for (int n = 0; n < N; ++n) {
+          const float* row = z.data() + size_t(n) * ld;
+          const float* got = zo.data() + size_t(n) * ld;
+          const CeRow want = ce_row_double(row, V, tg[n], dloss);
+          CHECK(std::abs(loss[n] - want.loss) <= 1e-6 * (1 + want.loss));  // 0 for a row not counted
+          // Loss leaves the row bit for bit; a probability p is right to a few float ulps of p, a
+          // gradient entry dloss (p - onehot) to those of |entry| + dloss p (the target's p - 1)
+          double worst = 0;
+          for (int v = 0; v < V; ++v) {
+            const double p = want.p[size_t(v)], g = want.grad[size_t(v)];
+            if (out == ClassifierOut::Loss)
+              worst = std::max(worst, std::abs(double(got[v]) - row[v]));
+            else if (out == ClassifierOut::Probabilities)
+              worst = std::max(worst, std::abs(got[v] - p) / p);
+            else if (tg[n] < 0)
+              worst = std::max(worst, std::abs(double(got[v])));
+            else
+              worst = std::max(worst, std::abs(got[v] - g) / (std::abs(g) + dloss * p));
+          }
+          CHECK(worst <= (out == ClassifierOut::Loss || (out == ClassifierOut::Gradient && tg[n] < 0) ? 0.0 : 1e-5));
+          for (int v = V; v < ld; ++v) {  // the padding: untouched by Loss, else written 0
+            if (out == ClassifierOut::Loss)
+              CHECK(std::isnan(got[v]));
+            else
+              CHECK(got[v] == 0.0f);
+          }
+        }
+      }
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
+TEST_CASE("gpu fused residual + LayerNorm and + RMSNorm = the sum, then a double norm of it (ragged N, C)",
+          "[gpu][emu]") {
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    for (auto [N, C] : {std::pair{1, 1}, {7, 37}, {13, 130}, {5, 300}}) {
+      INFO("N " << N << " C " << C);
+      const auto a = randn(size_t(N) * C, 31, 0.5f), b = randn(size_t(N) * C, 32, 0.5f), w = randn(C, 33),
+                 bias = randn(C, 34);
+      const float eps = 1e-3f;
+      std::vector<float> s(a.size()), y(a.size()), mean(N), rstd(N), s2(a.size()), y2(a.size()), r2(N);
+      cf::gpu::emu::residual_layernorm_forward(s.data(), y.data(), mean.data(), rstd.data(), a.data(), b.data(),
+                                               w.data(), bias.data(), N, C, eps);
+      cf::gpu::emu::residual_rmsnorm_forward(s2.data(), y2.data(), r2.data(), a.data(), b.data(), w.data(), N, C, eps);
+      for (int n = 0; n < N; ++n) {
+        double m = 0, ms = 0, var = 0;
+        for (int c = 0; c < C; ++c) {
+          const size_t i = size_t(n) * C + c;
+          const float sum = a[i] + b[i];  // the residual add, one float32 addition
+          CHECK(s[i] == sum);
+          CHECK(s2[i] == sum);
+          m += sum, ms += double(sum) * sum;
+        }
+        m /= C, ms /= C;
+        for (int c = 0; c < C; ++c) var += std::pow(double(s[size_t(n) * C + c]) - m, 2);
+        var /= C;
+        const double r = 1 / std::sqrt(var + eps), rr = 1 / std::sqrt(ms + eps);
+        CHECK(std::abs(mean[n] - m) <= 1e-6 * (1 + std::abs(m)));
+        CHECK(std::abs(rstd[n] - r) <= 1e-5 * r);
+        CHECK(std::abs(r2[n] - rr) <= 1e-5 * rr);
+        for (int c = 0; c < C; ++c) {
+          const size_t i = size_t(n) * C + c;
+          const double ln = (s[i] - m) * r * w[c] + bias[c], rms = s[i] * rr * w[c];
+          CHECK(std::abs(y[i] - ln) <= 1e-5 * (1 + std::abs(ln)));
+          CHECK(std::abs(y2[i] - rms) <= 1e-5 * (1 + std::abs(rms)));
+        }
+      }
+      // the same floats as the add followed by the unfused kernels (the trainer's numbers do not move)
+      std::vector<float> y0(a.size()), m0(N), r0(N), y20(a.size()), r20(N);
+      cf::gpu::emu::layernorm_forward(y0.data(), m0.data(), r0.data(), s.data(), w.data(), bias.data(), N, C, eps);
+      cf::gpu::emu::rmsnorm_forward(y20.data(), r20.data(), s.data(), w.data(), N, C, eps);
+      CHECK(y == y0);
+      CHECK(mean == m0);
+      CHECK(rstd == r0);
+      CHECK(y2 == y20);
+      CHECK(r2 == r20);
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
 TEST_CASE("gpu GELU forward/backward (Thrust on OpenMP) = cf::nn::gelu", "[gpu][thrust]") {
   const std::int64_t n = 10007;
   const auto x = randn(n, 6, 3.0f), dy = randn(n, 7);

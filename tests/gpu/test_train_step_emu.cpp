@@ -146,6 +146,36 @@ TEST_CASE("gpu device trainer (emulated) = the CPU trainer over 5 AdamW steps, e
   for (const Case& v : variant_cases()) check_five_steps<cf::gpu::emu::Trainer>(v, 1e-5);
 }
 
+// The LM head padded to Vp (a multiple of 64) on the device (issue 31, docs/gpu.md "Fused classifier,
+// padded vocabulary, fused residual + norm"): vocabularies one below, at and one above a multiple
+// of 64, tied (the padding moves every later tensor; wte and wpe form one AdamW run across it) and
+// untied (the padding is the array's tail). The host never sees the padding: what is uploaded comes
+// back bit for bit; and five AdamW steps equal the CPU trainer's (loss, gradients, moments, update).
+TEST_CASE("gpu device trainer (emulated): the padded vocabulary stays on the device (V 63, 64, 65, tied and untied)",
+          "[gpu][emu][train]") {
+  for (int V : {63, 64, 65})
+    for (bool tied : {true, false}) {
+      Case cs{"V " + std::to_string(V) + (tied ? ", tied head" : ", untied head"),
+              small("full,swa", PosKind::Learned, NormKind::LayerNorm)};
+      cs.cfg.vocab_size = V;
+      cs.cfg.arch.tied_head = tied;
+      INFO(cs.label);
+      const Model<float> model = init_model<float>(cs.cfg, 3);
+      const std::size_t n = model.params.size();
+      std::vector<float> m(n), v(n);
+      for (std::size_t i = 0; i < n; ++i) m[i] = 1e-3f * std::sin(0.37f * i), v[i] = 1e-6f * (1 + std::cos(0.11f * i));
+      cf::gpu::emu::Trainer tr(cf::gpu::make_train_plan(cs.cfg, 2, 45));
+      REQUIRE(tr.plan().total == static_cast<std::int64_t>(n));
+      tr.upload(model.params.data(), m.data(), v.data());
+      std::vector<float> p1(n), m1(n), v1(n);
+      tr.download(p1.data(), m1.data(), v1.data());
+      CHECK(p1 == model.params);
+      CHECK(m1 == m);
+      CHECK(v1 == v);
+      check_five_steps<cf::gpu::emu::Trainer>(cs, 1e-5);
+    }
+}
+
 TEST_CASE("gpu device trainer (emulated) = cf::nn clip_grad_norm + adamw_step (accumulation, clipping, 2 steps)",
           "[gpu][emu][train]") {
   // same gradient in, same float arithmetic per element: equal to round-off

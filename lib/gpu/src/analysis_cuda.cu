@@ -3,9 +3,12 @@
 // same body runs emulated in CI (analysis_emu.cpp); this build has been compiled, not run on a device
 // (docs/gpu.md "What has run where").
 #include <cuda_runtime_api.h>
+#include <thrust/copy.h>
 #include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
 
 #include <algorithm>
 #include <vector>

@@ -1,10 +1,13 @@
 // cf::gpu::emu analysis loops (cf/gpu/analysis_ops.hpp): src/analysis_impl.inc on host memory,
 // Thrust on OpenMP, the emulated operations of cf::gpu::emu. What CI runs against the CPU
 // analysers (tests/gpu: the whole tools with CF_GPU_EMULATE=1 --device cuda against --device cpu).
+#include <thrust/copy.h>
 #include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/omp/execution_policy.h>
 #include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
 
 #include <algorithm>
 #include <vector>

@@ -10,8 +10,54 @@ kernels::MaskView TiledMask::view() const {
   v.T = T, v.nb = nb, v.ntiles = ntiles;
   v.row_ptr = row_ptr.data(), v.iv_lo = iv_lo.data(), v.iv_hi = iv_hi.data();
   v.qt_ptr = qt_ptr.data(), v.qt_list = qt_list.data(), v.kt_ptr = kt_ptr.data(), v.kt_list = kt_list.data();
+  v.ftiles = ftiles;
+  v.fq_ptr = fq_ptr.data(), v.fq_list = fq_list.data(), v.fk_ptr = fk_ptr.data(), v.fk_list = fk_list.data();
   return v;
 }
+
+namespace {
+
+// The tile plan of the flash kernels: per branch, the admitted pairs of every kFlashTile x
+// kFlashTile tile counted from the row intervals; a tile with none is left out, a tile with all
+// F^2 (hence no position past T) is full.
+void build_flash_plan(TiledMask& m) {
+  constexpr int F = kernels::kFlashTile;
+  const int nf = (m.T + F - 1) / F;
+  m.ftiles = nf;
+  std::vector<std::int64_t> count(static_cast<std::size_t>(nf) * nf);
+  for (int br = 0; br < m.nb; ++br) {
+    std::fill(count.begin(), count.end(), 0);
+    for (int i = 0; i < m.T; ++i) {
+      const int row = br * (m.T + 1) + i;
+      for (int c = m.row_ptr[row]; c < m.row_ptr[row + 1]; ++c)
+        for (int kt = m.iv_lo[c] / F; kt <= m.iv_hi[c] / F; ++kt)
+          count[static_cast<std::size_t>(i / F) * nf + kt] +=
+              std::min(m.iv_hi[c], kt * F + F - 1) - std::max(m.iv_lo[c], kt * F) + 1;
+    }
+    auto entry = [&](int q, int k, int tile) {
+      const std::int64_t n = count[static_cast<std::size_t>(q) * nf + k];
+      return n == 0 ? -1 : tile << 1 | (n == std::int64_t(F) * F ? 1 : 0);
+    };
+    for (int q = 0; q < nf; ++q) {
+      m.fq_ptr.push_back(static_cast<int>(m.fq_list.size()));
+      for (int k = 0; k < nf; ++k)
+        if (const int e = entry(q, k, k); e >= 0) {
+          m.fq_list.push_back(e);
+          ++m.flash_tiles_visited;
+          m.flash_tiles_full += e & 1;
+        }
+    }
+    m.fq_ptr.push_back(static_cast<int>(m.fq_list.size()));
+    for (int k = 0; k < nf; ++k) {
+      m.fk_ptr.push_back(static_cast<int>(m.fk_list.size()));
+      for (int q = 0; q < nf; ++q)
+        if (const int e = entry(q, k, q); e >= 0) m.fk_list.push_back(e);
+    }
+    m.fk_ptr.push_back(static_cast<int>(m.fk_list.size()));
+  }
+}
+
+}  // namespace
 
 TiledMask tiled_mask_from_dense(const std::vector<const std::uint8_t*>& masks, int T) {
   require(T >= 1, "tiled_mask_from_dense: T = ", T, " (need T >= 1)");
@@ -62,6 +108,7 @@ TiledMask tiled_mask_from_dense(const std::vector<const std::uint8_t*>& masks, i
     }
     m.kt_ptr.push_back(static_cast<int>(m.kt_list.size()));
   }
+  build_flash_plan(m);
   return m;
 }
 

@@ -12,7 +12,7 @@ ContextOptions ContextOptions::from_environment() {
   if (const char* e = std::getenv("CF_GPU_ATTENTION")) {
     const std::string v = e;
     const auto path = kAttentionPaths.find(v);
-    require(path.has_value(), "CF_GPU_ATTENTION must be ", kAttentionPaths.list(" or "), ", got '", v, "'");
+    require(path.has_value(), "CF_GPU_ATTENTION must be one of ", kAttentionPaths.list(), ", got '", v, "'");
     o.attention = *path;
   }
   if (const char* e = std::getenv("CF_GPU_EMULATE"); e && *e) {

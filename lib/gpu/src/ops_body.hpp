@@ -30,6 +30,7 @@
 #include "cf/gpu/device_stats.hpp"
 #include "cf/gpu/kernels/attention.cuh"
 #include "cf/gpu/kernels/crossentropy.cuh"
+#include "cf/gpu/kernels/flash_attention.cuh"
 #include "cf/gpu/kernels/layernorm.cuh"
 #include "cf/gpu/kernels/rmsnorm.cuh"
 #include "cf/gpu/ops.hpp"
@@ -62,11 +63,43 @@ struct IsOpsTraits<
 
 constexpr int kRowBlock = 128;  // threads per row for the row-wise kernels (LayerNorm, softmax)
 
+/// The FlashAttention-2 kernels (kernels/flash_attention.cuh) on plain softmax heads (no visit
+/// counter: the tests that count visits launch the kernels themselves).
 template <class Tr, int DH>
-void attention_forward_dh(bool plain, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+void flash_forward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
+                   const float* k, const float* v, float* y, float* lse, float* obr) {
+  auto* kern = kernels::flash_forward_kernel<DH>;
+  CF_LAUNCH(kern, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashForwardWarps), mv, s.H, s.dh, s.scale, slopes, q,
+            k, v, y, lse, obr, nullptr);
+  Tr::check_launch("attention_forward (flash)");
+}
+
+template <class Tr, int DH>
+void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
+                    const float* k, const float* v, const float* dy, const float* lse, const float* obr, float* dsum,
+                    float* dq, float* dk, float* dv) {
+  const dim3 grid(mv.ftiles, s.H, s.B), block(32 * kernels::kFlashBackwardWarps);
+  auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
+  CF_LAUNCH(kd, grid, block, mv.nb, s.T, s.H, s.dh, dy, obr, dsum);
+  Tr::check_launch("attention_backward (flash, row terms)");
+  auto* kkv = kernels::flash_backward_kv_kernel<DH>;
+  CF_LAUNCH(kkv, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dk, dv, nullptr);
+  Tr::check_launch("attention_backward (flash, keys)");
+  auto* kq = kernels::flash_backward_q_kernel<DH>;
+  CF_LAUNCH(kq, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq, nullptr);
+  Tr::check_launch("attention_backward (flash, queries)");
+}
+
+template <class Tr, int DH>
+void attention_forward_dh(AttentionPath path, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
                           const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
                           float* lse, float* obr) {
-  if (plain && !x.damp && !x.rw_v) {  // plain softmax heads: the register-resident path
+  const bool plain_heads = !x.damp && !x.rw_v;
+  if (plain_heads && path == AttentionPath::Flash) {
+    flash_forward<Tr, DH>(s, mv, slopes, q, k, v, y, lse, obr);
+    return;
+  }
+  if (plain_heads && path == AttentionPath::Plain) {  // the register-resident path (the reference)
     auto* kern = kernels::attention_forward_plain_kernel<kAttentionTile, DH>;
     CF_LAUNCH(kern, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, q, k, v, y, lse,
               obr);
@@ -80,11 +113,16 @@ void attention_forward_dh(bool plain, const AttentionShape& s, const kernels::Ma
 }
 
 template <class Tr, int DH>
-void attention_backward_dh(bool plain, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
-                           const kernels::HeadExtras& x, const float* q, const float* k, const float* v,
-                           const float* dy, const float* lse, const float* obr, float* dsum, float* dq, float* dk,
-                           float* dv, const kernels::HeadExtraGrads& xg) {
-  if (plain && !x.damp && !x.rw_v) {  // plain softmax heads: the register-resident path
+void attention_backward_dh(AttentionPath path, const AttentionShape& s, const kernels::MaskView& mv,
+                           const float* slopes, const kernels::HeadExtras& x, const float* q, const float* k,
+                           const float* v, const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
+                           float* dk, float* dv, const kernels::HeadExtraGrads& xg) {
+  const bool plain_heads = !x.damp && !x.rw_v;
+  if (plain_heads && path == AttentionPath::Flash) {
+    flash_backward<Tr, DH>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+    return;
+  }
+  if (plain_heads && path == AttentionPath::Plain) {  // the register-resident path (the reference)
     auto* kq = kernels::attention_backward_q_plain_kernel<kAttentionTile, DH>;
     CF_LAUNCH(kq, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse,
               obr, dsum, dq);
@@ -192,13 +230,39 @@ void Ops<Bk>::rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float
 }
 
 template <Backend Bk>
-void Ops<Bk>::crossentropy_losses(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N,
-                                  int V) {
+void Ops<Bk>::residual_layernorm_forward(Context& ctx, float* sum, float* out, float* mean, float* rstd, const float* a,
+                                         const float* b, const float* w, const float* bias, int N, int C, float eps) {
   using namespace ops_body;
   if (N <= 0) return;
-  auto* kern = kernels::crossentropy_forward_kernel<kRowBlock>;
-  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V);
-  OpsTraits<Bk>::check_launch("crossentropy_forward");
+  auto* kern = kernels::residual_layernorm_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), sum, out, mean, rstd, a, b, w, bias, N, C, eps);
+  OpsTraits<Bk>::check_launch("residual_layernorm_forward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::residual_rmsnorm_forward(Context& ctx, float* sum, float* out, float* rstd, const float* a,
+                                       const float* b, const float* w, int N, int C, float eps) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::residual_rmsnorm_forward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), sum, out, rstd, a, b, w, N, C, eps);
+  OpsTraits<Bk>::check_launch("residual_rmsnorm_forward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::classifier(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N, int V, int ld,
+                         float dloss, kernels::ClassifierOut out) {
+  using namespace ops_body;
+  using kernels::ClassifierOut;
+  require(V >= 1 && ld >= V, "classifier: need 1 <= V <= ld (got V = ", V, ", ld = ", ld, ")");
+  if (N <= 0) return;
+  // the output is a template parameter: each kernel has only its own final pass
+  auto* kern = out == ClassifierOut::Loss ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Loss>
+               : out == ClassifierOut::Probabilities
+                   ? kernels::classifier_kernel<kRowBlock, ClassifierOut::Probabilities>
+                   : kernels::classifier_kernel<kRowBlock, ClassifierOut::Gradient>;
+  CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V, ld, dloss);
+  OpsTraits<Bk>::check_launch("classifier");
 }
 
 template <Backend Bk>
@@ -206,7 +270,7 @@ std::int64_t Ops<Bk>::crossentropy_forward(Context& ctx, float* logits, float* l
                                            int N, int V) {
   using namespace ops_body;
   if (N <= 0) return 0;
-  crossentropy_losses(ctx, logits, losses, targets, N, V);
+  classifier(ctx, logits, losses, targets, N, V, V, 0.0f, kernels::ClassifierOut::Probabilities);
   count_host_sync(Bk);  // the count returns to the host
   return thrust::count_if(OpsTraits<Bk>::policy(), targets, targets + N, NonNegative());
 }
@@ -293,11 +357,14 @@ void Ops<Bk>::affine_scan_by_key(Context& ctx, const int* keys, const Affine* in
 
 template <Backend Bk>
 ResidentMask<Bk>::ResidentMask(const TiledMask& m) : view_(m.view()) {
-  // the seven arrays packed in one buffer, in MaskView's order, each at least one int
-  const std::vector<int>* arrays[] = {&m.row_ptr, &m.iv_lo, &m.iv_hi, &m.qt_ptr, &m.qt_list, &m.kt_ptr, &m.kt_list};
+  // the eleven arrays (the tile lists and the flash kernels' tile plan) packed in one buffer, in
+  // MaskView's order, each at least one int
+  constexpr int kArrays = 11;
+  const std::vector<int>* arrays[kArrays] = {&m.row_ptr, &m.iv_lo,  &m.iv_hi,   &m.qt_ptr, &m.qt_list, &m.kt_ptr,
+                                             &m.kt_list, &m.fq_ptr, &m.fq_list, &m.fk_ptr, &m.fk_list};
   std::vector<int> packed;
-  std::size_t at[7];
-  for (int a = 0; a < 7; ++a) {
+  std::size_t at[kArrays];
+  for (int a = 0; a < kArrays; ++a) {
     at[a] = packed.size();
     packed.insert(packed.end(), arrays[a]->begin(), arrays[a]->end());
     if (arrays[a]->empty()) packed.push_back(0);
@@ -313,9 +380,10 @@ ResidentMask<Bk>::ResidentMask(const TiledMask& m) : view_(m.view()) {
     throw;
   }
   const int* base = static_cast<const int*>(storage_);
-  const int** views[] = {&view_.row_ptr, &view_.iv_lo,  &view_.iv_hi,  &view_.qt_ptr,
-                         &view_.qt_list, &view_.kt_ptr, &view_.kt_list};
-  for (int a = 0; a < 7; ++a) *views[a] = base + at[a];
+  const int** views[kArrays] = {&view_.row_ptr, &view_.iv_lo,  &view_.iv_hi,   &view_.qt_ptr,
+                                &view_.qt_list, &view_.kt_ptr, &view_.kt_list, &view_.fq_ptr,
+                                &view_.fq_list, &view_.fk_ptr, &view_.fk_list};
+  for (int a = 0; a < kArrays; ++a) *views[a] = base + at[a];
 }
 
 template <Backend Bk>
@@ -341,14 +409,14 @@ void Ops<Bk>::attention_forward_ex(Context& ctx, const AttentionShape& s, const 
   using namespace ops_body;
   const kernels::MaskView& mv = mask.view();
   check_attention(s, mv);
-  const bool plain = ctx.attention() == AttentionPath::Plain;
+  const AttentionPath path = ctx.attention();
   const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, w.runway_u);
   if (s.dh <= 32)
-    attention_forward_dh<OpsTraits<Bk>, 32>(plain, s, mv, slopes, x, q, k, v, y, lse, obr);
+    attention_forward_dh<OpsTraits<Bk>, 32>(path, s, mv, slopes, x, q, k, v, y, lse, obr);
   else if (s.dh <= 64)
-    attention_forward_dh<OpsTraits<Bk>, 64>(plain, s, mv, slopes, x, q, k, v, y, lse, obr);
+    attention_forward_dh<OpsTraits<Bk>, 64>(path, s, mv, slopes, x, q, k, v, y, lse, obr);
   else
-    attention_forward_dh<OpsTraits<Bk>, 128>(plain, s, mv, slopes, x, q, k, v, y, lse, obr);
+    attention_forward_dh<OpsTraits<Bk>, 128>(path, s, mv, slopes, x, q, k, v, y, lse, obr);
 }
 
 template <Backend Bk>
@@ -382,7 +450,7 @@ void Ops<Bk>::attention_backward_ex(Context& ctx, const AttentionShape& s, const
   require(!e.damp || g.ddamp, "attention_backward: S-D damping given without its gradient ddamp");
   require(!e.runway_v || (g.dvs && g.dvl && (!e.runway_B || g.dB)),
           "attention_backward: runway given without its gradients dvs, dvl (and dB for the bilinear form)");
-  const bool plain = ctx.attention() == AttentionPath::Plain;
+  const AttentionPath path = ctx.attention();
   const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, w.runway_u);
   kernels::HeadExtraGrads xg;
   xg.ddamp = g.ddamp, xg.dvs = g.dvs, xg.dvl = g.dvl;
@@ -392,11 +460,11 @@ void Ops<Bk>::attention_backward_ex(Context& ctx, const AttentionShape& s, const
     xg.g = w.runway_g;
   }
   if (s.dh <= 32)
-    attention_backward_dh<OpsTraits<Bk>, 32>(plain, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+    attention_backward_dh<OpsTraits<Bk>, 32>(path, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
   else if (s.dh <= 64)
-    attention_backward_dh<OpsTraits<Bk>, 64>(plain, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+    attention_backward_dh<OpsTraits<Bk>, 64>(path, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
   else
-    attention_backward_dh<OpsTraits<Bk>, 128>(plain, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+    attention_backward_dh<OpsTraits<Bk>, 128>(path, s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
   if (xg.g) {
     auto* kern = kernels::runway_dB_kernel<kRowBlock>;
     CF_LAUNCH(kern, dim3((s.dh * s.dh + kRowBlock - 1) / kRowBlock, s.H, s.B), dim3(kRowBlock), x, s.T, s.H, s.dh, xg.g,

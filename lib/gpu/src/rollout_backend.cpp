@@ -94,11 +94,77 @@ class DeviceRollout final : public rollout::LastRowBackend {
   }
 };
 
+/// The kernel products and triple sums of cf/rollout/product_backend.hpp on the device: lib/rollout
+/// has checked the kernels' shapes; here they are flattened to the loops' arrays.
+template <bool Emulated>
+class DeviceProducts final : public rollout::ProductBackend {
+ public:
+  rollout::RowMatrix left_product(const rollout::KernelFn& kernel, const std::vector<rollout::LeftStep>& steps,
+                                  const rollout::RowMatrix& start, long record_row,
+                                  Eigen::MatrixXd* rows) const override {
+    const long n = start.rows();
+    require(start.cols() == n, "left product: the start is ", n, " x ", start.cols(), ", expected square");
+    require(!rows || (record_row >= 0 && record_row < n), "left product: row ", record_row, " to record, n = ", n);
+    std::vector<double> keep, mix;
+    for (const rollout::LeftStep& f : steps) keep.push_back(f.keep), mix.push_back(f.mix);
+    rollout::RowMatrix A;
+    const auto get = [&](int t) -> const double* {
+      A = kernel(t);
+      require(A.rows() == n && A.cols() == n, "left product: factor ", t + 1, " is ", A.rows(), " x ", A.cols(),
+              ", expected ", n, " x ", n);
+      return A.data();
+    };
+    const std::vector<double> x0(start.data(), start.data() + start.size());
+    std::vector<double> kept;
+    const auto run = Emulated ? &emu::dense_left_product : &cuda_left_product;
+    const std::vector<double> x = run(get, keep, mix, x0, n, rows ? record_row : -1, rows ? &kept : nullptr);
+    if (rows) *rows = Eigen::Map<const rollout::RowMatrix>(kept.data(), static_cast<Eigen::Index>(steps.size() + 1), n);
+    return Eigen::Map<const rollout::RowMatrix>(x.data(), n, n);
+  }
+
+  rollout::GapSums gap_sums(const rollout::RowMatrix& K, double tol) const override {
+    const double lowest = rollout::GapSums{}.max_gap;
+    return Emulated ? to_sums(emu::prefix_gap_sums(K.data(), K.rows(), tol, lowest))
+                    : cuda_gap_sums(K.data(), K.rows(), tol, lowest);
+  }
+
+ private:
+  template <class S>
+  static rollout::GapSums to_sums(const S& g) {
+    return {g.violations, g.violating_gap_sum, g.max_gap};
+  }
+  static std::vector<double> cuda_left_product(const std::function<const double*(int)>& k,
+                                               const std::vector<double>& keep, const std::vector<double>& mix,
+                                               const std::vector<double>& x0, std::int64_t n, std::int64_t row,
+                                               std::vector<double>* rows) {
+#if CF_GPU_HAVE_CUDA
+    return cuda::dense_left_product(k, keep, mix, x0, n, row, rows);
+#else
+    (void)k, (void)keep, (void)mix, (void)x0, (void)n, (void)row, (void)rows;
+    throw InvalidArgument("--device cuda: this build has no CUDA path");
+#endif
+  }
+  static rollout::GapSums cuda_gap_sums(const double* K, std::int64_t n, double tol, double lowest) {
+#if CF_GPU_HAVE_CUDA
+    return to_sums(cuda::prefix_gap_sums(K, n, tol, lowest));
+#else
+    (void)K, (void)n, (void)tol, (void)lowest;
+    throw InvalidArgument("--device cuda: this build has no CUDA path");
+#endif
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<rollout::LastRowBackend> make_rollout_backend(Placement b) {
   if (b == Placement::Emulated) return std::make_unique<DeviceRollout<true>>();
   if (b == Placement::Cuda) return std::make_unique<DeviceRollout<false>>();
+  return nullptr;
+}
+
+std::unique_ptr<rollout::ProductBackend> make_product_backend(Placement b) {
+  if (b == Placement::Emulated) return std::make_unique<DeviceProducts<true>>();
+  if (b == Placement::Cuda) return std::make_unique<DeviceProducts<false>>();
   return nullptr;
 }
 

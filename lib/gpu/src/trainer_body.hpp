@@ -23,7 +23,10 @@
 // The data flow is cf::nn::forward_backward's (lib/nn/src/model.cpp) restricted to the features
 // of make_train_plan: embed (+ norm), blocks (norm, qkv, RoPE, the attention unit, c_proj, residual;
 // norm, c_fc, GELU / erf GELU / SwiGLU, c_proj, residual, sequential or parallel), final norm, LM
-// head, cross-entropy, and back. Norms are LayerNorm or RMSNorm at the config's eps.
+// head, cross-entropy, and back. Norms are LayerNorm or RMSNorm at the config's eps; a residual add
+// and the norm that reads its sum are one kernel (residual_forward). The LM head runs on a
+// vocabulary padded to a multiple of 64 (PaddedVocab) and ends in the fused classifier (forward):
+// a training step's forward leaves d loss / d logits in the logits, where the backward starts.
 #include <thrust/count.h>
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
@@ -35,6 +38,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -186,6 +190,53 @@ class Staging {
   bool pending_ = false;
 };
 
+/// The LM head padded from V to Vp = V rounded up to a multiple of 64 rows (llm.c's Vp): the
+/// device's parameter array is the host's (cf::nn::make_layout, the checkpoint's) with (Vp - V) C
+/// zeros inserted right after the head's last row, so the head's GEMMs see a [Vp, C] weight and
+/// write logits rows of Vp columns. Every offset past the head moves by the padding: a tied head
+/// is wte, the first tensor (every later tensor moves); an untied one is the last tensor (the
+/// padding is the array's tail). The padding never crosses to or from the host (upload, download,
+/// gradient copy the host's pieces around it); it stays zero because the padded logits' gradient
+/// is zero (the classifier writes it), so the padded rows' weight gradient is zero and so is
+/// AdamW's update of them (zero gradient, moments and weight: zero step, zero decay).
+struct PaddedVocab {
+  static constexpr int kMultiple = 64;
+  int Vp = 0;
+  std::int64_t end = 0;  ///< the host offset one past the head's rows
+  std::int64_t pad = 0;  ///< (Vp - V) C floats after them on the device
+
+  explicit PaddedVocab(const TrainPlan& h)
+      : Vp((h.V + kMultiple - 1) / kMultiple * kMultiple),
+        end(h.head + static_cast<std::int64_t>(h.V) * h.C),
+        pad(static_cast<std::int64_t>(Vp - h.V) * h.C) {}
+  /// The device offset of host offset `off` (-1, an absent tensor, stays -1).
+  std::int64_t at(std::int64_t off) const { return off >= end ? off + pad : off; }
+  /// The plan with the device's offsets, runs and total (V stays the model's).
+  TrainPlan device_plan(TrainPlan q) const {
+    for (std::int64_t* o : {&q.wte, &q.wpe, &q.lnf_w, &q.lnf_b, &q.head, &q.emb_ln_w, &q.emb_ln_b}) *o = at(*o);
+    for (TrainLayer& l : q.layers)
+      for (std::int64_t* o : {&l.ln1_w, &l.ln1_b, &l.attn_w, &l.attn_b, &l.proj_w, &l.proj_b, &l.ln2_w, &l.ln2_b,
+                              &l.fc_w, &l.fc_b, &l.fcproj_w, &l.fcproj_b, &l.damp_w, &l.damp_b, &l.runway_B})
+        *o = at(*o);
+    // a run across the head's end covers the padding too (AdamW leaves its zeros zero)
+    for (ParamRun& r : q.runs) {
+      const std::int64_t first = at(r.offset);
+      r.size = r.size > 0 ? at(r.offset + r.size - 1) + 1 - first : 0;
+      r.offset = first;
+    }
+    q.total += pad;
+    return q;
+  }
+  /// copy(device offset, host offset, floats) for the host array's pieces [0, end), [end, total)
+  /// (one piece when nothing follows the padding or there is none).
+  template <class Copy>
+  void pieces(std::int64_t total, Copy&& copy) const {
+    if (pad == 0 || total <= end) return copy(0, 0, total);
+    copy(0, 0, end);
+    copy(end + pad, end, total - end);
+  }
+};
+
 }  // namespace trainer_body
 
 template <Backend Bk>
@@ -196,8 +247,12 @@ struct DeviceTrainer<Bk>::Impl {
   using DBuf = trainer_body::DBuf<Tr, T>;
   static_assert(trainer_body::IsTrainerTraits<Tr>::value, "TrainerTraits<Bk> breaks the contract (trainer_body.hpp)");
 
+  using Out = kernels::ClassifierOut;
+
   Context& ctx;
-  TrainPlan p;
+  trainer_body::PaddedVocab vocab;
+  TrainPlan given;  ///< the plan as given (plan()): the host's offsets
+  TrainPlan p;      ///< the plan on the device: offsets into the padded parameter array (PaddedVocab)
   typename Tr::Blas blas;
   TrainerUse use;
   /// Whether the backward computes parameter gradients (training); an analysis trainer's seeded
@@ -235,11 +290,13 @@ struct DeviceTrainer<Bk>::Impl {
 
   Impl(Context& c, TrainPlan plan, TrainerUse u)
       : ctx(c),
-        p(std::move(plan)),
+        vocab(plan),
+        given(std::move(plan)),
+        p(vocab.device_plan(given)),
         blas(c),
         use(u),
         param_grads(u == TrainerUse::Training),
-        cap(p),
+        cap(given),
         lp(p.precision, p.total, gemm_span(true), gemm_span(false)),
         batch_in(2 * static_cast<std::size_t>(p.N)),
         index_in(3 * static_cast<std::size_t>(p.N) + 1) {
@@ -273,7 +330,7 @@ struct DeviceTrainer<Bk>::Impl {
     if (p.normed()) lnf.reset(N * C), lnf_mean.reset(N), lnf_rstd.reset(N);
     if (p.emb_ln_w >= 0) emb.reset(N * C), emb_mean.reset(N), emb_rstd.reset(N);
     if (p.parallel_residual) dpar.reset(N * C);
-    logits.reset(N * static_cast<std::size_t>(p.V)), losses.reset(N), ones.reset(N);
+    logits.reset(N * static_cast<std::size_t>(vocab.Vp)), losses.reset(N), ones.reset(N);
     thrust::fill(Tr::policy(), ones.get(), ones.get() + N, 1.0f);
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
     dsum.reset(maxst);
@@ -315,7 +372,7 @@ struct DeviceTrainer<Bk>::Impl {
     int widest = std::max(p.C, p.F);
     for (const TrainLayer& tl : p.layers) widest = std::max(widest, p.H * tl.dh);
     if (first) {
-      widest = std::max({widest, p.fc_width(), p.V, p.H});
+      widest = std::max({widest, p.fc_width(), vocab.Vp, p.H});
       for (const TrainLayer& tl : p.layers) widest = std::max(widest, static_cast<int>(qkv_ld(tl)));
     }
     return static_cast<std::size_t>(p.N) * static_cast<std::size_t>(widest);
@@ -341,6 +398,12 @@ struct DeviceTrainer<Bk>::Impl {
     const auto value = call(Tr::policy(arena));
     batch_in.done(), index_in.done();
     return value;
+  }
+  /// A device array in the host's layout (the head's padding left out).
+  void download(float* dst, const float* src) {
+    vocab.pieces(given.total, [&](std::int64_t at, std::int64_t to, std::int64_t n) {
+      to_host(dst + to, src + at, sizeof(float) * static_cast<std::size_t>(n));
+    });
   }
   AttentionScratch scratch() const { return AttentionScratch{rw_u.get(), rw_g.get()}; }
 
@@ -373,6 +436,34 @@ struct DeviceTrainer<Bk>::Impl {
     else
       return x;
     return out;
+  }
+  /// Where a pre-norm writes (norm_forward's out, mean, rstd) and its parameters; out == null: none.
+  struct NormAt {
+    float *out = nullptr, *mean = nullptr, *rstd = nullptr;
+    std::int64_t wo = -1, bo = -1;
+  };
+  // The residual stream's next value s = a + b (cf::nn's residual add) and the pre-norm `n` that
+  // reads it (norm_forward of s) in one kernel (llm.c's fused_residual_forward: the sum is written
+  // once and normalised while its row is at hand; the same floats as the add, then norm_forward).
+  // Returns what norm_forward returns: n.out, or s without normalisation (or without n).
+  const float* residual_forward(float* s, const float* a, const float* b, const NormAt& n) {
+    if (!n.out || !p.normed()) {
+      add(s, a, b, static_cast<long long>(p.N) * p.C);
+      return s;
+    }
+    if (p.norm == TrainNorm::LayerNorm)
+      O::residual_layernorm_forward(ctx, s, n.out, n.mean, n.rstd, a, b, w(n.wo), w(n.bo), p.N, p.C, p.norm_eps);
+    else
+      O::residual_rmsnorm_forward(ctx, s, n.out, n.rstd, a, b, w(n.wo), p.N, p.C, p.norm_eps);
+    return n.out;
+  }
+  // The pre-norm reading resid[l] in a forward over `blocks` blocks: block l's ln_1, ln_f after the
+  // last block when the head runs, none past a residual seed's top.
+  NormAt stream_norm(std::size_t l, std::size_t blocks, bool head) {
+    if (l < blocks)
+      return NormAt{L[l].ln1.get(), L[l].ln1_mean.get(), L[l].ln1_rstd.get(), p.layers[l].ln1_w, p.layers[l].ln1_b};
+    if (head) return NormAt{lnf.get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b};
+    return NormAt{};
   }
   // dx += d norm^T dn (LayerNorm or RMSNorm), or dx += dn without normalisation.
   void norm_backward(float* dx, const float* dnorm, const float* x, const float* mean, const float* rstd,
@@ -414,11 +505,20 @@ struct DeviceTrainer<Bk>::Impl {
   // The MLP's input stream of layer l: the block's input with a parallel residual (GPT-NeoX:
   // x + attn(ln_1 x) + mlp(ln_2 x)), else resid_mid[l].
   const float* mlp_source(std::size_t l) const { return p.parallel_residual ? resid[l].get() : resid_mid[l].get(); }
+  // norm_2 of layer l's MLP stream: sequentially resid_mid[l], whose residual_forward in forward()
+  // wrote it; with a parallel residual the block's input, normalised here.
+  const float* mlp_input(std::size_t l) {
+    Layer& a = L[l];
+    if (p.parallel_residual)
+      return norm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), mlp_source(l), p.layers[l].ln2_w,
+                          p.layers[l].ln2_b);
+    return p.normed() ? a.ln2.get() : mlp_source(l);
+  }
   // The MLP branch of layer l into tmp: c_proj(act(c_fc(norm_2(src)))) (cf::nn's mlp_sublayer_forward).
   void mlp_forward(std::size_t l) {
     const TrainLayer& tl = p.layers[l];
     Layer& a = L[l];
-    const float* in = norm_forward(a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), mlp_source(l), tl.ln2_w, tl.ln2_b);
+    const float* in = mlp_input(l);
     linear_forward(a.fch.get(), in, tl.fc_w, tl.fc_b, p.N, p.C, p.fc_width());
     const std::int64_t NF = static_cast<std::int64_t>(p.N) * p.F;
     if (p.mlp == TrainMlp::SwiGLU)
@@ -609,29 +709,34 @@ struct DeviceTrainer<Bk>::Impl {
     batch_in.upload(targets.get(), N, N);
   }
 
-  // Forward over the uploaded batch; returns the mean loss over counted targets. A residual seed's
-  // forward (top >= 0) stops at h(top): blocks >= top and the head are not run; returns 0.
-  double forward(std::int64_t& count, int top = -1) {
+  // Forward over the uploaded batch; returns the mean loss over counted targets. The classifier
+  // leaves the logits as `out` says: Gradient for a training step (backward() starts from them),
+  // Probabilities for an output seed, Loss for validation. A residual seed's forward (top >= 0)
+  // stops at h(top): blocks >= top and the head are not run; returns 0.
+  double forward(std::int64_t& count, Out out, int top = -1) {
     const int N = p.N, C = p.C, H = p.H;
-    const long long NC = static_cast<long long>(N) * C;
     const std::size_t blocks = top < 0 ? p.layers.size() : static_cast<std::size_t>(top);
     embed_forward();
+    NormAt n = stream_norm(0, blocks, top < 0);
+    const float* in = n.out ? norm_forward(n.out, n.mean, n.rstd, resid[0].get(), n.wo, n.bo) : resid[0].get();
     for (std::size_t l = 0; l < blocks; ++l) {
       const TrainLayer& tl = p.layers[l];
       Layer& a = L[l];
       const int HD = H * tl.dh;
-      const float* in =
-          norm_forward(a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), resid[l].get(), tl.ln1_w, tl.ln1_b);
       attention_heads_forward(l, in);
       linear_forward(tmp.get(), a.atty.get(), tl.proj_w, tl.proj_b, N, HD, C);
-      add(resid_mid[l].get(), resid[l].get(), tmp.get(), NC);
+      // sequential: norm_2 reads resid_mid[l] (mlp_input); parallel: it reads resid[l]
+      const NormAt n2 =
+          p.parallel_residual ? NormAt{} : NormAt{a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w, tl.ln2_b};
+      residual_forward(resid_mid[l].get(), resid[l].get(), tmp.get(), n2);
       mlp_forward(l);
-      add(resid[l + 1].get(), resid_mid[l].get(), tmp.get(), NC);
+      n = stream_norm(l + 1, blocks, top < 0);
+      in = residual_forward(resid[l + 1].get(), resid_mid[l].get(), tmp.get(), n);
     }
     if (top >= 0) return 0.0;
-    const float* f = norm_forward(lnf.get(), lnf_mean.get(), lnf_rstd.get(), resid.back().get(), p.lnf_w, p.lnf_b);
-    linear_forward(logits.get(), f, p.head, -1, N, C, p.V);
-    O::crossentropy_losses(ctx, logits.get(), losses.get(), targets.get(), N, p.V);
+    linear_forward(logits.get(), in, p.head, -1, N, C, vocab.Vp);  // in: ln_f(resid[n_layer]), or resid itself
+    const float dloss = h_count > 0 ? 1.0f / static_cast<float>(h_count) : 0.0f;
+    O::classifier(ctx, logits.get(), losses.get(), targets.get(), N, p.V, vocab.Vp, dloss, out);
     count = h_count;
     if (count == 0) return 0.0;
     const double sum = read_back([&](auto pol) {
@@ -641,22 +746,24 @@ struct DeviceTrainer<Bk>::Impl {
     return sum / static_cast<double>(count);
   }
 
-  // Backward of the head from the logits' gradient (the cross-entropy's, or an output seed's):
-  // dres = d resid[n_layer].
+  // Backward of the head from the logits' gradient (the classifier's, or an output seed's; zero in
+  // the padded columns): dres = d resid[n_layer].
   void head_backward() {
     const float* f = p.normed() ? lnf.get() : resid.back().get();
     dn.zero();
-    linear_backward(dn.get(), p.head, -1, logits.get(), f, p.N, p.C, p.V);
+    linear_backward(dn.get(), p.head, -1, logits.get(), f, p.N, p.C, vocab.Vp);
     dres.zero();
     norm_backward(dres.get(), dn.get(), resid.back().get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b);
   }
   // An output seed: the probabilities refused when not finite (the CPU's forward refuses such
   // logits), then the top-prediction seed on the device, or the general callback on the host (the
-  // probabilities there, the seed's d objective / d logits back).
+  // probabilities there in rows of V, the padding dropped; the seed's d objective / d logits back in
+  // rows of Vp, zero padding).
   void seed_logits(const TrainerSeed& s) {
-    const std::size_t n = static_cast<std::size_t>(p.N) * p.V;
-    const long long bad =
-        read_back([&](auto pol) { return thrust::count_if(pol, logits.get(), logits.get() + n, detail::NotFinite()); });
+    const std::size_t N = static_cast<std::size_t>(p.N), V = static_cast<std::size_t>(p.V),
+                      Vp = static_cast<std::size_t>(vocab.Vp);
+    const long long bad = read_back(
+        [&](auto pol) { return thrust::count_if(pol, logits.get(), logits.get() + N * Vp, detail::NotFinite()); });
     require(bad == 0,
             "the device's next-token probabilities are not finite: the model's weights overflow float32 "
             "arithmetic (a damaged or mis-scaled checkpoint)");
@@ -664,20 +771,26 @@ struct DeviceTrainer<Bk>::Impl {
       seed_top(*s.top);
       return;
     }
-    std::vector<float> probs(n);
-    to_host(probs.data(), logits.get(), sizeof(float) * n);
+    std::vector<float> probs(N * Vp);
+    to_host(probs.data(), logits.get(), sizeof(float) * N * Vp);
+    for (std::size_t n = 1; n < N; ++n) std::memmove(&probs[n * V], &probs[n * Vp], sizeof(float) * V);
     s.on_probs(probs.data(), p.N, p.V);
-    to_device(logits.get(), probs.data(), sizeof(float) * n);
+    for (std::size_t n = N; n-- > 0;) {
+      std::memmove(&probs[n * Vp], &probs[n * V], sizeof(float) * V);
+      std::fill(probs.begin() + static_cast<std::ptrdiff_t>(n * Vp + V),
+                probs.begin() + static_cast<std::ptrdiff_t>((n + 1) * Vp), 0.0f);
+    }
+    to_device(logits.get(), probs.data(), sizeof(float) * N * Vp);
   }
 
   // cf::nn::TopSeed on the device: each sequence's top prediction at its last position, then
   // d objective / d logits in place of the probabilities; only the B predictions cross to the host.
   void seed_top(const nn::TopSeed<float>& t) {
-    const long long n = static_cast<long long>(p.N) * p.V;
+    const long long n = static_cast<long long>(p.N) * vocab.Vp;
     thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + p.B,
-                     detail::PickTop{logits.get(), picks.get(), p.T, p.V});
+                     detail::PickTop{logits.get(), picks.get(), p.T, p.V, vocab.Vp});
     thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, logits.get(),
-                      detail::TopSeedGrad{logits.get(), picks.get(), p.T, p.V, t.objective});
+                      detail::TopSeedGrad{logits.get(), picks.get(), p.T, p.V, vocab.Vp, t.objective});
     h_picks.resize(static_cast<std::size_t>(p.B));
     to_host(h_picks.data(), picks.get(), sizeof(detail::TopPrediction) * h_picks.size());
     if (t.yhat) t.yhat->resize(h_picks.size());
@@ -688,16 +801,14 @@ struct DeviceTrainer<Bk>::Impl {
     }
   }
 
-  // Backward of forward for the mean loss over `count` targets; gradients accumulated in G. With a
-  // seed (DeviceTrainer::seeded): an output seed's logits gradient, or a residual seed already in
-  // dres (d resid[resid_layer]), back to resid[out_layer], which dres then holds; no embedding gradient.
-  void backward(std::int64_t count, const TrainerSeed* seed = nullptr) {
+  // Backward of forward(Out::Gradient) for the mean loss over the counted targets (its logits hold
+  // d loss / d logits); gradients accumulated in G. With a seed (DeviceTrainer::seeded): an output
+  // seed's logits gradient (after forward(Out::Probabilities)), or a residual seed already in dres
+  // (d resid[resid_layer]), back to resid[out_layer], which dres then holds; no embedding gradient.
+  void backward(const TrainerSeed* seed = nullptr) {
     const int N = p.N, C = p.C, H = p.H;
     const bool resid_seed = seed && seed->resid_layer >= 0;
-    if (!seed)
-      O::crossentropy_backward(ctx, logits.get(), targets.get(), N, p.V, 1.0f / static_cast<float>(count));
-    else if (!resid_seed)
-      seed_logits(*seed);
+    if (seed && !resid_seed) seed_logits(*seed);
     if (!resid_seed) head_backward();
     const std::size_t top = resid_seed ? static_cast<std::size_t>(seed->resid_layer) : p.layers.size();
     const std::size_t bottom = seed ? static_cast<std::size_t>(seed->out_layer) : 0;
@@ -758,38 +869,43 @@ DeviceTrainer<Bk>::~DeviceTrainer() {
 }
 template <Backend Bk>
 const TrainPlan& DeviceTrainer<Bk>::plan() const {
-  return impl_->p;
+  return impl_->given;
 }
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::upload(const float* params, const float* m, const float* v) {
   require((!m && !v) || impl_->use == TrainerUse::Training, "device trainer built for analysis: no AdamW moments");
-  const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
-  impl_->to_device(impl_->W.get(), params, bytes);
+  Impl& a = *impl_;
+  // the host's array around the head's padding (PaddedVocab), which stays zero
+  const auto up = [&](float* dst, const float* src) {
+    a.vocab.pieces(a.given.total, [&](std::int64_t at, std::int64_t from, std::int64_t n) {
+      a.to_device(dst + at, src + from, sizeof(float) * static_cast<std::size_t>(n));
+    });
+  };
+  up(a.W.get(), params);
   if (m)
-    impl_->to_device(impl_->M.get(), m, bytes);
+    up(a.M.get(), m);
   else
-    impl_->M.zero();
+    a.M.zero();
   if (v)
-    impl_->to_device(impl_->V.get(), v, bytes);
+    up(a.V.get(), v);
   else
-    impl_->V.zero();
-  impl_->lp.refresh_weights(impl_->W.get());
+    a.V.zero();
+  a.lp.refresh_weights(a.W.get());
 }
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::download(float* params, float* m, float* v) const {
   require((!m && !v) || impl_->use == TrainerUse::Training, "device trainer built for analysis: no AdamW moments");
-  const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(impl_->p.total);
-  if (params) impl_->to_host(params, impl_->W.get(), bytes);
-  if (m) impl_->to_host(m, impl_->M.get(), bytes);
-  if (v) impl_->to_host(v, impl_->V.get(), bytes);
+  if (params) impl_->download(params, impl_->W.get());
+  if (m) impl_->download(m, impl_->M.get());
+  if (v) impl_->download(v, impl_->V.get());
 }
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::gradient(float* grad) const {
   require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
-  impl_->to_host(grad, impl_->G.get(), sizeof(float) * static_cast<std::size_t>(impl_->p.total));
+  impl_->download(grad, impl_->G.get());
 }
 
 template <Backend Bk>
@@ -798,24 +914,20 @@ void DeviceTrainer<Bk>::zero_grad() {
 }
 
 template <Backend Bk>
-double DeviceTrainer<Bk>::forward(const std::int32_t* tokens, const std::int32_t* targets, std::int64_t& count) {
-  impl_->upload_batch(tokens, targets);
-  return impl_->forward(count);
-}
-
-template <Backend Bk>
 double DeviceTrainer<Bk>::micro_batch(const std::int32_t* tokens, const std::int32_t* targets) {
   require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
+  impl_->upload_batch(tokens, targets);
   std::int64_t count = 0;
-  const double loss = forward(tokens, targets, count);
-  if (count > 0) impl_->backward(count);
+  const double loss = impl_->forward(count, Impl::Out::Gradient);
+  if (count > 0) impl_->backward();
   return loss;
 }
 
 template <Backend Bk>
 double DeviceTrainer<Bk>::loss(const std::int32_t* tokens, const std::int32_t* targets) {
+  impl_->upload_batch(tokens, targets);
   std::int64_t count = 0;
-  return forward(tokens, targets, count);
+  return impl_->forward(count, Impl::Out::Loss);
 }
 
 template <Backend Bk>
@@ -867,7 +979,7 @@ double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t*
   a.upload_batch(tokens, targets);
   a.G.zero();
   std::int64_t count = 0;
-  double value = a.forward(count, resid ? s.resid_layer : -1);
+  double value = a.forward(count, Impl::Out::Probabilities, resid ? s.resid_layer : -1);
   const long long NC = static_cast<long long>(a.p.N) * a.p.C;
   if (resid) {  // the objective <seed, h(resid_layer)>, its gradient the seed itself
     a.to_device(a.dres.get(), s.resid, sizeof(float) * static_cast<std::size_t>(NC));
@@ -877,7 +989,7 @@ double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t*
                                    detail::ProductDouble());
     });
   }
-  a.backward(count, &s);
+  a.backward(&s);
   if (s.dresid) a.to_host(s.dresid, a.dres.get(), sizeof(float) * static_cast<std::size_t>(NC));
   return value;
 }
@@ -900,7 +1012,8 @@ void DeviceTrainer<Bk>::reshape(TrainPlan q) {
   // the masks resident on the device belong to the sequence length (allocated here, not per step)
   for (std::size_t l = 0; l < q.layers.size(); ++l)
     impl_->masks[l] = std::make_unique<ResidentMask<Bk>>(q.layers[l].mask);
-  impl_->p = std::move(q);
+  impl_->p = impl_->vocab.device_plan(q);
+  impl_->given = std::move(q);
 }
 
 }  // namespace cf::gpu

@@ -103,7 +103,7 @@ ModelMeasurements measure_model(const nn::Model<float>& model, const std::vector
 
 Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasurements& m, KernelSource source,
                             const Eigen::VectorXd& influence, bool frobenius_alpha, bool with_flow,
-                            rollout::FlowAlgorithm flow_algorithm) {
+                            rollout::FlowAlgorithm flow_algorithm, const rollout::LastRowBackend* backend) {
   const auto& cfg = model.config;
   const long n = m.n;
   require(influence.size() == n, "the influence profile has ", influence.size(), " positions but n = ", n);
@@ -118,10 +118,20 @@ Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasuremen
     v.w1 = rollout::wasserstein1_normalised(v.p, influence);
     ag.variants.push_back(v);
   };
+  // the last rows on the device of `backend` when there is one (its checks are the CPU paths')
+  const auto dense = [&](const Eigen::VectorXd& alpha) {
+    if (!backend) return rollout::rollout_last_row_dense(m.kernels, alpha);
+    require(static_cast<long>(m.kernels.size()) == alpha.size(), "rollout: ", m.kernels.size(),
+            " kernels for L = ", alpha.size(), " layers");
+    return backend->dense([&](int l) { return m.kernels[static_cast<std::size_t>(l)]; }, alpha, n);
+  };
+  const auto alibi = [&](const rollout::AlibiModel& am, const Eigen::VectorXd& alpha) {
+    return backend ? backend->alibi(am, alpha, n) : rollout::rollout_last_row_alibi(am, alpha, n);
+  };
   if (source == KernelSource::Measured) {
     ag.source_description = "measured kernels (head-mean attention of the model on the windows)";
-    add("attention_only", "(a) attention-only", rollout::rollout_last_row_dense(m.kernels, ones));
-    add("residual", "(b) residual-aware", rollout::rollout_last_row_dense(m.kernels, ag.alpha));
+    add("attention_only", "(a) attention-only", dense(ones));
+    add("residual", "(b) residual-aware", dense(ag.alpha));
     AgreementVariant c;
     c.key = "residual_content";
     c.label = "(c) residual + content";
@@ -143,10 +153,10 @@ Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasuremen
                           (cfg.arch.alibi == nn::AlibiSlopes::Hf ? "of BLOOM's build_alibi_tensor" : "2^(-8h/H)") +
                           ", mask " + am.mask.name() +
                           "); (c) content delta(l, h) from the model's own q.k / sqrt(d_head)";
-  add("attention_only", "(a) attention-only", rollout::rollout_last_row_alibi(am, ones, n));
-  add("residual", "(b) residual-aware", rollout::rollout_last_row_alibi(am, ag.alpha, n));
+  add("attention_only", "(a) attention-only", alibi(am, ones));
+  add("residual", "(b) residual-aware", alibi(am, ag.alpha));
   am.delta = m.content_delta;
-  add("residual_content", "(c) residual + content", rollout::rollout_last_row_alibi(am, ag.alpha, n));
+  add("residual_content", "(c) residual + content", alibi(am, ag.alpha));
   if (with_flow) {
     am.delta.resize(0, 0);  // the kernels of (b): content-free
     std::vector<rollout::RowMatrix> ks;

@@ -29,23 +29,30 @@ CheckpointAgreement checkpoint_agreement(const CheckpointAgreementOptions& o) {
     isrc = "file " + o.influence;
   }
   const ModelMeasurements m = measure_model(model, w.tokens);
+  std::string influence_device = "file";
   if (o.influence == "auto") {
-    infl = measure_influence(model, w.tokens, parse_target(o.target)).profile;
+    nn::SeededPass<float> pass;
+    if (o.seeded_pass)
+      pass = o.seeded_pass(model, influence_batch(model.config, n, static_cast<int>(w.tokens.size()), 0), n);
+    influence_device = pass ? o.device : "cpu";
+    infl = measure_influence(model, w.tokens, parse_target(o.target), 0, pass).profile;
     isrc = "measured in process (Eq. 6, target " + o.target + ", " + std::to_string(o.windows) + " windows of " +
            o.text + ")";
   }
   const auto ag = rollout_agreement(model, m, src, infl, o.alpha_kind == "frobenius", o.with_flow,
-                                    rollout::parse_flow_algorithm(o.flow_algorithm));
+                                    rollout::parse_flow_algorithm(o.flow_algorithm), o.rollouts);
   CheckpointAgreement out{agreement_report(ag, infl, o.checkpoint, isrc), agreement_plot(ag, infl, o.checkpoint)};
   out.report.meta =
-      output::metadata(o.with_flow ? "rollout flow" : "rollout", {{"model", o.checkpoint},
-                                                                  {"n", n},
-                                                                  {"influence", o.influence},
-                                                                  {"kernel_source", kernel_source_name(src)},
-                                                                  {"windows", o.windows},
-                                                                  {"text", o.text},
-                                                                  {"alpha_kind", o.alpha_kind},
-                                                                  {"window_starts", w.starts}});
+      output::metadata(o.with_flow ? "rollout flow" : "rollout",
+                       {{"model", o.checkpoint},
+                        {"n", n},
+                        {"influence", o.influence},
+                        {"kernel_source", kernel_source_name(src)},
+                        {"windows", o.windows},
+                        {"text", o.text},
+                        {"alpha_kind", o.alpha_kind},
+                        {"window_starts", w.starts},
+                        {"device", {{"rollouts", o.rollouts ? o.device : "cpu"}, {"influence", influence_device}}}});
   return out;
 }
 

@@ -67,8 +67,20 @@ Eigen::VectorXd rollout_last_row_dense(const std::vector<RowMatrix>& kernels, co
   return rollout_last_row(op, alpha);
 }
 
-RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n) {
+RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n,
+                               const ProductBackend* backend) {
   check_dense(alpha, n);
+  if (backend) {
+    std::vector<LeftStep> steps;
+    for (long l = 0; l < alpha.size(); ++l) steps.push_back({1.0 - alpha(l), alpha(l)});
+    const auto checked = [&](int l) {
+      RowMatrix A = kernel(l);
+      require(A.rows() == n && A.cols() == n, "rollout: kernel of layer ", l + 1, " is ", A.rows(), " x ", A.cols(),
+              ", expected n x n with n = ", n);
+      return A;
+    };
+    return backend->left_product(checked, steps, RowMatrix::Identity(n, n));
+  }
   const detail::FlushDenormals ftz;
   RowMatrix P = RowMatrix::Identity(n, n);
   Progress progress("rollout matrix: layers", alpha.size());     // stderr, terminals only

@@ -115,10 +115,10 @@ void write_matrix_csv(const std::string& path, const RowMatrix& M) {
   write_file_atomic(path, os.str());
 }
 
-std::string write_rollout_matrix(const RolloutSource& s, const std::string& path) {
+std::string write_rollout_matrix(const RolloutSource& s, const std::string& path, const ProductBackend* backend) {
   require(s.n <= 2048, "--matrix writes the full n x n rollout; n <= 2048 required, got ", s.n);
   const auto ks = source_kernels(s, false, 2048);
-  write_matrix_csv(path, rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n));
+  write_matrix_csv(path, rollout_matrix_dense([&](int l) { return ks[l]; }, s.alpha, s.n, backend));
   return "full rollout matrix P(L) of variant (b) written to " + path;
 }
 
@@ -158,7 +158,7 @@ output::Report sweep_report(const RolloutSource& s, const std::vector<SweepRow>&
   return rep;
 }
 
-output::Report monotonicity_report(const RolloutSource& s) {
+output::Report monotonicity_report(const RolloutSource& s, const ProductBackend* backend) {
   output::Report rep;
   output::Table t;
   t.title =
@@ -168,7 +168,7 @@ output::Report monotonicity_report(const RolloutSource& s) {
   nlohmann::json rows = nlohmann::json::array();
   auto add = [&](const std::string& what, const std::vector<RowMatrix>& ks, bool per_layer) {
     for (int l = 0; l < (per_layer ? s.L : 1); ++l) {
-      const auto st = monotonicity_stats(ks[l]);
+      const auto st = monotonicity_stats(ks[l], 1e-10, backend);
       t.add_row({what,
                  per_layer                                            ? std::to_string(l + 1)
                  : output::number_style() == output::NumberStyle::Raw ? "0"
@@ -194,9 +194,9 @@ output::Report monotonicity_report(const RolloutSource& s) {
   return rep;
 }
 
-JacobianOutcome jacobian_report(const RolloutSource& s, double C, long d) {
+JacobianOutcome jacobian_report(const RolloutSource& s, double C, long d, const ProductBackend* backend) {
   const auto ks = source_kernels(s, true);
-  const auto b = jacobian_bound(ks, C);
+  const auto b = jacobian_bound(ks, C, backend);
   JacobianOutcome out;
   output::Table t;
   t.title = "Jacobian bound (Runway (Lee & Clark), Theorem 3.3): C^r [(I + A(r)) ... (I + A(1))]_{d,s}, d = " +

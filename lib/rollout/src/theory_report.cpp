@@ -26,7 +26,8 @@ std::vector<RowMatrix> random_monotone_kernels(std::mt19937_64& rng, int L, long
   return ks;
 }
 
-VerifyOutcome verify_report(const RolloutSource& s, int seeds) {
+VerifyOutcome verify_report(const RolloutSource& s, int seeds, const ProductBackend* products,
+                            const LastRowBackend* last_rows) {
   require(s.structured, "verify needs an ALiBi model (a preset or --model-config)");
   VerifyOutcome out;
   output::Report& rep = out.report;
@@ -51,8 +52,8 @@ VerifyOutcome verify_report(const RolloutSource& s, int seeds) {
   };
   const auto plain = source_kernels(s, false);
   const Eigen::VectorXd a = s.alpha;
-  add("Prop. 4.2 primacy drift", s.name, check_primacy_drift(plain, a));
-  add("Prop. 4.3 residual => recency", s.name, check_residual_recency(plain, 0.5 * a, a));
+  add("Prop. 4.2 primacy drift", s.name, check_primacy_drift(plain, a, products));
+  add("Prop. 4.3 residual => recency", s.name, check_residual_recency(plain, 0.5 * a, a, products));
   {
     std::vector<RowMatrix> nob;
     for (int l = 0; l < s.L; ++l) {
@@ -63,13 +64,13 @@ VerifyOutcome verify_report(const RolloutSource& s, int seeds) {
         flat.head_weights = s.base.layer_head_weights[l], flat.layer_head_weights.clear();
       nob.push_back(alibi_kernel_dense(flat, 0, s.n));
     }
-    add("Prop. 4.4 ALiBi bias => recency", s.name, check_bias_recency(plain, nob, a));
+    add("Prop. 4.4 ALiBi bias => recency", s.name, check_bias_recency(plain, nob, a, products));
   }
   for (int sign : {+1, -1}) {
     RolloutSource sc = s;
     sc.delta = Eigen::MatrixXd::Constant(1, 1, 2.0 * sign);
     add(sign > 0 ? "Prop. 4.5 delta = +2 => recency" : "Prop. 4.5 delta = -2 => primacy", s.name,
-        check_diagonal_content(source_kernels(sc, true), plain, a, sign));
+        check_diagonal_content(source_kernels(sc, true), plain, a, sign, products));
   }
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> U(0, 1);
@@ -79,11 +80,12 @@ VerifyOutcome verify_report(const RolloutSource& s, int seeds) {
     Eigen::VectorXd al(L), al2(L);
     for (int l = 0; l < L; ++l) al(l) = U(rng), al2(l) = al(l) + (1 - al(l)) * U(rng);
     const std::string kern = "random monotone #" + std::to_string(seed + 1);
-    add("Prop. 4.2 primacy drift", kern, check_primacy_drift(ks, al));
-    add("Prop. 4.3 residual => recency", kern, check_residual_recency(ks, al, al2));
+    add("Prop. 4.2 primacy drift", kern, check_primacy_drift(ks, al, products));
+    add("Prop. 4.3 residual => recency", kern, check_residual_recency(ks, al, al2, products));
   }
   {  // structured vs dense agreement on the model, entry by entry (relative)
-    const Eigen::VectorXd f = rollout_profile(s, a, true, s.n), d = rollout_profile(s, a, true, s.n, true);
+    const Eigen::VectorXd f = rollout_profile(s, a, true, s.n, false, last_rows),
+                          d = rollout_profile(s, a, true, s.n, true, last_rows);
     PropositionCheck c;
     for (long j = 0; j < s.n; ++j)
       if (d(j) > 0)

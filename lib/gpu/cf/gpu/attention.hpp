@@ -17,10 +17,16 @@ inline constexpr int kAttentionTile = 32;
 struct TiledMask {
   int T = 0, nb = 0, ntiles = 0;
   std::vector<int> row_ptr, iv_lo, iv_hi, qt_ptr, qt_list, kt_ptr, kt_list;
+  /// The FlashAttention-2 kernels' tile plan on kernels::kFlashTile tiles (ftiles per side):
+  /// the non-empty tiles only, each flagged full or partial (kernels::MaskView).
+  int ftiles = 0;
+  std::vector<int> fq_ptr, fq_list, fk_ptr, fk_list;
   /// Admitted (row, key) pairs summed over branches (the score count).
   std::int64_t scores = 0;
   /// Key tiles visited summed over query tiles and branches.
   std::int64_t tiles_visited = 0;
+  /// The same for the plan's tiles, and how many of them are full.
+  std::int64_t flash_tiles_visited = 0, flash_tiles_full = 0;
   /// View with host pointers (valid while this object lives unchanged).
   kernels::MaskView view() const;
 };

@@ -22,26 +22,30 @@ enum class Backend {
   Cuda,      ///< device memory, the kernels compiled by nvcc, Thrust on CUDA, cuBLAS / cuSOLVER
 };
 
-/// Which kernels run plain softmax heads (no S-D, no runway): the register-resident ones or the
-/// general ones (side-by-side benchmarks, docs/benchmarks.md; tests run both).
-enum class AttentionPath { Plain, Generic };
+/// Which kernels run plain softmax heads (no S-D, no runway): the FlashAttention-2 style ones
+/// (kernels/flash_attention.cuh, the default), the register-resident one-row-per-thread ones
+/// (kernels/attention.cuh: the reference the flash kernels are checked against) or the general
+/// ones (side-by-side benchmarks, docs/benchmarks.md; tests run all three). Heads with S-D or a
+/// runway always run the general kernels.
+enum class AttentionPath { Flash, Plain, Generic };
 
 /// Their names (CF_GPU_ATTENTION).
 inline constexpr EnumTable kAttentionPaths{std::array{
+    EnumEntry<AttentionPath>{AttentionPath::Flash, "flash"},
     EnumEntry<AttentionPath>{AttentionPath::Plain, "plain"},
     EnumEntry<AttentionPath>{AttentionPath::Generic, "generic"},
 }};
 
 /// What a Context is made from.
 struct ContextOptions {
-  AttentionPath attention = AttentionPath::Plain;
+  AttentionPath attention = AttentionPath::Flash;
   /// `--device cuda` runs the emulated build on the CPU instead of a device (a test device).
   bool emulate = false;
   /// CUDA device ordinal the CUDA back end's resources are created on.
   int device = 0;
 
-  /// The documented environment overrides, read here and nowhere else: CF_GPU_ATTENTION = plain
-  /// | generic (unset: plain), CF_GPU_EMULATE = 1 | 0 (unset or empty: 0). Throws
+  /// The documented environment overrides, read here and nowhere else: CF_GPU_ATTENTION = flash
+  /// | plain | generic (unset: flash), CF_GPU_EMULATE = 1 | 0 (unset or empty: 0). Throws
   /// cf::InvalidArgument naming the variable for any other value.
   static ContextOptions from_environment();
 };

@@ -24,6 +24,11 @@
 #define CF_EMULATED 0
 // full unrolling of a loop with a compile-time trip count (keeps fixed-size arrays in registers)
 #define CF_UNROLL _Pragma("unroll")
+// unrolling by n (a loop whose index reaches no register array: fewer loads in flight)
+#define CF_PRAGMA_(x) _Pragma(#x)
+#define CF_UNROLL_N(n) CF_PRAGMA_(unroll n)
+// a register budget for a kernel: at most `threads` per block, `blocks` resident per SM
+#define CF_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 
 #else  // host compiler: emulation
 
@@ -70,6 +75,8 @@
 #define __forceinline__ inline
 #define __shared__ static thread_local
 #define CF_UNROLL
+#define CF_UNROLL_N(n)
+#define CF_LAUNCH_BOUNDS(threads, blocks)
 
 #ifndef CF_EMU_CUDA_DIM3
 struct dim3 {

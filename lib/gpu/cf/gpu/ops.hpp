@@ -13,6 +13,7 @@
 #include "cf/gpu/attention.hpp"
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/functors.hpp"
+#include "cf/gpu/kernels/crossentropy.cuh"
 
 namespace cf::gpu {
 
@@ -60,14 +61,26 @@ struct Ops {
   /// Twin of cf::nn::rmsnorm_backward: dinp [N, C], dw [C] accumulated (dw null: skipped).
   static void rmsnorm_backward(Context& ctx, float* dinp, float* dw, const float* dout, const float* inp,
                                const float* w, const float* rstd, int N, int C);
+  /// sum = a + b and out = LayerNorm(sum) in one kernel (llm.c's fused_residual_forward): the floats
+  /// of an add followed by layernorm_forward. sum, out, a, b [N, C] (sum may be a); mean, rstd [N].
+  static void residual_layernorm_forward(Context& ctx, float* sum, float* out, float* mean, float* rstd, const float* a,
+                                         const float* b, const float* w, const float* bias, int N, int C, float eps);
+  /// sum = a + b and out = RMSNorm(sum) in one kernel: the floats of an add followed by
+  /// rmsnorm_forward. sum, out, a, b [N, C] (sum may be a); rstd [N].
+  static void residual_rmsnorm_forward(Context& ctx, float* sum, float* out, float* rstd, const float* a,
+                                       const float* b, const float* w, int N, int C, float eps);
   /// Twin of cf::nn::crossentropy_forward: logits [N, V] -> probabilities, losses [N]; returns the
   /// number of rows with target >= 0.
   static std::int64_t crossentropy_forward(Context& ctx, float* logits, float* losses, const std::int32_t* targets,
                                            int N, int V);
-  /// crossentropy_forward without the count of targets (which makes the host wait for the device;
-  /// the device trainer counts them on the host when it uploads the batch).
-  static void crossentropy_losses(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N,
-                                  int V);
+  /// The fused classifier (kernels::classifier_kernel; llm.c's fused_classifier): losses [N] of the
+  /// rows of logits [N, ld] (classes in the first V columns, ld >= V), the rows left as `out` says:
+  /// untouched (Loss), softmax probabilities (Probabilities: crossentropy_forward's), or d loss /
+  /// d logits for loss = dloss * the sum of counted losses (Gradient: crossentropy_forward then
+  /// crossentropy_backward with scale dloss, in one kernel); columns [V, ld) written 0 with the row.
+  /// Rows with target < 0 have loss 0 (and gradient 0). No host wait (the caller counts targets).
+  static void classifier(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N, int V, int ld,
+                         float dloss, kernels::ClassifierOut out);
   /// Twin of cf::nn::crossentropy_backward: probs [N, V] -> scale (p - onehot) in place.
   static void crossentropy_backward(Context& ctx, float* probs, const std::int32_t* targets, int N, int V, float scale);
   /// Twin of cf::nn::gelu_forward (Thrust transform with GeluForward).

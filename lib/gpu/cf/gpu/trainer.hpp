@@ -52,7 +52,7 @@ class DeviceTrainer {
  public:
   /// Allocate every buffer for `plan` (make_train_plan); parameters and moments start at zero.
   /// Every operation runs in `ctx` (its handles, its attention path), which must outlive the
-  /// trainer. TrainerUse::Analysis allocates no AdamW moments.
+  /// trainer. TrainerUse::Analysis allocates neither AdamW moments nor a parameter gradient.
   DeviceTrainer(Context& ctx, TrainPlan plan, TrainerUse use = TrainerUse::Training);
   /// The same in default_context().
   explicit DeviceTrainer(TrainPlan plan);
@@ -103,7 +103,6 @@ class DeviceTrainer {
  private:
   struct Impl;
   Impl* impl_;
-  double forward(const std::int32_t* tokens, const std::int32_t* targets, std::int64_t& count);
 };
 
 namespace emu {

@@ -18,6 +18,7 @@
 #include "cf/nn/model.hpp"
 #include "cf/rollout/flow.hpp"
 #include "cf/rollout/kernel.hpp"
+#include "cf/rollout/last_row_backend.hpp"
 
 namespace cf::influence {
 
@@ -67,7 +68,8 @@ struct AgreementVariant {
 /// max-flow profile to the last position on the residual-mixed kernels of (b) (the same kernels
 /// and alpha; cf/rollout/flow.hpp), solved by `flow_algorithm`. Throws cf::InvalidArgument when
 /// the kernel source does not fit the model (alibi on a checkpoint without ALiBi positions, or
-/// with block / bridge / other masks).
+/// with block / bridge / other masks). `backend` computes the rollouts' last rows on a device
+/// (issue 30; null = the CPU paths of lib/rollout); the flow stays on the CPU.
 struct Agreement {
   KernelSource source = KernelSource::Measured;
   std::string source_description;
@@ -76,7 +78,8 @@ struct Agreement {
 };
 Agreement rollout_agreement(const nn::Model<float>& model, const ModelMeasurements& m, KernelSource source,
                             const Eigen::VectorXd& influence, bool frobenius_alpha = false, bool with_flow = false,
-                            rollout::FlowAlgorithm flow_algorithm = rollout::FlowAlgorithm::Layered);
+                            rollout::FlowAlgorithm flow_algorithm = rollout::FlowAlgorithm::Layered,
+                            const rollout::LastRowBackend* backend = nullptr);
 
 /// The Position bias (Herasimchyk et al.) Tables 2-5 layout: one table of Spearman and one of W1/(n-1), a row for the
 /// model

@@ -2,11 +2,15 @@
 // `rollout --model CHECKPOINT --influence auto|FILE` (and `rollout flow` with the same options):
 // the Position bias (Herasimchyk et al.) Tables 2-5 comparison on the model's own windows, from the
 // checkpoint's path to the report and plot (cf/influence/agreement_table.hpp; docs/influence.md).
+#include <functional>
 #include <string>
 
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/nn/gradient_seed.hpp"
+#include "cf/nn/model.hpp"
 #include "cf/rollout/flow.hpp"
+#include "cf/rollout/last_row_backend.hpp"
 
 namespace cf::influence {
 
@@ -22,6 +26,13 @@ struct CheckpointAgreementOptions {
   std::string alpha_kind = "token-mean";  ///< --alpha-kind: token-mean | frobenius
   bool with_flow = false;                 ///< `rollout flow`: the flow column too
   std::string flow_algorithm = "layered";
+  // Device work (issue 30; docs/gpu.md "Analysers on the device"), chosen by the tool, which knows
+  // lib/gpu: unset = the CPU.
+  const rollout::LastRowBackend* rollouts = nullptr;  ///< the variants' last rows
+  /// influence auto: the seeded passes of the measurement, made once the model is loaded, for
+  /// batches of at most max_B windows of max_T tokens; an empty pass = cf::nn::forward_backward.
+  std::function<nn::SeededPass<float>(const nn::Model<float>& model, int max_B, int max_T)> seeded_pass;
+  std::string device = "cpu";  ///< where rollouts and seeded_pass's passes run (the report's meta)
 };
 
 struct CheckpointAgreement {

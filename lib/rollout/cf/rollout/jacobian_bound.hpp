@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cf/rollout/kernel.hpp"
+#include "cf/rollout/product_backend.hpp"
 
 namespace cf::rollout {
 
@@ -18,7 +19,9 @@ struct JacobianBound {
 };
 
 /// attention: r >= 1 matrices A(L), A(L+1), ..., A(L+r-1) (oldest first), each n x n lower
-/// triangular and row-stochastic (checked within 1e-9); C > 0.
-JacobianBound jacobian_bound(const std::vector<RowMatrix>& attention, double C);
+/// triangular and row-stochastic (checked within 1e-9); C > 0. `backend` computes the products
+/// M_{r-1} and A(L+r-1) M_{r-1} on a device (issue 30; null = the CPU).
+JacobianBound jacobian_bound(const std::vector<RowMatrix>& attention, double C,
+                             const ProductBackend* backend = nullptr);
 
 }  // namespace cf::rollout

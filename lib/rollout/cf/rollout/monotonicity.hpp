@@ -1,11 +1,13 @@
 #pragma once
 // Stochastic order and stochastically monotone kernels (Position bias (Herasimchyk et al.), Assumption 4.1, Definition
 // A.1, Lemmas A.2-A.5; docs/spec.md section 2), and numerical demonstrations of the finite-depth forces
-// (Propositions 4.2-4.5).
+// (Propositions 4.2-4.5). Each function taking a `backend` runs its O(n^3) part there (kernel
+// products, the triple sums; issue 30, cf/rollout/product_backend.hpp); null = the CPU (the oracle).
 #include <Eigen/Dense>
 #include <vector>
 
 #include "cf/rollout/kernel.hpp"
+#include "cf/rollout/product_backend.hpp"
 
 namespace cf::rollout {
 
@@ -29,7 +31,7 @@ struct MonotonicityStats {
 };
 
 /// Compute the statistics in O(n^3) time, O(n^2) memory. tol >= 0 (SPEC default 1e-10).
-MonotonicityStats monotonicity_stats(const RowMatrix& K, double tol = 1e-10);
+MonotonicityStats monotonicity_stats(const RowMatrix& K, double tol = 1e-10, const ProductBackend* backend = nullptr);
 
 /// Residual kernel (1 - a) I + a K (Lemma A.3), a in [0, 1].
 RowMatrix residual_kernel(const RowMatrix& K, double a);
@@ -38,7 +40,8 @@ RowMatrix residual_kernel(const RowMatrix& K, double a);
 /// L = 0..alpha.size() (row L of the result; L = 0 is the identity), computed as
 /// e^T R(L) ... R(1) U with U[j,k] = [j <= k], applied right to left (O(L n^3) dense).
 /// kernels: L row-stochastic n x n matrices, kernels[l] = Abar(l+1).
-Eigen::MatrixXd prefix_mass_by_depth(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha);
+Eigen::MatrixXd prefix_mass_by_depth(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha,
+                                     const ProductBackend* backend = nullptr);
 
 /// Result of one proposition check: the largest violation of the claimed inequality (<= ~1e-12
 /// when the proposition holds numerically) and whether the hypotheses held.
@@ -48,22 +51,24 @@ struct PropositionCheck {
 };
 
 /// Prop. 4.2 (primacy drift): F_L(k) non-decreasing in L; violation = max F_L(k) - F_{L+1}(k).
-PropositionCheck check_primacy_drift(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha);
+PropositionCheck check_primacy_drift(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha,
+                                     const ProductBackend* backend = nullptr);
 
 /// Prop. 4.3 (residual => recency): alpha <= alpha_prime entrywise implies
 /// F(k; alpha) <= F(k; alpha_prime); violation = max F(k; alpha) - F(k; alpha_prime).
 PropositionCheck check_residual_recency(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha,
-                                        const Eigen::VectorXd& alpha_prime);
+                                        const Eigen::VectorXd& alpha_prime, const ProductBackend* backend = nullptr);
 
 /// Prop. 4.4 (recency-favouring bias => recency): F with the biased kernels <= F with the
 /// unbiased ones, rowwise dominance checked as hypothesis; violation = max F_bias - F_plain.
 PropositionCheck check_bias_recency(const std::vector<RowMatrix>& biased, const std::vector<RowMatrix>& plain,
-                                    const Eigen::VectorXd& alpha);
+                                    const Eigen::VectorXd& alpha, const ProductBackend* backend = nullptr);
 
 /// Prop. 4.5 (diagonal content): for every row of P(L), prefix masses with content delta vs
 /// without: delta >= 0 => F_delta <= F_0 (recency), delta <= 0 => F_delta >= F_0 (primacy).
 /// sign = +1 or -1 states which case is claimed; violation = max sign (F_delta - F_0).
 PropositionCheck check_diagonal_content(const std::vector<RowMatrix>& with_content,
-                                        const std::vector<RowMatrix>& without, const Eigen::VectorXd& alpha, int sign);
+                                        const std::vector<RowMatrix>& without, const Eigen::VectorXd& alpha, int sign,
+                                        const ProductBackend* backend = nullptr);
 
 }  // namespace cf::rollout

@@ -10,6 +10,7 @@
 
 #include "cf/rollout/kernel.hpp"
 #include "cf/rollout/operator.hpp"
+#include "cf/rollout/product_backend.hpp"
 
 namespace cf::rollout {
 
@@ -21,8 +22,10 @@ Eigen::VectorXd rollout_last_row_dense(const KernelFn& kernel, const Eigen::Vect
 /// same kernel at every layer); each n x n. No per-layer copies.
 Eigen::VectorXd rollout_last_row_dense(const std::vector<RowMatrix>& kernels, const Eigen::VectorXd& alpha);
 
-/// Full rollout matrix P(L) = R(L) ... R(1) (n x n) by dense products.
-RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n);
+/// Full rollout matrix P(L) = R(L) ... R(1) (n x n) by dense products; `backend` computes the
+/// products on a device (issue 30; null = the CPU), the checks stay here.
+RowMatrix rollout_matrix_dense(const KernelFn& kernel, const Eigen::VectorXd& alpha, long n,
+                               const ProductBackend* backend = nullptr);
 
 /// Last row of P(L) for a structured ALiBi model in O(L H n) time and O(n + H K) memory, where K is
 /// the number of leading rows whose normaliser still varies (about 40/min slope, capped by n and

@@ -10,6 +10,7 @@
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
 #include "cf/rollout/kernel.hpp"
+#include "cf/rollout/product_backend.hpp"
 #include "cf/rollout/source.hpp"
 #include "cf/rollout/sweep.hpp"
 #include "cf/rollout/variants.hpp"
@@ -36,8 +37,10 @@ nlohmann::json rollout_params(const RolloutSource& s, bool dense_path);
 void write_matrix_csv(const std::string& path, const RowMatrix& M);
 
 /// --matrix: the full rollout matrix P(L) of variant (b) (n <= 2048, cf::InvalidArgument
-/// otherwise) written by write_matrix_csv; returns the report's note saying so.
-std::string write_rollout_matrix(const RolloutSource& s, const std::string& path);
+/// otherwise) written by write_matrix_csv; returns the report's note saying so. `backend`: the
+/// products on a device (issue 30; null = the CPU), as for the other functions below.
+std::string write_rollout_matrix(const RolloutSource& s, const std::string& path,
+                                 const ProductBackend* backend = nullptr);
 
 /// The sweep's metadata parameters: the source's, with the lengths `ns` in place of n.
 nlohmann::json sweep_params(const RolloutSource& s, const std::vector<long>& ns);
@@ -47,7 +50,7 @@ output::Report sweep_report(const RolloutSource& s, const std::vector<SweepRow>&
 
 /// Report of `rollout monotonicity`: stochastic-monotonicity statistics of the source's kernels
 /// (per layer where they differ; ALiBi with content as a second kernel family).
-output::Report monotonicity_report(const RolloutSource& s);
+output::Report monotonicity_report(const RolloutSource& s, const ProductBackend* backend = nullptr);
 
 /// Report and plot of `rollout jacobian`: the Runway (Lee & Clark) Theorem 3.3 bound of target
 /// `d` (< n) over all sources, with the per-layer constant C.
@@ -55,6 +58,6 @@ struct JacobianOutcome {
   output::Report report;
   plot::LinePlot plot;
 };
-JacobianOutcome jacobian_report(const RolloutSource& s, double C, long d);
+JacobianOutcome jacobian_report(const RolloutSource& s, double C, long d, const ProductBackend* backend = nullptr);
 
 }  // namespace cf::rollout

@@ -10,7 +10,9 @@
 
 #include "cf/core/output.hpp"
 #include "cf/core/plot.hpp"
+#include "cf/rollout/last_row_backend.hpp"
 #include "cf/rollout/preset.hpp"
+#include "cf/rollout/product_backend.hpp"
 #include "cf/rollout/source.hpp"
 
 namespace cf::rollout {
@@ -34,8 +36,11 @@ struct VerifyOutcome {
 /// 0 for Prop. 4.4 and a diagonal content delta = +-2 added for Prop. 4.5), Props. 4.2-4.3 on
 /// `seeds` stacks of six random monotone kernels (seeded generator, 12345), and the structured path
 /// against the dense path (relative, entry by entry; a nonzero where the dense path is 0 counts 1).
-/// Throws cf::InvalidArgument when the source is not an ALiBi model.
-VerifyOutcome verify_report(const RolloutSource& s, int seeds);
+/// Throws cf::InvalidArgument when the source is not an ALiBi model. `products` runs the kernel
+/// products and monotonicity sums on a device and `last_rows` the two rollout paths (issue 30;
+/// null = the CPU).
+VerifyOutcome verify_report(const RolloutSource& s, int seeds, const ProductBackend* products = nullptr,
+                            const LastRowBackend* last_rows = nullptr);
 
 /// Outcome of `rollout dichotomy`: the report (one table, body {rows}, one note; the tool sets
 /// meta), the plot of masses and bounds against depth, and whether every bound held. The plot has

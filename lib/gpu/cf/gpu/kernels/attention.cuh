@@ -30,8 +30,12 @@ namespace cf::gpu::kernels {
 /// k in row_ptr[br*(T+1)+i] .. row_ptr[br*(T+1)+i+1] (at most kMaxIntervals per row).
 /// Query tile q of branch br visits key tiles qt_list[qt_ptr[br*(nQ+1)+q] ..]; key tile kt is
 /// visited by query tiles kt_list[kt_ptr[br*(nK+1)+kt] ..]. nQ = nK = ceil(T / TILE).
+/// The tile plan of the FlashAttention-2 kernels (flash_attention.cuh), on tiles of kFlashTile:
+/// query tile q of branch br visits the non-empty key tiles fq_list[fq_ptr[br*(ftiles+1)+q] ..],
+/// key tile kt is visited by the query tiles fk_list[fk_ptr[br*(ftiles+1)+kt] ..]; each entry is
+/// tile << 1 | full (full: every pair of the tile admitted, no position past T).
 struct MaskView {
-  int T = 0, nb = 0, ntiles = 0;
+  int T = 0, nb = 0, ntiles = 0, ftiles = 0;
   const int* row_ptr = nullptr;
   const int* iv_lo = nullptr;
   const int* iv_hi = nullptr;
@@ -39,7 +43,12 @@ struct MaskView {
   const int* qt_list = nullptr;
   const int* kt_ptr = nullptr;
   const int* kt_list = nullptr;
+  const int* fq_ptr = nullptr;
+  const int* fq_list = nullptr;
+  const int* fk_ptr = nullptr;
+  const int* fk_list = nullptr;
 };
+inline constexpr int kFlashTile = 64;
 inline constexpr int kMaxIntervals = 4;
 
 /// S-D and runway inputs of the kernels (device pointers; null = feature off).

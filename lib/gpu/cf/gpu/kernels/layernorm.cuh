@@ -1,7 +1,9 @@
 #pragma once
 // LayerNorm forward/backward kernels (eps given: 1e-5 in GPT-2, arch.norm_eps), the CUDA twins of
 // cf::nn::layernorm_forward / layernorm_backward (lib/nn/cf/nn/ops.hpp): one block per row,
-// threads strided over the C features, block reductions in shared memory.
+// threads strided over the C features, block reductions in shared memory. The residual form
+// (issue 31; llm.c's fused_residual_forward) adds the residual branch and normalises the sum in
+// one kernel, the sum written once and read back by the thread that wrote it.
 #include "cf/gpu/kernels/reduce.cuh"
 
 namespace cf::gpu::kernels {
@@ -23,6 +25,38 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   const float r = 1.0f / sqrtf(var + eps);
   float* o = out + static_cast<long long>(n) * C;
   for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = (x[c] - m) * r * w[c] + b[c];
+  if (threadIdx.x == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+/// sum = a + b, then out = layernorm(sum) as layernorm_forward_kernel (the same arithmetic in the
+/// same order, so the same floats as an add followed by it). sum, out, a, b [N, C] (sum may be a);
+/// mean, rstd [N]; w, bias [C]. Grid N blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void residual_layernorm_forward_kernel(float* sum, float* out, float* mean, float* rstd, const float* a,
+                                                  const float* b, const float* w, const float* bias, int N, int C,
+                                                  float eps) {
+  __shared__ float buf[BLOCK];
+  const int n = blockIdx.x;
+  if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
+  const long long row = static_cast<long long>(n) * C;
+  float* x = sum + row;
+  float s = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) {
+    const float v = a[row + c] + b[row + c];
+    x[c] = v;
+    s += v;
+  }
+  // every later read of x[c] is by the thread that wrote it: no barrier needed for the sum
+  const float m = block_sum<BLOCK>(s, buf) / C;
+  float v = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) v += (x[c] - m) * (x[c] - m);
+  const float var = block_sum<BLOCK>(v, buf) / C;
+  const float r = 1.0f / sqrtf(var + eps);
+  float* o = out + row;
+  for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = (x[c] - m) * r * w[c] + bias[c];
   if (threadIdx.x == 0) {
     mean[n] = m;
     rstd[n] = r;

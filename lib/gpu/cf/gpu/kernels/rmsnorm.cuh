@@ -1,7 +1,7 @@
 #pragma once
 // RMSNorm forward/backward kernels (Llama), the CUDA twins of cf::nn::rmsnorm_forward /
 // rmsnorm_backward (lib/nn/cf/nn/variant_ops.hpp): one block per row, threads strided over the C
-// features, block reductions in shared memory, as layernorm.cuh.
+// features, block reductions in shared memory, as layernorm.cuh (and its residual form).
 #include "cf/gpu/kernels/reduce.cuh"
 
 namespace cf::gpu::kernels {
@@ -19,6 +19,28 @@ __global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp
   const float r = 1.0f / sqrtf(block_sum<BLOCK>(s, buf) / C + eps);
   float* o = out + static_cast<long long>(n) * C;
   for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = x[c] * r * w[c];
+  if (threadIdx.x == 0) rstd[n] = r;
+}
+
+/// sum = a + b, then out = rmsnorm(sum) as rmsnorm_forward_kernel (the same floats as an add
+/// followed by it). sum, out, a, b [N, C] (sum may be a); rstd [N]; w [C]. Grid N blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void residual_rmsnorm_forward_kernel(float* sum, float* out, float* rstd, const float* a, const float* b,
+                                                const float* w, int N, int C, float eps) {
+  __shared__ float buf[BLOCK];
+  const int n = blockIdx.x;
+  if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
+  const long long row = static_cast<long long>(n) * C;
+  float* x = sum + row;
+  float s = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) {
+    const float v = a[row + c] + b[row + c];
+    x[c] = v;
+    s += v * v;
+  }
+  const float r = 1.0f / sqrtf(block_sum<BLOCK>(s, buf) / C + eps);
+  float* o = out + row;
+  for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = x[c] * r * w[c];  // x[c]: this thread's own write
   if (threadIdx.x == 0) rstd[n] = r;
 }
 
