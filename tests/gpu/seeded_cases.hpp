@@ -64,10 +64,11 @@ inline std::vector<float> random_vector(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-// One seed on both sides: the value, the read-out and the partial parameter gradient agree to
-// `tol` of each tensor's largest entry (float32 on both sides, summed in other orders).
+// One seed on both sides: the value and the read-out agree to `tol` of each tensor's largest entry
+// (float32 on both sides, summed in other orders), and so does the partial parameter gradient of a
+// training trainer; an analysis trainer computes none.
 template <class Trainer>
-void check_seed(const Model<float>& model, Trainer& tr, const std::vector<std::int32_t>& x,
+void check_seed(const Model<float>& model, Trainer& tr, cf::gpu::TrainerUse use, const std::vector<std::int32_t>& x,
                 const std::vector<std::int32_t>& y, int B, int T, GradientSeed<float> seed, double tol) {
   const int N = B * T, C = model.config.d_model;
   std::vector<float> d0, g0(model.params.size(), 0.f), d1(static_cast<std::size_t>(N) * C), g1(g0.size());
@@ -79,26 +80,31 @@ void check_seed(const Model<float>& model, Trainer& tr, const std::vector<std::i
   s.dresid = d1.data();
   tr.reshape(cf::gpu::make_train_plan(model.config, B, T));
   const double v1 = tr.seeded(x.data(), y.data(), s);
-  tr.gradient(g1.data());
   INFO("B " << B << ", T " << T << ", resid_layer " << seed.resid_layer << ", out_layer " << seed.out_layer);
   REQUIRE(d0.size() == d1.size());
   const double rd = rel_diff(d1.data(), d0.data(), static_cast<std::int64_t>(d0.size()));
   CHECK(rd < tol);
   CHECK(std::abs(v1 - v0) <= tol * std::max(1.0, std::abs(double(v0))));
-  check_tensors(model.layout, g1, g0, tol, "partial parameter gradient");
+  if (use == cf::gpu::TrainerUse::Training) {
+    tr.gradient(g1.data());
+    check_tensors(model.layout, g1, g0, tol, "partial parameter gradient");
+  } else {
+    CHECK_THROWS_WITH(tr.gradient(g1.data()), Catch::Contains("no parameter gradient"));
+  }
   if (std::getenv("CF_TEST_VERBOSE")) WARN("read-out: relative difference " << rd);
 }
 
-// Every seed of the test on one analysis trainer `Trainer` (cf::gpu::emu::Trainer or
-// cuda::Trainer), allocated at 3 x 45 and reshaped to 2 x 45 and 1 x 20: output seeds read out at
-// h(0), h(1) and h(n_layer), residual seeds (n_layer, 0), (n_layer, n_layer - 1), (1, 0); one of
-// each kind at the second shape.
+// Every seed of the test on one trainer `Trainer` (cf::gpu::emu::Trainer or cuda::Trainer) built
+// for `use` (analysis: the tools' trainer, no parameter gradient; training: the partial parameter
+// gradient compared too), allocated at 3 x 45 and reshaped to 2 x 45 and 1 x 20: output seeds read
+// out at h(0), h(1) and h(n_layer), residual seeds (n_layer, 0), (n_layer, n_layer - 1), (1, 0);
+// one of each kind at the second shape.
 template <class Trainer>
-void check_all_seeds(const Case& cs, double tol) {
-  INFO(cs.label);
+void check_all_seeds(const Case& cs, double tol, cf::gpu::TrainerUse use) {
+  INFO(cs.label << (use == cf::gpu::TrainerUse::Analysis ? ", analysis trainer" : ", training trainer"));
   const Model<float> model = init_model<float>(cs.cfg, 17);
   const int L = cs.cfg.n_layer, V = cs.cfg.vocab_size, C = cs.cfg.d_model;
-  Trainer tr(cf::gpu::default_context(), cf::gpu::make_train_plan(cs.cfg, 3, 45), cf::gpu::TrainerUse::Analysis);
+  Trainer tr(cf::gpu::default_context(), cf::gpu::make_train_plan(cs.cfg, 3, 45), use);
   tr.upload(model.params.data(), nullptr, nullptr);
   for (const auto& [B, T] : {std::pair{2, 45}, std::pair{1, 20}}) {
     const bool all = T == 45;
@@ -110,7 +116,7 @@ void check_all_seeds(const Case& cs, double tol) {
       GradientSeed<float> s;
       s.on_probs = os;
       s.out_layer = out;
-      check_seed(model, tr, x, y, B, T, s, tol);
+      check_seed(model, tr, use, x, y, B, T, s, tol);
     }
     const std::vector<float> r = random_vector(static_cast<std::size_t>(B) * T * C, 5);
     for (const auto& [top, out] : {std::pair{L, 0}, std::pair{L, L - 1}, std::pair{1, 0}}) {
@@ -119,8 +125,92 @@ void check_all_seeds(const Case& cs, double tol) {
       s.resid_layer = top;
       s.resid = r.data();
       s.out_layer = out;
-      check_seed(model, tr, x, y, B, T, s, tol);
+      check_seed(model, tr, use, x, y, B, T, s, tol);
     }
+  }
+}
+
+// The top-prediction objective of influence (Position bias (Herasimchyk et al.) Eq. 6) written
+// here from its definition as a host on_probs callback, independently of cf::nn::apply_top_seed and
+// of the device's functors: at each sequence's last position, yhat = the first argmax of p, and
+// d f / d logits = p_yhat (e_yhat - p) (probability), e_yhat - p (log-probability), e_yhat (logit);
+// zero at the other positions. Records yhat and p(yhat) per sequence.
+struct HostTopSeed {
+  TopObjective objective;
+  int T;
+  std::vector<std::int32_t>* yhat;
+  std::vector<float>* p_yhat;
+  void operator()(float* probs, int N, int V) const {
+    yhat->clear(), p_yhat->clear();
+    for (int r = 0; r < N; ++r) {
+      float* p = probs + static_cast<std::size_t>(r) * V;
+      if (r % T != T - 1) {
+        std::fill(p, p + V, 0.f);
+        continue;
+      }
+      const int y = static_cast<int>(std::max_element(p, p + V) - p);  // the first of equal maxima
+      const float py = p[y];
+      yhat->push_back(y), p_yhat->push_back(py);
+      for (int v = 0; v < V; ++v) {
+        const float e = v == y ? 1.f : 0.f;
+        p[v] = objective == TopObjective::Probability      ? py * (e - p[v])
+               : objective == TopObjective::LogProbability ? e - p[v]
+                                                           : e;
+      }
+    }
+  }
+};
+
+// The top-prediction seed (cf::nn::TopSeed) evaluated on the device against the host on_probs form
+// of the same objective (HostTopSeed, its probabilities copied to the host and back) on one analysis
+// trainer: the same predictions and probabilities, value and read-out d objective / d h(0) to
+// `same` (the same logits and arithmetic: float32 round-off at most); and cf::nn::forward_backward
+// with the TopSeed (the CPU's form) against its own host form and against the device to `tol`.
+template <class Trainer>
+void check_top_seed(const Case& cs, double same, double tol) {
+  INFO(cs.label);
+  const Model<float> model = init_model<float>(cs.cfg, 29);
+  const int B = 3, T = 12, C = cs.cfg.d_model;
+  std::vector<std::int32_t> x, y;
+  batch(cs.cfg, B, T, 7, x, y);
+  Trainer tr(cf::gpu::default_context(), cf::gpu::make_train_plan(cs.cfg, B, T), cf::gpu::TrainerUse::Analysis);
+  tr.upload(model.params.data(), nullptr, nullptr);
+  const std::size_t NC = static_cast<std::size_t>(B) * T * C;
+  for (TopObjective obj : {TopObjective::Probability, TopObjective::LogProbability, TopObjective::Logit}) {
+    INFO("objective " << static_cast<int>(obj));
+    std::vector<std::int32_t> yh_host, yh_dev, yh_cpu, yh_cpu_host;
+    std::vector<float> py_host, py_dev, py_cpu, py_cpu_host, d_host(NC), d_dev(NC), d_cpu, d_cpu_host;
+    cf::gpu::TrainerSeed h;
+    h.on_probs = HostTopSeed{obj, T, &yh_host, &py_host};
+    h.dresid = d_host.data();
+    const double v_host = tr.seeded(x.data(), y.data(), h);
+    const TopSeed<float> top{obj, &yh_dev, &py_dev};
+    cf::gpu::TrainerSeed d;
+    d.top = &top;
+    d.dresid = d_dev.data();
+    const double v_dev = tr.seeded(x.data(), y.data(), d);
+    REQUIRE(yh_host.size() == static_cast<std::size_t>(B));
+    CHECK(yh_dev == yh_host);
+    CHECK(py_dev == py_host);  // the same probability read on both sides
+    CHECK(v_dev == v_host);    // the loss of the same forward pass
+    CHECK(rel_diff(d_dev.data(), d_host.data(), static_cast<std::int64_t>(NC)) <= same);
+
+    std::vector<float> g(model.params.size(), 0.f);
+    Workspace<float> ws;
+    GradientSeed<float> cpu, cpu_host;
+    cpu.top = TopSeed<float>{obj, &yh_cpu, &py_cpu};
+    cpu.dresid = &d_cpu;
+    cpu_host.on_probs = HostTopSeed{obj, T, &yh_cpu_host, &py_cpu_host};
+    cpu_host.dresid = &d_cpu_host;
+    forward_backward<float>(model, x.data(), y.data(), B, T, &g, ws, nullptr, nullptr, &cpu);
+    forward_backward<float>(model, x.data(), y.data(), B, T, &g, ws, nullptr, nullptr, &cpu_host);
+    CHECK(yh_cpu == yh_cpu_host);
+    CHECK(py_cpu == py_cpu_host);
+    REQUIRE(d_cpu.size() == NC);
+    CHECK(rel_diff(d_cpu.data(), d_cpu_host.data(), static_cast<std::int64_t>(NC)) <= same);
+    CHECK(yh_dev == yh_cpu);
+    for (int b = 0; b < B; ++b) CHECK(std::abs(py_dev[b] - py_cpu[b]) <= tol);
+    CHECK(rel_diff(d_dev.data(), d_cpu.data(), static_cast<std::int64_t>(NC)) < tol);
   }
 }
 

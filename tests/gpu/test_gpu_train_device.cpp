@@ -203,7 +203,14 @@ TEST_CASE("device trainer (CUDA): bf16 resume is exact (6 steps = 3, checkpoint,
 TEST_CASE("device trainer (CUDA) seeded backward = cf::nn forward_backward with the same GradientSeed",
           "[gpu][device][seeded]") {
   // cuBLAS and FMA contraction against the CPU: the tolerance of the gradient checks above
-  for (const Case& cs : seeded_cases()) check_all_seeds<cf::gpu::cuda::Trainer>(cs, 1e-4);
+  for (const Case& cs : seeded_cases())
+    for (cf::gpu::TrainerUse use : {cf::gpu::TrainerUse::Analysis, cf::gpu::TrainerUse::Training})
+      check_all_seeds<cf::gpu::cuda::Trainer>(cs, 1e-4, use);
+}
+
+TEST_CASE("device trainer (CUDA) top-prediction seed on the device = the host on_probs form", "[gpu][device][seeded]") {
+  // the device's functors against the host's formula on the same logits (1e-6), the CPU at 1e-4
+  for (const Case& cs : seeded_cases()) check_top_seed<cf::gpu::cuda::Trainer>(cs, 1e-6, 1e-4);
 }
 
 int main(int argc, char** argv) {

@@ -3,8 +3,11 @@
 // the oracle (whose backward has its own finite-difference tests in double, tests/nn): the output
 // seed (d objective / d logits from the probabilities) and the residual seed, read out at several
 // layers, on plain, variant and attention-unit models (runway, S-D, linear, GQA, RoPE), one trainer
-// reshaped between batch shapes; then influence and Jacobian blocks (lib/influence) on the device
-// pass (cf::gpu::device_seeded_pass) against the same analyses on the CPU, and the refusals.
+// reshaped between batch shapes, built for training (the partial parameter gradient compared too)
+// and for analysis (none computed: no weight-gradient GEMM, counted); influence's top-prediction
+// seed on the device against its host on_probs form; then influence and Jacobian blocks
+// (lib/influence) on the device pass (cf::gpu::device_seeded_pass) against the same analyses on the
+// CPU, and the refusals.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "cf/core/error.hpp"
+#include "cf/gpu/device_stats.hpp"
 #include "cf/gpu/seeded_pass.hpp"
 #include "cf/gpu/train_step.hpp"
 #include "cf/gpu/trainer.hpp"
@@ -26,8 +30,68 @@ using namespace cf_test_gpu;
 
 TEST_CASE("gpu device trainer (emulated) seeded backward = cf::nn forward_backward with the same GradientSeed",
           "[gpu][emu][seeded]") {
-  // float32 on both sides, summed in other orders: 1e-5 of each tensor's scale
-  for (const Case& cs : seeded_cases()) check_all_seeds<cf::gpu::emu::Trainer>(cs, 1e-5);
+  // float32 on both sides, summed in other orders: 1e-5 of each tensor's scale. A training trainer:
+  // the partial parameter gradient too
+  for (const Case& cs : seeded_cases()) check_all_seeds<cf::gpu::emu::Trainer>(cs, 1e-5, cf::gpu::TrainerUse::Training);
+}
+
+TEST_CASE("gpu device trainer (emulated) analysis seeded backward = cf::nn forward_backward, no parameter gradient",
+          "[gpu][emu][seeded]") {
+  // the tools' trainer: the input-gradient chain alone, to the same tolerance
+  for (const Case& cs : seeded_cases()) check_all_seeds<cf::gpu::emu::Trainer>(cs, 1e-5, cf::gpu::TrainerUse::Analysis);
+}
+
+TEST_CASE("gpu device trainer (emulated) top-prediction seed on the device = the host on_probs form",
+          "[gpu][emu][seeded]") {
+  // the same logits on both sides of the first comparison: 1e-6 (float32 round-off of the formula)
+  for (const Case& cs : seeded_cases())
+    if (cs.label.rfind("full+swa", 0) == 0 || cs.label.rfind("swa + S-D", 0) == 0 || cs.label.rfind("runway", 0) == 0 ||
+        cs.label.rfind("Llama-like block", 0) == 0)
+      check_top_seed<cf::gpu::emu::Trainer>(cs, 1e-6, 1e-5);
+}
+
+namespace {
+// The device trainer's GEMMs (cf::gpu::DeviceStats::gemms) in one call of f.
+template <class F>
+std::uint64_t gemms_in(F&& f) {
+  const std::uint64_t before = cf::gpu::device_stats(cf::gpu::Backend::Emulated).gemms;
+  f();
+  return cf::gpu::device_stats(cf::gpu::Backend::Emulated).gemms - before;
+}
+}  // namespace
+
+TEST_CASE("gpu device trainer (emulated) analysis seeded pass runs no weight-gradient GEMM", "[gpu][emu][seeded]") {
+  // Two blocks of qkv, c_proj, c_fc, c_proj (4 linear layers each) and the LM head: 4 L + 1 = 9
+  // linear layers, each one GEMM forward, one for the input gradient (d in = d out W) and, for
+  // training, one for the weight gradient (dW = d out^T in). A residual seed at h(L) runs the 8 of
+  // the blocks; an output seed read out at h(L) back-propagates the head alone.
+  const ModelConfig c = small("full,swa", PosKind::Learned, NormKind::LayerNorm);
+  REQUIRE(c.n_layer == 2);
+  const Model<float> model = init_model<float>(c, 3);
+  const int B = 2, T = 10;
+  std::vector<std::int32_t> x, y;
+  batch(c, B, T, 4, x, y);
+  std::vector<float> r(static_cast<std::size_t>(B) * T * c.d_model, 0.5f), d(r.size());
+  const OutputSeed os(B * T, c.vocab_size);
+  auto run = [&](cf::gpu::TrainerUse use, int resid_layer, int out_layer) {
+    cf::gpu::emu::Trainer tr(cf::gpu::default_context(), cf::gpu::make_train_plan(c, B, T), use);
+    tr.upload(model.params.data(), nullptr, nullptr);
+    cf::gpu::TrainerSeed s;
+    if (resid_layer < 0) s.on_probs = os;
+    s.resid_layer = resid_layer, s.resid = r.data(), s.out_layer = out_layer, s.dresid = d.data();
+    return gemms_in([&] { tr.seeded(x.data(), y.data(), s); });
+  };
+  using cf::gpu::TrainerUse;
+  CHECK(run(TrainerUse::Analysis, -1, 0) == 9 + 9);
+  CHECK(run(TrainerUse::Training, -1, 0) == 9 + 9 + 9);
+  CHECK(run(TrainerUse::Analysis, 2, 0) == 8 + 8);
+  CHECK(run(TrainerUse::Training, 2, 0) == 8 + 8 + 8);
+  CHECK(run(TrainerUse::Analysis, -1, 2) == 9 + 1);
+  CHECK(run(TrainerUse::Training, -1, 2) == 9 + 1 + 1);
+  // a training step computes every weight gradient
+  cf::gpu::emu::Trainer tr(cf::gpu::default_context(), cf::gpu::make_train_plan(c, B, T));
+  tr.upload(model.params.data(), nullptr, nullptr);
+  CHECK(gemms_in([&] { tr.micro_batch(x.data(), y.data()); }) == 9 + 9 + 9);
 }
 
 TEST_CASE("gpu device seeded pass (emulated): influence and Jacobian blocks = the CPU's", "[gpu][emu][seeded]") {
@@ -95,6 +159,8 @@ TEST_CASE("gpu device seeded pass refuses what the device trainer does not run, 
   std::vector<float> m(model.params.size(), 0.f);
   CHECK_THROWS_WITH(tr.upload(model.params.data(), m.data(), m.data()), Catch::Contains("no AdamW moments"));
   CHECK_THROWS_WITH(tr.apply(cf::gpu::AdamWUpdate{}, 0.f), Catch::Contains("no AdamW update"));
+  CHECK_THROWS_WITH(tr.gradient(m.data()), Catch::Contains("no parameter gradient"));
+  CHECK_THROWS_WITH(tr.clip(1, 1.0), Catch::Contains("no parameter gradient"));
   CHECK(tr.finite());
   CHECK_FALSE(tr.fits(cf::gpu::make_train_plan(c, 2, 8)));
   CHECK_THROWS_WITH(tr.reshape(cf::gpu::make_train_plan(c, 1, 9)), Catch::Contains("does not fit"));
@@ -102,6 +168,12 @@ TEST_CASE("gpu device seeded pass refuses what the device trainer does not run, 
   std::vector<float> r(8 * c.d_model, 1.f);
   cf::gpu::TrainerSeed s;
   CHECK_THROWS_WITH(tr.seeded(x.data(), y.data(), s), Catch::Contains("neither on_probs nor a residual seed"));
+  CHECK_THROWS_WITH(tr.micro_batch(x.data(), y.data()), Catch::Contains("no parameter gradient"));
+  const TopSeed<float> top;
+  s.top = &top;
+  s.on_probs = [](float*, int, int) {};
+  CHECK_THROWS_WITH(tr.seeded(x.data(), y.data(), s), Catch::Contains("both on_probs and a top-prediction seed"));
+  s.on_probs = nullptr, s.top = nullptr;
   s.resid = r.data();
   s.resid_layer = 3;
   CHECK_THROWS_WITH(tr.seeded(x.data(), y.data(), s), Catch::Contains("must lie in [1, n_layer = 2]"));

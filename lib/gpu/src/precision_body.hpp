@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "cf/gpu/gemm_epilogue.hpp"
+#include "cf/gpu/device_stats.hpp"
 #include "cf/gpu/precision.hpp"
 
 namespace cf::gpu::precision_body {
@@ -78,6 +79,7 @@ class PrecisionGemm {
   void gemm(const typename Tr::Blas& blas, bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
             const float* B, int ldb, std::int64_t b_weight, float beta, float* C, int ldc) {
     if (m == 0 || n == 0) return;
+    count_gemm(Tr::kBackend);
     const Operands o = round_operands(ta, tb, m, n, k, A, lda, B, ldb, b_weight);
     plain(blas, o, ta, tb, m, n, k, alpha, lda, ldb, beta, C, ldc);
   }
@@ -92,6 +94,7 @@ class PrecisionGemm {
       gemm(blas, ta, tb, m, n, k, alpha, A, lda, B, ldb, b_weight, beta, C, ldc);
       return false;
     }
+    count_gemm(Tr::kBackend);
     const Operands o = round_operands(ta, tb, m, n, k, A, lda, B, ldb, b_weight);
     if (blas.gemm_epilogue(prec_, ta, tb, m, n, k, alpha, o.a, lda, o.b, ldb, beta, C, ldc, e)) return true;
     plain(blas, o, ta, tb, m, n, k, alpha, lda, ldb, beta, e.kind == GemmEpilogue::GeluAuxBias ? e.aux : C, ldc);

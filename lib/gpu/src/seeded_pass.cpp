@@ -80,11 +80,8 @@ class DevicePass {
     trainer_->reshape(std::move(plan));
     const std::size_t NC = static_cast<std::size_t>(B) * T * model_.config.d_model;
     TrainerSeed s;
-    if (seed.on_probs)
-      s.on_probs = [&seed](float* probs, int N, int V) {
-        require_finite(probs, static_cast<std::size_t>(N) * V, "next-token probabilities");
-        seed.on_probs(probs, N, V);
-      };
+    if (seed.on_probs) s.on_probs = [&seed](float* probs, int N, int V) { seed.on_probs(probs, N, V); };
+    if (seed.top) s.top = &*seed.top;
     s.resid_layer = seed.resid_layer, s.resid = seed.resid, s.out_layer = seed.out_layer;
     if (seed.dresid) seed.dresid->resize(NC), s.dresid = seed.dresid->data();
     const double value = trainer_->seeded(tokens, targets, s);

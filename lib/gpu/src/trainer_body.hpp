@@ -49,6 +49,7 @@
 #include "cf/gpu/ops.hpp"
 #include "cf/gpu/trainer.hpp"
 #include "precision_body.hpp"
+#include "top_seed.hpp"
 #include "trainer_common.hpp"
 #include "trainer_norm_grad.hpp"
 
@@ -254,6 +255,10 @@ struct DeviceTrainer<Bk>::Impl {
   TrainPlan p;      ///< the plan on the device: offsets into the padded parameter array (PaddedVocab)
   typename Tr::Blas blas;
   TrainerUse use;
+  /// Whether the backward computes parameter gradients (training); an analysis trainer's seeded
+  /// passes read only the input-gradient chain, so its backward skips every weight-gradient GEMM,
+  /// bias sum and norm weight gradient (linear_backward, norm_backward, runway_backward consult it).
+  bool param_grads;
   TrainPlan cap;                               ///< the plan the buffers were allocated for (fits, reshape)
   precision_body::PrecisionGemm<Tr, DBuf> lp;  // the GEMMs in p.precision (precision_body.hpp)
   DBuf<float> W, G, M, V;
@@ -274,6 +279,8 @@ struct DeviceTrainer<Bk>::Impl {
   DBuf<float> dbias;  // a bias gradient from the weight GEMM's epilogue, before it joins G (float32 policy)
   DBuf<float> q, k, v, y, dq, dk, dv, dy, dsum, tmp, dres, dn, datty, dqkv, dfc, dfch;
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
+  DBuf<detail::TopPrediction> picks;           // a top-prediction seed's picks, one per sequence
+  std::vector<detail::TopPrediction> h_picks;  // and on the host
   std::vector<std::int32_t> h_tokens, h_order, h_uniq, h_ptr;
   std::int64_t h_count = 0;                              // counted targets of the uploaded batch
   std::vector<std::unique_ptr<ResidentMask<Bk>>> masks;  // each layer's mask where the kernels read it
@@ -289,13 +296,15 @@ struct DeviceTrainer<Bk>::Impl {
         p(vocab.device_plan(given)),
         blas(c),
         use(u),
+        param_grads(u == TrainerUse::Training),
         cap(given),
         lp(p.precision, p.total, gemm_span(true), gemm_span(false)),
         batch_in(2 * static_cast<std::size_t>(p.N)),
         index_in(3 * static_cast<std::size_t>(p.N) + 1) {
     const std::size_t N = static_cast<std::size_t>(p.N), C = static_cast<std::size_t>(p.C),
                       F = static_cast<std::size_t>(p.F), P = static_cast<std::size_t>(p.total);
-    W.reset(P), G.reset(P);
+    W.reset(P);
+    if (param_grads) G.reset(P);
     if (use == TrainerUse::Training) M.reset(P), V.reset(P);
     std::size_t maxhd = 0, maxst = 0;
     for (const TrainLayer& tl : p.layers) {
@@ -324,13 +333,14 @@ struct DeviceTrainer<Bk>::Impl {
     if (p.parallel_residual) dpar.reset(N * C);
     logits.reset(N * static_cast<std::size_t>(vocab.Vp)), losses.reset(N), ones.reset(N);
     thrust::fill(Tr::policy(), ones.get(), ones.get() + N, 1.0f);
-    if (p.precision == Precision::Fp32) dbias.reset(gemm_span(true) / N);  // the widest output row
+    if (param_grads && p.precision == Precision::Fp32) dbias.reset(gemm_span(true) / N);  // the widest output row
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
     dsum.reset(maxst);
     tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C);
     if (p.mlp != TrainMlp::GeluTanh) dfc.reset(N * F);  // tanh GELU: the DGELU epilogue writes d fch directly
     dfch.reset(N * static_cast<std::size_t>(p.fc_width()));
     tokens.reset(N), targets.reset(N), uniq.reset(N), ptr.reset(N + 1), pos.reset(N);
+    picks.reset(static_cast<std::size_t>(p.B));
     alloc_units();
   }
 
@@ -428,6 +438,7 @@ struct DeviceTrainer<Bk>::Impl {
   // reading the GEMM's rounded operand, would not be.
   void linear_param_backward(std::int64_t wo, std::int64_t bo, const float* dout, const float* inp, int N, int IC,
                              int OC) {
+    if (!param_grads) return;  // analysis use: the input-gradient chain only
     if (bo >= 0 && lp.precision() == Precision::Fp32) {
       const GemmEpilogueArgs e{GemmEpilogue::BiasGrad, nullptr, nullptr, dbias.get()};
       lp.gemm(blas, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, -1, 1.0f, g(wo), IC, e);
@@ -484,12 +495,14 @@ struct DeviceTrainer<Bk>::Impl {
     const auto features = trainer_body::index0() + p.C;
     if (p.norm == TrainNorm::LayerNorm) {
       O::layernorm_backward(ctx, dx, nullptr, nullptr, dnorm, x, w(wo), mean, rstd, p.N, p.C);
-      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
-                       detail::LayerNormWeightGrad{g(wo), g(bo), dnorm, x, mean, rstd, p.N, p.C});
+      if (param_grads)
+        thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                         detail::LayerNormWeightGrad{g(wo), g(bo), dnorm, x, mean, rstd, p.N, p.C});
     } else if (p.norm == TrainNorm::RMSNorm) {
       O::rmsnorm_backward(ctx, dx, nullptr, dnorm, x, w(wo), rstd, p.N, p.C);
-      thrust::for_each(Tr::policy(), trainer_body::index0(), features,
-                       detail::RmsNormWeightGrad{g(wo), dnorm, x, rstd, p.N, p.C});
+      if (param_grads)
+        thrust::for_each(Tr::policy(), trainer_body::index0(), features,
+                         detail::RmsNormWeightGrad{g(wo), dnorm, x, rstd, p.N, p.C});
     } else
       thrust::transform(Tr::policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
   }
@@ -696,7 +709,7 @@ struct DeviceTrainer<Bk>::Impl {
   void runway_backward(const TrainLayer& tl, const AttentionExtras& x) {
     thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * tl.dh,
                      detail::RunwayReduceV{dv.get(), dvs.get(), dvl.get(), p.H, p.T, tl.dh});
-    if (!x.runway_B) return;
+    if (!x.runway_B || !param_grads) return;  // analysis: the per-(sequence, head) d B left unreduced
     const long long dd = static_cast<long long>(tl.dh) * tl.dh;
     thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + dd,
                      detail::SumBlocks{g(tl.runway_B), dBs.get(), static_cast<long long>(p.B) * p.H, dd});
@@ -772,11 +785,22 @@ struct DeviceTrainer<Bk>::Impl {
     dres.zero();
     norm_backward(dres.get(), dn.get(), resid.back().get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b);
   }
-  // An output seed on the host: the probabilities there (rows of V, the padding dropped), the
-  // seed's d objective / d logits back (rows of Vp, zero padding).
+  // An output seed: the probabilities refused when not finite (the CPU's forward refuses such
+  // logits), then the top-prediction seed on the device, or the general callback on the host (the
+  // probabilities there in rows of V, the padding dropped; the seed's d objective / d logits back in
+  // rows of Vp, zero padding).
   void seed_logits(const TrainerSeed& s) {
     const std::size_t N = static_cast<std::size_t>(p.N), V = static_cast<std::size_t>(p.V),
                       Vp = static_cast<std::size_t>(vocab.Vp);
+    const long long bad = read_back(
+        [&](auto pol) { return thrust::count_if(pol, logits.get(), logits.get() + N * Vp, detail::NotFinite()); });
+    require(bad == 0,
+            "the device's next-token probabilities are not finite: the model's weights overflow float32 "
+            "arithmetic (a damaged or mis-scaled checkpoint)");
+    if (s.top) {
+      seed_top(*s.top);
+      return;
+    }
     std::vector<float> probs(N * Vp);
     to_host(probs.data(), logits.get(), sizeof(float) * N * Vp);
     for (std::size_t n = 1; n < N; ++n) std::memmove(&probs[n * V], &probs[n * Vp], sizeof(float) * V);
@@ -787,6 +811,24 @@ struct DeviceTrainer<Bk>::Impl {
                 probs.begin() + static_cast<std::ptrdiff_t>((n + 1) * Vp), 0.0f);
     }
     to_device(logits.get(), probs.data(), sizeof(float) * N * Vp);
+  }
+
+  // cf::nn::TopSeed on the device: each sequence's top prediction at its last position, then
+  // d objective / d logits in place of the probabilities; only the B predictions cross to the host.
+  void seed_top(const nn::TopSeed<float>& t) {
+    const long long n = static_cast<long long>(p.N) * vocab.Vp;
+    thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + p.B,
+                     detail::PickTop{logits.get(), picks.get(), p.T, p.V, vocab.Vp});
+    thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, logits.get(),
+                      detail::TopSeedGrad{logits.get(), picks.get(), p.T, p.V, vocab.Vp, t.objective});
+    h_picks.resize(static_cast<std::size_t>(p.B));
+    to_host(h_picks.data(), picks.get(), sizeof(detail::TopPrediction) * h_picks.size());
+    if (t.yhat) t.yhat->resize(h_picks.size());
+    if (t.p_yhat) t.p_yhat->resize(h_picks.size());
+    for (std::size_t b = 0; b < h_picks.size(); ++b) {
+      if (t.yhat) (*t.yhat)[b] = h_picks[b].token;
+      if (t.p_yhat) (*t.p_yhat)[b] = h_picks[b].prob;
+    }
   }
 
   // Backward of forward(Out::Gradient) for the mean loss over the counted targets (its logits hold
@@ -892,6 +934,7 @@ void DeviceTrainer<Bk>::download(float* params, float* m, float* v) const {
 
 template <Backend Bk>
 void DeviceTrainer<Bk>::gradient(float* grad) const {
+  require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
   impl_->download(grad, impl_->G.get());
 }
 
@@ -902,6 +945,7 @@ void DeviceTrainer<Bk>::zero_grad() {
 
 template <Backend Bk>
 double DeviceTrainer<Bk>::micro_batch(const std::int32_t* tokens, const std::int32_t* targets) {
+  require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
   impl_->upload_batch(tokens, targets);
   std::int64_t count = 0;
   const double loss = impl_->forward(count, Impl::Out::Gradient);
@@ -918,6 +962,7 @@ double DeviceTrainer<Bk>::loss(const std::int32_t* tokens, const std::int32_t* t
 
 template <Backend Bk>
 double DeviceTrainer<Bk>::clip(int accum, double max_norm) {
+  require(impl_->param_grads, "device trainer built for analysis: no parameter gradient");
   float* G = impl_->G.get();
   const long long n = impl_->p.total;
   if (accum > 1) thrust::transform(Impl::Tr::policy(), G, G + n, G, detail::Divide{static_cast<float>(accum)});
@@ -959,13 +1004,8 @@ double DeviceTrainer<Bk>::seeded(const std::int32_t* tokens, const std::int32_t*
   Impl& a = *impl_;
   const int L = static_cast<int>(a.p.layers.size());
   const bool resid = s.resid_layer >= 0;
-  // cf::nn's check_seed
-  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid),
-          "gradient seed: resid_layer = ", s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
-  require(resid || s.on_probs, "gradient seed: neither on_probs nor a residual seed");
-  const int top = resid ? s.resid_layer - 1 : L;
-  require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top,
-          "]");
+  nn::check_seed_shape(L, s.resid_layer, s.resid != nullptr, int(bool(s.on_probs)) + int(s.top != nullptr),
+                       s.out_layer);
   a.upload_batch(tokens, targets);
   a.G.zero();
   std::int64_t count = 0;

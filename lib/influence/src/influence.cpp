@@ -45,6 +45,14 @@ Windows influence_windows(const std::vector<std::int32_t>& tokens, int n, int co
   return w;
 }
 
+namespace {
+nn::TopObjective top_objective(Target t) {
+  return t == Target::Probability      ? nn::TopObjective::Probability
+         : t == Target::LogProbability ? nn::TopObjective::LogProbability
+                                       : nn::TopObjective::Logit;
+}
+}  // namespace
+
 template <class T>
 InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vector<std::vector<std::int32_t>>& windows,
                                        Target target, bool keep_gradients, const nn::SeededPass<T>& pass) {
@@ -61,38 +69,24 @@ InfluenceGradients influence_gradients(const nn::Model<T>& model, const std::vec
     tokens.insert(tokens.end(), w.begin(), w.end());
   }
   const int C = model.config.d_model;
-  InfluenceGradients out;
-  out.yhat.assign(W, -1);
-  out.p_yhat.setZero(W);
+  // d target / d logits at the last position of every window (cf::nn::TopSeed: the top prediction
+  // yhat = argmax p, first index on ties), evaluated where the probabilities are (a device keeps them)
+  std::vector<std::int32_t> yhat;
+  std::vector<T> p_yhat;
   nn::GradientSeed<T> seed;
-  seed.on_probs = [&](T* probs, int N, int V) {
-    // d target / d logits at the last position of every window, zero elsewhere. With p = softmax(z):
-    // d z_y / dz = e_y; d log p_y / dz = e_y - p; d p_y / dz = p_y (e_y - p).
-    for (int b = 0; b < W; ++b) {
-      T* p = probs + (static_cast<std::int64_t>(b) * n + n - 1) * V;
-      int y = 0;
-      for (int v = 1; v < V; ++v)
-        if (p[v] > p[y]) y = v;  // argmax of p = argmax of the logits; first index on ties
-      out.yhat[b] = y;
-      const T py = p[y];
-      out.p_yhat(b) = static_cast<double>(py);
-      for (int v = 0; v < V; ++v) {
-        const T onehot = v == y ? T(1) : T(0);
-        p[v] = target == Target::Probability      ? py * (onehot - p[v])
-               : target == Target::LogProbability ? onehot - p[v]
-                                                  : onehot;
-      }
-    }
-    for (int r = 0; r < N; ++r)
-      if (r % n != n - 1)
-        std::fill(probs + static_cast<std::int64_t>(r) * V, probs + static_cast<std::int64_t>(r + 1) * V, T(0));
-  };
+  seed.top = nn::TopSeed<T>{top_objective(target), &yhat, &p_yhat};
   std::vector<T> de;
   seed.dresid = &de;
   seed.out_layer = 0;
   seeded_pass_or_cpu(model, pass)(tokens.data(), targets.data(), W, n, seed);
   require(de.size() == static_cast<std::size_t>(W) * n * C, "internal: input gradient has ", de.size(),
           " entries, expected ", static_cast<std::size_t>(W) * n * C);
+  require(yhat.size() == static_cast<std::size_t>(W) && p_yhat.size() == yhat.size(), "internal: top predictions of ",
+          yhat.size(), " windows, expected ", W);
+  InfluenceGradients out;
+  out.yhat.assign(yhat.begin(), yhat.end());
+  out.p_yhat.resize(W);
+  for (int b = 0; b < W; ++b) out.p_yhat(b) = static_cast<double>(p_yhat[static_cast<std::size_t>(b)]);
   out.g.resize(W, n);
   if (keep_gradients) out.de.assign(W, Eigen::MatrixXd(n, C));
   for (int b = 0; b < W; ++b)

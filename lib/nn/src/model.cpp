@@ -422,7 +422,9 @@ template <class T>
 void head_backward(Pass<T>& p, const std::int32_t* targets, std::int64_t count, const GradientSeed<T>* seed) {
   Activations<T>& a = p.a;
   const int N = p.N, V = p.cfg.vocab_size, L = p.cfg.n_layer;
-  if (seed)
+  if (seed && seed->top)
+    apply_top_seed(*seed->top, a.logits.data(), p.B, p.Tn, V);
+  else if (seed)
     seed->on_probs(a.logits.data(), N, V);  // probabilities -> d objective / d logits
   else
     crossentropy_backward(a.logits.data(), targets, N, V, T(1) / T(count));
@@ -440,13 +442,7 @@ void head_backward(Pass<T>& p, const std::int32_t* targets, std::int64_t count, 
 template <class T>
 void check_seed(const GradientSeed<T>& s, int L, bool has_grad) {
   require(has_grad, "a gradient seed needs a parameter gradient buffer (scratch)");
-  const bool resid = s.resid_layer >= 0;
-  require(!resid || (s.resid_layer >= 1 && s.resid_layer <= L && s.resid),
-          "gradient seed: resid_layer = ", s.resid_layer, " must lie in [1, n_layer = ", L, "] with a seed buffer");
-  require(resid || s.on_probs, "gradient seed: neither on_probs nor a residual seed");
-  const int top = resid ? s.resid_layer - 1 : L;
-  require(s.out_layer >= 0 && s.out_layer <= top, "gradient seed: out_layer = ", s.out_layer, " outside [0, ", top,
-          "]");
+  check_seed_shape(s, L);
 }
 // Back through blocks top-1 .. out_layer (a.dres = d resid[top] on entry), then hand d resid[out_layer] out.
 template <class T>

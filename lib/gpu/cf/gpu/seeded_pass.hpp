@@ -21,14 +21,16 @@ Placement placement_for_seeded(Placement where, const std::string& device, const
                                const nn::ModelConfig& c);
 
 /// A cf::nn::SeededPass on the device trainer of `where` (Placement::Emulated or Placement::Cuda),
-/// built for analysis (TrainerUse::Analysis: no AdamW moments). `model` is uploaded once and must
-/// outlive the pass. Batches of any B x T run on one trainer, allocated for the largest shape asked
-/// so far and at least max_B x max_T (the caller's largest batch: influence's windows per pass x n,
-/// jacobian's seed batch x n; 0 = none known) and reshaped for smaller ones, so that prefixes of
-/// every length reuse the parameters on the device. An output seed's probabilities cross to the
-/// host and back (TrainerSeed). Non-finite probabilities or read-outs (weights that overflow
-/// float32) throw cf::InvalidArgument, as the CPU's forward pass does. Throws cf::InvalidArgument for
-/// Placement::Cpu, for Placement::Cuda in a build without CUDA, or a config the trainer refuses.
+/// built for analysis (TrainerUse::Analysis: the backward computes no parameter gradient). `model`
+/// is uploaded once and must outlive the pass. Batches of any B x T run on one trainer, allocated
+/// for the largest shape asked so far and at least max_B x max_T (the caller's largest batch:
+/// influence's windows per pass x n, jacobian's seed batch x n; 0 = none known) and reshaped for
+/// smaller ones, so that prefixes of every length reuse the parameters on the device. A
+/// top-prediction seed (cf::nn::TopSeed, influence's) is evaluated on the device; an on_probs seed's
+/// probabilities cross to the host and back (TrainerSeed). Non-finite probabilities or read-outs
+/// (weights that overflow float32) throw cf::InvalidArgument, as the CPU's forward pass does. Throws
+/// cf::InvalidArgument for Placement::Cpu, for Placement::Cuda in a build without CUDA, or a config the trainer
+/// refuses.
 nn::SeededPass<float> device_seeded_pass(Placement where, const nn::Model<float>& model, int max_B = 0, int max_T = 0,
                                          Context& ctx = default_context());
 

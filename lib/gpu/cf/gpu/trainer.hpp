@@ -3,31 +3,38 @@
 // instantiated for both back ends: cf::gpu::emu::Trainer = DeviceTrainer<Backend::Emulated> runs on
 // the CPU (emulated kernels, Thrust on OpenMP, OpenBLAS; always built and tested in CI),
 // cf::gpu::cuda::Trainer = DeviceTrainer<Backend::Cuda> on a CUDA device (built when CUDA is on).
-// Plain types only, safe for nvcc. The host-side entry points (plans from a cf::nn config, the
-// trainer backend of `train --device cuda`) are in cf/gpu/train_step.hpp; docs/gpu.md "Device
-// trainer". Pointers passed to the public members are host pointers in both builds.
+// Plain types only (besides cf/nn/gradient_seed.hpp, which has no Eigen), safe for nvcc. The
+// host-side entry points (plans from a cf::nn config, the trainer backend of `train --device cuda`)
+// are in cf/gpu/train_step.hpp; docs/gpu.md "Device trainer". Pointers passed to the public members
+// are host pointers in both builds.
 #include <cstdint>
 #include <functional>
 
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/functors.hpp"
 #include "cf/gpu/train_plan.hpp"
+#include "cf/nn/gradient_seed.hpp"
 
 namespace cf::gpu {
 
 /// What a DeviceTrainer is built for: training (parameters, gradients, AdamW moments) or analysis
-/// (seeded passes only: no AdamW moments are allocated; upload, download and apply refuse them).
+/// (seeded passes only, which read the input-gradient chain alone: neither AdamW moments nor a
+/// parameter gradient are allocated, and the backward runs no weight-gradient GEMM, bias sum or norm
+/// weight gradient; upload, download and apply refuse moments; gradient, micro_batch and clip refuse).
 enum class TrainerUse { Training, Analysis };
 
 /// The seed and read-out of DeviceTrainer::seeded, with the semantics of cf::nn::GradientSeed
-/// (lib/nn/cf/nn/gradient_seed.hpp; plain types here for nvcc), in host memory. h(l) [N, C] is the
-/// residual stream entering block l (h(0) the embedding output, h(n_layer) the stream before the
-/// final norm), N = B T rows.
+/// (lib/nn/cf/nn/gradient_seed.hpp, whose seed rule and TopSeed it shares), in host memory. h(l)
+/// [N, C] is the residual stream entering block l (h(0) the embedding output, h(n_layer) the stream
+/// before the final norm), N = B T rows.
 struct TrainerSeed {
-  /// Output seed (resid_layer < 0): called with the probabilities softmax(logits) [N, V], copied
-  /// from the device, it overwrites them with d objective / d logits, copied back (B T V floats
-  /// each way: a first version; a device-side seed would avoid both copies).
+  /// Output seed (resid_layer < 0), the general form: called with the probabilities
+  /// softmax(logits) [N, V], copied from the device, it overwrites them with d objective / d
+  /// logits, copied back (B T V floats each way).
   std::function<void(float* probs, int N, int V)> on_probs;
+  /// Output seed, the top-prediction form (influence's): evaluated on the device, only yhat and
+  /// p(yhat) per sequence [B] cross to the host (into top->yhat, top->p_yhat).
+  const nn::TopSeed<float>* top = nullptr;
   int resid_layer = -1;          ///< residual seed: 1 <= resid_layer <= n_layer, blocks >= it not run
   const float* resid = nullptr;  ///< [N, C]: the objective is sum resid . h(resid_layer)
   int out_layer = 0;             ///< 0 <= out_layer < resid_layer (output seed: <= n_layer)
@@ -45,7 +52,7 @@ class DeviceTrainer {
  public:
   /// Allocate every buffer for `plan` (make_train_plan); parameters and moments start at zero.
   /// Every operation runs in `ctx` (its handles, its attention path), which must outlive the
-  /// trainer. TrainerUse::Analysis allocates no AdamW moments.
+  /// trainer. TrainerUse::Analysis allocates neither AdamW moments nor a parameter gradient.
   DeviceTrainer(Context& ctx, TrainPlan plan, TrainerUse use = TrainerUse::Training);
   /// The same in default_context().
   explicit DeviceTrainer(TrainPlan plan);
@@ -80,9 +87,11 @@ class DeviceTrainer {
   /// the device): the output seed runs the whole forward and replaces the cross-entropy gradient by
   /// the seed's d objective / d logits, the residual seed runs blocks < resid_layer and starts the
   /// backward at h(resid_layer); blocks below out_layer are not back-propagated and the embedding
-  /// gets no gradient. The gradient buffer is zeroed first and receives the partial parameter
-  /// gradient of the visited blocks (cf::nn's scratch). Returns the mean loss over counted targets
-  /// (output seed) or the objective (residual seed). Throws cf::InvalidArgument for a bad seed.
+  /// gets no gradient. A training trainer's gradient buffer is zeroed first and receives the
+  /// partial parameter gradient of the visited blocks (cf::nn's scratch); an analysis trainer
+  /// computes none. Returns the mean loss over counted targets (output seed) or the objective
+  /// (residual seed). Throws cf::InvalidArgument for a bad seed (cf::nn::check_seed_shape) and for
+  /// non-finite probabilities of an output seed (weights that overflow float32).
   double seeded(const std::int32_t* tokens, const std::int32_t* targets, const TrainerSeed& seed);
   /// Whether `plan` (the same model at another B x T) fits the buffers allocated at construction:
   /// no more rows or sequences, no layer with more mask branches.
