@@ -82,8 +82,7 @@ TEST_CASE("gpu kernel products (emulated) = cf::rollout::rollout_matrix_dense, e
     }
 }
 
-TEST_CASE("gpu kernel products (emulated): left products over each row's support = Eigen products",
-          "[gpu][products]") {
+TEST_CASE("gpu kernel products (emulated): left products over each row's support = Eigen products", "[gpu][products]") {
   // the device skips the columns outside each row's first and last nonzero entries: rows with
   // zeros inside, at both ends, a zero row and a sliding-window ALiBi kernel, against Eigen
   std::mt19937 g(5);

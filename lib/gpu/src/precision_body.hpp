@@ -21,8 +21,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "cf/gpu/gemm_epilogue.hpp"
 #include "cf/gpu/device_stats.hpp"
+#include "cf/gpu/gemm_epilogue.hpp"
 #include "cf/gpu/precision.hpp"
 
 namespace cf::gpu::precision_body {
