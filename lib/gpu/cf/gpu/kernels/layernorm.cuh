@@ -8,16 +8,12 @@
 
 namespace cf::gpu::kernels {
 
-/// out, inp [N, C]; mean, rstd [N]; w, b [C]. Grid N blocks, BLOCK threads.
+/// Row n of a LayerNorm from its sum s (this thread's share of sum_c x[c]): the variance, the
+/// normalised row into out and the statistics. Shared by the plain and the residual kernels, so
+/// both give the same floats.
 template <int BLOCK>
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                         const float* b, int N, int C, float eps) {
-  __shared__ float buf[BLOCK];
-  const int n = blockIdx.x;
-  if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
-  const float* x = inp + static_cast<long long>(n) * C;
-  float s = 0;
-  for (int c = threadIdx.x; c < C; c += BLOCK) s += x[c];
+__device__ void layernorm_row(float* out, float* mean, float* rstd, const float* x, float s, const float* w,
+                              const float* b, int n, int C, float eps, float* buf) {
   const float m = block_sum<BLOCK>(s, buf) / C;
   float v = 0;
   for (int c = threadIdx.x; c < C; c += BLOCK) v += (x[c] - m) * (x[c] - m);
@@ -29,6 +25,19 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
     mean[n] = m;
     rstd[n] = r;
   }
+}
+
+/// out, inp [N, C]; mean, rstd [N]; w, b [C]. Grid N blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                         const float* b, int N, int C, float eps) {
+  __shared__ float buf[BLOCK];
+  const int n = blockIdx.x;
+  if (n >= N) return;  // uniform per block: no thread of this block reaches a barrier
+  const float* x = inp + static_cast<long long>(n) * C;
+  float s = 0;
+  for (int c = threadIdx.x; c < C; c += BLOCK) s += x[c];
+  layernorm_row<BLOCK>(out, mean, rstd, x, s, w, b, n, C, eps, buf);
 }
 
 /// sum = a + b, then out = layernorm(sum) as layernorm_forward_kernel (the same arithmetic in the
@@ -50,17 +59,7 @@ __global__ void residual_layernorm_forward_kernel(float* sum, float* out, float*
     s += v;
   }
   // every later read of x[c] is by the thread that wrote it: no barrier needed for the sum
-  const float m = block_sum<BLOCK>(s, buf) / C;
-  float v = 0;
-  for (int c = threadIdx.x; c < C; c += BLOCK) v += (x[c] - m) * (x[c] - m);
-  const float var = block_sum<BLOCK>(v, buf) / C;
-  const float r = 1.0f / sqrtf(var + eps);
-  float* o = out + row;
-  for (int c = threadIdx.x; c < C; c += BLOCK) o[c] = (x[c] - m) * r * w[c] + bias[c];
-  if (threadIdx.x == 0) {
-    mean[n] = m;
-    rstd[n] = r;
-  }
+  layernorm_row<BLOCK>(out, mean, rstd, x, s, w, bias, n, C, eps, buf);
 }
 
 /// dinp [N, C] +=; dw, db [C] += (atomics across rows; null: not computed, e.g. the device trainer
