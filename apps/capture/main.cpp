@@ -51,7 +51,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "capture", "");  // docs/gpu.md "Analysis model"
-  gpu::resolve_analysis_precision(o.precision, asked, "capture");             // refused on the CPU before any load
+  gpu::resolve_analysis_precision(o.precision, asked);             // refused on the CPU before any load
   hf::check_token_input_options(app, o.input);
   // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
   app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs),
@@ -66,7 +66,7 @@ void run(const CLI::App& app, const Options& o) {
   if (!stored) model = cf::model::load_model(o.checkpoint);
   const nn::ModelConfig cfg = stored ? gpu::hf_model_config(o.checkpoint) : model->config;
   const gpu::Placement where = gpu::placement_for_model(asked, o.device, "capture", cfg);
-  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where, "capture");
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where);
   if (where == gpu::Placement::Cpu && !model) model = cf::model::load_model(o.checkpoint);  // --device auto fell back
   const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,

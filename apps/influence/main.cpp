@@ -75,7 +75,7 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
     m.w = influence::influence_windows(load_tokens(o, path, cfg.vocab_size), n, o.windows);
   }
   m.where = gpu::placement_for_seeded(asked, o.device, "influence", cfg);
-  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, m.where, "influence");
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, m.where);
   nn::SeededPass<float> pass;
   if (m.where != gpu::Placement::Cpu)
     pass = gpu::device_seeded_pass(
@@ -141,7 +141,7 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "influence", "");  // docs/gpu.md
-  gpu::resolve_analysis_precision(o.precision, asked, "influence");             // refused on the CPU before any load
+  gpu::resolve_analysis_precision(o.precision, asked);             // refused on the CPU before any load
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);

@@ -47,7 +47,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const std::string& check
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "jacobian", "");  // docs/gpu.md
-  gpu::resolve_analysis_precision(o.precision, asked, "jacobian");             // refused on the CPU before any load
+  gpu::resolve_analysis_precision(o.precision, asked);             // refused on the CPU before any load
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   // a capture fixes the window: n = its sequence length T
   app::refuse_unless(app, "--n", o.capture.empty(), "--text, --data or --tokens (with --capture, n = T)");
@@ -79,7 +79,7 @@ void run(const CLI::App& app, const Options& o) {
   // the batched vector-Jacobian products where --device puts them (docs/gpu.md "Analysers on the
   // device"); the head-mean attention A(l), one forward pass, stays on the CPU
   const gpu::Placement where = gpu::placement_for_seeded(asked, o.device, "jacobian", cfg);
-  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where, "jacobian");
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where);
   nn::SeededPass<float> pass;
   if (where != gpu::Placement::Cpu)
     pass = gpu::device_seeded_pass(where, model, o.seed_batch > 0 ? std::min(o.seed_batch, cfg.d_model) : cfg.d_model,

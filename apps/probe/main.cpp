@@ -29,7 +29,7 @@ probe::MakeForward device_forward(gpu::Placement asked, const std::string& devic
   return [asked, device, weights_opt, precision, paths, &used,
           &weights](const nn::Model<float>& model) -> probe::ProbsForward {
     const gpu::Placement where = gpu::placement_for_model(asked, device, "probe", model.config);
-    const gpu::Precision prec = gpu::resolve_analysis_precision(precision, where, "probe");
+    const gpu::Precision prec = gpu::resolve_analysis_precision(precision, where);
     const std::string& path = paths.at(used.size());
     used.push_back(where);
     if (where == gpu::Placement::Cpu) {
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
     const gpu::Placement asked = gpu::resolve_device(device, "probe", "");  // docs/gpu.md
-    gpu::resolve_analysis_precision(precision, asked, "probe");             // refused on the CPU before any load
+    gpu::resolve_analysis_precision(precision, asked);             // refused on the CPU before any load
     // a bad value first, then an option the task or the number of checkpoints leaves unread
     probe::check_probe_options(o);
     app::refuse_unless(app, "--alpha", o.task == "boundary-copy", "probe boundary-copy (its bound test)");

@@ -54,7 +54,7 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "spectral-surgery", "");  // docs/gpu.md
-  gpu::resolve_analysis_precision(o.precision, asked, "spectral-surgery");  // refused on the CPU before any load
+  gpu::resolve_analysis_precision(o.precision, asked);  // refused on the CPU before any load
   require(o.data.empty() != o.text.empty(),
           "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);
@@ -77,7 +77,7 @@ void run(const CLI::App& app, const Options& o) {
                                linear_attention ? "ELU+1 linear attention (--linear-attention, --sweep-mode "
                                                   "linear-attention) has no device path"
                                                 : "");
-  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where, "spectral-surgery");
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where);
   std::unique_ptr<gpu::AnalysisModel> device;  // the perplexities' forward passes (docs/gpu.md "Analysis model")
   std::string weights = "float32";
   if (where != gpu::Placement::Cpu) {

@@ -36,10 +36,10 @@ CLI::Option* add_precision_option(CLI::App& app, std::string& precision, Precisi
   return app.add_option("--precision", precision, help)->check(app::member_of(kPrecisions))->capture_default_str();
 }
 
-Precision resolve_analysis_precision(const std::string& value, Placement where, const std::string& tool) {
+Precision resolve_analysis_precision(const std::string& value, Placement where) {
   const auto asked = kPrecisions.find(value);
   require(asked.has_value(), "--precision must be ", kPrecisions.list(" or "), " (got '", value, "')");
-  require(where != Placement::Cpu || *asked == Precision::Fp32, tool, ": --precision ", value,
+  require(where != Placement::Cpu || *asked == Precision::Fp32, "--precision ", value,
           " needs the device (--device cuda): the CPU analysers compute in float32 only");
   return *asked;
 }

@@ -4,7 +4,6 @@
 // context's handle, the linear layers' fused epilogues from cuBLASLt (cf/gpu/gemm_epilogue.hpp).
 // The body is the template of trainer_body.hpp, the source CI executes on the CPU through
 // trainer_emu.cpp.
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <thrust/execution_policy.h>
 

@@ -2,15 +2,12 @@
 // host memory, the CUDA kernels emulated on the CPU, Thrust on OpenMP and SGEMM from OpenBLAS
 // (issue 14). The body is the template of trainer_body.hpp, which trainer_cuda.cu instantiates for
 // the device; tests/gpu compare this build with the CPU trainer of lib/nn in every CI run.
-#include <cblas.h>
 #include <thrust/system/omp/execution_policy.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <vector>
 
 #include "blas_emu.hpp"
 #include "trainer_body.hpp"

@@ -22,10 +22,10 @@ CLI::Option* add_precision_option(CLI::App& app, std::string& precision, Precisi
 
 /// The precision an analyser computes in, once its placement `where` is known: tf32 and bf16 need
 /// the device (Placement::Cuda or its emulated build); on the CPU, asked with --device cpu or
-/// reached by --device auto's fallback, they throw cf::InvalidArgument (exit 2) naming `tool`:
+/// reached by --device auto's fallback, they throw cf::InvalidArgument (exit 2):
 /// the CPU analysers compute in float32 only, and running them silently in fp32 would report other
 /// numbers than asked for.
-Precision resolve_analysis_precision(const std::string& value, Placement where, const std::string& tool);
+Precision resolve_analysis_precision(const std::string& value, Placement where);
 
 /// The precision a `train` run computes in. `value`: --precision's value, `given`: whether the
 /// command line set it; `resumed`: the train_config of the checkpoint a --resume continues (null
