@@ -22,7 +22,7 @@ With --csv PREFIX, the same for a headerless CSV of numbers the tool writes (rol
 as the reports' numbers (within ATOL + RTOL |cpu| each).
 
 Each --device-arg ARG is appended to the device run only (e.g. `--precision bf16`: a policy the CPU
-refuses); for --precision P the device report's meta.precision must say P.
+refuses); for --precision P the device report's meta (or meta.params) must say precision P.
 """
 import json
 import os
@@ -66,8 +66,10 @@ def run(device, emulate):
 cpu, dev = run("cpu", False), run("cuda", os.environ.get("CF_DEVICE_VS_CPU_EMULATE", "1") != "0")
 if "--precision" in device_args:
     want = device_args[device_args.index("--precision") + 1]
-    if dev.get("meta", {}).get("precision") != want:
-        sys.exit(f"the device report's meta.precision is {dev.get('meta', {}).get('precision')!r}, not {want!r}")
+    meta = dev.get("meta", {})
+    got = meta.get("precision", meta.get("params", {}).get("precision"))  # capture: meta.params
+    if got != want:
+        sys.exit(f"the device report's meta says precision {got!r}, not {want!r}")
 worst = [0.0, ""]
 count = [0]
 
