@@ -51,7 +51,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "capture", "");  // docs/gpu.md "Analysis model"
-  gpu::resolve_analysis_precision(o.precision, asked);             // refused on the CPU before any load
+  gpu::resolve_analysis_precision(o.precision, asked);                        // refused on the CPU before any load
   hf::check_token_input_options(app, o.input);
   // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
   app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs),

@@ -38,7 +38,7 @@ struct Options {
   int n = 0;  // 0 = min(256, block_size)
   int windows = 64;
   int batch = 0;
-  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
   std::string precision = "fp32";  ///< --precision fp32|tf32|bf16 (the device trainer's GEMMs)
   app::CommonOptions common;
 };
@@ -78,9 +78,9 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
   const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, m.where);
   nn::SeededPass<float> pass;
   if (m.where != gpu::Placement::Cpu)
-    pass = gpu::device_seeded_pass(
-        m.where, model, influence::influence_batch(cfg, m.n, static_cast<int>(m.w.tokens.size()), o.batch), m.n,
-        gpu::default_context(), prec);
+    pass = gpu::device_seeded_pass(m.where, model,
+                                   influence::influence_batch(cfg, m.n, static_cast<int>(m.w.tokens.size()), o.batch),
+                                   m.n, gpu::default_context(), prec);
   m.r = influence::measure_influence(model, m.w.tokens, influence::parse_target(o.target), o.batch, pass);
   return m;
 }
@@ -141,7 +141,7 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "influence", "");  // docs/gpu.md
-  gpu::resolve_analysis_precision(o.precision, asked);             // refused on the CPU before any load
+  gpu::resolve_analysis_precision(o.precision, asked);                          // refused on the CPU before any load
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);

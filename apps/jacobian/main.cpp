@@ -35,7 +35,7 @@ struct Options {
   std::string checkpoint, capture;
   hf::TokenInput input;  ///< --text | --data | --tokens (or --capture), --split, --gpt2-dir
   int n = 64, window = 0, windows = 64, layer = 0, span = 0, seed_batch = 0;
-  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
   std::string precision = "fp32";  ///< --precision fp32|tf32|bf16 (the device trainer's GEMMs)
   app::CommonOptions common;
 };
@@ -47,7 +47,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const std::string& check
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "jacobian", "");  // docs/gpu.md
-  gpu::resolve_analysis_precision(o.precision, asked);             // refused on the CPU before any load
+  gpu::resolve_analysis_precision(o.precision, asked);                         // refused on the CPU before any load
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   // a capture fixes the window: n = its sequence length T
   app::refuse_unless(app, "--n", o.capture.empty(), "--text, --data or --tokens (with --capture, n = T)");

@@ -9,8 +9,8 @@
 #include "cf/core/error.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/analysis_model.hpp"
-#include "cf/gpu/precision_option.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
     const gpu::Placement asked = gpu::resolve_device(device, "probe", "");  // docs/gpu.md
-    gpu::resolve_analysis_precision(precision, asked);             // refused on the CPU before any load
+    gpu::resolve_analysis_precision(precision, asked);                      // refused on the CPU before any load
     // a bad value first, then an option the task or the number of checkpoints leaves unread
     probe::check_probe_options(o);
     app::refuse_unless(app, "--alpha", o.task == "boundary-copy", "probe boundary-copy (its bound test)");

@@ -247,15 +247,6 @@ def run_all(a):
     cmp("capture gpt2-124m, T 64 x 2, every head with Q and K", 1e-5, 1e-7,
         [bin_("capture"), "--checkpoint", G, "--tokens", f"{G}/tokens.txt", "--seq-len", "64", "--n-seq", "2",
          "--out", "@OUT@"], os.path.join(work, "cap_gpt2"))
-    # --precision bf16 (bf16 weights and GEMM inputs, float32 accumulation) against the float32 CPU:
-    # the bf16 tolerance of tests/gpu/test_analysis_precision_emu.cpp, 2u (4 L + 1) of each tensor's
-    # scale with u = 2^-8 (L = 12: 98u = 0.38; the tiny shapes' L = 2: 18u = 0.07)
-    L_g = shapes["gpt2-124m"]["layers"]
-    tol_b = 2 * 2 ** -8 * (4 * L_g + 1)
-    cmp(f"capture gpt2-124m --precision bf16, T 64 x 2, every head with Q and K (tolerance {tol_b:.3g})", tol_b,
-        tol_b, ["--device-arg", "--precision", "--device-arg", "bf16", "--",
-                bin_("capture"), "--checkpoint", G, "--tokens", f"{G}/tokens.txt", "--seq-len", "64", "--n-seq",
-                "2", "--out", "@OUT@"], os.path.join(work, "cap_gpt2_bf16"))
     last = shapes["qwen2-0.5b"]["heads"] - 1
     cmp(f"capture qwen2-0.5b, T 32 x 2, heads 0 and {last}", 1e-5, 1e-7,
         [bin_("capture"), "--checkpoint", Q, "--tokens", f"{Q}/tokens.txt", "--seq-len", "32", "--n-seq", "2",
@@ -316,10 +307,6 @@ def run_all(a):
     for name, kind, cmd in dev_runs:  # probe: every position's logits come back to the host's softmax
         reports[kind] = st.run(f"device: {name}", 45 if kind == "probe" else 60, cmd + ["--device", "cuda", "--format", "json"], env=env_dev,
                                quiet=True)
-    for name, kind, cmd in dev_runs[:3]:  # the same at --precision bf16 (beside PyTorch's bf16 model)
-        reports[kind + "_bf16"] = st.run(f"device: {name}, --precision bf16", 60,
-                                         cmd + ["--device", "cuda", "--precision", "bf16", "--format", "json"],
-                                         env=env_dev, quiet=True)
     st.run("device: spectral --level weight qwen2-0.5b", 60,
            [bin_("spectral"), "--checkpoint", Q, "--level", "weight", "--device", "cuda", "--format", "json"],
            env=env_dev, quiet=True)
@@ -340,14 +327,28 @@ def run_all(a):
     dry = ["--dry-run-cpu"] if tiny else []
     torch_g = last_json(st.run("pytorch: gpt2-124m capture hooks, perplexity, probe", 120,
                                [sys.executable, TORCH_PY, "torch", "gpt2-124m", G] + tasks + dry))
-    torch_b = last_json(st.run("pytorch bf16: gpt2-124m capture hooks, perplexity (weights and activations in bf16)",
-                               120, [sys.executable, TORCH_PY, "torch", "gpt2-124m", G] + tasks[:3] + dry + ["--bf16"]))
     torch_q = last_json(st.run("pytorch: qwen2-0.5b per-head cores, QR + eigh", 60,
                                [sys.executable, TORCH_PY, "torch", "qwen2-0.5b", Q, "eigh"] + dry))
     if h5:  # the capture files (--device cpu's; = the device's above) against PyTorch's hooks
         for k, d, f in (("gpt2-124m", G, "cap_gpt2_cpu.h5"), ("qwen2-0.5b", Q, "cap_qwen_cpu.h5")):
             st.run(f"pytorch hooks = the capture file of {k} (probabilities, Q, K, residual norms)", 60,
                    [sys.executable, TORCH_PY, "torch", k, d, "vs-capture:" + os.path.join(work, f)] + dry)
+    # 4. bf16 (after every float32 step: the budget cuts the last steps first)
+    # --precision bf16 (bf16 weights and GEMM inputs, float32 accumulation) against the float32 CPU:
+    # the bf16 tolerance of tests/gpu/test_analysis_precision_emu.cpp, 2u (4 L + 1) of each tensor's
+    # scale with u = 2^-8 (L = 12: 98u = 0.38; the tiny shapes' L = 2: 18u = 0.07)
+    L_g = shapes["gpt2-124m"]["layers"]
+    tol_b = 2 * 2 ** -8 * (4 * L_g + 1)
+    cmp(f"capture gpt2-124m --precision bf16, T 64 x 2, every head with Q and K (tolerance {tol_b:.3g})", tol_b,
+        tol_b, ["--device-arg", "--precision", "--device-arg", "bf16", "--",
+                bin_("capture"), "--checkpoint", G, "--tokens", f"{G}/tokens.txt", "--seq-len", "64", "--n-seq",
+                "2", "--out", "@OUT@"], os.path.join(work, "cap_gpt2_bf16"))
+    for name, kind, cmd in dev_runs[:3]:  # the same at --precision bf16 (beside PyTorch's bf16 model)
+        reports[kind + "_bf16"] = st.run(f"device: {name}, --precision bf16", 60,
+                                         cmd + ["--device", "cuda", "--precision", "bf16", "--format", "json"],
+                                         env=env_dev, quiet=True)
+    torch_b = last_json(st.run("pytorch bf16: gpt2-124m capture hooks, perplexity (weights and activations in bf16)",
+                               120, [sys.executable, TORCH_PY, "torch", "gpt2-124m", G] + tasks[:3] + dry + ["--bf16"]))
     print("pytorch:", json.dumps(torch_g), json.dumps(torch_b), json.dumps(torch_q))
     st.table()
     acceptance(st, torch_g, torch_q, [(name, task) for (name, _, _), task in zip(dev_runs, tasks)], llama, torch_b)

@@ -104,7 +104,7 @@ struct DeviceAnalysisModel<Bk>::Impl {
   DBuf<std::uint8_t> chunk;  ///< a staged chunk on the device (CUDA)
   DBuf<long long> inverse;   ///< a Rows chunk's row map
   std::uint8_t* host_staging = nullptr;
-  std::size_t mat_max = 0, in_width = 0;                 ///< the largest matrix; the widest GEMM input row
+  std::size_t mat_max = 0, in_width = 0;       ///< the largest matrix; the widest GEMM input row
   precision_body::PrecisionGemm<Tr, DBuf> lp;  ///< the linear layers' GEMMs in p.precision
   struct Layer {
     DBuf<std::int64_t> q_col, k_col, v_col;
@@ -121,9 +121,9 @@ struct DeviceAnalysisModel<Bk>::Impl {
   Impl(Context& c, AnalysisPlan plan, const float* params)
       : ctx(c), p(std::move(plan)), blas(c), lp(p.precision, 0, 0, 0) {
     const std::size_t P = static_cast<std::size_t>(p.total);
-    require(p.one_array == (params != nullptr) &&
-                (params || p.precision != Precision::Bf16 || p.wtype == WeightType::BF16),
-            "device analysis model: the weights do not match the plan");
+    require(
+        p.one_array == (params != nullptr) && (params || p.precision != Precision::Bf16 || p.wtype == WeightType::BF16),
+        "device analysis model: the weights do not match the plan");
     if (params) {
       Tr::to_device(W.ensure(P), params, P * sizeof(float));
       if (p.precision == Precision::Bf16) round_matrices();
@@ -223,8 +223,8 @@ struct DeviceAnalysisModel<Bk>::Impl {
     if (p.precision == Precision::Bf16)
       lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, nullptr, IC, wo, 0.0f, out, OC);
     else
-      lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, mat(wo, static_cast<long long>(OC) * IC), IC, -1, 0.0f,
-              out, OC);
+      lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, mat(wo, static_cast<long long>(OC) * IC), IC, -1, 0.0f, out,
+              OC);
     if (bo >= 0)
       thrust::for_each(Tr::policy(), analysis_body::index0(), analysis_body::index0() + static_cast<long long>(N) * OC,
                        detail::AddBias{out, w(bo), OC});

@@ -19,8 +19,7 @@ namespace cf::gpu::cuda {
 
 class Blas {
  public:
-  explicit Blas(Context& ctx)
-      : ctx_(&ctx), h_(cuda_resources(ctx).blas.get()), fused_(ctx.options().fused_epilogues) {}
+  explicit Blas(Context& ctx) : ctx_(&ctx), h_(cuda_resources(ctx).blas.get()), fused_(ctx.options().fused_epilogues) {}
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
             float beta, float* C, int ldc) const {
     if (m == 0 || n == 0) return;

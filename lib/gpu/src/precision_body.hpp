@@ -146,8 +146,7 @@ class PrecisionGemm {
       return Operands{a32_.get(), operand(B, nb, b_weight, static_cast<const float*>(weights_), b32_, RoundTf32())};
     }
     thrust::transform(Tr::policy(), A, A + na, a16_.get(), ToBf16());
-    return Operands{a16_.get(),
-                    operand(B, nb, b_weight, static_cast<const std::uint16_t*>(weights_), b16_, ToBf16())};
+    return Operands{a16_.get(), operand(B, nb, b_weight, static_cast<const std::uint16_t*>(weights_), b16_, ToBf16())};
   }
   /// The back end's GEMM for prec_ on rounded operands.
   void plain(const typename Tr::Blas& blas, const Operands& o, bool ta, bool tb, int m, int n, int k, float alpha,

@@ -116,7 +116,8 @@ class DevicePass {
 
 nn::SeededPass<float> device_seeded_pass(Placement where, const nn::Model<float>& model, int max_B, int max_T,
                                          Context& ctx, Precision precision) {
-  auto pass = std::make_shared<DevicePass>(where, model, max_B, max_T, precision, ctx);  // std::function copies: share it
+  auto pass =
+      std::make_shared<DevicePass>(where, model, max_B, max_T, precision, ctx);  // std::function copies: share it
   return [pass](const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                 const nn::GradientSeed<float>& seed) { return (*pass)(tokens, targets, B, T, seed); };
 }

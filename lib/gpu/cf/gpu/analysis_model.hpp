@@ -54,8 +54,7 @@ class AnalysisModel {
   AnalysisModel(Placement where, const nn::Model<float>& model, Context& ctx = default_context());
   /// The same with the linear layers' GEMMs in `precision` (cf/gpu/precision.hpp; docs/gpu.md
   /// "Analysis model"): under Bf16 the matrices are rounded to bfloat16 once on the device.
-  AnalysisModel(Placement where, const nn::Model<float>& model, Precision precision,
-                Context& ctx = default_context());
+  AnalysisModel(Placement where, const nn::Model<float>& model, Precision precision, Context& ctx = default_context());
   /// A Hugging Face directory's weights on the device in their stored dtype (docs/gpu.md "Weights
   /// in their stored dtype"): the GEMM matrices as stored (BF16, F16 or F32; float32 where they
   /// mix), norms and biases in float32, staged shard by shard through a pinned buffer of
