@@ -250,18 +250,20 @@ TEST_CASE("gpu flash attention: the tile plan = a brute-force classification, em
     std::vector<float> y(p.n()), lse(p.nl()), obr(p.nl() * p.dh), dsum(p.nl()), dq(p.n()), dk(p.n()), dv(p.n());
     int fwd = 0, bwd = 0;
     auto* kf = kn::flash_forward_kernel<32>;
-    CF_LAUNCH(kf, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashForwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
-              p.k.data(), p.v.data(), y.data(), lse.data(), obr.data(), &fwd);
+    CF_LAUNCH(kf, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashForwardWarps), mv, 1, s.dh, s.scale, nullptr,
+              kn::HeadExtras{}, p.q.data(), p.k.data(), p.v.data(), y.data(), lse.data(), obr.data(), &fwd);
     auto* kd = kn::flash_dsum_kernel<kn::kFlashBackwardWarps>;
     CF_LAUNCH(kd, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv.nb, s.T, 1, s.dh, p.dy.data(),
               obr.data(), dsum.data());
     auto* kkv = kn::flash_backward_kv_kernel<32>;
-    CF_LAUNCH(kkv, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
-              p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dk.data(), dv.data(), &bwd);
+    CF_LAUNCH(kkv, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr,
+              kn::HeadExtras{}, p.q.data(), p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(),
+              dk.data(), dv.data(), kn::HeadExtraGrads{}, &bwd);
     CHECK(bwd == nonempty);
     auto* kq = kn::flash_backward_q_kernel<32>;
-    CF_LAUNCH(kq, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
-              p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(), &bwd);
+    CF_LAUNCH(kq, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr,
+              kn::HeadExtras{}, p.q.data(), p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(),
+              dk.data(), kn::HeadExtraGrads{}, &bwd);
     CHECK(fwd == nonempty);
     CHECK(bwd == 2 * nonempty);
   }
