@@ -272,8 +272,8 @@ int run_attention(int argc, char** argv) {
   dmalloc(&sl, H * sizeof(float), "cudaMalloc");
   check(cudaMemcpy(sl, slopes.data(), H * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
   // S-D / runway inputs, gradients and scratch (damp > 0: |normal| values; B: normal / 8)
-  float *damp = nullptr, *Bm = nullptr, *ddamp = nullptr, *dvs = nullptr, *dvl = nullptr, *dB = nullptr,
-        *u = nullptr, *g = nullptr;
+  float *damp = nullptr, *Bm = nullptr, *ddamp = nullptr, *dvs = nullptr, *dvl = nullptr, *dB = nullptr, *u = nullptr,
+        *g = nullptr;
   if (sd) {
     std::vector<float> d(nl);
     for (auto& x : d) x = std::abs(nd(gen));

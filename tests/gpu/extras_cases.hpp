@@ -123,13 +123,12 @@ inline ExtrasOracle extras_oracle(const ExtrasProblem& p) {
       const auto qd = D(p.q.data() + off, hs), kd = D(p.k.data() + off, hs), vd = D(p.v.data() + off, hs),
                  dyd = D(p.dy.data() + off, hs), dmp = D(p.damp.data() + bh * T, T);
       std::vector<double> ddh(T, 0);
-      cf::nn::detail::attention_head_forward<double>(spec, T, dh, qd.data(), kd.data(), vd.data(), dh,
-                                                     o.y.data() + off, dh, sd ? dmp.data() : nullptr,
-                                                     rw ? bias.data() : nullptr, P.data(), nullptr, nullptr);
-      cf::nn::detail::attention_head_backward<double>(spec, T, dh, qd.data(), kd.data(), vd.data(), dh,
-                                                      o.dq.data() + off, o.dk.data() + off, o.dv.data() + off,
-                                                      dyd.data(), dh, P.data(), nullptr, dS.data(),
-                                                      sd ? ddh.data() : nullptr);
+      cf::nn::detail::attention_head_forward<double>(spec, T, dh, qd.data(), kd.data(), vd.data(), dh, o.y.data() + off,
+                                                     dh, sd ? dmp.data() : nullptr, rw ? bias.data() : nullptr,
+                                                     P.data(), nullptr, nullptr);
+      cf::nn::detail::attention_head_backward<double>(
+          spec, T, dh, qd.data(), kd.data(), vd.data(), dh, o.dq.data() + off, o.dk.data() + off, o.dv.data() + off,
+          dyd.data(), dh, P.data(), nullptr, dS.data(), sd ? ddh.data() : nullptr);
       for (int t = 0; t < T; ++t) o.dd[bh * T + t] = ddh[t];
       if (!rw) continue;
       std::vector<double> g(hs, 0);  // g_i = sum_j dtau_ij vl_j
@@ -147,7 +146,8 @@ inline ExtrasOracle extras_oracle(const ExtrasProblem& p) {
           for (int z = 0; z < dh; ++z) s += bil ? Bm[a * dh + z] * g[i * dh + z] : (a == z ? c * g[i * dh + z] : 0.0);
           o.dvs[off + i * dh + a] = s;
           if (bil && i >= 1)
-            for (int z = 0; z < dh; ++z) o.dB[bh * dh * dh + a * dh + z] += double(vl[(i - 1) * dh + a]) * g[i * dh + z];
+            for (int z = 0; z < dh; ++z)
+              o.dB[bh * dh * dh + a * dh + z] += double(vl[(i - 1) * dh + a]) * g[i * dh + z];
         }
     }
   }

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "attention_cases.hpp"
-#include "extras_cases.hpp"
 #include "cf/gpu/attention.hpp"
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/emulation.hpp"
@@ -20,6 +19,7 @@
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/ops.hpp"
+#include "extras_cases.hpp"
 
 namespace {
 

@@ -246,9 +246,10 @@ TEST_CASE("device: flash attention = the reference kernels on the device and the
        << worst_ref << ", vs the emulated flash kernels " << worst_emu);
 }
 
-TEST_CASE("device: flash attention with S-D and runway (dot, bilinear) = the general kernels on the device and the "
-          "emulated flash kernels",
-          "[gpu][device]") {
+TEST_CASE(
+    "device: flash attention with S-D and runway (dot, bilinear) = the general kernels on the device and the "
+    "emulated flash kernels",
+    "[gpu][device]") {
   const int B = 2, H = 3, T = 200;
   cf::gpu::Context flash(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Flash});
   cf::gpu::Context generic(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Generic});
@@ -259,7 +260,8 @@ TEST_CASE("device: flash attention with S-D and runway (dot, bilinear) = the gen
         INFO("form=" << form << " dh=" << dh << " window=" << w << " block=" << b);
         const auto mask = causal_mask(T, w, b);
         const auto tm = cf::gpu::tiled_mask_from_dense({mask.data()}, T);
-        const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T, nb = std::size_t(B) * H * dh * dh;
+        const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T,
+                          nb = std::size_t(B) * H * dh * dh;
         const auto q = randn(n, 1), k = randn(n, 2), v = randn(n, 3), dyv = randn(n, 4), dampn = randn(nl, 5),
                    Bm = randn(std::size_t(dh) * dh, 6);
         std::vector<float> damp(nl);
@@ -277,8 +279,8 @@ TEST_CASE("device: flash attention with S-D and runway (dot, bilinear) = the gen
         };
         using Out = std::vector<std::vector<float>>;  // y, dq, dk, dv, ddamp, dvs, dvl, dB
         auto run = [&](cf::gpu::Context& ctx) {
-          Dev<float> Y(zeros), L(zl), O(zeros), DS(zl), DQ(zeros), DK(zeros), DV(zeros), DD(zl), DVS(zeros),
-              DVL(zeros), DB(zb);
+          Dev<float> Y(zeros), L(zl), O(zeros), DS(zl), DQ(zeros), DK(zeros), DV(zeros), DD(zl), DVS(zeros), DVL(zeros),
+              DB(zb);
           const cf::gpu::AttentionExtras x = extras(DM.p, Vv.p, BM.p);
           cf::gpu::AttentionExtraGrads g;
           if (form == 0) g.ddamp = DD.p;
@@ -315,9 +317,10 @@ TEST_CASE("device: flash attention with S-D and runway (dot, bilinear) = the gen
         CHECK(de < 2e-5);
         worst_ref = std::max(worst_ref, dr), worst_emu = std::max(worst_emu, de);
       }
-  WARN("flash S-D / runway attention on the device, worst difference relative to the tensor's max: vs the general "
-       "kernels "
-       << worst_ref << ", vs the emulated flash kernels " << worst_emu);
+  WARN(
+      "flash S-D / runway attention on the device, worst difference relative to the tensor's max: vs the general "
+      "kernels "
+      << worst_ref << ", vs the emulated flash kernels " << worst_emu);
 }
 
 TEST_CASE("device: tiled attention with S-D and bilinear runway = the CPU-executed kernels", "[gpu][device]") {

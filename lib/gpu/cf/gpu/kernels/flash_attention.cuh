@@ -56,13 +56,14 @@ inline constexpr int kFlashSd = 1;
 inline constexpr int kFlashRunway = 2;
 // Blocks per SM the register budget aims at (CF_LAUNCH_BOUNDS): two (at most 128 registers a
 // thread) up to dh 64; one at dh 128, where the forward's and the key side's accumulators need
-// more than 128 registers (ptxas spilled them under that bound). The query side keeps two for
-// plain heads at every dh; with extras it carries a second accumulator (S-D's dk, the runway's g)
-// and follows the others.
-template <int DH>
-inline constexpr int kFlashMinBlocks = DH > 64 ? 1 : 2;
+// more than 128 registers (ptxas spilled them under that bound). Runway heads also take one at
+// dh 64 (tau, its softplus and the key side's dvl accumulator spilled 132 to 352 bytes under
+// 128 registers). The query side keeps two for plain heads at every dh; with extras it carries a
+// second accumulator (S-D's dk, the runway's g) and follows the others.
+template <int DH, int F = 0>
+inline constexpr int kFlashMinBlocks = DH > 64 || (DH > 32 && (F & kFlashRunway) != 0) ? 1 : 2;
 template <int DH, int F>
-inline constexpr int kFlashQMinBlocks = F == 0 ? 2 : kFlashMinBlocks<DH>;
+inline constexpr int kFlashQMinBlocks = F == 0 ? 2 : kFlashMinBlocks<DH, F>;
 inline constexpr int kFlashChunkStride = kFlashChunk + 1;  // rows of a staged chunk 1 bank apart
 inline constexpr int kFlashPStride = kFlashTile + 8;       // rows of the P / dS tile 8 banks apart
 
@@ -248,7 +249,7 @@ __device__ __forceinline__ float dtau(int i, int j, float ds, float tau) {
 /// attention_forward_kernel: y (sum of the branch outputs), lse [B, H, nb, T], obr.
 /// visits: null, or a counter of the (query tile, key tile, branch) visits.
 template <int DH, int F = 0>
-__global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>)
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, (kFlashMinBlocks<DH, F>))
     flash_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, HeadExtras x, const float* q,
                          const float* k, const float* v, float* y, float* lse, float* obr, int* visits) {
   using namespace flash;
@@ -395,10 +396,10 @@ __global__ void flash_dsum_kernel(int nb, int T, int H, int dh, const float* dy,
 /// dtau_ij u_i. Grid (ftiles, H, B), 32 kFlashBackwardWarps threads; the micro-tiles are
 /// transposed (rows = the block's keys, columns = the visited tile's queries).
 template <int DH, int F = 0>
-__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
-    flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, HeadExtras x,
-                             const float* q, const float* k, const float* v, const float* dy, const float* lse,
-                             const float* dsum, float* dq, float* dk, float* dv, HeadExtraGrads xg, int* visits) {
+__global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashMinBlocks<DH, F>))
+    flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, HeadExtras x, const float* q,
+                             const float* k, const float* v, const float* dy, const float* lse, const float* dsum,
+                             float* dq, float* dk, float* dv, HeadExtraGrads xg, int* visits) {
   using namespace flash;
   constexpr bool SD = (F & kFlashSd) != 0, RW = (F & kFlashRunway) != 0;
   constexpr int NW = kFlashBackwardWarps, NT = 32 * NW, RT = Place<NW>::RT, NC = DH / kFlashChunk, NO = DH / 8;
@@ -442,7 +443,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
       float s[RT][8] = {}, dp[RT][8] = {}, kq[RT][8] = {}, tau[RT][8] = {};
       dot_rows<NW, NC>(s, As, Bs, k + off, j0, q + off, i0, T, dh, at);
       if constexpr (SD) dot_rows<NW, NC>(kq, As, Bs, q + off, j0, k + off, i0, T, dh, at);  // k_i.q_j
-      if (edges) dot_rows<NW, NC>(tau, As, Bs, xo.vl, j0, xo.u, i0, T, dh, at);            // u_i.vl_j
+      if (edges) dot_rows<NW, NC>(tau, As, Bs, xo.vl, j0, xo.u, i0, T, dh, at);             // u_i.vl_j
       // P^T (0 where the mask refuses), kept in s and staged for dV
       CF_UNROLL
       for (int r = 0; r < RT; ++r) {
@@ -475,7 +476,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
           if constexpr (RW) dp[r][c] = ds;  // kept for dtau
         }
       }
-      mul_rows<NW, NC, NO>(dka, Bs, Ps, q + off, i0, T, dh, at);               // dK += dS^T Q (scaled below)
+      mul_rows<NW, NC, NO>(dka, Bs, Ps, q + off, i0, T, dh, at);                    // dK += dS^T Q (scaled below)
       if constexpr (SD) mul_rows<NW, NC, NO>(dqa, Bs, Ps, k + off, i0, T, dh, at);  // S-D: dQ -= dS^T K
       if (edges) {
         __syncthreads();  // every read of dS^T is done
@@ -629,8 +630,8 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashQMinBlocks<DH,
       float s[RT][8] = {}, dp[RT][8] = {}, kq[RT][8] = {}, tau[RT][8] = {};
       dot_rows<NW, NC>(s, As, Bs, q + off, i0, k + off, j0, T, dh, at);
       if constexpr (SD) dot_rows<NW, NC>(kq, As, Bs, k + off, i0, q + off, j0, T, dh, at);  // k_i.q_j
-      if (edges) dot_rows<NW, NC>(tau, As, Bs, xo.u, i0, xo.vl, j0, T, dh, at);            // u_i.vl_j
-      dot_rows<NW, NC>(dp, As, Bs, dy + off, i0, v + off, j0, T, dh, at);                  // dP = dO V^T
+      if (edges) dot_rows<NW, NC>(tau, As, Bs, xo.u, i0, xo.vl, j0, T, dh, at);             // u_i.vl_j
+      dot_rows<NW, NC>(dp, As, Bs, dy + off, i0, v + off, j0, T, dh, at);                   // dP = dO V^T
       CF_UNROLL
       for (int r = 0; r < RT; ++r) {
         const int il = at.r0 + 4 * r, i = i0 + il;
@@ -646,7 +647,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashQMinBlocks<DH,
           if constexpr (RW) dp[r][c] = ds;  // kept for dtau
         }
       }
-      mul_rows<NW, NC, NO>(dqa, Bs, Ps, k + off, j0, T, dh, at);               // dQ += dS K (scaled below)
+      mul_rows<NW, NC, NO>(dqa, Bs, Ps, k + off, j0, T, dh, at);                    // dQ += dS K (scaled below)
       if constexpr (SD) mul_rows<NW, NC, NO>(dka, Bs, Ps, q + off, j0, T, dh, at);  // S-D: dK -= dS Q
       if (edges) {
         __syncthreads();  // every read of dS is done
