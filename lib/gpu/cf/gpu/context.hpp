@@ -22,11 +22,12 @@ enum class Backend {
   Cuda,      ///< device memory, the kernels compiled by nvcc, Thrust on CUDA, cuBLAS / cuSOLVER
 };
 
-/// Which kernels run plain softmax heads (no S-D, no runway): the FlashAttention-2 style ones
-/// (kernels/flash_attention.cuh, the default), the register-resident one-row-per-thread ones
-/// (kernels/attention.cuh: the reference the flash kernels are checked against) or the general
-/// ones (side-by-side benchmarks, docs/benchmarks.md; tests run all three). Heads with S-D or a
-/// runway always run the general kernels.
+/// Which attention kernels run: the FlashAttention-2 style ones (kernels/flash_attention.cuh, the
+/// default: plain, S-D and runway heads), the register-resident one-row-per-thread ones for plain
+/// heads (kernels/attention.cuh: the reference the flash kernels are checked against; S-D and
+/// runway heads on the general kernels) or the general ones for every head (the reference of the
+/// flash S-D and runway kernels; side-by-side benchmarks, docs/benchmarks.md; tests run all
+/// three). A head with both S-D and a runway (no model builds one) runs the general kernels.
 enum class AttentionPath { Flash, Plain, Generic };
 
 /// Their names (CF_GPU_ATTENTION).
