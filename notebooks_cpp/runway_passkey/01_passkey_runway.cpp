@@ -131,7 +131,7 @@ nn::TrainConfig train_config(const std::string& dir, bool full, int seq_len) {
   tc.out_dir = dir;
   tc.max_steps = full ? 3500 : 4;
   tc.batch = full ? 16 : 4;  // quick: 4 keeps the emulated device trainer's CTest short
-  tc.seq_len = seq_len;  // the in-context rows only
+  tc.seq_len = seq_len;      // the in-context rows only
   tc.lr = 2e-3;
   tc.min_lr = 2e-4;
   tc.warmup = full ? 100 : 2;

@@ -166,8 +166,7 @@ TEST_CASE("device: fused residual + LayerNorm / RMSNorm backward and its weight-
   Dev<float> dx_(x), dw_(w), ddy(dy), dpar_(dpar), dm(m), dr(r), drr(rr);
   for (bool rms : {false, true}) {
     INFO((rms ? "RMSNorm" : "LayerNorm"));
-    std::vector<float> dx = dres, part(std::size_t(cf::gpu::norm_partial_rows(N)) * 2 * C), gw(C, 0.25f),
-                       gb(C, -1.0f);
+    std::vector<float> dx = dres, part(std::size_t(cf::gpu::norm_partial_rows(N)) * 2 * C), gw(C, 0.25f), gb(C, -1.0f);
     Dev<float> ddx(dres), dpart(part), dgw(gw), dgb(gb);
     float* gb_emu = rms ? nullptr : gb.data();
     float* gb_dev = rms ? nullptr : dgb.p;

@@ -256,8 +256,8 @@ void Ops<Bk>::residual_layernorm_backward(Context& ctx, float* dinp, float* part
   using namespace ops_body;
   if (N <= 0) return;
   auto* kern = kernels::residual_layernorm_backward_kernel<kRowBlock>;
-  CF_LAUNCH(kern, dim3(norm_partial_rows(N)), dim3(kRowBlock), dinp, part, dres, dpar, dout, inp, w, mean, rstd, N,
-            C, kNormRows);
+  CF_LAUNCH(kern, dim3(norm_partial_rows(N)), dim3(kRowBlock), dinp, part, dres, dpar, dout, inp, w, mean, rstd, N, C,
+            kNormRows);
   OpsTraits<Bk>::check_launch("residual_layernorm_backward");
 }
 

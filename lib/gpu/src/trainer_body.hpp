@@ -277,7 +277,7 @@ struct DeviceTrainer<Bk>::Impl {
   std::vector<DBuf<float>> resid, resid_mid;
   DBuf<float> emb, emb_mean, emb_rstd, dpar;
   DBuf<float> lnf, lnf_mean, lnf_rstd, logits, losses, ones;
-  DBuf<float> dbias;  // a bias gradient from the weight GEMM's epilogue, before it joins G (float32 policy)
+  DBuf<float> dbias;      // a bias gradient from the weight GEMM's epilogue, before it joins G (float32 policy)
   DBuf<float> norm_part;  // the fused norm backwards' weight-gradient sums per block of rows (norm_backward)
   DBuf<float> q, k, v, y, dq, dk, dv, dy, dsum, tmp, dres, dn, datty, dqkv, dfc, dfch;
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
@@ -505,8 +505,9 @@ struct DeviceTrainer<Bk>::Impl {
       O::residual_rmsnorm_backward(ctx, dx, part, dres, dpar, dnorm, x, w(wo), rstd, p.N, p.C);
       if (part) O::norm_weight_grad(ctx, g(wo), nullptr, part, p.N, p.C);
     } else {
-      thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * p.C,
-                        dx, detail::ResidualGradSum{dres, dnorm, dpar});
+      thrust::transform(Tr::policy(), trainer_body::index0(),
+                        trainer_body::index0() + static_cast<long long>(p.N) * p.C, dx,
+                        detail::ResidualGradSum{dres, dnorm, dpar});
     }
   }
 

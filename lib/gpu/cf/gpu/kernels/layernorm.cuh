@@ -110,7 +110,7 @@ __global__ void residual_layernorm_backward_kernel(float* dinp, float* part, con
   __shared__ float buf[BLOCK];
   const int first = blockIdx.x * rows, last = first + rows < N ? first + rows : N;
   float* pw = part ? part + 2LL * blockIdx.x * C : nullptr;  // the dw terms' sums, then the db terms'
-  for (int n = first; n < last; ++n) {  // uniform per block: every thread reaches each barrier
+  for (int n = first; n < last; ++n) {                       // uniform per block: every thread reaches each barrier
     const long long row = static_cast<long long>(n) * C;
     const float* x = inp + row;
     const float* d = dout + row;
@@ -131,7 +131,7 @@ __global__ void residual_layernorm_backward_kernel(float* dinp, float* part, con
       float v = (dres ? dres[row + c] : 0.0f) + (dn - dnorm_mean - norm * dnorm_norm_mean) * r;
       if (dpar) v += dpar[row + c];
       dx[c] = v;  // dres[row + c] may be dx[c]: read above by this thread, the only one writing it
-      if (pw) {  // column c of the block's sums: this thread's alone
+      if (pw) {   // column c of the block's sums: this thread's alone
         pw[c] = n == first ? norm * d[c] : pw[c] + norm * d[c];
         pw[C + c] = n == first ? d[c] : pw[C + c] + d[c];
       }
