@@ -24,16 +24,25 @@
 // time waiting for each other.
 // Unlike the paper the models are trained on the passkey task itself, not on general text (zero-shot).
 //
-// Usage: nb_runway_passkey_01 [--mode quick|full] [--out DIR] [--threads N]
-//   quick (CTest): tiny data, d_model 32, 4 steps: the pipeline and the statistics' consistency only.
+// Usage: nb_runway_passkey_01 [--mode quick|full] [--out DIR] [--threads N] [--device cpu|cuda|auto]
+//                             [--precision fp32|tf32|bf16]
+//   quick (CTest): tiny data, d_model 32, 4 steps of batch 4: the pipeline and the statistics'
+//         consistency only.
 //   full: the documented run of docs/probe.md and docs/experiments.md, made with OPENBLAS_CORETYPE
 //         and OPENBLAS_L2_SIZE unset: which model learns first depends on the GEMM kernels'
 //         rounding at this scale (docs/probe.md), so other kernels give other numbers.
+//   --device: where the three models train (issue 31 acceptance 3): cpu (the CPU trainer, the
+//         default), cuda (the device trainer of `train --device cuda`, docs/gpu.md "Device trainer";
+//         exit 2 without a usable device; CF_GPU_EMULATE=1 runs its emulated build on the CPU) or
+//         auto (cuda when usable, else the CPU, said on stderr). --precision: the device trainer's
+//         GEMMs (tf32 / bf16 need the device). The evaluation decodes on the CPU from the trained
+//         checkpoints (float32 in every precision), so only the training moves.
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -41,6 +50,9 @@
 #include "cf/core/plot.hpp"
 #include "cf/data/corpus.hpp"
 #include "cf/data/task_file.hpp"
+#include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
+#include "cf/gpu/train_step.hpp"
 #include "cf/nn/trainer.hpp"
 #include "cf/notebook/cli.hpp"
 #include "cf/probe/passkey.hpp"
@@ -54,6 +66,36 @@ namespace {
 // ("standard" is the paper's name for the model with full causal attention).
 const char* const kKinds[] = {"full", "runway-dot", "runway-bilinear"};
 const char* const kNames[] = {"standard", "runway-dot", "runway-bilinear"};
+
+/// Where the models train: --device and --precision as given, then as resolved (check()).
+struct Training {
+  std::string device = "cpu", precision = "fp32";
+  gpu::Placement placement = gpu::Placement::Cpu;
+  gpu::Precision gemms = gpu::Precision::Fp32;
+
+  /// The rule of the GPU-capable tools (cf::gpu::resolve_device, resolve_precision): cuda without a
+  /// usable device and tf32 / bf16 on the CPU throw cf::InvalidArgument (exit 2); auto without a
+  /// device trains on the CPU after one line on stderr. The models' features are checked per model.
+  void check() {
+    placement = gpu::resolve_device(device, "nb_runway_passkey_01", "");
+    const gpu::Device d = placement == gpu::Placement::Cpu ? gpu::Device::Cpu : gpu::Device::Cuda;
+    gemms = gpu::resolve_precision(precision, true, d, nullptr, true);
+  }
+  /// "cpu", "cuda" or "cuda (emulated on the CPU)", then the GEMMs' precision on the device.
+  std::string name() const {
+    const std::string where = gpu::backend_name(placement);
+    return placement == gpu::Placement::Cpu ? where : where + ", " + std::string(gpu::kPrecisions.name(gemms));
+  }
+  /// The device trainer for `mc` (null on the CPU); refuses a model it cannot train (exit 2).
+  std::unique_ptr<nn::UpdateBackend> backend(const nn::ModelConfig& mc) const {
+    if (placement == gpu::Placement::Cpu) return nullptr;
+    const std::string why = gpu::device_train_unsupported(mc);
+    require(why.empty(), "--device cuda: the device trainer does not support ", why, "; use --device cpu");
+    return gpu::make_update_backend(
+        placement == gpu::Placement::Emulated ? gpu::TrainerBuild::Emulated : gpu::TrainerBuild::Cuda,
+        gpu::default_context(), gemms);
+  }
+};
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -88,8 +130,8 @@ nn::TrainConfig train_config(const std::string& dir, bool full, int seq_len) {
   nn::TrainConfig tc;
   tc.out_dir = dir;
   tc.max_steps = full ? 3500 : 4;
-  tc.batch = 16;
-  tc.seq_len = seq_len;  // the in-context rows only
+  tc.batch = full ? 16 : 4;  // quick: 4 keeps the emulated device trainer's CTest short
+  tc.seq_len = seq_len;      // the in-context rows only
   tc.lr = 2e-3;
   tc.min_lr = 2e-4;
   tc.warmup = full ? 100 : 2;
@@ -141,7 +183,7 @@ void save_curves(const nlohmann::json& models, int in_context, const std::string
   plot::save(by_depth[1], out + "/passkey_by_depth_out_of_context.svg");
 }
 
-int report(const notebook::Options& opt) {
+int report(const notebook::Options& opt, const Training& where) {
   const std::string& out = opt.out;
   const bool full = opt.full();
   const auto t0 = std::chrono::steady_clock::now();
@@ -175,17 +217,24 @@ int report(const notebook::Options& opt) {
   data::write_task_files(train_prefix, train_task);
   data::write_task_files(eval_prefix, eval_task);
   const nn::TrainData data = nn::load_token_files(train_prefix);
-  nlohmann::json res = {{"mode", opt.mode}, {"in_context", ev.in_context}, {"training", nlohmann::json::object()}};
+  nlohmann::json res = {{"mode", opt.mode},
+                        {"in_context", ev.in_context},
+                        {"device", gpu::backend_name(where.placement)},
+                        {"precision", std::string(gpu::kPrecisions.name(where.gemms))},
+                        {"training", nlohmann::json::object()}};
+  std::printf("training on %s; evaluation on the CPU\n", where.name().c_str());
   std::vector<std::string> ckpts;
   for (int m = 0; m < 3; ++m) {
     const char* k = kNames[m];
     const auto mc = model_config(kKinds[m], full, eval_task.row_len - 1);
-    const auto tc = train_config(out + "/" + k, full, train_task.row_len - 1);
+    auto tc = train_config(out + "/" + k, full, train_task.row_len - 1);
+    tc.precision = std::string(gpu::kPrecisions.name(where.gemms));  // recorded in the checkpoint's train_config
+    const std::unique_ptr<nn::UpdateBackend> backend = where.backend(mc);
     const auto ts = std::chrono::steady_clock::now();
-    const auto r = nn::train(mc, tc, data, "", {}, nullptr);
+    const auto r = nn::train(mc, tc, data, "", {}, nullptr, backend.get());
     const double secs = seconds_since(ts);
-    std::printf("trained %-16s %lld steps: answer-token loss %.4f (val %.4f), %.1f s\n", k, (long long)r.steps_done,
-                r.last_loss, r.final_val_loss, secs);
+    std::printf("trained %-16s %lld steps on %s: answer-token loss %.4f (val %.4f), %.1f s\n", k,
+                (long long)r.steps_done, where.name().c_str(), r.last_loss, r.final_val_loss, secs);
     res["training"][k] = {{"steps", r.steps_done},
                           {"loss", r.last_loss},
                           {"val_loss", r.final_val_loss},
@@ -219,8 +268,8 @@ int report(const notebook::Options& opt) {
   const double secs = seconds_since(t0);
   res["seconds"] = secs;
   write_file_atomic(out + "/results.json", res.dump(2) + "\n");
-  std::printf("mode %s, total %.1f s (evaluation %.1f s); figures and results.json in %s\n", opt.mode.c_str(), secs,
-              res["evaluation_seconds"].get<double>(), out.c_str());
+  std::printf("mode %s, trained on %s, total %.1f s (evaluation %.1f s); figures and results.json in %s\n",
+              opt.mode.c_str(), where.name().c_str(), secs, res["evaluation_seconds"].get<double>(), out.c_str());
   // consistency of the paired statistics with the per-model accuracies, overall and per regime;
   // the regimes split the items
   for (int m = 1; m < 3; ++m) {
@@ -251,8 +300,20 @@ int report(const notebook::Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return notebook::run(argc, argv, "nb_runway_passkey_01",
-                       "Notebook: Runway (Lee & Clark) passkey retrieval in and beyond the trained context, standard "
-                       "vs runway-rewired models",
-                       "results/runway_passkey", report);
+  Training where;
+  const notebook::ExtraOptions extra{[&](CLI::App& app) {
+                                       gpu::add_analysis_device_option(app, where.device)
+                                           ->description(
+                                               "where the three models train: cpu (the CPU trainer), cuda (the "
+                                               "device trainer; exit 2 without a usable device; CF_GPU_EMULATE=1 "
+                                               "runs it emulated on the CPU) or auto (cuda when usable, else the "
+                                               "CPU, said on stderr); the evaluation runs on the CPU");
+                                       gpu::add_precision_option(app, where.precision);
+                                     },
+                                     [&] { where.check(); }};
+  return notebook::run(
+      argc, argv, "nb_runway_passkey_01",
+      "Notebook: Runway (Lee & Clark) passkey retrieval in and beyond the trained context, standard "
+      "vs runway-rewired models",
+      "results/runway_passkey", [&](const notebook::Options& o) { return report(o, where); }, extra);
 }

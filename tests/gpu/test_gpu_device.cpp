@@ -153,6 +153,40 @@ TEST_CASE("device: fused classifier and fused residual + LayerNorm / RMSNorm = t
   CHECK(max_abs_diff(dr.get(), r) < 1e-6);
 }
 
+TEST_CASE("device: fused residual + LayerNorm / RMSNorm backward and its weight-gradient sums = the CPU-executed twins",
+          "[gpu][device]") {
+  // N 70: three blocks of kNormRows rows, the last ragged; the residual's gradient in place and a
+  // parallel branch's added
+  const int N = 70, C = 130;
+  const auto x = randn(N * C, 20), w = randn(C, 21), b = randn(C, 22), dy = randn(N * C, 23), dres = randn(N * C, 24),
+             dpar = randn(N * C, 25);
+  std::vector<float> y(N * C), m(N), r(N), rr(N);
+  cf::gpu::emu::layernorm_forward(y.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+  cf::gpu::emu::rmsnorm_forward(y.data(), rr.data(), x.data(), w.data(), N, C, 1e-5f);
+  Dev<float> dx_(x), dw_(w), ddy(dy), dpar_(dpar), dm(m), dr(r), drr(rr);
+  for (bool rms : {false, true}) {
+    INFO((rms ? "RMSNorm" : "LayerNorm"));
+    std::vector<float> dx = dres, part(std::size_t(cf::gpu::norm_partial_rows(N)) * 2 * C), gw(C, 0.25f), gb(C, -1.0f);
+    Dev<float> ddx(dres), dpart(part), dgw(gw), dgb(gb);
+    float* gb_emu = rms ? nullptr : gb.data();
+    float* gb_dev = rms ? nullptr : dgb.p;
+    if (rms) {
+      cf::gpu::emu::residual_rmsnorm_backward(dx.data(), part.data(), dx.data(), dpar.data(), dy.data(), x.data(),
+                                              w.data(), rr.data(), N, C);
+      cf::gpu::cuda::residual_rmsnorm_backward(ddx.p, dpart.p, ddx.p, dpar_.p, ddy.p, dx_.p, dw_.p, drr.p, N, C);
+    } else {
+      cf::gpu::emu::residual_layernorm_backward(dx.data(), part.data(), dx.data(), dpar.data(), dy.data(), x.data(),
+                                                w.data(), m.data(), r.data(), N, C);
+      cf::gpu::cuda::residual_layernorm_backward(ddx.p, dpart.p, ddx.p, dpar_.p, ddy.p, dx_.p, dw_.p, dm.p, dr.p, N, C);
+    }
+    cf::gpu::emu::norm_weight_grad(gw.data(), gb_emu, part.data(), N, C);
+    cf::gpu::cuda::norm_weight_grad(dgw.p, gb_dev, dpart.p, N, C);
+    CHECK(max_abs_diff(ddx.get(), dx) < 1e-5);
+    CHECK(max_abs_diff(dgw.get(), gw) < 1e-4);  // sums of 70 terms of O(1): FMA contraction differs
+    if (!rms) CHECK(max_abs_diff(dgb.get(), gb) < 1e-4);
+  }
+}
+
 TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels", "[gpu][device]") {
   const int B = 2, H = 3, T = 77, dh = 40;
   std::vector<std::uint8_t> causal(T * T, 0);

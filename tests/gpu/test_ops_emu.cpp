@@ -211,6 +211,128 @@ TEST_CASE("gpu fused residual + LayerNorm and + RMSNorm = the sum, then a double
   cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
 }
 
+namespace {
+
+// gamma_k = k u / (1 - k u), u = 2^-24: the classic bound on the relative error of a float32 sum
+// of k terms (Higham, Accuracy and Stability of Numerical Algorithms, §4.2), against sum |terms|.
+double gamma(double k) { return k * std::ldexp(1.0, -24) / (1 - k * std::ldexp(1.0, -24)); }
+
+// A weight gradient of the fused norm backward (dw = the fused kernel's block sums, then
+// norm_weight_grad's sum over blocks) against the same float32 terms added two other ways: in
+// double (the exact sum up to 1e-16) and in float32 in row order (the unfused trainer's order).
+// The fused order is a sum of kNormRows terms per block, then of the blocks: within gamma of
+// (kNormRows + blocks) of the exact sum; the row order within gamma of (N + 1).
+void check_weight_grad(float fused, float start, const std::vector<float>& terms) {
+  double exact = start, mass = std::abs(start);
+  float row_order = start;
+  for (float t : terms) exact += t, mass += std::abs(t), row_order += t;
+  const double k = cf::gpu::kNormRows + cf::gpu::norm_partial_rows(static_cast<int>(terms.size()));
+  CHECK(std::abs(fused - exact) <= gamma(k) * mass);
+  CHECK(std::abs(fused - row_order) <= (gamma(k) + gamma(double(terms.size()) + 1)) * mass);
+}
+
+}  // namespace
+
+TEST_CASE("gpu fused residual + LayerNorm and + RMSNorm backward = the unfused kernels, then the residual adds",
+          "[gpu][emu]") {
+  // dx: the unfused kernel on dx = dres followed by + dpar (the same arithmetic, up to FMA
+  // contraction); the weight gradients: the same terms summed per block of kNormRows rows, within
+  // the bound above
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    // N 33 and 70: several blocks of rows, the last one ragged
+    for (auto [N, C] : {std::pair{1, 1}, {7, 37}, {33, 130}, {70, 300}}) {
+      INFO("N " << N << " C " << C);
+      const std::size_t NC = std::size_t(N) * C;
+      const auto x = randn(NC, 41), w = randn(C, 42), b = randn(C, 43), dy = randn(NC, 44), dres = randn(NC, 45),
+                 dpar = randn(NC, 46);
+      std::vector<float> y(NC), mean(N), rstd(N), rr(N);
+      cf::gpu::emu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+      cf::gpu::emu::rmsnorm_forward(y.data(), rr.data(), x.data(), w.data(), N, C, 1e-5f);
+      // (residual gradient, parallel branch): in place with both, none (a first gradient), out of place
+      for (int variant = 0; variant < 3; ++variant) {
+        INFO("variant " << variant);
+        const bool with_res = variant != 1, with_par = variant == 0, in_place = variant == 0;
+        for (bool rms : {false, true}) {
+          INFO((rms ? "RMSNorm" : "LayerNorm"));
+          // unfused: the kernel accumulating into dx = dres (or 0), then the parallel branch's add
+          std::vector<float> dx0 = with_res ? dres : std::vector<float>(NC, 0.0f);
+          if (rms)
+            cf::gpu::emu::rmsnorm_backward(dx0.data(), nullptr, dy.data(), x.data(), w.data(), rr.data(), N, C);
+          else
+            cf::gpu::emu::layernorm_backward(dx0.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), mean.data(),
+                                             rstd.data(), N, C);
+          if (with_par)
+            for (std::size_t i = 0; i < NC; ++i) dx0[i] += dpar[i];
+          std::vector<float> dx1(NC, 123.0f), part(std::size_t(cf::gpu::norm_partial_rows(N)) * 2 * C, -7.0f);
+          if (in_place) dx1 = dres;
+          const float* res = !with_res ? nullptr : in_place ? dx1.data() : dres.data();
+          const float* par = with_par ? dpar.data() : nullptr;
+          if (rms)
+            cf::gpu::emu::residual_rmsnorm_backward(dx1.data(), part.data(), res, par, dy.data(), x.data(), w.data(),
+                                                    rr.data(), N, C);
+          else
+            cf::gpu::emu::residual_layernorm_backward(dx1.data(), part.data(), res, par, dy.data(), x.data(), w.data(),
+                                                      mean.data(), rstd.data(), N, C);
+          // the same expression in the same order; a compiler may contract a product and an add into
+          // an FMA in one kernel and not in the other (g++ -march=native and nvcc choose per kernel,
+          // also in the row sums): each kernel's at most 8 roundings are within u of the largest
+          // intermediate |value|, M = |dres| + |dpar| + r (|w dy| + mean|w dy| + |norm| mean|w dy norm|)
+          // (LayerNorm), |dres| + |dpar| + r (|w dy| + |x| r mean|w dy x r|) (RMSNorm)
+          double worst = 0;  // max |fused - unfused| / (u M)
+          for (int n = 0; n < N; ++n) {
+            const double r = rms ? rr[n] : rstd[n];
+            double A = 0, B = 0;
+            for (int c = 0; c < C; ++c) {
+              const std::size_t i = std::size_t(n) * C + c;
+              const double norm = rms ? x[i] * r : (x[i] - mean[n]) * r;
+              A += std::abs(w[c] * dy[i]) / C, B += std::abs(w[c] * dy[i] * norm) / C;
+            }
+            for (int c = 0; c < C; ++c) {
+              const std::size_t i = std::size_t(n) * C + c;
+              const double norm = rms ? x[i] * r : (x[i] - mean[n]) * r;
+              const double M = (with_res ? std::abs(dres[i]) : 0.0) + (with_par ? std::abs(dpar[i]) : 0.0) +
+                               r * (std::abs(w[c] * dy[i]) + (rms ? 0.0 : A) + std::abs(norm) * B);
+              worst = std::max(worst, std::abs(double(dx1[i]) - dx0[i]) / (std::ldexp(1.0, -24) * M));
+            }
+          }
+          CHECK(worst <= 16);
+          std::vector<float> dw(C, 0.25f), db(C, -1.0f);
+          cf::gpu::emu::norm_weight_grad(dw.data(), rms ? nullptr : db.data(), part.data(), N, C);
+          for (int c = 0; c < C; ++c) {
+            std::vector<float> tw(N), tb(N);
+            for (int n = 0; n < N; ++n) {
+              const std::size_t i = std::size_t(n) * C + c;
+              const float norm = rms ? x[i] * rr[n] : (x[i] - mean[n]) * rstd[n];
+              tw[n] = norm * dy[i], tb[n] = dy[i];
+            }
+            check_weight_grad(dw[c], 0.25f, tw);
+            if (!rms) check_weight_grad(db[c], -1.0f, tb);
+          }
+          // and the CPU oracle's weight gradients (float32 in row order; 1e-5 as the unfused kernels' test)
+          std::vector<float> dxc(NC, 0.0f), dwc(C, 0.25f), dbc(C, -1.0f);
+          if (rms)
+            cf::nn::rmsnorm_backward(dxc.data(), dwc.data(), dy.data(), x.data(), w.data(), rr.data(), N, C);
+          else
+            cf::nn::layernorm_backward(dxc.data(), dwc.data(), dbc.data(), dy.data(), x.data(), w.data(), mean.data(),
+                                       rstd.data(), N, C);
+          CHECK(max_rel(dw, dwc) < 1e-5);
+          if (!rms) CHECK(max_rel(db, dbc) < 1e-5);
+        }
+      }
+      // no partial sums (the analysis use: input gradients only): the same dx
+      std::vector<float> dx2(NC), dx3(NC);
+      cf::gpu::emu::residual_layernorm_backward(dx2.data(), nullptr, dres.data(), nullptr, dy.data(), x.data(),
+                                                w.data(), mean.data(), rstd.data(), N, C);
+      std::vector<float> part(std::size_t(cf::gpu::norm_partial_rows(N)) * 2 * C);
+      cf::gpu::emu::residual_layernorm_backward(dx3.data(), part.data(), dres.data(), nullptr, dy.data(), x.data(),
+                                                w.data(), mean.data(), rstd.data(), N, C);
+      CHECK(dx2 == dx3);
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
 TEST_CASE("gpu GELU forward/backward (Thrust on OpenMP) = cf::nn::gelu", "[gpu][thrust]") {
   const std::int64_t n = 10007;
   const auto x = randn(n, 6, 3.0f), dy = randn(n, 7);

@@ -269,6 +269,41 @@ void Ops<Bk>::residual_rmsnorm_forward(Context& ctx, float* sum, float* out, flo
 }
 
 template <Backend Bk>
+void Ops<Bk>::residual_layernorm_backward(Context& ctx, float* dinp, float* part, const float* dres, const float* dpar,
+                                          const float* dout, const float* inp, const float* w, const float* mean,
+                                          const float* rstd, int N, int C) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::residual_layernorm_backward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(norm_partial_rows(N)), dim3(kRowBlock), dinp, part, dres, dpar, dout, inp, w, mean, rstd, N, C,
+            kNormRows);
+  OpsTraits<Bk>::check_launch("residual_layernorm_backward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::residual_rmsnorm_backward(Context& ctx, float* dinp, float* part, const float* dres, const float* dpar,
+                                        const float* dout, const float* inp, const float* w, const float* rstd, int N,
+                                        int C) {
+  using namespace ops_body;
+  if (N <= 0) return;
+  auto* kern = kernels::residual_rmsnorm_backward_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(norm_partial_rows(N)), dim3(kRowBlock), dinp, part, dres, dpar, dout, inp, w, rstd, N, C,
+            kNormRows);
+  OpsTraits<Bk>::check_launch("residual_rmsnorm_backward");
+}
+
+template <Backend Bk>
+void Ops<Bk>::norm_weight_grad(Context& ctx, float* dw, float* db, const float* part, int N, int C) {
+  using namespace ops_body;
+  const long long outputs = static_cast<long long>(db ? 2 : 1) * C;
+  if (N <= 0 || outputs == 0) return;
+  auto* kern = kernels::norm_weight_grad_kernel<kRowBlock>;
+  CF_LAUNCH(kern, dim3(static_cast<unsigned>((outputs + kRowBlock - 1) / kRowBlock)), dim3(kRowBlock), dw, db, part,
+            norm_partial_rows(N), C);
+  OpsTraits<Bk>::check_launch("norm_weight_grad");
+}
+
+template <Backend Bk>
 void Ops<Bk>::classifier(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N, int V, int ld,
                          float dloss, kernels::ClassifierOut out) {
   using namespace ops_body;

@@ -24,7 +24,8 @@
 // of make_train_plan: embed (+ norm), blocks (norm, qkv, RoPE, the attention unit, c_proj, residual;
 // norm, c_fc, GELU / erf GELU / SwiGLU, c_proj, residual, sequential or parallel), final norm, LM
 // head, cross-entropy, and back. Norms are LayerNorm or RMSNorm at the config's eps; a residual add
-// and the norm that reads its sum are one kernel (residual_forward). The LM head runs on a
+// and the norm that reads its sum are one kernel (residual_forward), and so are, backward, the
+// norm's input gradient and the residual stream's gradient it joins (norm_backward). The LM head runs on a
 // vocabulary padded to a multiple of 64 (PaddedVocab) and ends in the fused classifier (forward):
 // a training step's forward leaves d loss / d logits in the logits, where the backward starts.
 #include <thrust/count.h>
@@ -276,7 +277,8 @@ struct DeviceTrainer<Bk>::Impl {
   std::vector<DBuf<float>> resid, resid_mid;
   DBuf<float> emb, emb_mean, emb_rstd, dpar;
   DBuf<float> lnf, lnf_mean, lnf_rstd, logits, losses, ones;
-  DBuf<float> dbias;  // a bias gradient from the weight GEMM's epilogue, before it joins G (float32 policy)
+  DBuf<float> dbias;      // a bias gradient from the weight GEMM's epilogue, before it joins G (float32 policy)
+  DBuf<float> norm_part;  // the fused norm backwards' weight-gradient sums per block of rows (norm_backward)
   DBuf<float> q, k, v, y, dq, dk, dv, dy, dsum, tmp, dres, dn, datty, dqkv, dfc, dfch;
   DBuf<std::int32_t> tokens, targets, uniq, ptr, pos;
   DBuf<detail::TopPrediction> picks;           // a top-prediction seed's picks, one per sequence
@@ -334,6 +336,7 @@ struct DeviceTrainer<Bk>::Impl {
     logits.reset(N * static_cast<std::size_t>(vocab.Vp)), losses.reset(N), ones.reset(N);
     thrust::fill(Tr::policy(), ones.get(), ones.get() + N, 1.0f);
     if (param_grads && p.precision == Precision::Fp32) dbias.reset(gemm_span(true) / N);  // the widest output row
+    if (param_grads && p.normed()) norm_part.reset(static_cast<std::size_t>(norm_partial_rows(p.N)) * 2 * C);
     for (DBuf<float>* b : {&q, &k, &v, &y, &dq, &dk, &dv, &dy, &datty}) b->reset(N * maxhd);
     dsum.reset(maxst);
     tmp.reset(N * C), dres.reset(N * C), dn.reset(N * C);
@@ -487,24 +490,25 @@ struct DeviceTrainer<Bk>::Impl {
     if (head) return NormAt{lnf.get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b};
     return NormAt{};
   }
-  // dx += d norm^T dn (LayerNorm or RMSNorm), or dx += dn without normalisation.
-  void norm_backward(float* dx, const float* dnorm, const float* x, const float* mean, const float* rstd,
-                     std::int64_t wo, std::int64_t bo) {
-    const long long n = static_cast<long long>(p.N) * p.C;
-    // the weight gradients reduced in row order (trainer_norm_grad.hpp), not by the kernels' atomics
-    const auto features = trainer_body::index0() + p.C;
+  // The residual stream's gradient through a pre-norm: dx = dres + d norm^T dnorm (LayerNorm or
+  // RMSNorm; dnorm itself without normalisation) + dpar, dres and dpar null where there is none
+  // (dres may be dx). One kernel writes dx (issue 31: the add and the norm backward fused, the
+  // floats of the norm backward on dx = dres, then + dpar) and sums the weight gradients' terms per
+  // block of rows; a second adds those sums to G in block order (deterministic, trainer_norm_grad.hpp).
+  void norm_backward(float* dx, const float* dres, const float* dnorm, const float* x, const float* mean,
+                     const float* rstd, std::int64_t wo, std::int64_t bo, const float* dpar = nullptr) {
+    float* part = param_grads ? norm_part.get() : nullptr;  // analysis use: no weight gradient
     if (p.norm == TrainNorm::LayerNorm) {
-      O::layernorm_backward(ctx, dx, nullptr, nullptr, dnorm, x, w(wo), mean, rstd, p.N, p.C);
-      if (param_grads)
-        thrust::for_each(Tr::policy(), trainer_body::index0(), features,
-                         detail::LayerNormWeightGrad{g(wo), g(bo), dnorm, x, mean, rstd, p.N, p.C});
+      O::residual_layernorm_backward(ctx, dx, part, dres, dpar, dnorm, x, w(wo), mean, rstd, p.N, p.C);
+      if (part) O::norm_weight_grad(ctx, g(wo), g(bo), part, p.N, p.C);
     } else if (p.norm == TrainNorm::RMSNorm) {
-      O::rmsnorm_backward(ctx, dx, nullptr, dnorm, x, w(wo), rstd, p.N, p.C);
-      if (param_grads)
-        thrust::for_each(Tr::policy(), trainer_body::index0(), features,
-                         detail::RmsNormWeightGrad{g(wo), dnorm, x, rstd, p.N, p.C});
-    } else
-      thrust::transform(Tr::policy(), dx, dx + n, dnorm, dx, thrust::plus<float>());
+      O::residual_rmsnorm_backward(ctx, dx, part, dres, dpar, dnorm, x, w(wo), rstd, p.N, p.C);
+      if (part) O::norm_weight_grad(ctx, g(wo), nullptr, part, p.N, p.C);
+    } else {
+      thrust::transform(Tr::policy(), trainer_body::index0(),
+                        trainer_body::index0() + static_cast<long long>(p.N) * p.C, dx,
+                        detail::ResidualGradSum{dres, dnorm, dpar});
+    }
   }
 
   // Token (+ learned position) embedding into resid[0]; with an embedding norm (BLOOM) into emb,
@@ -519,8 +523,7 @@ struct DeviceTrainer<Bk>::Impl {
   // d embedding from dres = d resid[0]: dres itself, or through the embedding norm into dn.
   const float* embed_norm_backward() {
     if (p.emb_ln_w < 0) return dres.get();
-    dn.zero();
-    norm_backward(dn.get(), dres.get(), emb.get(), emb_mean.get(), emb_rstd.get(), p.emb_ln_w, p.emb_ln_b);
+    norm_backward(dn.get(), nullptr, dres.get(), emb.get(), emb_mean.get(), emb_rstd.get(), p.emb_ln_w, p.emb_ln_b);
     return dn.get();
   }
 
@@ -578,12 +581,10 @@ struct DeviceTrainer<Bk>::Impl {
     const float* src = mlp_source(l);
     dn.zero();
     linear_backward(dn.get(), tl.fc_w, tl.fc_b, dfch.get(), p.normed() ? a.ln2.get() : src, p.N, p.C, p.fc_width());
-    float* dsrc = dres.get();
-    if (p.parallel_residual) {
-      dpar.zero();
-      dsrc = dpar.get();
-    }
-    norm_backward(dsrc, dn.get(), src, a.ln2_mean.get(), a.ln2_rstd.get(), tl.ln2_w, tl.ln2_b);
+    // sequential: dres += the branch's d src; parallel: dpar = it, added after ln_1's (backward())
+    float* dsrc = p.parallel_residual ? dpar.get() : dres.get();
+    norm_backward(dsrc, p.parallel_residual ? nullptr : dres.get(), dn.get(), src, a.ln2_mean.get(), a.ln2_rstd.get(),
+                  tl.ln2_w, tl.ln2_b);
   }
   void add(float* out, const float* a, const float* b, long long n) {
     thrust::transform(Tr::policy(), a, a + n, b, out, thrust::plus<float>());
@@ -782,8 +783,7 @@ struct DeviceTrainer<Bk>::Impl {
     const float* f = p.normed() ? lnf.get() : resid.back().get();
     dn.zero();
     linear_backward(dn.get(), p.head, -1, logits.get(), f, p.N, p.C, vocab.Vp);
-    dres.zero();
-    norm_backward(dres.get(), dn.get(), resid.back().get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b);
+    norm_backward(dres.get(), nullptr, dn.get(), resid.back().get(), lnf_mean.get(), lnf_rstd.get(), p.lnf_w, p.lnf_b);
   }
   // An output seed: the probabilities refused when not finite (the CPU's forward refuses such
   // logits), then the top-prediction seed on the device, or the general callback on the host (the
@@ -851,8 +851,8 @@ struct DeviceTrainer<Bk>::Impl {
       Tr::fill_zero(datty.get(), sizeof(float) * N * HD);
       linear_backward(datty.get(), tl.proj_w, tl.proj_b, dres.get(), a.atty.get(), N, HD, C);
       attention_heads_backward(l, p.normed() ? a.ln1.get() : resid[l].get());
-      norm_backward(dres.get(), dn.get(), resid[l].get(), a.ln1_mean.get(), a.ln1_rstd.get(), tl.ln1_w, tl.ln1_b);
-      if (p.parallel_residual) add(dres.get(), dres.get(), dpar.get(), static_cast<long long>(N) * C);
+      norm_backward(dres.get(), dres.get(), dn.get(), resid[l].get(), a.ln1_mean.get(), a.ln1_rstd.get(), tl.ln1_w,
+                    tl.ln1_b, p.parallel_residual ? dpar.get() : nullptr);
     }
     if (seed) return;
     const float* de = embed_norm_backward();

@@ -45,6 +45,13 @@ struct AttentionScratch {
   float* runway_g = nullptr;
 };
 
+/// Rows per block of the fused norm backwards (Ops::residual_layernorm_backward, _rmsnorm_): each
+/// block's weight-gradient sums are one row of their partial sums, norm_partial_rows(N) rows of
+/// 2 C (LayerNorm: w, b) or C (RMSNorm) floats. A constant, not the device's size: the sums, and so
+/// the gradients, are the same on every device and in the emulated build.
+inline constexpr int kNormRows = 32;
+inline int norm_partial_rows(int N) { return (N + kNormRows - 1) / kNormRows; }
+
 /// The operations of one back end (definitions: ops_body.hpp, instantiated in ops_emu.cpp and
 /// ops_cuda.cu; a member a back end lacks is a link error, never a silent fallback).
 template <Backend Bk>
@@ -69,6 +76,22 @@ struct Ops {
   /// rmsnorm_forward. sum, out, a, b [N, C] (sum may be a); rstd [N].
   static void residual_rmsnorm_forward(Context& ctx, float* sum, float* out, float* rstd, const float* a,
                                        const float* b, const float* w, int N, int C, float eps);
+  /// The residual stream's gradient through a LayerNorm in one kernel (issue 31; llm.c's fused
+  /// layernorm backward): dinp = dres + the norm's input gradient of dout + dpar, the floats of
+  /// layernorm_backward on dinp = dres followed by an add of dpar (dres, dpar null: not added; dres
+  /// may be dinp; dout aliases neither). With `part` (norm_partial_rows(N) x 2 C floats) the weight
+  /// gradients' terms are summed there per block of kNormRows rows for norm_weight_grad (null:
+  /// none). Deterministic: no atomics.
+  static void residual_layernorm_backward(Context& ctx, float* dinp, float* part, const float* dres, const float* dpar,
+                                          const float* dout, const float* inp, const float* w, const float* mean,
+                                          const float* rstd, int N, int C);
+  /// The same through an RMSNorm (part: norm_partial_rows(N) x C floats, the dw terms).
+  static void residual_rmsnorm_backward(Context& ctx, float* dinp, float* part, const float* dres, const float* dpar,
+                                        const float* dout, const float* inp, const float* w, const float* rstd, int N,
+                                        int C);
+  /// dw [C] += the partial sums `part` of a fused norm backward over N rows, added in block order;
+  /// db [C] likewise (LayerNorm; null for RMSNorm's partial sums).
+  static void norm_weight_grad(Context& ctx, float* dw, float* db, const float* part, int N, int C);
   /// Twin of cf::nn::crossentropy_forward: logits [N, V] -> probabilities, losses [N]; returns the
   /// number of rows with target >= 0.
   static std::int64_t crossentropy_forward(Context& ctx, float* logits, float* losses, const std::int32_t* targets,

@@ -25,11 +25,22 @@ struct Options {
   bool full() const { return mode == "full"; }
 };
 
-/// Parse `--mode quick|full` (alias `--full`), `--out DIR` (alias `--out-dir`) and `--threads N`,
-/// create the output folder, line-buffer stdout, then return body(options): the notebook's own exit
-/// code (0 pass, 1 a failed check, 77 skipped). Parse errors and cf::InvalidArgument exit 2.
+/// Options one notebook adds to the shared ones (the passkey notebook's --device, --precision):
+/// `declare` puts them on the parser (their values land where the notebook's lambda says); `check`
+/// (may be empty) reads them once parsed, before the output folder is created, so a refused value
+/// (cf::InvalidArgument, exit 2) writes nothing.
+struct ExtraOptions {
+  std::function<void(CLI::App&)> declare;
+  std::function<void()> check;
+};
+
+/// Parse `--mode quick|full` (alias `--full`), `--out DIR` (alias `--out-dir`), `--threads N` and
+/// the notebook's `extra` options, create the output folder, line-buffer stdout, then return
+/// body(options): the notebook's own exit code (0 pass, 1 a failed check, 77 skipped). Parse errors
+/// and cf::InvalidArgument exit 2.
 inline int run(int argc, char** argv, const std::string& name, const std::string& description,
-               const std::string& default_out, const std::function<int(const Options&)>& body) {
+               const std::string& default_out, const std::function<int(const Options&)>& body,
+               const ExtraOptions& extra = {}) {
   Options o;
   o.out = default_out;
   CLI::App app{description, name};
@@ -42,10 +53,12 @@ inline int run(int argc, char** argv, const std::string& name, const std::string
   app.add_option("--threads", o.threads, "OpenMP threads (0 = the tools' measured default)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  if (extra.declare) extra.declare(app);
   int rc = 0;
   const int code = cf::app::run(app, argc, argv, [&] {
     if (full_flag) o.mode = "full";
     configure_threads(o.threads);
+    if (extra.check) extra.check();
     cf::app::check_output_dir(o.out, "--out");
     std::filesystem::create_directories(o.out);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen

@@ -40,4 +40,21 @@ __device__ __forceinline__ float block_max(float v, float* buf) {
   return r;
 }
 
+/// The second stage of the fused norm backwards' weight gradients (layernorm.cuh, rmsnorm.cuh):
+/// dw[c] += part[0][0][c] + part[1][0][c] + ... in block order, and with db (LayerNorm) db[c] +=
+/// the part[b][1][c] likewise. part [blocks, K, C], K = 2 with db, else 1. One thread per output,
+/// grid ceil(K C / BLOCK), BLOCK threads (a template: header-defined kernels, one per TU); the same
+/// order on every device and run (deterministic).
+template <int BLOCK>
+__global__ void norm_weight_grad_kernel(float* dw, float* db, const float* part, int blocks, int C) {
+  const int K = db ? 2 : 1;
+  const long long i = static_cast<long long>(blockIdx.x) * BLOCK + threadIdx.x;
+  if (i >= static_cast<long long>(K) * C) return;
+  const int j = static_cast<int>(i / C), c = static_cast<int>(i % C);
+  float* out = j ? db : dw;
+  float s = out[c];
+  for (int b = 0; b < blocks; ++b) s += part[(static_cast<long long>(b) * K + j) * C + c];
+  out[c] = s;
+}
+
 }  // namespace cf::gpu::kernels

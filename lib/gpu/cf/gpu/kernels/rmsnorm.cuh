@@ -66,4 +66,35 @@ __global__ void rmsnorm_backward_kernel(float* dinp, float* dw, const float* dou
   }
 }
 
+/// The residual stream's gradient through an RMSNorm, fused as residual_layernorm_backward_kernel:
+/// dinp = dres + the norm's input gradient of dout + dpar (dres, dpar null: not added; dres may be
+/// dinp), the arithmetic of rmsnorm_backward_kernel on dinp = dres, then + dpar (the same floats up
+/// to FMA contraction, as there); with `part`
+/// ([gridDim.x, 1, C]) block b leaves there the sum of its rows' x rstd dout in row order.
+/// Grid ceil(N / rows) blocks, BLOCK threads.
+template <int BLOCK>
+__global__ void residual_rmsnorm_backward_kernel(float* dinp, float* part, const float* dres, const float* dpar,
+                                                 const float* dout, const float* inp, const float* w, const float* rstd,
+                                                 int N, int C, int rows) {
+  __shared__ float buf[BLOCK];
+  const int first = blockIdx.x * rows, last = first + rows < N ? first + rows : N;
+  float* pw = part ? part + static_cast<long long>(blockIdx.x) * C : nullptr;
+  for (int n = first; n < last; ++n) {  // uniform per block: every thread reaches each barrier
+    const long long row = static_cast<long long>(n) * C;
+    const float* x = inp + row;
+    const float* d = dout + row;
+    float* dx = dinp + row;
+    const float r = rstd[n];
+    float a = 0;
+    for (int c = threadIdx.x; c < C; c += BLOCK) a += w[c] * d[c] * x[c] * r;
+    const float gy = block_sum<BLOCK>(a, buf) / C;
+    for (int c = threadIdx.x; c < C; c += BLOCK) {
+      float v = (dres ? dres[row + c] : 0.0f) + r * (w[c] * d[c] - x[c] * r * gy);
+      if (dpar) v += dpar[row + c];
+      dx[c] = v;  // dres[row + c] may be dx[c]: read above by this thread, the only one writing it
+      if (pw) pw[c] = n == first ? x[c] * r * d[c] : pw[c] + x[c] * r * d[c];  // column c: this thread's alone
+    }
+  }
+}
+
 }  // namespace cf::gpu::kernels
