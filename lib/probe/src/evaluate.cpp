@@ -55,6 +55,7 @@ std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const
 std::vector<Readout> evaluate_boundary_copy(const nn::ModelConfig& c, const ProbsForward& probs,
                                             const BoundaryCopySpec& s, const data::TaskSplit& split, int batch,
                                             int max_rows, const Progress& progress) {
+  require(static_cast<bool>(probs), "evaluate_boundary_copy: no forward pass given");
   require(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   const int T = s.seq_len, L = s.seq_len + 1, V = c.vocab_size;
   require(split.tokens.size() % static_cast<std::size_t>(L) == 0, "task split is not a whole number of rows of ", L);

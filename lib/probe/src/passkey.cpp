@@ -149,6 +149,7 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
 std::vector<PasskeyOutcome> evaluate_passkey(const nn::ModelConfig& c, const ProbsForward& probs,
                                              const data::TaskData& d, const data::Tokenizer& tok, int max_new,
                                              int batch, int max_rows, const Progress& progress) {
+  require(static_cast<bool>(probs), "evaluate_passkey: no forward pass given");
   require(max_new >= 1 && max_new <= 64, "--max-new must be in [1, 64] (got ", max_new, ")");
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "passkey task: the validation split has no item list (items.json)");

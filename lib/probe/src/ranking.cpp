@@ -246,6 +246,7 @@ std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, cons
 std::vector<RankingOutcome> evaluate_ranking(const nn::ModelConfig& c, const ProbsForward& probs,
                                              const data::TaskData& d, int batch, int max_rows,
                                              const Progress& progress) {
+  require(static_cast<bool>(probs), "evaluate_ranking: no forward pass given");
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "ranking task: the validation split has no item list (items.json)");
   check_ranking_task(d);
