@@ -17,28 +17,36 @@ using namespace cf;
 
 namespace {
 
+// Each checkpoint as the probe reads it: a Hugging Face directory the device keeps in its stored
+// dtype (--weights stored) as its config.json only, the weights going shard by shard to the device
+// below (docs/gpu.md "Weights in their stored dtype"); any other as its float32 host model.
+probe::LoadModel device_load(gpu::Placement asked, const std::string& weights_opt) {
+  return [asked, weights_opt](const std::string& path) {
+    if (!gpu::use_stored_weights(weights_opt, asked, path)) return probe::load_probe_model(path);
+    return probe::ProbeModel{path, gpu::hf_model_config(path), nullptr};
+  };
+}
+
 // Each checkpoint's forward passes where --device puts them (docs/gpu.md "Analysis model"): the
 // device analysis model's logits through the CPU's softmax, or the CPU's forward pass for --device
-// cpu and for --device auto on a model the device does not run (said on stderr). A Hugging Face
-// directory goes to the device in its stored dtype with --weights stored (the host's float32 model
-// stays loaded for the task's own checks). The checkpoints arrive in command-line order; `used`
+// cpu and for --device auto on a model the device does not run (said on stderr; a directory read as
+// its config only is loaded as float32 then). The checkpoints arrive in command-line order; `used`
 // collects each one's placement and `weights` its device weights for the report's metadata.
-probe::MakeForward device_forward(gpu::Placement asked, const std::string& device, const std::string& weights_opt,
-                                  const std::string& precision, const std::vector<std::string>& paths,
+probe::MakeForward device_forward(gpu::Placement asked, const std::string& device, const std::string& precision,
                                   std::vector<gpu::Placement>& used, std::vector<std::string>& weights) {
-  return [asked, device, weights_opt, precision, paths, &used,
-          &weights](const nn::Model<float>& model) -> probe::ProbsForward {
+  return [asked, device, precision, &used, &weights](const probe::ProbeModel& model) -> probe::ProbsForward {
     const gpu::Placement where = gpu::placement_for_model(asked, device, "probe", model.config);
     const gpu::Precision prec = gpu::resolve_analysis_precision(precision, where);
-    const std::string& path = paths.at(used.size());
     used.push_back(where);
     if (where == gpu::Placement::Cpu) {
       weights.push_back("float32");
-      return probe::cpu_probs_forward(model);
+      const auto host = model.host ? model.host : probe::load_probe_model(model.path).host;
+      return [host, f = probe::cpu_probs_forward(*host)](const std::int32_t* tokens, int B, int T) {
+        return f(tokens, B, T);
+      };
     }
-    auto dev = gpu::use_stored_weights(weights_opt, where, path)
-                   ? std::make_shared<gpu::AnalysisModel>(where, path, prec)
-                   : std::make_shared<gpu::AnalysisModel>(where, model, prec);
+    auto dev = model.host ? std::make_shared<gpu::AnalysisModel>(where, *model.host, prec)
+                          : std::make_shared<gpu::AnalysisModel>(where, model.path, prec);
     weights.push_back(gpu::weight_type_name(dev->weight_type()));
     return probe::probs_from_logits(
         [dev](const std::int32_t* tokens, int B, int T, std::vector<float>& logits) {
@@ -110,7 +118,8 @@ int main(int argc, char** argv) {
     app::refuse_unless(app, "--weights", device != "cpu", "--device cuda|auto");
     std::vector<gpu::Placement> used;
     std::vector<std::string> weights;
-    o.forward = device_forward(asked, device, weights_opt, precision, o.checkpoints, used, weights);
+    o.load = device_load(asked, weights_opt);
+    o.forward = device_forward(asked, device, precision, used, weights);
     output::Report r = probe::run_probe(o);
     r.meta["device"] = gpu::placements_name(used);
     r.meta["weights"] = weights;

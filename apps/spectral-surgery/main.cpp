@@ -3,8 +3,10 @@
 // docs/spec.md §3); per-layer and cumulative linearisation sweeps as tables and plots. Thin app: an options struct,
 // setup (CLI11 declarations with validators) and run (parse the options into a cf::spectral::SurgeryRequest, write the
 // report of lib/spectral; docs/conventions.md).
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cf/core/app.hpp"
 #include "cf/core/error.hpp"
@@ -59,9 +61,18 @@ void run(const CLI::App& app, const Options& o) {
           "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
-  (void)read_attention_weights(o.checkpoint);  // clear message for a checkpoint without attention weights
-  const nn::Model<float> model = cf::model::load_model(o.checkpoint);
-  const auto& cfg = model.config;
+  // a Hugging Face directory kept in its stored dtype on the device: config.json only here, the
+  // weights go shard by shard to the device below (docs/gpu.md "Weights in their stored dtype"); the
+  // surgery itself is the score hooks', on the host, on copies of the device's scores
+  const bool stored = gpu::use_stored_weights(o.weights, asked, o.checkpoint);
+  std::optional<nn::Model<float>> model;
+  if (!stored) {
+    // clear message for an HDF5 checkpoint without attention weights (a directory's load says it)
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.checkpoint, ec)) (void)read_attention_weights(o.checkpoint);
+    model = cf::model::load_model(o.checkpoint);
+  }
+  const nn::ModelConfig cfg = stored ? gpu::hf_model_config(o.checkpoint) : model->config;
   const std::vector<int> layers = parse_layer_spec(o.layers, cfg.n_layer);
   std::vector<int> lin_layers;
   if (!o.linear_attention.empty()) lin_layers = parse_layer_spec(o.linear_attention, cfg.n_layer, "--linear-attention");
@@ -78,14 +89,13 @@ void run(const CLI::App& app, const Options& o) {
                                                   "linear-attention) has no device path"
                                                 : "");
   const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where);
+  if (where == gpu::Placement::Cpu && !model) model = cf::model::load_model(o.checkpoint);  // --device auto fell back
   std::unique_ptr<gpu::AnalysisModel> device;  // the perplexities' forward passes (docs/gpu.md "Analysis model")
   std::string weights = "float32";
   if (where != gpu::Placement::Cpu) {
-    // the host's float32 model stays loaded (the surgery's own checks read it); the device's copy of
-    // a Hugging Face directory is its stored dtype (docs/gpu.md "Weights in their stored dtype")
-    device = gpu::use_stored_weights(o.weights, where, o.checkpoint)
-                 ? std::make_unique<gpu::AnalysisModel>(where, o.checkpoint, prec)
-                 : std::make_unique<gpu::AnalysisModel>(where, model, prec);
+    device = stored ? std::make_unique<gpu::AnalysisModel>(where, o.checkpoint, prec)
+                    : std::make_unique<gpu::AnalysisModel>(where, *model, prec);
+    model.reset();  // the host reads only the config from here on
     weights = gpu::weight_type_name(device->weight_type());
     ps.evaluate = [&device](const std::vector<std::int32_t>& t, int context, int stride, const nn::ForwardHooks* h) {
       return device->perplexity(t, context, stride, h);
@@ -113,7 +123,7 @@ void run(const CLI::App& app, const Options& o) {
   q.ps = ps;
   q.layers_label = o.layers;
   q.linear_attention_label = o.linear_attention;
-  SurgeryOutcome out = surgery_report(model, tokens, q);
+  SurgeryOutcome out = model ? surgery_report(*model, tokens, q) : surgery_report(cfg, tokens, q);
   output::Report& rep = out.report;
   const plot::LinePlot& lp = out.sweep_plot;
   rep.meta = output::metadata("spectral-surgery", {{"checkpoint", o.checkpoint},

@@ -187,6 +187,29 @@ TEST_CASE("device: fused residual + LayerNorm / RMSNorm backward and its weight-
   }
 }
 
+TEST_CASE("device: top prediction (one block per sequence) = its CPU-executed twin", "[gpu][device]") {
+  // Qwen2's vocabulary padded to ld, the last row of each sequence read: ties, NaN, -inf rows
+  const int B = 6, T = 3, V = 151936, ld = V + 64;
+  auto rows = randn(std::size_t(B) * T * ld, 14);
+  auto last = [&](int b) { return rows.data() + (std::size_t(b) * T + T - 1) * ld; };
+  for (int v : {151000, 77, 140000}) last(1)[v] = 8.5f;
+  last(2)[5] = std::nanf(""), last(2)[100] = 7.0f;
+  last(3)[0] = std::nanf("");
+  std::fill(last(4), last(4) + V, -INFINITY);
+  last(5)[V - 1] = 9.0f;
+  std::vector<cf::gpu::kernels::TopPrediction> want(B), got(B);
+  cf::gpu::emu::top_prediction(rows.data(), want.data(), B, T, V, ld);
+  Dev<float> dr(rows);
+  Dev<cf::gpu::kernels::TopPrediction> dp(got);
+  cf::gpu::cuda::top_prediction(dr.p, dp.p, B, T, V, ld);
+  got = dp.get();
+  for (int b = 0; b < B; ++b) {
+    INFO("sequence " << b);
+    CHECK(got[b].token == want[b].token);
+    CHECK((got[b].prob == want[b].prob || (std::isnan(got[b].prob) && std::isnan(want[b].prob))));
+  }
+}
+
 TEST_CASE("device: tiled attention forward/backward = the CPU-executed kernels", "[gpu][device]") {
   const int B = 2, H = 3, T = 77, dh = 40;
   std::vector<std::uint8_t> causal(T * T, 0);

@@ -3,12 +3,15 @@
 // intra-block schedules (a missing barrier would show as a difference; test_emulation.cpp).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <tuple>
 #include <vector>
 
 #include "cf/gpu/emulation.hpp"
 #include "cf/gpu/ops.hpp"
+#include "cf/nn/gradient_seed.hpp"
 #include "cf/nn/ops.hpp"
 #include "cf/nn/optim.hpp"
 #include "cf/nn/params.hpp"
@@ -156,6 +159,92 @@ TEST_CASE("gpu fused classifier = double softmax cross-entropy and its gradient 
           }
         }
       }
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
+namespace {
+
+// The rows of apply_top_seed's rule, as influence's seed meets them: B sequences of T rows of ld
+// floats (the first V the probabilities). The kernel's picks against cf::nn::apply_top_seed (the
+// CPU path) on the same rows packed to V columns: the token and the probability's bits equal.
+void check_top_prediction(const std::vector<float>& rows, int B, int T, int V, int ld) {
+  std::vector<cf::gpu::kernels::TopPrediction> got(std::size_t(B), {-7, -7.0f});
+  cf::gpu::emu::top_prediction(rows.data(), got.data(), B, T, V, ld);
+  std::vector<float> packed(std::size_t(B) * T * V);
+  for (std::size_t r = 0; r < std::size_t(B) * T; ++r)
+    std::copy(rows.begin() + long(r * ld), rows.begin() + long(r * ld + V), packed.begin() + long(r * V));
+  std::vector<std::int32_t> yhat;
+  std::vector<float> p_yhat;
+  cf::nn::TopSeed<float> seed;
+  seed.yhat = &yhat;
+  seed.p_yhat = &p_yhat;
+  cf::nn::apply_top_seed(seed, packed.data(), B, T, V);
+  for (int b = 0; b < B; ++b) {
+    INFO("sequence " << b << " of " << B << ", V " << V << ", ld " << ld);
+    CHECK(got[std::size_t(b)].token == yhat[std::size_t(b)]);
+    std::uint32_t gb, wb;
+    std::memcpy(&gb, &got[std::size_t(b)].prob, 4);
+    std::memcpy(&wb, &p_yhat[std::size_t(b)], 4);
+    CHECK(gb == wb);  // the entry itself (NaN, -inf, -0 included)
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gpu top prediction (one block per sequence) = cf::nn::apply_top_seed's argmax, Qwen2 vocabulary",
+          "[gpu][emu]") {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const int V = 151936, T = 2, B = 6;
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    for (int ld : {V, V + 64}) {
+      std::vector<float> rows = randn(std::size_t(B) * T * ld, 33);
+      auto last = [&](int b) { return rows.data() + (std::size_t(b) * T + T - 1) * ld; };
+      for (std::size_t r = 0; r < std::size_t(B) * T; ++r)
+        for (int v = V; v < ld; ++v) rows[r * ld + v] = inf;           // a padded column read would win
+      last(0)[151935] = 9.0f;                                          // the largest at the last index
+      for (int v : {151000, 77, 140000}) last(1)[v] = 8.5f;            // ties: the first index, 77
+      last(2)[5] = nan, last(2)[151935] = nan, last(2)[100] = 7.0f;    // NaNs never taken
+      last(3)[0] = nan, last(3)[9] = 99.0f;                            // a NaN at index 0 is kept
+      for (int v = 0; v < V; ++v) last(4)[v] = v % 3 ? -inf : -1e30f;  // -inf and ties at the bottom
+      std::fill(last(5), last(5) + V, -inf);                           // nothing above -inf: index 0
+      check_top_prediction(rows, B, T, V, ld);
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
+TEST_CASE("gpu top prediction at small V = cf::nn::apply_top_seed's argmax (ties, -inf, NaN, signed zeros)",
+          "[gpu][emu]") {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  // rows of V entries for every V below: written cyclically from each pattern
+  const std::vector<std::vector<float>> patterns = {{1.0f, 1.0f, 1.0f},
+                                                    {-inf, -inf, 2.0f, 2.0f},
+                                                    {-inf},
+                                                    {nan, 3.0f, 4.0f},
+                                                    {0.5f, nan, 0.7f, nan},
+                                                    {-0.0f, 0.0f, -0.0f},
+                                                    {0.0f, -0.0f},
+                                                    {nan, nan},
+                                                    {-inf, nan, -inf, -1.0f},
+                                                    {inf, 1.0f, inf},
+                                                    {2.0f, -inf, 2.0f},
+                                                    {-1.0f, -2.0f, -1.0f, -0.5f}};
+  for (auto sched : kSchedules) {
+    cf::gpu::emu::set_schedule(sched);
+    for (int V : {1, 2, 3, 5, 127, 128, 129, 300}) {
+      const int B = int(patterns.size()) + 1, T = 3, ld = (V + 63) / 64 * 64;
+      std::vector<float> rows = randn(std::size_t(B) * T * ld, 5 + V);
+      for (int b = 0; b < B; ++b) {
+        float* row = rows.data() + (std::size_t(b) * T + T - 1) * ld;
+        for (int v = V; v < ld; ++v) row[v] = inf;
+        if (b == int(patterns.size())) continue;  // one random row
+        const auto& pat = patterns[std::size_t(b)];
+        for (int v = 0; v < V; ++v) row[v] = pat[std::size_t(v) % pat.size()];
+      }
+      check_top_prediction(rows, B, T, V, ld);
     }
   }
   cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);

@@ -33,6 +33,7 @@
 #include "cf/gpu/kernels/flash_attention.cuh"
 #include "cf/gpu/kernels/layernorm.cuh"
 #include "cf/gpu/kernels/rmsnorm.cuh"
+#include "cf/gpu/kernels/top_prediction.cuh"
 #include "cf/gpu/ops.hpp"
 #include "ops_common.hpp"
 
@@ -317,6 +318,16 @@ void Ops<Bk>::classifier(Context& ctx, float* logits, float* losses, const std::
                    : kernels::classifier_kernel<kRowBlock, ClassifierOut::Gradient>;
   CF_LAUNCH(kern, dim3(N), dim3(kRowBlock), logits, losses, targets, N, V, ld, dloss);
   OpsTraits<Bk>::check_launch("classifier");
+}
+
+template <Backend Bk>
+void Ops<Bk>::top_prediction(Context&, const float* probs, kernels::TopPrediction* out, int B, int T, int V, int ld) {
+  using namespace ops_body;
+  require(V >= 1 && ld >= V && T >= 1, "top_prediction: need 1 <= V <= ld and T >= 1 (got V = ", V, ", ld = ", ld,
+          ", T = ", T, ")");
+  if (B <= 0) return;
+  CF_LAUNCH(kernels::top_prediction_kernel<kRowBlock>, dim3(B), dim3(kRowBlock), probs, out, B, T, V, ld);
+  OpsTraits<Bk>::check_launch("top_prediction");
 }
 
 template <Backend Bk>

@@ -1,35 +1,19 @@
 #pragma once
 // The device trainer's top-prediction seed (cf::nn::TopSeed, influence's output seed; trainer_body.hpp
-// seed_top): each sequence's top prediction and d objective / d logits from the probabilities,
-// evaluated where the probabilities are, so that only the B predictions cross to the host.
+// seed_top): each sequence's top prediction (Ops::top_prediction) and d objective / d logits from
+// the probabilities, evaluated where the probabilities are, so that only the B predictions cross
+// to the host.
 #include <cstdint>
 
 #include "cf/gpu/functors.hpp"
+#include "cf/gpu/kernels/top_prediction.cuh"
 #include "cf/nn/gradient_seed.hpp"
 
 namespace cf::gpu::detail {
 
-/// A sequence's top prediction (cf::nn::TopSeed): its token and probability.
-struct TopPrediction {
-  std::int32_t token;
-  float prob;
-};
-/// Sequence b's top prediction at its last position from the probabilities [B T, ld] (the first V
-/// columns of each row; ld: the padded vocabulary): the first index of the largest
-/// (cf::nn::apply_top_seed's rule). One sequence per call: V reads in one thread, a few per pass
-/// (influence's windows), next to the GEMMs of the pass.
-struct PickTop {
-  const float* probs;
-  TopPrediction* out;
-  int T, V, ld;
-  CF_HD void operator()(long long b) const {
-    const float* p = probs + ((b + 1) * T - 1) * static_cast<long long>(ld);
-    int y = 0;
-    for (int v = 1; v < V; ++v)
-      if (p[v] > p[y]) y = v;
-    out[b] = TopPrediction{y, p[y]};
-  }
-};
+/// A sequence's top prediction (cf::nn::TopSeed), picked on the device by Ops::top_prediction
+/// (kernels::top_prediction_kernel: one block per sequence, cf::nn::apply_top_seed's rule).
+using kernels::TopPrediction;
 /// d objective / d logits [B T, ld] of the top-prediction seed from the probabilities (element i;
 /// cf::nn::apply_top_seed's formula): zero but on each sequence's last row, where Probability gives
 /// p_yhat (e_yhat - p), LogProbability e_yhat - p, Logit e_yhat; zero in the padded columns

@@ -817,8 +817,7 @@ struct DeviceTrainer<Bk>::Impl {
   // d objective / d logits in place of the probabilities; only the B predictions cross to the host.
   void seed_top(const nn::TopSeed<float>& t) {
     const long long n = static_cast<long long>(p.N) * vocab.Vp;
-    thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + p.B,
-                     detail::PickTop{logits.get(), picks.get(), p.T, p.V, vocab.Vp});
+    O::top_prediction(ctx, logits.get(), picks.get(), p.B, p.T, p.V, vocab.Vp);
     thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, logits.get(),
                       detail::TopSeedGrad{logits.get(), picks.get(), p.T, p.V, vocab.Vp, t.objective});
     h_picks.resize(static_cast<std::size_t>(p.B));

@@ -48,16 +48,23 @@ void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, con
 std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const BoundaryCopySpec& s,
                                             const data::TaskSplit& split, int batch, int max_rows,
                                             const Progress& progress, const ProbsForward& forward) {
+  return evaluate_boundary_copy(model.config, forward ? forward : cpu_probs_forward(model), s, split, batch, max_rows,
+                                progress);
+}
+
+std::vector<Readout> evaluate_boundary_copy(const nn::ModelConfig& c, const ProbsForward& probs,
+                                            const BoundaryCopySpec& s, const data::TaskSplit& split, int batch,
+                                            int max_rows, const Progress& progress) {
+  require(static_cast<bool>(probs), "evaluate_boundary_copy: no forward pass given");
   require(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
-  const int T = s.seq_len, L = s.seq_len + 1, V = model.config.vocab_size;
+  const int T = s.seq_len, L = s.seq_len + 1, V = c.vocab_size;
   require(split.tokens.size() % static_cast<std::size_t>(L) == 0, "task split is not a whole number of rows of ", L);
   std::int64_t rows = static_cast<std::int64_t>(split.tokens.size() / static_cast<std::size_t>(L));
   if (max_rows > 0) rows = std::min<std::int64_t>(rows, max_rows);
   for (auto a : s.alphabet) require(int(a) < V, "alphabet token ", a, " >= the model's vocab_size ", V);
-  const graph::Closure cl = graph::closure(model_schedule(model.config), T);
+  const graph::Closure cl = graph::closure(model_schedule(c), T);
   std::vector<int> index(static_cast<std::size_t>(V), -1);
   for (int k = 0; k < s.K; ++k) index[s.alphabet[static_cast<std::size_t>(k)]] = k;
-  const ProbsForward probs = forward ? forward : cpu_probs_forward(model);
   std::vector<Readout> out;
   std::vector<std::int32_t> x;
   for (std::int64_t r0 = 0; r0 < rows; r0 += batch) {

@@ -142,12 +142,20 @@ void check_passkey_task(const data::TaskData& d) {
 std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,
                                              const data::Tokenizer& tok, int max_new, int batch, int max_rows,
                                              const Progress& progress, const ProbsForward& forward) {
+  return evaluate_passkey(model.config, forward ? forward : cpu_probs_forward(model), d, tok, max_new, batch, max_rows,
+                          progress);
+}
+
+std::vector<PasskeyOutcome> evaluate_passkey(const nn::ModelConfig& c, const ProbsForward& probs,
+                                             const data::TaskData& d, const data::Tokenizer& tok, int max_new,
+                                             int batch, int max_rows, const Progress& progress) {
+  require(static_cast<bool>(probs), "evaluate_passkey: no forward pass given");
   require(max_new >= 1 && max_new <= 64, "--max-new must be in [1, 64] (got ", max_new, ")");
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "passkey task: the validation split has no item list (items.json)");
   check_passkey_task(d);
   const std::size_t n = max_rows > 0 ? std::min<std::size_t>(rows, static_cast<std::size_t>(max_rows)) : rows;
-  const int V = model.config.vocab_size;
+  const int V = c.vocab_size;
   std::vector<PasskeyOutcome> out(n);
   std::map<int, std::vector<std::size_t>> by_len;
   for (std::size_t i = 0; i < n; ++i) {
@@ -155,10 +163,9 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
     out[i].length = it.at("length").get<int>();
     out[i].depth = it.at("depth").get<double>();
     out[i].passkey = it.at("passkey").get<std::string>();
-    check_model_fits(model.config, out[i].length, d.vocab_size, "passkey item " + std::to_string(i));
+    check_model_fits(c, out[i].length, d.vocab_size, "passkey item " + std::to_string(i));
     by_len[out[i].length].push_back(i);
   }
-  const ProbsForward probs = forward ? forward : cpu_probs_forward(model);
   std::int64_t done = 0;
   for (const auto& [L, idx] : by_len) {
     for (std::size_t b0 = 0; b0 < idx.size(); b0 += static_cast<std::size_t>(batch)) {
@@ -169,7 +176,7 @@ std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, cons
         seq[b].assign(d.val.tokens.begin() + base, d.val.tokens.begin() + base + L);
       }
       std::vector<std::vector<data::Token>> gen(static_cast<std::size_t>(B));
-      for (int step = 0; step < max_new && L + step <= model.config.block_size; ++step) {
+      for (int step = 0; step < max_new && L + step <= c.block_size; ++step) {
         const int T = L + step;
         std::vector<std::int32_t> x(static_cast<std::size_t>(B) * T);
         for (int b = 0; b < B; ++b)
@@ -210,8 +217,8 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   const auto tok = data::Tokenizer::create(d.tokenizer);
   require(tok.vocab_size() == d.vocab_size, "task '", o.data, "': the tokenizer '", d.tokenizer, "' has ",
           tok.vocab_size(), " tokens but the task's vocab_size is ", d.vocab_size);
-  std::vector<nn::Model<float>> models;
-  for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
+  std::vector<ProbeModel> models;
+  for (const auto& c : o.checkpoints) models.push_back(load_checkpoint(o, c));
   check_pair(models, o.checkpoints);
   const auto lengths = d.task.at("lengths").get<std::vector<int>>();
   const auto depths = d.task.at("depths").get<std::vector<double>>();
@@ -237,8 +244,8 @@ output::Report run_passkey(const ProbeOptions& o, const data::TaskData& d) {
   }
   const auto forwards = model_forwards(o, models);
   for (std::size_t m = 0; m < models.size(); ++m) {
-    auto res = evaluate_passkey(models[m], d, tok, o.max_new, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]),
-                                forwards[m]);
+    auto res = evaluate_passkey(models[m].config, forwards[m], d, tok, o.max_new, o.batch, o.max_rows,
+                                make_progress(o, o.checkpoints[m]));
     Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(lengths.size(), depths.size()), cnt = acc;
     for (const auto& x : res) {
       const auto li = std::find(lengths.begin(), lengths.end(), x.length) - lengths.begin();

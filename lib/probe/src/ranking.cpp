@@ -240,14 +240,20 @@ void check_ranking_task(const data::TaskData& d) {
 
 std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, const data::TaskData& d, int batch,
                                              int max_rows, const Progress& progress, const ProbsForward& forward) {
+  return evaluate_ranking(model.config, forward ? forward : cpu_probs_forward(model), d, batch, max_rows, progress);
+}
+
+std::vector<RankingOutcome> evaluate_ranking(const nn::ModelConfig& c, const ProbsForward& probs,
+                                             const data::TaskData& d, int batch, int max_rows,
+                                             const Progress& progress) {
+  require(static_cast<bool>(probs), "evaluate_ranking: no forward pass given");
   const std::size_t rows = d.rows(d.val);
   require(d.val.items.size() == rows, "ranking task: the validation split has no item list (items.json)");
   check_ranking_task(d);
   const std::size_t n = max_rows > 0 ? std::min<std::size_t>(rows, static_cast<std::size_t>(max_rows)) : rows;
-  const int V = model.config.vocab_size, T = d.row_len - 1;
-  check_model_fits(model.config, T, d.vocab_size, "ranking task");
+  const int V = c.vocab_size, T = d.row_len - 1;
+  check_model_fits(c, T, d.vocab_size, "ranking task");
   std::vector<RankingOutcome> out(n);
-  const ProbsForward probs = forward ? forward : cpu_probs_forward(model);
   const int per = std::max(1, batch / 4);
   std::vector<std::int32_t> x;
   for (std::size_t i0 = 0; i0 < n; i0 += static_cast<std::size_t>(per)) {
@@ -302,13 +308,13 @@ std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, cons
 
 output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
   using namespace detail;
-  std::vector<nn::Model<float>> models;
+  std::vector<ProbeModel> models;
   try {
     check_ranking_task(d);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(str("task '", o.data, "': ", e.what()));
   }
-  for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
+  for (const auto& c : o.checkpoints) models.push_back(load_checkpoint(o, c));
   check_pair(models, o.checkpoints);
   const auto families = d.task.at("families").get<std::vector<std::string>>();
   output::Report r;
@@ -319,7 +325,8 @@ output::Report run_ranking(const ProbeOptions& o, const data::TaskData& d) {
     check_model_fits(models[m].config, d.row_len - 1, d.vocab_size, "--checkpoint '" + o.checkpoints[m] + "'");
   const auto forwards = model_forwards(o, models);
   for (std::size_t m = 0; m < models.size(); ++m) {
-    auto res = evaluate_ranking(models[m], d, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]), forwards[m]);
+    auto res =
+        evaluate_ranking(models[m].config, forwards[m], d, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]));
     output::Table t;
     if (o.checkpoints.size() > 1) t.name = model_table_name("ranking", m);
     t.title = "ranking: " + o.checkpoints[m] + " (4 balanced candidates, chance 0.25)";

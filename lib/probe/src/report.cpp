@@ -59,8 +59,13 @@ nn::Model<float> load_checkpoint_model(const std::string& path, const std::strin
   }
 }
 
-nn::Model<float> load_probe_model(const std::string& path) {
-  return load_checkpoint_model(path, " and its mask schedule");
+ProbeModel load_checkpoint(const ProbeOptions& o, const std::string& path) {
+  if (!o.load) return load_probe_model(path);
+  try {
+    return o.load(path);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(str("--checkpoint '", path, "': cannot read the model and its mask schedule: ", e.what()));
+  }
 }
 
 Progress row_progress(bool quiet, const std::string& prefix, const std::string& rows) {
@@ -108,20 +113,28 @@ void add_paired(output::Report& r, const std::string& title, const PairedResult&
                            {"mcnemar_log10_p", p.mcnemar.log10_p}};
 }
 
-void check_pair(const std::vector<nn::Model<float>>& models, const std::vector<std::string>& paths) {
+void check_pair(const std::vector<ProbeModel>& models, const std::vector<std::string>& paths) {
   if (models.size() == 2)
     require(models[0].config.vocab_size == models[1].config.vocab_size, "paired comparison needs one tokeniser: '",
             paths[0], "' has vocab_size ", models[0].config.vocab_size, " but '", paths[1], "' has ",
             models[1].config.vocab_size);
 }
 
-std::vector<ProbsForward> model_forwards(const ProbeOptions& o, const std::vector<nn::Model<float>>& models) {
+std::vector<ProbsForward> model_forwards(const ProbeOptions& o, const std::vector<ProbeModel>& models) {
   std::vector<ProbsForward> f;
-  for (const auto& model : models) f.push_back(o.forward ? o.forward(model) : cpu_probs_forward(model));
+  for (const auto& model : models) {
+    require(o.forward || model.host, "--checkpoint '", model.path, "': the CPU's forward pass needs the host model");
+    f.push_back(o.forward ? o.forward(model) : cpu_probs_forward(*model.host));
+  }
   return f;
 }
 
 }  // namespace detail
+
+ProbeModel load_probe_model(const std::string& path) {
+  auto host = std::make_shared<const nn::Model<float>>(detail::load_checkpoint_model(path, " and its mask schedule"));
+  return ProbeModel{path, host->config, host};
+}
 
 namespace {
 using namespace detail;
@@ -139,8 +152,8 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(str("task '", o.data, "': ", e.what()));
   }
-  std::vector<nn::Model<float>> models;
-  for (const auto& c : o.checkpoints) models.push_back(load_probe_model(c));
+  std::vector<ProbeModel> models;
+  for (const auto& c : o.checkpoints) models.push_back(load_checkpoint(o, c));
   check_pair(models, o.checkpoints);
   // every model checked and its forward pass built (a device's refusal) before the first is evaluated
   for (std::size_t m = 0; m < models.size(); ++m)
@@ -160,10 +173,9 @@ output::Report run_boundary_copy(const ProbeOptions& o, const data::TaskData& d)
   lp.y_max = 1.02;
   lp.key = "below";  // bounds run along the top (1 where a phase is covered)
   for (std::size_t m = 0; m < models.size(); ++m) {
-    const auto& model = models[m];
-    const std::string sched = graph::describe(model_schedule(model.config));
-    auto ro =
-        evaluate_boundary_copy(model, s, d.val, o.batch, o.max_rows, make_progress(o, o.checkpoints[m]), forwards[m]);
+    const std::string sched = graph::describe(model_schedule(models[m].config));
+    auto ro = evaluate_boundary_copy(models[m].config, forwards[m], s, d.val, o.batch, o.max_rows,
+                                     make_progress(o, o.checkpoints[m]));
     require(!ro.empty(), "task '", o.data, "' has no readouts in the rows evaluated");
     const auto ph = summarise_phases(ro, s.K, s.b, o.alpha);
     output::Table t;

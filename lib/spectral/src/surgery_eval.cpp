@@ -78,19 +78,24 @@ void validate_rank(const nn::ModelConfig& c, const std::vector<int>& layers, Com
           rank - 1, " or ", rank + 1);
 }
 
-std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>& model,
-                                                         const std::vector<std::int32_t>& tokens,
-                                                         const std::vector<Intervention>& ivs,
-                                                         const PerplexitySettings& ps) {
+namespace {
+
+// Every intervention's perplexity: on ps.evaluate one at a time when it is set, else on the CPU
+// model `model` (not null then), concurrently over the interventions.
+std::vector<nn::PerplexityResult> evaluate_all(const nn::ModelConfig& c, const nn::Model<float>* model,
+                                               const std::vector<std::int32_t>& tokens,
+                                               const std::vector<Intervention>& ivs, const PerplexitySettings& ps) {
+  require(ps.evaluate || model != nullptr,
+          "evaluate_interventions without a host model needs PerplexitySettings::evaluate");
   // Hooks are built up front (this validates every intervention before any work starts); the
   // score hooks are pure functions of their captures, so concurrent calls are safe.
   std::vector<nn::PerplexityResult> out(ivs.size());
   std::vector<std::exception_ptr> errors(ivs.size());
-  const int context = ps.context > 0 ? ps.context : model.config.block_size;
+  const int context = ps.context > 0 ? ps.context : c.block_size;
   const int stride = ps.stride > 0 ? ps.stride : std::max(1, context / 2);
   std::vector<nn::ForwardHooks> hooks;
   hooks.reserve(ivs.size());
-  for (const Intervention& iv : ivs) hooks.push_back(make_hooks(iv, model.config));
+  for (const Intervention& iv : ivs) hooks.push_back(make_hooks(iv, c));
   Progress progress("perplexities", long(ivs.size()));  // stderr, terminals only (cf/core/progress.hpp)
   // omp-exceptions: every iteration catches (...) into errors[i], rethrown in order after the region
   // (an evaluator elsewhere, a device model, takes one intervention at a time)
@@ -99,7 +104,7 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
     try {
       const nn::ForwardHooks* h = &hooks[std::size_t(i)];
       out[std::size_t(i)] = ps.evaluate ? ps.evaluate(tokens, context, stride, h)
-                                        : nn::evaluate_perplexity(model, tokens, context, stride, h);
+                                        : nn::evaluate_perplexity(*model, tokens, context, stride, h);
       progress.advance();
     } catch (...) {
       errors[std::size_t(i)] = std::current_exception();
@@ -108,6 +113,22 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
   return out;
+}
+
+}  // namespace
+
+std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>& model,
+                                                         const std::vector<std::int32_t>& tokens,
+                                                         const std::vector<Intervention>& ivs,
+                                                         const PerplexitySettings& ps) {
+  return evaluate_all(model.config, &model, tokens, ivs, ps);
+}
+
+std::vector<nn::PerplexityResult> evaluate_interventions(const nn::ModelConfig& c,
+                                                         const std::vector<std::int32_t>& tokens,
+                                                         const std::vector<Intervention>& ivs,
+                                                         const PerplexitySettings& ps) {
+  return evaluate_all(c, nullptr, tokens, ivs, ps);
 }
 
 std::vector<Intervention> sweep_interventions(const std::vector<int>& layers, bool linear_attention, bool cumulative) {

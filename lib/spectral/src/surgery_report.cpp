@@ -30,20 +30,25 @@ std::vector<std::int32_t> load_validation_tokens(const std::string& data_prefix,
   return t;
 }
 
-SurgeryOutcome surgery_report(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
-                              const SurgeryRequest& req) {
+namespace {
+
+// Every perplexity of the run (baseline, the surgery, the sweep rows), in that order, for one batch.
+std::vector<Intervention> request_interventions(const SurgeryRequest& req) {
+  std::vector<Intervention> ivs = {Intervention{}};
+  if (req.has_surgery) ivs.push_back(req.surgery);
+  if (req.per_layer)
+    for (const Intervention& x : sweep_interventions(req.layers, req.sweep_linear_attention, false)) ivs.push_back(x);
+  if (req.cumulative)
+    for (const Intervention& x : sweep_interventions(req.layers, req.sweep_linear_attention, true)) ivs.push_back(x);
+  return ivs;
+}
+
+// The report from the perplexities of request_interventions(req).
+SurgeryOutcome build_report(const SurgeryRequest& req, const std::vector<nn::PerplexityResult>& res) {
   const Intervention& iv = req.surgery;
   const std::vector<int>& layers = req.layers;
-  // Every perplexity of the run (baseline, the surgery, the sweep rows) in one concurrent batch.
-  std::vector<Intervention> ivs = {Intervention{}};
-  if (req.has_surgery) ivs.push_back(iv);
-  const std::size_t per_at = ivs.size();
-  if (req.per_layer)
-    for (const Intervention& x : sweep_interventions(layers, req.sweep_linear_attention, false)) ivs.push_back(x);
-  const std::size_t cum_at = ivs.size();
-  if (req.cumulative)
-    for (const Intervention& x : sweep_interventions(layers, req.sweep_linear_attention, true)) ivs.push_back(x);
-  const std::vector<nn::PerplexityResult> res = evaluate_interventions(model, tokens, ivs, req.ps);
+  const std::size_t per_at = req.has_surgery ? 2 : 1;
+  const std::size_t cum_at = per_at + (req.per_layer ? layers.size() : 0);
   auto slice = [&](std::size_t at) {
     return std::vector<nn::PerplexityResult>(res.begin() + long(at), res.begin() + long(at + layers.size()));
   };
@@ -104,6 +109,18 @@ SurgeryOutcome surgery_report(const nn::Model<float>& model, const std::vector<s
               "Cumulative front-to-back cost: layers up to L together, " + how);
   rep.body = body;
   return out;
+}
+
+}  // namespace
+
+SurgeryOutcome surgery_report(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
+                              const SurgeryRequest& req) {
+  return build_report(req, evaluate_interventions(model, tokens, request_interventions(req), req.ps));
+}
+
+SurgeryOutcome surgery_report(const nn::ModelConfig& config, const std::vector<std::int32_t>& tokens,
+                              const SurgeryRequest& req) {
+  return build_report(req, evaluate_interventions(config, tokens, request_interventions(req), req.ps));
 }
 
 }  // namespace cf::spectral

@@ -14,6 +14,7 @@
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/functors.hpp"
 #include "cf/gpu/kernels/crossentropy.cuh"
+#include "cf/gpu/kernels/top_prediction.cuh"
 
 namespace cf::gpu {
 
@@ -104,6 +105,12 @@ struct Ops {
   /// Rows with target < 0 have loss 0 (and gradient 0). No host wait (the caller counts targets).
   static void classifier(Context& ctx, float* logits, float* losses, const std::int32_t* targets, int N, int V, int ld,
                          float dloss, kernels::ClassifierOut out);
+  /// Each sequence's top prediction (kernels::top_prediction_kernel): out[b] = the token and
+  /// probability at the argmax of the last row of sequence b of probs [B T, ld] (first V columns),
+  /// by cf::nn::apply_top_seed's rule (the first index of the largest; a NaN at index 0 is kept, a
+  /// NaN elsewhere never taken). One block per sequence; no host wait.
+  static void top_prediction(Context& ctx, const float* probs, kernels::TopPrediction* out, int B, int T, int V,
+                             int ld);
   /// Twin of cf::nn::crossentropy_backward: probs [N, V] -> scale (p - onehot) in place.
   static void crossentropy_backward(Context& ctx, float* probs, const std::int32_t* targets, int N, int V, float scale);
   /// Twin of cf::nn::gelu_forward (Thrust transform with GeluForward).

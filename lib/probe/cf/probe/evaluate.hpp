@@ -3,6 +3,8 @@
 // backward pass, reading the next-token distribution at the scored positions only.
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "cf/data/task_file.hpp"
@@ -36,8 +38,24 @@ using LogitsForward = std::function<void(const std::int32_t* tokens, int B, int 
 /// pass's own softmax (nn::crossentropy_forward), so only the logits differ from forward_probs.
 ProbsForward probs_from_logits(LogitsForward forward, int vocab_size);
 
-/// Builds the forward pass of each loaded checkpoint's model; empty = the CPU's.
-using MakeForward = std::function<ProbsForward(const nn::Model<float>& model)>;
+/// A checkpoint as the probe reads it: its config, and the float32 host model when one was loaded
+/// (the CPU's forward pass reads it; a device model of a Hugging Face directory kept in its stored
+/// dtype needs none: docs/gpu.md "Weights in their stored dtype").
+struct ProbeModel {
+  std::string path;
+  nn::ModelConfig config;
+  std::shared_ptr<const nn::Model<float>> host;  ///< null: config only
+};
+
+/// Reads checkpoint `path` for the probe; empty = load_probe_model (the float32 host model).
+using LoadModel = std::function<ProbeModel(const std::string& path)>;
+
+/// `path`'s float32 host model (cf::model::load_model) and its config; a refusal is prefixed with
+/// "--checkpoint 'PATH': cannot read the model and its mask schedule: ".
+ProbeModel load_probe_model(const std::string& path);
+
+/// Builds the forward pass of each loaded checkpoint; empty = the CPU's (cpu_probs_forward of its host model).
+using MakeForward = std::function<ProbsForward(const ProbeModel& model)>;
 
 /// Check that a model can read a task: seq_len <= block_size ("context above the model's") and
 /// every task token < the model's vocab_size. Throws cf::InvalidArgument naming both values.
@@ -52,6 +70,10 @@ void check_model_fits(const nn::ModelConfig& c, int seq_len, int task_vocab, con
 std::vector<Readout> evaluate_boundary_copy(const nn::Model<float>& model, const BoundaryCopySpec& s,
                                             const data::TaskSplit& split, int batch, int max_rows,
                                             const Progress& progress = {}, const ProbsForward& forward = {});
+/// The same on the forward pass `forward` (required) of a model with config `c`.
+std::vector<Readout> evaluate_boundary_copy(const nn::ModelConfig& c, const ProbsForward& forward,
+                                            const BoundaryCopySpec& s, const data::TaskSplit& split, int batch,
+                                            int max_rows, const Progress& progress = {});
 
 /// Per-phase accuracy, cross-entropy, covered fraction pi, bound pi + (1-pi)/K, (1-pi) log K, and
 /// the one-sided exact binomial p-value of "accuracy > bound"; `significant` uses the Bonferroni

@@ -80,6 +80,10 @@ void check_passkey_task(const data::TaskData& d);
 std::vector<PasskeyOutcome> evaluate_passkey(const nn::Model<float>& model, const data::TaskData& d,
                                              const data::Tokenizer& tok, int max_new, int batch, int max_rows,
                                              const Progress& progress = {}, const ProbsForward& forward = {});
+/// The same on the forward pass `forward` (required) of a model with config `c`.
+std::vector<PasskeyOutcome> evaluate_passkey(const nn::ModelConfig& c, const ProbsForward& forward,
+                                             const data::TaskData& d, const data::Tokenizer& tok, int max_new,
+                                             int batch, int max_rows, const Progress& progress = {});
 
 /// `probe passkey`: exact match over length x depth per checkpoint (table, heatmap), the depth
 /// curve, and the paired comparison of two checkpoints.

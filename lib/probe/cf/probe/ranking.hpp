@@ -62,6 +62,10 @@ void check_ranking_task(const data::TaskData& d);
 std::vector<RankingOutcome> evaluate_ranking(const nn::Model<float>& model, const data::TaskData& d, int batch,
                                              int max_rows, const Progress& progress = {},
                                              const ProbsForward& forward = {});
+/// The same on the forward pass `forward` (required) of a model with config `c`.
+std::vector<RankingOutcome> evaluate_ranking(const nn::ModelConfig& c, const ProbsForward& forward,
+                                             const data::TaskData& d, int batch, int max_rows,
+                                             const Progress& progress = {});
 
 /// `probe ranking`: accuracy per family, margins, prompt-token NLL by position (heatmap), paired
 /// comparison of two checkpoints per family and overall.

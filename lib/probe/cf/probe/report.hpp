@@ -26,6 +26,9 @@ struct ProbeOptions {
   int max_new = 8;     ///< passkey: greedy tokens decoded
   std::string plot;    ///< "" | FILE.svg | FILE.png (a second figure gets a suffix)
   bool quiet = false;  ///< no progress lines
+  /// How each checkpoint is read: empty = its float32 host model (load_probe_model); apps/probe
+  /// reads only config.json of a Hugging Face directory the device keeps in its stored dtype.
+  LoadModel load;
   /// Where each checkpoint's forward passes run: empty = the CPU; apps/probe sets the device
   /// analysis model's for --device cuda|auto (docs/gpu.md). Built for every checkpoint before the
   /// first is evaluated, so a refusal comes before any work.

@@ -59,6 +59,15 @@ std::vector<nn::PerplexityResult> evaluate_interventions(const nn::Model<float>&
                                                          const std::vector<Intervention>& ivs,
                                                          const PerplexitySettings& ps);
 
+/// The same for a model held elsewhere, `c` its config: every evaluation on ps.evaluate (required;
+/// cf::InvalidArgument without it), one intervention at a time. A device model of a Hugging Face
+/// directory kept in its stored dtype needs no float32 host model (docs/gpu.md "Weights in their
+/// stored dtype").
+std::vector<nn::PerplexityResult> evaluate_interventions(const nn::ModelConfig& c,
+                                                         const std::vector<std::int32_t>& tokens,
+                                                         const std::vector<Intervention>& ivs,
+                                                         const PerplexitySettings& ps);
+
 /// The interventions of a sweep over `layers`: per-layer (only layer l) or cumulative (layers[0..i]
 /// together, front to back); each linearises its layers or, if linear_attention, replaces them by
 /// ELU+1 linear attention.

@@ -50,5 +50,9 @@ struct SurgeryOutcome {
 /// report. Deltas and costs are (ppl - baseline) / baseline * 100.
 SurgeryOutcome surgery_report(const nn::Model<float>& model, const std::vector<std::int32_t>& tokens,
                               const SurgeryRequest& req);
+/// The same for a model held elsewhere, `config` its config: every perplexity on req.ps.evaluate
+/// (required), e.g. a device model whose weights stay in their stored dtype (no float32 host model).
+SurgeryOutcome surgery_report(const nn::ModelConfig& config, const std::vector<std::int32_t>& tokens,
+                              const SurgeryRequest& req);
 
 }  // namespace cf::spectral
