@@ -12,10 +12,16 @@ WORKDIR/cuda, then compares, for each model (standard, runway-dot, runway-biline
     each dataset's largest |value| on the CPU (round-off is relative to a tensor's scale, not to each
     of its entries), integer data and the attributes equal (best_val_loss within 1e-5 relative).
     The parameters get 1e-4: AdamW steps by m / sqrt(v), which turns a gradient made of round-off
-    alone into a full step of either sign. The key bias is such a gradient (softmax is invariant to
-    it: exactly 0 in real arithmetic, about 1e-8 here) and the query / key weights of near-uniform
-    attention come close; measured 6.3e-5 of the key bias's scale after 4 steps, while the moments
-    agree to 8.6e-6;
+    alone into a full step of either sign, and the query / key weights of near-uniform attention
+    come close to that. The key bias's gradient is round-off alone (softmax is invariant to it:
+    exactly 0 in real arithmetic; its first moment about 1e-3 of the value bias's here), so its
+    entries (the middle third of each c_attn.bias) carry no information after AdamW: measured
+    6.3e-5 of the tensor's scale after 4 steps with the general attention kernels and 1.005e-4
+    with the flash kernels (another summation order of the same round-off), while the moments
+    agree to 8.6e-6. Those
+    entries are compared through their moments (above) and must stay within the AdamW envelope
+    2 x sum of the step's learning rates x 1.1 of each other (a wrong or uninitialised slice still
+    fails); every other entry of the tensor keeps the 1e-4;
 and the evaluation: the notebook's exact-match table (stdout) and every number of the paired
 comparisons in results.json equal (the decoding reads the checkpoints on the CPU in both runs).
 results.json must name where each run trained. Prints the worst relative differences; exit 1 naming
@@ -105,13 +111,43 @@ def compare_h5(cpu, dev, model, worst):
             if not np.array_equal(a, b):
                 fail(f"{model}: {name} differs")
             continue
+        kind = "parameters" if name.startswith("params/") else "moments"
+        if kind == "parameters" and name.endswith(".attn.c_attn.bias"):
+            a, b = compare_key_bias(a, b, fa, f"{model}: {name}")
         scale = float(np.max(np.abs(a))) if a.size else 0.0
         diff = float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
-        kind = "parameters" if name.startswith("params/") else "moments"
         worst[kind] = max(worst[kind], diff / scale if scale > 0 else diff)
         tol = PARAMS_RTOL if kind == "parameters" else RTOL
         if diff > tol * scale:
             fail(f"{model}: {name}: max |cpu - device| {diff:.3g} > {tol} x {scale:.3g}")
+
+
+def adamw_envelope(train_config, steps):
+    """Twice the sum of the learning rates of steps 1..steps (linear warmup, cosine decay to min_lr)
+    x 1.1: how far apart two AdamW runs can move an entry whose gradient is round-off alone (the
+    normalised step |m / sqrt(v)| of a gradient that keeps its sign is at most about 1)."""
+    lr, lo, warm, total = (train_config[k] for k in ("lr", "min_lr", "warmup", "max_steps"))
+    rates = []
+    for t in range(steps):
+        if t < warm:
+            rates.append(lr * (t + 1) / warm)
+        else:
+            frac = (t - warm) / max(1, total - warm)
+            rates.append(lo + 0.5 * (lr - lo) * (1 + np.cos(np.pi * frac)))
+    return 2.0 * sum(rates) * 1.1
+
+
+def compare_key_bias(a, b, fa, where):
+    """The key bias (the middle third of c_attn.bias, multi-head attention) against the AdamW
+    envelope; returns the query and value thirds for the 1e-4 comparison."""
+    c = json.loads(fa.attrs["config"])["d_model"]
+    if a.shape != (3 * c,):
+        fail(f"{where}: shape {a.shape}, expected query, key and value biases of {c} each")
+    env = adamw_envelope(json.loads(fa.attrs["train_config"]), int(fa.attrs["step"]))
+    d = float(np.max(np.abs(a[c : 2 * c].astype(np.float64) - b[c : 2 * c])))
+    if not d <= env:
+        fail(f"{where}: key bias: max |cpu - device| {d:.3g} > the AdamW envelope {env:.3g}")
+    return np.concatenate([a[:c], a[2 * c :]]), np.concatenate([b[:c], b[2 * c :]])
 
 
 def compare_json(a, b, where):
