@@ -11,9 +11,10 @@
 //       BATCH symmetric N x N eigendecompositions (cuSOLVER syevd) against the CPU twin (Eigen)
 //   bench_gpu attention T DH B H REPS [MASK]
 //       the attention kernels of plain softmax heads with ALiBi, forward and backward, on a mask
-//       made resident once: the FlashAttention-2 style kernels (CF_GPU_ATTENTION=flash) and the
-//       reference kernels (plain), side by side in the same run; MASK full (default) | swa | block
-//       (a window / blocks of T / 8 positions)
+//       made resident once, side by side in the same run: the FlashAttention-2 style kernels in
+//       float32 (CF_GPU_ATTENTION=flash under fp32), on tensor cores in TF32 and in bf16 (flash
+//       under tf32 / bf16, kernels/flash_attention_mma.cuh) and the reference kernels (plain);
+//       MASK full (default) | swa | block (a window / blocks of T / 8 positions)
 // Exits 2 on a bad argument, 77 without a usable CUDA device. docs/benchmarks.md.
 #include <cuda_runtime_api.h>
 
@@ -248,7 +249,7 @@ int run_attention(int argc, char** argv) {
   const cf::gpu::TiledMask tm = cf::gpu::tiled_mask_from_dense({mask.data()}, int(T));
   using O = cf::gpu::Ops<cf::gpu::Backend::Cuda>;
   const cf::gpu::ResidentMask<cf::gpu::Backend::Cuda> resident(tm);
-  const cf::gpu::AttentionShape s{int(B), int(H), int(T), int(dh), 1.0f / std::sqrt(float(dh))};
+  const float scale = 1.0f / std::sqrt(float(dh));
   const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T;
   std::mt19937 gen(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -263,21 +264,33 @@ int run_attention(int argc, char** argv) {
   for (float** p : {&lse, &dsum}) dmalloc(p, nl * sizeof(float), "cudaMalloc");
   dmalloc(&sl, H * sizeof(float), "cudaMalloc");
   check(cudaMemcpy(sl, slopes.data(), H * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  double ms[2][2];
-  for (int path = 0; path < 2; ++path) {
-    cf::gpu::Context ctx(
-        cf::gpu::ContextOptions{path == 0 ? cf::gpu::AttentionPath::Flash : cf::gpu::AttentionPath::Plain});
-    ms[path][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, {}, {}, q, k, v, y, lse, obr); });
-    ms[path][1] = time_ms(reps, [&] {
+  // flash fp32, flash tf32, flash bf16 (tensor cores), the reference kernels (float32)
+  struct Variant {
+    const char* name;
+    cf::gpu::AttentionPath path;
+    cf::gpu::Precision prec;
+  };
+  const Variant variants[] = {{"flash fp32", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Fp32},
+                              {"flash tf32", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Tf32},
+                              {"flash bf16", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Bf16},
+                              {"reference", cf::gpu::AttentionPath::Plain, cf::gpu::Precision::Fp32}};
+  double ms[4][2];
+  for (int i = 0; i < 4; ++i) {
+    cf::gpu::Context ctx(cf::gpu::ContextOptions{variants[i].path});
+    const cf::gpu::AttentionShape s{int(B), int(H), int(T), int(dh), scale, variants[i].prec};
+    ms[i][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, {}, {}, q, k, v, y, lse, obr); });
+    ms[i][1] = time_ms(reps, [&] {
       O::attention_backward_ex(ctx, s, resident, sl, {}, {}, q, k, v, dy, lse, obr, dsum, dq, dk, dv, {});
     });
   }
-  std::printf(
-      "attention mask=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld | forward ms: flash %.4f "
-      "reference %.4f (reference/flash %.2f) | backward ms: flash %.4f reference %.4f (reference/flash %.2f)\n",
-      kind.c_str(), T, dh, B, H, reps, static_cast<long long>(tm.flash_tiles_visited),
-      static_cast<long long>(tm.flash_tiles_full), ms[0][0], ms[1][0], ms[1][0] / ms[0][0], ms[0][1], ms[1][1],
-      ms[1][1] / ms[0][1]);
+  std::printf("attention mask=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld\n", kind.c_str(), T, dh,
+              B, H, reps, static_cast<long long>(tm.flash_tiles_visited), static_cast<long long>(tm.flash_tiles_full));
+  for (int pass = 0; pass < 2; ++pass) {
+    std::printf("  %s ms:", pass == 0 ? "forward " : "backward");
+    for (int i = 0; i < 4; ++i)
+      std::printf(" %s %.4f (%.2fx flash fp32)%s", variants[i].name, ms[i][pass], ms[0][pass] / ms[i][pass],
+                  i < 3 ? "," : "\n");
+  }
   for (float* p : {q, k, v, dy, y, lse, obr, dsum, dq, dk, dv, sl}) cudaFree(p);
   return 0;
 }

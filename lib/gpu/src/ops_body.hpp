@@ -31,6 +31,9 @@
 #include "cf/gpu/kernels/attention.cuh"
 #include "cf/gpu/kernels/crossentropy.cuh"
 #include "cf/gpu/kernels/flash_attention.cuh"
+#if !CF_EMULATED
+#include "cf/gpu/kernels/flash_attention_mma.cuh"  // device only: no mma.sync under the emulation header
+#endif
 #include "cf/gpu/kernels/layernorm.cuh"
 #include "cf/gpu/kernels/rmsnorm.cuh"
 #include "cf/gpu/ops.hpp"
@@ -63,18 +66,19 @@ struct IsOpsTraits<
 
 constexpr int kRowBlock = 128;  // threads per row for the row-wise kernels (LayerNorm, softmax)
 
-/// The FlashAttention-2 kernels (kernels/flash_attention.cuh) on plain softmax heads (no visit
-/// counter: the tests that count visits launch the kernels themselves).
-template <class Tr, int DH>
+/// The FlashAttention-2 kernels (kernels/flash_attention.cuh) on plain softmax heads, their
+/// operands rounded by Round (no visit counter: the tests that count visits launch the kernels
+/// themselves).
+template <class Tr, int DH, class Round>
 void flash_forward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
                    const float* k, const float* v, float* y, float* lse, float* obr) {
-  auto* kern = kernels::flash_forward_kernel<DH>;
+  auto* kern = kernels::flash_forward_kernel<DH, Round>;
   CF_LAUNCH(kern, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashForwardWarps), mv, s.H, s.dh, s.scale, slopes, q,
             k, v, y, lse, obr, nullptr);
   Tr::check_launch("attention_forward (flash)");
 }
 
-template <class Tr, int DH>
+template <class Tr, int DH, class Round>
 void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
                     const float* k, const float* v, const float* dy, const float* lse, const float* obr, float* dsum,
                     float* dq, float* dk, float* dv) {
@@ -82,21 +86,80 @@ void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const 
   auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
   CF_LAUNCH(kd, grid, block, mv.nb, s.T, s.H, s.dh, dy, obr, dsum);
   Tr::check_launch("attention_backward (flash, row terms)");
-  auto* kkv = kernels::flash_backward_kv_kernel<DH>;
+  auto* kkv = kernels::flash_backward_kv_kernel<DH, Round>;
   CF_LAUNCH(kkv, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dk, dv, nullptr);
   Tr::check_launch("attention_backward (flash, keys)");
-  auto* kq = kernels::flash_backward_q_kernel<DH>;
+  auto* kq = kernels::flash_backward_q_kernel<DH, Round>;
   CF_LAUNCH(kq, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq, nullptr);
   Tr::check_launch("attention_backward (flash, queries)");
 }
+
+/// How a plain head runs on `path` at the call's precision (cf/gpu/context.hpp, AttentionPath).
+enum class FlashKernels { Fp32, RoundedTf32, RoundedBf16, MmaTf32, MmaBf16 };
+
+inline FlashKernels flash_kernels(AttentionPath path, Precision p) {
+  if (path == AttentionPath::Flash32 || p == Precision::Fp32) return FlashKernels::Fp32;
+  const bool mma = path == AttentionPath::Flash && !CF_EMULATED;  // the emulated build: the reference
+  if (p == Precision::Tf32) return mma ? FlashKernels::MmaTf32 : FlashKernels::RoundedTf32;
+  return mma ? FlashKernels::MmaBf16 : FlashKernels::RoundedBf16;
+}
+
+/// The flash kernels `fk` on a plain head, forward.
+template <class Tr, int DH>
+void flash_forward_in(FlashKernels fk, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                      const float* q, const float* k, const float* v, float* y, float* lse, float* obr) {
+  if (fk == FlashKernels::Fp32) flash_forward<Tr, DH, RoundFp32>(s, mv, slopes, q, k, v, y, lse, obr);
+  if (fk == FlashKernels::RoundedTf32) flash_forward<Tr, DH, RoundTf32>(s, mv, slopes, q, k, v, y, lse, obr);
+  if (fk == FlashKernels::RoundedBf16) flash_forward<Tr, DH, RoundBf16>(s, mv, slopes, q, k, v, y, lse, obr);
+#if !CF_EMULATED
+  if (fk == FlashKernels::MmaTf32 || fk == FlashKernels::MmaBf16) {
+    if (fk == FlashKernels::MmaTf32)
+      kernels::mma::forward<kernels::mma::Tf32, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, y, lse, obr);
+    else
+      kernels::mma::forward<kernels::mma::Bf16, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, y, lse, obr);
+    Tr::check_launch("attention_forward (flash, tensor cores)");
+  }
+#endif
+}
+
+/// The same, backward: the row terms D (float32 under every precision), then dK, dV and dQ.
+template <class Tr, int DH>
+void flash_backward_in(FlashKernels fk, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                       const float* q, const float* k, const float* v, const float* dy, const float* lse,
+                       const float* obr, float* dsum, float* dq, float* dk, float* dv) {
+  if (fk == FlashKernels::Fp32)
+    flash_backward<Tr, DH, RoundFp32>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+  if (fk == FlashKernels::RoundedTf32)
+    flash_backward<Tr, DH, RoundTf32>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+  if (fk == FlashKernels::RoundedBf16)
+    flash_backward<Tr, DH, RoundBf16>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+#if !CF_EMULATED
+  if (fk == FlashKernels::MmaTf32 || fk == FlashKernels::MmaBf16) {
+    auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
+    CF_LAUNCH(kd, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashBackwardWarps), mv.nb, s.T, s.H, s.dh, dy, obr,
+              dsum);
+    Tr::check_launch("attention_backward (flash, row terms)");
+    if (fk == FlashKernels::MmaTf32)
+      kernels::mma::backward<kernels::mma::Tf32, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq,
+                                                     dk, dv);
+    else
+      kernels::mma::backward<kernels::mma::Bf16, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq,
+                                                     dk, dv);
+    Tr::check_launch("attention_backward (flash, tensor cores)");
+  }
+#endif
+}
+
+/// Whether `path` runs plain heads on the flash kernels (in some precision).
+inline bool flash_path(AttentionPath path) { return path != AttentionPath::Plain && path != AttentionPath::Generic; }
 
 template <class Tr, int DH>
 void attention_forward_dh(AttentionPath path, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
                           const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
                           float* lse, float* obr) {
   const bool plain_heads = !x.damp && !x.rw_v;
-  if (plain_heads && path == AttentionPath::Flash) {
-    flash_forward<Tr, DH>(s, mv, slopes, q, k, v, y, lse, obr);
+  if (plain_heads && flash_path(path)) {
+    flash_forward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, q, k, v, y, lse, obr);
     return;
   }
   if (plain_heads && path == AttentionPath::Plain) {  // the register-resident path (the reference)
@@ -118,8 +181,8 @@ void attention_backward_dh(AttentionPath path, const AttentionShape& s, const ke
                            const float* v, const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
                            float* dk, float* dv, const kernels::HeadExtraGrads& xg) {
   const bool plain_heads = !x.damp && !x.rw_v;
-  if (plain_heads && path == AttentionPath::Flash) {
-    flash_backward<Tr, DH>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+  if (plain_heads && flash_path(path)) {
+    flash_backward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
     return;
   }
   if (plain_heads && path == AttentionPath::Plain) {  // the register-resident path (the reference)

@@ -29,8 +29,14 @@
 // products executed per pair, not five) instead of adding dQ with atomics: every output element
 // is summed by one thread in one fixed order, so results are bit-reproducible run to run (the
 // trainer's checkpoints are compared bit for bit).
+//
+// Round (cf/gpu/precision.hpp: RoundFp32, the default, RoundTf32, RoundBf16) rounds every operand
+// of the products as it is staged (Q, K, V, dO, and P / dS as they are stored into the tile), the
+// softmax statistics and the accumulators staying float32: the emulated reference of the tensor-core
+// kernels (kernels/flash_attention_mma.cuh), whose products of rounded operands are exact in float32.
 #include "cf/gpu/emulation.hpp"
 #include "cf/gpu/kernels/attention.cuh"
+#include "cf/gpu/precision.hpp"
 
 namespace cf::gpu::kernels {
 
@@ -79,12 +85,12 @@ __device__ __forceinline__ bool staged_admits(const TileRows& s, int r, int j) {
 /// Columns [col0, col0 + 32) of rows [row0, row0 + 64) of a [T, dh] head matrix into `dst`, zero
 /// past T and past dh. Warp w loads rows w, w + NW, ...: 32 consecutive floats of one row per
 /// load (coalesced), stored into one padded row (conflict-free).
-template <int NT>
+template <int NT, class Round = RoundFp32>
 __device__ __forceinline__ void load_chunk(Chunk& dst, const float* src, int row0, int T, int dh, int col0) {
   const int lane = static_cast<int>(threadIdx.x) % 32, c = col0 + lane;
   for (int r = static_cast<int>(threadIdx.x) / 32; r < kTile; r += NT / 32) {
     const int row = row0 + r;
-    dst[r][lane] = row < T && c < dh ? src[static_cast<long long>(row) * dh + c] : 0.0f;
+    dst[r][lane] = Round()(row < T && c < dh ? src[static_cast<long long>(row) * dh + c] : 0.0f);
   }
 }
 
@@ -151,7 +157,7 @@ __device__ __forceinline__ void count_visit(int* visits) {
 /// Forward. Grid (ftiles, H, B), 32 kFlashForwardWarps threads. Outputs as
 /// attention_forward_plain_kernel: y (sum of the branch outputs), lse [B, H, nb, T], obr.
 /// visits: null, or a counter of the (query tile, key tile, branch) visits.
-template <int DH>
+template <int DH, class Round = RoundFp32>
 __global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>)
     flash_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q, const float* k,
                          const float* v, float* y, float* lse, float* obr, int* visits) {
@@ -186,8 +192,8 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>)
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;  // uniform over the block
         __syncthreads();                       // the previous reads of Qs / KVs / Ps are done
-        load_chunk<NT>(Qs, q + off, i0, T, dh, ch * kFlashChunk);
-        load_chunk<NT>(KVs, k + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Qs, q + off, i0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(KVs, k + off, j0, T, dh, ch * kFlashChunk);
         __syncthreads();
         dot_chunk<RT>(s, Qs, KVs, at.r0, at.cg);
       }
@@ -226,14 +232,14 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, kFlashMinBlocks<DH>)
         for (int c = 0; c < 8; ++c) {
           const float p = (live >> (8 * r + c)) & 1u ? expf(s[r][c] - mn) : 0.0f;
           l[r] += p;
-          Ps[il][at.cg + 8 * c] = p;
+          Ps[il][at.cg + 8 * c] = Round()(p);
         }
       }
       CF_UNROLL
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();  // Ps is written; the previous chunk's reads of KVs are done
-        load_chunk<NT>(KVs, v + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(KVs, v + off, j0, T, dh, ch * kFlashChunk);
         __syncthreads();
         mul_chunk<RT, NO>(o, 4 * ch, Ps, KVs, at.r0, at.cg);
       }
@@ -302,7 +308,7 @@ __global__ void flash_dsum_kernel(int nb, int T, int H, int dh, const float* dy,
 /// Backward, key side: dk_j += scale sum_i dS_ij q_i, dv_j += sum_i P_ij dy_i over the query
 /// tiles of the plan (needs dsum). Grid (ftiles, H, B), 32 kFlashBackwardWarps threads; the
 /// micro-tiles are transposed (rows = the block's keys, columns = the visited tile's queries).
-template <int DH>
+template <int DH, class Round = RoundFp32>
 __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
     flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q,
                              const float* k, const float* v, const float* dy, const float* lse, const float* dsum,
@@ -344,8 +350,8 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();
-        load_chunk<NT>(As, k + off, j0, T, dh, ch * kFlashChunk);
-        load_chunk<NT>(Bs, q + off, i0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(As, k + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Bs, q + off, i0, T, dh, ch * kFlashChunk);
         __syncthreads();
         dot_chunk<RT>(s, As, Bs, at.r0, at.cg);
       }
@@ -359,15 +365,15 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
           float lg = scale * s[r][c];
           lg -= slope * static_cast<float>(i - j);
           s[r][c] = full || staged_admits(rows, il, j) ? expf(lg - Ls[il]) : 0.0f;
-          Ps[jl][il] = s[r][c];
+          Ps[jl][il] = Round()(s[r][c]);
         }
       }
       CF_UNROLL
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();  // Ps is written; the previous chunk's reads are done
-        load_chunk<NT>(As, v + off, j0, T, dh, ch * kFlashChunk);
-        load_chunk<NT>(Bs, dy + off, i0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(As, v + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Bs, dy + off, i0, T, dh, ch * kFlashChunk);
         __syncthreads();
         dot_chunk<RT>(dp, As, Bs, at.r0, at.cg);               // dP^T = V dO^T
         mul_chunk<RT, NO>(dva, 4 * ch, Ps, Bs, at.r0, at.cg);  // dV += P^T dO
@@ -376,13 +382,14 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
       CF_UNROLL
       for (int r = 0; r < RT; ++r) {
         CF_UNROLL
-        for (int c = 0; c < 8; ++c) Ps[at.r0 + 4 * r][at.cg + 8 * c] = s[r][c] * (dp[r][c] - Ds[at.cg + 8 * c]);
+        for (int c = 0; c < 8; ++c)
+          Ps[at.r0 + 4 * r][at.cg + 8 * c] = Round()(s[r][c] * (dp[r][c] - Ds[at.cg + 8 * c]));
       }
       CF_UNROLL
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();
-        load_chunk<NT>(Bs, q + off, i0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Bs, q + off, i0, T, dh, ch * kFlashChunk);
         __syncthreads();
         mul_chunk<RT, NO>(dka, 4 * ch, Ps, Bs, at.r0, at.cg);  // dK += dS^T Q (scaled below)
       }
@@ -409,7 +416,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, kFlashMinBlocks<DH>)
 /// Backward, query side: dq_i += scale sum_j dS_ij k_j over the key tiles of the plan (needs
 /// dsum; recomputes S and dP rather than adding dQ atomically from the key side: deterministic).
 /// Grid (ftiles, H, B), 32 kFlashBackwardWarps threads.
-template <int DH>
+template <int DH, class Round = RoundFp32>
 __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, 2)
     flash_backward_q_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q, const float* k,
                             const float* v, const float* dy, const float* lse, const float* dsum, float* dq,
@@ -451,8 +458,8 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, 2)
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();  // the previous tile's reads of Ps, As, Bs are done
-        load_chunk<NT>(As, q + off, i0, T, dh, ch * kFlashChunk);
-        load_chunk<NT>(Bs, k + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(As, q + off, i0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Bs, k + off, j0, T, dh, ch * kFlashChunk);
         __syncthreads();
         dot_chunk<RT>(s, As, Bs, at.r0, at.cg);
       }
@@ -460,8 +467,8 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, 2)
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();
-        load_chunk<NT>(As, dy + off, i0, T, dh, ch * kFlashChunk);
-        load_chunk<NT>(Bs, v + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(As, dy + off, i0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Bs, v + off, j0, T, dh, ch * kFlashChunk);
         __syncthreads();
         dot_chunk<RT>(dp, As, Bs, at.r0, at.cg);  // dP = dO V^T
       }
@@ -474,14 +481,14 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, 2)
           float lg = scale * s[r][c];
           lg -= slope * static_cast<float>(i - j);
           const float p = full || staged_admits(rows, il, j) ? expf(lg - L[r]) : 0.0f;
-          Ps[il][jl] = p * (dp[r][c] - D[r]);
+          Ps[il][jl] = Round()(p * (dp[r][c] - D[r]));
         }
       }
       CF_UNROLL
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();  // Ps is written; the previous chunk's reads of Bs are done
-        load_chunk<NT>(Bs, k + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Bs, k + off, j0, T, dh, ch * kFlashChunk);
         __syncthreads();
         mul_chunk<RT, NO>(dqa, 4 * ch, Ps, Bs, at.r0, at.cg);  // dQ += dS K (scaled below)
       }
