@@ -7,6 +7,9 @@
 //  - the rounded reference = the dense attention of lib/nn (float32) within a tolerance in units
 //    of the format's unit roundoff u, forward and backward, over the mask families and dh 32, 64,
 //    128 (and further from it than float32 round-off: the rounding is applied);
+//  - the tensor-core kernels themselves, their mma.sync and shuffles emulated on the block barrier
+//    (the header's CF_EMULATED branch), = the rounded reference up to the summation order, under
+//    both intra-block schedules, bit-reproducible;
 //  - the paths of CF_GPU_ATTENTION under a precision: flash32 and fp32 run the unchanged float32
 //    flash kernels (identity rounding, bit for bit), flash under tf32 / bf16 runs the rounded
 //    reference on the emulated build (bit for bit the same as `rounded`).
@@ -17,11 +20,14 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "attention_cases.hpp"
 #include "cf/gpu/attention.hpp"
 #include "cf/gpu/context.hpp"
+#include "cf/gpu/emulation.hpp"
+#include "cf/gpu/kernels/flash_attention_mma.cuh"
 #include "cf/gpu/ops.hpp"
 #include "cf/gpu/precision.hpp"
 #include "cf/graph/mask.hpp"
@@ -239,4 +245,94 @@ TEST_CASE("gpu flash attention paths under a precision: flash32 and fp32 unround
   const Result r32 = run(p, AttentionPath::Rounded, Precision::Fp32);
   CHECK(r32.y == f32.y);
   CHECK(r32.dq == f32.dq);
+}
+
+namespace {
+
+// The tensor-core kernels launched directly (emulated mma), with flash_dsum_kernel for D.
+template <class F, int DH>
+Result run_mma(const Problem& p) {
+  namespace kn = cf::gpu::kernels;
+  Result r;
+  r.y.resize(p.n()), r.lse.resize(p.nl()), r.obr.resize(p.nl() * p.dh), r.dsum.resize(p.nl());
+  r.dq.assign(p.n(), 0.0f), r.dk.assign(p.n(), 0.0f), r.dv.assign(p.n(), 0.0f);
+  const kn::MaskView mv = p.tm.view();
+  const dim3 grid(mv.ftiles, p.H, p.B), block(kn::mma::kThreads);
+  auto* kf = kn::mma_forward_kernel<F, DH>;
+  CF_LAUNCH(kf, grid, block, mv, p.H, p.dh, p.scale, p.slopes.data(), p.q.data(), p.k.data(), p.v.data(), r.y.data(),
+            r.lse.data(), r.obr.data());
+  auto* kd = kn::flash_dsum_kernel<kn::kFlashBackwardWarps>;
+  CF_LAUNCH(kd, grid, dim3(32 * kn::kFlashBackwardWarps), mv.nb, p.T, p.H, p.dh, p.dy.data(), r.obr.data(),
+            r.dsum.data());
+  auto* kkv = kn::mma_backward_kv_kernel<F, DH>;
+  CF_LAUNCH(kkv, grid, block, mv, p.H, p.dh, p.scale, p.slopes.data(), p.q.data(), p.k.data(), p.v.data(), p.dy.data(),
+            r.lse.data(), r.dsum.data(), r.dk.data(), r.dv.data());
+  auto* kq = kn::mma_backward_q_kernel<F, DH>;
+  CF_LAUNCH(kq, grid, block, mv, p.H, p.dh, p.scale, p.slopes.data(), p.q.data(), p.k.data(), p.v.data(), p.dy.data(),
+            r.lse.data(), r.dsum.data(), r.dq.data());
+  return r;
+}
+
+double g_worst_mma[2] = {0, 0};  // the largest difference / u from the rounded reference, TF32 and bf16
+
+// The emulated tensor-core kernels in format F (DH the capacity) = the rounded reference within u
+// of each tensor's largest magnitude (the device test's bound): both multiply the same rounded
+// operands exactly and add in float32, in different orders. The orders alone give float32-level
+// differences, but they may move a P or dS element across a rounding boundary of its format (dS =
+// P (dP - D) cancels, so its float32 difference can be a large part of its own size): one unit,
+// 2u of that element, which moves dk or dq by 2u of one term of its sum; with few terms per row
+// (short branch masks) that approaches u of the tensor's scale (measured worst 0.25u, dk of a
+// SE-bridge branch in TF32), while an indexing or masking error would be of order 1.
+template <class F, int DH>
+void check_mma(PatternKind kind, bool branch, bool alibi, int T, int dh) {
+  const Precision prec = std::is_same_v<F, cf::gpu::kernels::mma::Tf32> ? Precision::Tf32 : Precision::Bf16;
+  const double u = prec == Precision::Tf32 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  Problem p = make_problem(kind, branch, alibi, T, dh);
+  p.B = 1;
+  INFO(cf::graph::pattern_name(kind) << (branch ? " branch" : " union") << (alibi ? " alibi" : "") << " T=" << T
+                                     << " dh=" << dh << " " << cf::gpu::kPrecisions.name(prec));
+  const Result ref = run(p, AttentionPath::Rounded, prec);
+  for (auto sched : {cf::gpu::emu::Schedule::Forward, cf::gpu::emu::Schedule::Reverse}) {
+    cf::gpu::emu::set_schedule(sched);
+    const Result m = run_mma<F, DH>(p);
+    for (const auto& [name, e] :
+         {std::pair{"y", rel_to_max(m.y, ref.y)}, std::pair{"lse", rel_to_max(m.lse, ref.lse)},
+          std::pair{"obr", rel_to_max(m.obr, ref.obr)}, std::pair{"dq", rel_to_max(m.dq, ref.dq)},
+          std::pair{"dk", rel_to_max(m.dk, ref.dk)}, std::pair{"dv", rel_to_max(m.dv, ref.dv)}}) {
+      INFO(name << ": " << e << " = " << e / u << " u");
+      CHECK(e < u);
+      g_worst_mma[prec == Precision::Bf16] = std::max(g_worst_mma[prec == Precision::Bf16], e / u);
+    }
+    if (sched == cf::gpu::emu::Schedule::Reverse) {  // bit-reproducible across schedules
+      cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+      const Result m2 = run_mma<F, DH>(p);
+      CHECK(m.y == m2.y);
+      CHECK(m.dq == m2.dq);
+      CHECK(m.dk == m2.dk);
+      CHECK(m.dv == m2.dv);
+    }
+  }
+  cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
+}
+
+template <class F>
+void check_mma_family() {
+  using K = PatternKind;
+  check_mma<F, 32>(K::Full, false, true, 130, 32);
+  check_mma<F, 32>(K::Swa, false, false, 130, 20);
+  check_mma<F, 32>(K::Bridge, true, true, 130, 32);
+  check_mma<F, 64>(K::Block, false, true, 100, 64);
+  check_mma<F, 64>(K::SeBridge, true, false, 70, 48);
+  check_mma<F, 128>(K::Full, false, true, 70, 128);
+  check_mma<F, 128>(K::Pbb, true, false, 70, 80);
+}
+
+}  // namespace
+
+TEST_CASE("gpu tensor-core flash attention kernels, mma emulated = the rounded reference, TF32 and bf16",
+          "[gpu][emu][flash][precision]") {
+  check_mma_family<cf::gpu::kernels::mma::Tf32>();
+  check_mma_family<cf::gpu::kernels::mma::Bf16>();
+  WARN("emulated tensor-core kernels vs the rounded reference, worst difference relative to the tensor's max: "
+       << g_worst_mma[0] << " u (TF32), " << g_worst_mma[1] << " u (bf16)");
 }

@@ -249,9 +249,10 @@ TEST_CASE("device: flash attention = the reference kernels on the device and the
 // The tensor-core kernels (kernels/flash_attention_mma.cuh: CF_GPU_ATTENTION=flash under tf32 /
 // bf16) against their rounded reference run on the device (CF_GPU_ATTENTION=rounded: the flash
 // kernels rounding the same operands the same way, products exact in float32 in both, so only the
-// accumulation order differs, which may move a P or dS element across a rounding boundary: u / 4
-// of the tensor's scale), against the float32 flash kernels (8 u, the tolerance of
-// test_flash_attention_rounded_emu.cpp against float32 attention), and run twice (bit-reproducible).
+// accumulation order differs, which may move a P or dS element across a rounding boundary: within
+// u of the tensor's scale, the bound and reasoning of test_flash_attention_rounded_emu.cpp, where
+// the same kernels with mma emulated measured 0.25u), against the float32 flash kernels (8 u, the
+// tolerance against float32 attention there), and run twice (bit-reproducible).
 TEST_CASE("device: tensor-core flash attention (TF32, bf16) = its rounded reference on the device and float32 flash",
           "[gpu][device][flash]") {
   const int B = 2, H = 3, T = 200;
@@ -287,7 +288,7 @@ TEST_CASE("device: tensor-core flash attention (TF32, bf16) = its rounded refere
                                     rel_to_max(m.dk, r.dk), rel_to_max(m.dv, r.dv)});
         const double df =
             std::max({rel_to_max(m.y, f.y), rel_to_max(m.dq, f.dq), rel_to_max(m.dk, f.dk), rel_to_max(m.dv, f.dv)});
-        CHECK(dr < u / 4);
+        CHECK(dr < u);
         CHECK(df < 8 * u);
         CHECK(m.y == m2.y);
         CHECK(m.dq == m2.dq);

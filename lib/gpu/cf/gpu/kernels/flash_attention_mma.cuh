@@ -12,8 +12,15 @@
 // flash_attention.cuh with Round = RoundTf32 / RoundBf16 (its products of rounded operands are
 // exact in float32, as the tensor cores' are), so the two differ only in the summation order.
 //
-// Device only: the emulation header has no warp-level mma or shuffles; this header is read by
-// nvcc alone (ops_body.hpp includes it when !CF_EMULATED).
+// On the device the products are inline PTX mma.sync and the row reductions warp shuffles. The
+// emulation header has neither, so for CI this header also defines them in software on the block
+// barrier (every lane posts its fragments, the block meets, each lane forms its accumulator block
+// from its warp's posts by the PTX ISA's fragment tables, the block meets again): the kernels'
+// tiling, masking, fragment indexing and softmax run on the CPU against the rounded reference
+// (tests/gpu/test_flash_attention_rounded_emu.cpp). That needs every mma, shuffle and __syncwarp
+// to be reached by the whole block together, which holds here (all are in block-uniform control
+// flow). The emulated build's trainer runs the rounded reference, not these (one barrier pair per
+// mma is slow on fibers); the device build launches them (mma::forward / backward below).
 //
 // Layout: 4 warps (128 threads) per block; a block owns one 64-row tile (queries for the forward
 // and dQ, keys for dK / dV) and each warp 16 of its rows, the rows of its m16 fragments. Tiles of
@@ -23,10 +30,9 @@
 // layout is not the A fragment's for TF32). Fragments are read element by element (no ldmatrix):
 // simple first. Row maxima and sums are reduced over the 4 threads of a row with two xor shuffles,
 // in a fixed order; every output element is summed by one thread: no atomics, bit-reproducible.
-#if defined(__CUDACC__)
-
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "cf/gpu/kernels/flash_attention.cuh"
 #include "cf/gpu/precision.hpp"
@@ -41,6 +47,42 @@ constexpr int kTile = kFlashTile;
 constexpr int kThreads = 32 * kMmaWarps;
 constexpr float kNoMax = flash::kNoMax;
 
+#if CF_EMULATED
+inline std::uint32_t as_bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline float bits_as(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+/// One lane's operands of an emulated mma (per block: `__shared__`, i.e. per fiber scheduler).
+struct Post {
+  std::uint32_t a[4], b[2];
+};
+inline Post* posts() {
+  __shared__ Post p[kThreads];
+  return p;
+}
+inline void warp_sync() { __syncthreads(); }
+/// x of lane (lane ^ m) of the same warp.
+inline float warp_xor(float x, int m) {
+  __shared__ float v[kThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  v[t] = x;
+  __syncthreads();
+  const float r = v[(t & ~31) | ((t & 31) ^ m)];
+  __syncthreads();
+  return r;
+}
+#else
+__device__ __forceinline__ std::uint32_t as_bits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ void warp_sync() { __syncwarp(); }
+__device__ __forceinline__ float warp_xor(float x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
+#endif
+
 /// TF32 operands: float32 words holding TF32 values; m16n8k8.
 struct Tf32 {
   using Elem = float;
@@ -49,17 +91,22 @@ struct Tf32 {
   /// A (16 x 8, row m, column k) from at(m, k): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4).
   template <class At>
   __device__ static void load_a(std::uint32_t (&a)[4], At at, int k0, int g, int t) {
-    a[0] = __float_as_uint(at(g, k0 + t));
-    a[1] = __float_as_uint(at(g + 8, k0 + t));
-    a[2] = __float_as_uint(at(g, k0 + t + 4));
-    a[3] = __float_as_uint(at(g + 8, k0 + t + 4));
+    a[0] = as_bits(at(g, k0 + t));
+    a[1] = as_bits(at(g + 8, k0 + t));
+    a[2] = as_bits(at(g, k0 + t + 4));
+    a[3] = as_bits(at(g + 8, k0 + t + 4));
   }
   /// B (8 x 8, row k, column n) from bt(k, n): b0 (t, g), b1 (t + 4, g).
   template <class Bt>
   __device__ static void load_b(std::uint32_t (&b)[2], Bt bt, int k0, int g, int t) {
-    b[0] = __float_as_uint(bt(k0 + t, g));
-    b[1] = __float_as_uint(bt(k0 + t + 4, g));
+    b[0] = as_bits(bt(k0 + t, g));
+    b[1] = as_bits(bt(k0 + t + 4, g));
   }
+#if CF_EMULATED
+  // The PTX ISA's m16n8k8 .tf32 tables read backwards: which lane and register hold A(row, k), B(k, n).
+  static float a_at(const Post* w, int row, int k) { return bits_as(w[row % 8 * 4 + k % 4].a[row / 8 + 2 * (k / 4)]); }
+  static float b_at(const Post* w, int k, int n) { return bits_as(w[n * 4 + k % 4].b[k / 4]); }
+#else
   __device__ static void mma(float (&c)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -67,6 +114,7 @@ struct Tf32 {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
+#endif
 };
 
 /// bf16 operands: bfloat16 bits; m16n8k16, two elements per register (the lower k in the low half).
@@ -93,6 +141,14 @@ struct Bf16 {
     b[0] = pack(bt(k, g), bt(k + 1, g));
     b[1] = pack(bt(k + 8, g), bt(k + 9, g));
   }
+#if CF_EMULATED
+  // The m16n8k16 .bf16 tables read backwards: k pair kp = k / 2, its lower k in the low half.
+  static float bf16_at(std::uint32_t r, int k) { return FromBf16()(static_cast<Elem>(r >> (16 * (k % 2)))); }
+  static float a_at(const Post* w, int row, int k) {
+    return bf16_at(w[row % 8 * 4 + k / 2 % 4].a[row / 8 + 2 * (k / 8)], k);
+  }
+  static float b_at(const Post* w, int k, int n) { return bf16_at(w[n * 4 + k / 2 % 4].b[k / 8], k); }
+#else
   __device__ static void mma(float (&c)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -100,7 +156,30 @@ struct Bf16 {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
+#endif
 };
+
+/// c += A B for the warp's fragments: mma.sync on the device; emulated, the block meets, each lane
+/// adds its 4 accumulator elements (row g + 8 (e / 2), column 2t + e % 2) in k order, the block
+/// meets again before the posts are reused.
+template <class F>
+__device__ __forceinline__ void mma_sync(float (&c)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+#if CF_EMULATED
+  const int x = static_cast<int>(threadIdx.x), lane = x % 32;
+  Post* p = posts();
+  for (int r = 0; r < 4; ++r) p[x].a[r] = a[r];
+  p[x].b[0] = b[0], p[x].b[1] = b[1];
+  __syncthreads();
+  const Post* w = p + (x - lane);
+  for (int e = 0; e < 4; ++e) {
+    const int row = lane / 4 + 8 * (e / 2), col = 2 * (lane % 4) + e % 2;
+    for (int k = 0; k < F::K; ++k) c[e] += F::a_at(w, row, k) * F::b_at(w, k, col);
+  }
+  __syncthreads();
+#else
+  F::mma(c, a, b);
+#endif
+}
 
 /// Row stride of a staged head tile and of a warp's P tile, in elements.
 template <class F, int DH>
@@ -142,7 +221,7 @@ __device__ __forceinline__ void rows_times_rows(float (&acc)[8][4], const typena
       std::uint32_t b[2];
       F::load_b(
           b, [&](int k, int n) { return B[(nt * 8 + n) * S + k]; }, k0, g, t);
-      F::mma(acc[nt], a, b);
+      mma_sync<F>(acc[nt], a, b);
     }
   }
 }
@@ -163,19 +242,19 @@ __device__ __forceinline__ void p_times_tile(float (&acc)[DH / 8][4], const type
       std::uint32_t b[2];
       F::load_b(
           b, [&](int k, int n) { return V[k * S + nt * 8 + n]; }, k0, g, t);
-      F::mma(acc[nt], a, b);
+      mma_sync<F>(acc[nt], a, b);
     }
   }
 }
 
 /// x reduced over the 4 threads of a fragment row (lanes 4g..4g+3), the same order in each.
 __device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  x = fmaxf(x, warp_xor(x, 1));
+  return fmaxf(x, warp_xor(x, 2));
 }
 __device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+  x += warp_xor(x, 1);
+  return x + warp_xor(x, 2);
 }
 
 /// The thread's place: warp w, fragment row group g = lane / 4, t = lane % 4. Element e of an
@@ -187,6 +266,14 @@ __device__ __forceinline__ Lane lane_place() {
   const int x = static_cast<int>(threadIdx.x);
   return {x / 32, (x % 32) / 4, x % 4};
 }
+
+// A kernel's tiles: dynamic shared memory on the device (sized at launch), a fixed block-local
+// array under the emulation header (which has no dynamic shared memory).
+#if CF_EMULATED
+#define CF_MMA_SMEM(name, bytes) alignas(16) __shared__ unsigned char name[bytes]
+#else
+#define CF_MMA_SMEM(name, bytes) extern __shared__ __align__(16) unsigned char name[]
+#endif
 
 /// The shared memory of a kernel: `n` head tiles, then the warps' P tiles.
 template <class F, int DH>
@@ -202,13 +289,13 @@ struct Tiles {
 /// Forward. Grid (ftiles, H, B), 128 threads, mma::smem_bytes<F, DH>(3) dynamic shared memory.
 /// Outputs as flash_forward_kernel: y (sum of the branch outputs), lse [B, H, nb, T], obr.
 template <class F, int DH>
-__global__ void __launch_bounds__(mma::kThreads)
+__global__ void CF_LAUNCH_BOUNDS(mma::kThreads, 1)
     mma_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q, const float* k,
                        const float* v, float* y, float* lse, float* obr) {
   using namespace mma;
   using E = typename F::Elem;
   constexpr int NO = DH / 8, PS = kPStride<F>;
-  extern __shared__ __align__(16) unsigned char mma_smem[];
+  CF_MMA_SMEM(mma_smem, (smem_bytes<F, DH>(3)));
   const Tiles<F, DH> sm{reinterpret_cast<E*>(mma_smem)};
   E *Qs = sm.tile(0), *Ks = sm.tile(1), *Vs = sm.tile(2);
   __shared__ flash::TileRows rows;
@@ -272,9 +359,9 @@ __global__ void __launch_bounds__(mma::kThreads)
           Pw[(ln.g + 8 * (e / 2)) * PS + nt * 8 + 2 * ln.t + e % 2] = F::round(p);
         }
       }
-      __syncwarp();
+      warp_sync();
       p_times_tile<F, DH>(o, Pw, Vs, ln.g, ln.t);
-      __syncwarp();  // the warp's reads of Pw are done before the next tile writes it
+      warp_sync();  // the warp's reads of Pw are done before the next tile writes it
     }
     const long long st = bh * m.nb + br;
     CF_UNROLL
@@ -305,13 +392,13 @@ __global__ void __launch_bounds__(mma::kThreads)
 /// of the plan (needs dsum, flash_dsum_kernel). Grid (ftiles, H, B), 128 threads,
 /// mma::smem_bytes<F, DH>(4); the warps' rows are the block's keys (P^T, dS^T).
 template <class F, int DH>
-__global__ void __launch_bounds__(mma::kThreads)
+__global__ void CF_LAUNCH_BOUNDS(mma::kThreads, 1)
     mma_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q, const float* k,
                            const float* v, const float* dy, const float* lse, const float* dsum, float* dk, float* dv) {
   using namespace mma;
   using E = typename F::Elem;
   constexpr int NO = DH / 8, PS = kPStride<F>;
-  extern __shared__ __align__(16) unsigned char mma_smem[];
+  CF_MMA_SMEM(mma_smem, (smem_bytes<F, DH>(4)));
   const Tiles<F, DH> sm{reinterpret_cast<E*>(mma_smem)};
   E *Ks = sm.tile(0), *Vs = sm.tile(1), *Qs = sm.tile(2), *dOs = sm.tile(3);
   __shared__ flash::TileRows rows;
@@ -361,11 +448,11 @@ __global__ void __launch_bounds__(mma::kThreads)
           Pw[jr * PS + il] = F::round(s[nt][e]);
         }
       }
-      __syncwarp();
+      warp_sync();
       p_times_tile<F, DH>(dva, Pw, dOs, ln.g, ln.t);  // dV += P^T dO
       float dp[8][4] = {};
       rows_times_rows<F, DH>(dp, Vw, dOs, ln.g, ln.t);  // dP^T = V dO^T
-      __syncwarp();                                     // every read of P^T is done
+      warp_sync();                                      // every read of P^T is done
       CF_UNROLL
       for (int nt = 0; nt < 8; ++nt) {
         CF_UNROLL
@@ -374,7 +461,7 @@ __global__ void __launch_bounds__(mma::kThreads)
           Pw[(ln.g + 8 * (e / 2)) * PS + il] = F::round(s[nt][e] * (dp[nt][e] - Ds[il]));
         }
       }
-      __syncwarp();
+      warp_sync();
       p_times_tile<F, DH>(dka, Pw, Qs, ln.g, ln.t);  // dK += dS^T Q (scaled below)
     }
   }
@@ -400,13 +487,13 @@ __global__ void __launch_bounds__(mma::kThreads)
 /// dsum; recomputes S and dP rather than adding dQ atomically from the key side). Grid
 /// (ftiles, H, B), 128 threads, mma::smem_bytes<F, DH>(4).
 template <class F, int DH>
-__global__ void __launch_bounds__(mma::kThreads)
+__global__ void CF_LAUNCH_BOUNDS(mma::kThreads, 1)
     mma_backward_q_kernel(MaskView m, int H, int dh, float scale, const float* slopes, const float* q, const float* k,
                           const float* v, const float* dy, const float* lse, const float* dsum, float* dq) {
   using namespace mma;
   using E = typename F::Elem;
   constexpr int NO = DH / 8, PS = kPStride<F>;
-  extern __shared__ __align__(16) unsigned char mma_smem[];
+  CF_MMA_SMEM(mma_smem, (smem_bytes<F, DH>(4)));
   const Tiles<F, DH> sm{reinterpret_cast<E*>(mma_smem)};
   E *Qs = sm.tile(0), *dOs = sm.tile(1), *Ks = sm.tile(2), *Vs = sm.tile(3);
   __shared__ flash::TileRows rows;
@@ -454,9 +541,9 @@ __global__ void __launch_bounds__(mma::kThreads)
           Pw[ir * PS + jl] = F::round(p * (dp[nt][e] - D[e / 2]));
         }
       }
-      __syncwarp();
+      warp_sync();
       p_times_tile<F, DH>(dqa, Pw, Ks, ln.g, ln.t);  // dQ += dS K (scaled below)
-      __syncwarp();                                  // the warp's reads of Pw are done before the next tile writes it
+      warp_sync();                                   // the warp's reads of Pw are done before the next tile writes it
     }
   }
   CF_UNROLL
@@ -474,6 +561,7 @@ __global__ void __launch_bounds__(mma::kThreads)
   }
 }
 
+#if !CF_EMULATED
 /// Launches (host): the kernels above with their dynamic shared memory (the limit raised once per
 /// kernel past the 48 KB default). Errors are left to the caller's launch check.
 namespace mma {
@@ -508,7 +596,6 @@ void backward(const MaskView& mv, int B, int H, int dh, float scale, const float
 }
 
 }  // namespace mma
+#endif
 
 }  // namespace cf::gpu::kernels
-
-#endif  // __CUDACC__
