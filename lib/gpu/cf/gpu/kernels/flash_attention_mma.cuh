@@ -371,18 +371,34 @@ __global__ void CF_LAUNCH_BOUNDS(mma::kThreads, 1)
       if (i >= T) continue;
       if (ln.t == 0) lse[st * T + i] = sum > 0 ? mx[r] + logf(sum) : kNoMax;  // no admitted key: the branch adds 0
       const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-      float* yi = y + off + static_cast<long long>(i) * dh;
       float* oi = obr + (st * T + i) * dh;
       CF_UNROLL
       for (int nt = 0; nt < NO; ++nt) {
         CF_UNROLL
         for (int c = 0; c < 2; ++c) {
           const int d = nt * 8 + 2 * ln.t + c;
-          if (d >= dh) continue;
-          const float val = o[nt][2 * r + c] * inv;
-          oi[d] = val;
-          yi[d] = br == 0 ? val : yi[d] + val;  // the thread's own elements: the sum over branches
+          if (d < dh) oi[d] = o[nt][2 * r + c] * inv;
         }
+      }
+    }
+  }
+  // y: the branch outputs summed in branch order, as the reference does, read back from the
+  // thread's own obr elements once the accumulators are dead (adding into y per branch held 64
+  // loaded values beside them and spilled at DH 128)
+  CF_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const int i = i0 + wr + ln.g + 8 * r;
+    if (i >= T) continue;
+    const long long yo = off + static_cast<long long>(i) * dh, so = bh * m.nb * T + i;
+    CF_UNROLL
+    for (int nt = 0; nt < NO; ++nt) {
+      CF_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        const int d = nt * 8 + 2 * ln.t + c;
+        if (d >= dh || m.nb == 0) continue;
+        float sum = obr[so * dh + d];
+        for (int br = 1; br < m.nb; ++br) sum += obr[(so + static_cast<long long>(br) * T) * dh + d];
+        y[yo + d] = sum;
       }
     }
   }
