@@ -31,8 +31,8 @@
 #include "cf/gpu/kernels/attention.cuh"
 #include "cf/gpu/kernels/crossentropy.cuh"
 #include "cf/gpu/kernels/flash_attention.cuh"
-#if !CF_EMULATED
-#include "cf/gpu/kernels/flash_attention_mma.cuh"  // device only: no mma.sync under the emulation header
+#if !CF_EMULATED  // the emulated build runs the rounded reference (its software mma is for tests: slow)
+#include "cf/gpu/kernels/flash_attention_mma.cuh"
 #endif
 #include "cf/gpu/kernels/layernorm.cuh"
 #include "cf/gpu/kernels/rmsnorm.cuh"

@@ -39,7 +39,7 @@ TiledMask tiled_mask_from_dense(const std::vector<const std::uint8_t*>& masks, i
 
 /// Shapes of one attention call: B sequences, H heads, T positions, head dimension dh (<= 128),
 /// logit scale (1/sqrt(dh)), and the precision of the plain heads' products (the trainer's
-/// policy: under tf32 / bf16 the operands are rounded, docs/gpu.md "Flash attention kernels").
+/// policy: under tf32 / bf16 the operands are rounded, docs/gpu.md "Tensor-core flash attention").
 struct AttentionShape {
   int B = 1, H = 1, T = 1, dh = 1;
   float scale = 1;
