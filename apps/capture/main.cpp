@@ -14,6 +14,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
 #include "cf/model/load.hpp"
@@ -33,6 +34,7 @@ struct Options {
   bool no_qk = false, no_probs = false;
   std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
   std::string weights = "stored";  ///< --weights stored|float32 (a Hugging Face directory on the device)
+  std::string precision = "fp32";  ///< --precision fp32|tf32|bf16 (the device model's GEMMs)
   app::CommonOptions common;       // --format, --report (the report's file; --out is the capture), --plot
 };
 
@@ -49,6 +51,7 @@ std::vector<int> parse_heads(const std::string& spec) {
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "capture", "");  // docs/gpu.md "Analysis model"
+  gpu::resolve_analysis_precision(o.precision, asked);                        // refused on the CPU before any load
   hf::check_token_input_options(app, o.input);
   // --heads selects what attn_probs and Q/K store: with neither stored it would select nothing
   app::refuse_unless(app, "--heads", !(o.no_qk && o.no_probs),
@@ -63,6 +66,7 @@ void run(const CLI::App& app, const Options& o) {
   if (!stored) model = cf::model::load_model(o.checkpoint);
   const nn::ModelConfig cfg = stored ? gpu::hf_model_config(o.checkpoint) : model->config;
   const gpu::Placement where = gpu::placement_for_model(asked, o.device, "capture", cfg);
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where);
   if (where == gpu::Placement::Cpu && !model) model = cf::model::load_model(o.checkpoint);  // --device auto fell back
   const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.block_size);
   require(T <= cfg.block_size, "--seq-len T = ", T, " exceeds the checkpoint's block_size = ", cfg.block_size,
@@ -85,8 +89,8 @@ void run(const CLI::App& app, const Options& o) {
   std::string weights = "float32";
   const nn::CaptureSummary s = [&] {
     if (where == gpu::Placement::Cpu) return nn::capture_model(*model, windows, o.out, co);
-    if (model) return gpu::capture_model(where, *model, windows, o.out, co);
-    gpu::AnalysisModel dev(where, o.checkpoint);
+    if (model) return gpu::capture_model(where, *model, windows, o.out, co, prec);
+    gpu::AnalysisModel dev(where, o.checkpoint, prec);
     weights = gpu::weight_type_name(dev.weight_type());
     return gpu::capture_model(dev, windows, o.out, co);
   }();
@@ -104,7 +108,8 @@ void run(const CLI::App& app, const Options& o) {
                                                            {"out", o.out},
                                                            {"tokenizer", tokenizer},
                                                            {"device", gpu::backend_name(where)},
-                                                           {"weights", weights}});
+                                                           {"weights", weights},
+                                                           {"precision", o.precision}});
   nn::CaptureReportInput ri;
   ri.out = o.out;
   ri.seq_len = T;
@@ -135,6 +140,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--out", o.out, "Capture file (HDF5, written atomically)")->capture_default_str();
   gpu::add_analysis_device_option(app, o.device);
   gpu::add_weights_option(app, o.weights);
+  gpu::add_precision_option(app, o.precision, gpu::PrecisionUse::Analysis);
   app::add_common_options(app, o.common, /*with_plot=*/true, "--report");
   app.get_option("--plot")->description("Plot alpha_l per layer (both forms) to FILE.svg|FILE.png");
   app.footer(

@@ -11,6 +11,7 @@
 #include "cf/core/plot.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
 #include "cf/gpu/seeded_pass.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
@@ -37,7 +38,8 @@ struct Options {
   int n = 0;  // 0 = min(256, block_size)
   int windows = 64;
   int batch = 0;
-  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
+  std::string precision = "fp32";  ///< --precision fp32|tf32|bf16 (the device trainer's GEMMs)
   app::CommonOptions common;
 };
 
@@ -73,10 +75,12 @@ Measured measure(const Options& o, const nn::Model<float>& model, const std::str
     m.w = influence::influence_windows(load_tokens(o, path, cfg.vocab_size), n, o.windows);
   }
   m.where = gpu::placement_for_seeded(asked, o.device, "influence", cfg);
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, m.where);
   nn::SeededPass<float> pass;
   if (m.where != gpu::Placement::Cpu)
-    pass = gpu::device_seeded_pass(
-        m.where, model, influence::influence_batch(cfg, m.n, static_cast<int>(m.w.tokens.size()), o.batch), m.n);
+    pass = gpu::device_seeded_pass(m.where, model,
+                                   influence::influence_batch(cfg, m.n, static_cast<int>(m.w.tokens.size()), o.batch),
+                                   m.n, gpu::default_context(), prec);
   m.r = influence::measure_influence(model, m.w.tokens, influence::parse_target(o.target), o.batch, pass);
   return m;
 }
@@ -102,7 +106,8 @@ void run_single(const Options& o, const std::string& path, gpu::Placement asked)
                                                   {"target", o.target},
                                                   {"batch", o.batch},
                                                   {"h5", o.h5},
-                                                  {"device", gpu::backend_name(m.where)}});
+                                                  {"device", gpu::backend_name(m.where)},
+                                                  {"precision", o.precision}});
   app::emit(ir.report, o.common);
   if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
 }
@@ -128,6 +133,7 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
   }
   influence::InfluenceReport ir = influence::influence_series_report(cks, profiles, o.target);
   meta["device"] = devices;
+  meta["precision"] = o.precision;
   ir.report.meta = meta;
   app::emit(ir.report, o.common);
   if (!o.common.plot.empty()) plot::save(ir.plot, o.common.plot);
@@ -135,6 +141,7 @@ void run_series(const Options& o, const std::vector<model::CheckpointEntry>& cks
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "influence", "");  // docs/gpu.md
+  gpu::resolve_analysis_precision(o.precision, asked);                          // refused on the CPU before any load
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   hf::check_token_input_options(app, o.input);
   if (!o.common.plot.empty()) plot::check_plot_path(o.common.plot);
@@ -169,6 +176,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--h5", o.h5,
                  "Also write an HDF5 file with the per-window matrix (/per_window [W, n], /starts, /yhat)");
   gpu::add_analysis_device_option(app, o.device);
+  gpu::add_precision_option(app, o.precision, gpu::PrecisionUse::Analysis);
   app::add_common_options(app, o.common);
   app.get_option("--plot")->description(
       "Plot the profile (one checkpoint) or the metrics against step (several) to FILE.svg|FILE.png");

@@ -15,6 +15,7 @@
 #include "cf/core/progress.hpp"
 #include "cf/core/validators.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
 #include "cf/gpu/seeded_pass.hpp"
 #include "cf/hf/token_input.hpp"
 #include "cf/hf/token_input_options.hpp"
@@ -34,7 +35,8 @@ struct Options {
   std::string checkpoint, capture;
   hf::TokenInput input;  ///< --text | --data | --tokens (or --capture), --split, --gpt2-dir
   int n = 64, window = 0, windows = 64, layer = 0, span = 0, seed_batch = 0;
-  std::string device = "cpu";  ///< --device cpu|cuda|auto (lib/gpu)
+  std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
+  std::string precision = "fp32";  ///< --precision fp32|tf32|bf16 (the device trainer's GEMMs)
   app::CommonOptions common;
 };
 
@@ -45,6 +47,7 @@ std::vector<std::int32_t> load_tokens(const Options& o, const std::string& check
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "jacobian", "");  // docs/gpu.md
+  gpu::resolve_analysis_precision(o.precision, asked);                         // refused on the CPU before any load
   app::refuse_unless(app, "--windows", o.capture.empty(), "--text, --data or --tokens");
   // a capture fixes the window: n = its sequence length T
   app::refuse_unless(app, "--n", o.capture.empty(), "--text, --data or --tokens (with --capture, n = T)");
@@ -76,10 +79,11 @@ void run(const CLI::App& app, const Options& o) {
   // the batched vector-Jacobian products where --device puts them (docs/gpu.md "Analysers on the
   // device"); the head-mean attention A(l), one forward pass, stays on the CPU
   const gpu::Placement where = gpu::placement_for_seeded(asked, o.device, "jacobian", cfg);
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where);
   nn::SeededPass<float> pass;
   if (where != gpu::Placement::Cpu)
-    pass =
-        gpu::device_seeded_pass(where, model, o.seed_batch > 0 ? std::min(o.seed_batch, cfg.d_model) : cfg.d_model, n);
+    pass = gpu::device_seeded_pass(where, model, o.seed_batch > 0 ? std::min(o.seed_batch, cfg.d_model) : cfg.d_model,
+                                   n, gpu::default_context(), prec);
   // The cost first (the README's model ran 5.5 minutes without a word): backward passes and an
   // estimate from a timed pass at the longest prefix, then a progress line with ETA (terminals)
   const influence::JacobianCost cost = influence::analysis_cost(cfg.d_model, n, r, o.seed_batch);
@@ -108,7 +112,8 @@ void run(const CLI::App& app, const Options& o) {
                                     {"layer", o.layer},
                                     {"span", r},
                                     {"seed_batch", o.seed_batch},
-                                    {"device", gpu::backend_name(where)}});
+                                    {"device", gpu::backend_name(where)},
+                                    {"precision", o.precision}});
   influence::JacobianReport jr = influence::jacobian_report(cfg, a, w.starts.back());
   jr.report.meta = meta;
   app::emit(jr.report, o.common);
@@ -155,6 +160,7 @@ void setup(CLI::App& app, Options& o) {
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
   gpu::add_analysis_device_option(app, o.device);
+  gpu::add_precision_option(app, o.precision, gpu::PrecisionUse::Analysis);
   app::add_common_options(app, o.common);
   app.get_option("--plot")->description(
       "Heat map of the measured Frobenius block norms to FILE.svg|png; the bound "

@@ -10,6 +10,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
 #include "cf/probe/report.hpp"
 
 using namespace cf;
@@ -23,18 +24,21 @@ namespace {
 // stays loaded for the task's own checks). The checkpoints arrive in command-line order; `used`
 // collects each one's placement and `weights` its device weights for the report's metadata.
 probe::MakeForward device_forward(gpu::Placement asked, const std::string& device, const std::string& weights_opt,
-                                  const std::vector<std::string>& paths, std::vector<gpu::Placement>& used,
-                                  std::vector<std::string>& weights) {
-  return [asked, device, weights_opt, paths, &used, &weights](const nn::Model<float>& model) -> probe::ProbsForward {
+                                  const std::string& precision, const std::vector<std::string>& paths,
+                                  std::vector<gpu::Placement>& used, std::vector<std::string>& weights) {
+  return [asked, device, weights_opt, precision, paths, &used,
+          &weights](const nn::Model<float>& model) -> probe::ProbsForward {
     const gpu::Placement where = gpu::placement_for_model(asked, device, "probe", model.config);
+    const gpu::Precision prec = gpu::resolve_analysis_precision(precision, where);
     const std::string& path = paths.at(used.size());
     used.push_back(where);
     if (where == gpu::Placement::Cpu) {
       weights.push_back("float32");
       return probe::cpu_probs_forward(model);
     }
-    auto dev = gpu::use_stored_weights(weights_opt, where, path) ? std::make_shared<gpu::AnalysisModel>(where, path)
-                                                                 : std::make_shared<gpu::AnalysisModel>(where, model);
+    auto dev = gpu::use_stored_weights(weights_opt, where, path)
+                   ? std::make_shared<gpu::AnalysisModel>(where, path, prec)
+                   : std::make_shared<gpu::AnalysisModel>(where, model, prec);
     weights.push_back(gpu::weight_type_name(dev->weight_type()));
     return probe::probs_from_logits(
         [dev](const std::int32_t* tokens, int B, int T, std::vector<float>& logits) {
@@ -79,9 +83,10 @@ int main(int argc, char** argv) {
       ->check(app::integer(1, 64))
       ->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress lines on stderr");
-  std::string device = "cpu", weights_opt = "stored";
+  std::string device = "cpu", weights_opt = "stored", precision = "fp32";
   gpu::add_analysis_device_option(app, device);
   gpu::add_weights_option(app, weights_opt);
+  gpu::add_precision_option(app, precision, gpu::PrecisionUse::Analysis);
   app::add_common_options(app, common);
   app.footer(
       "Examples:\n"
@@ -94,6 +99,7 @@ int main(int argc, char** argv) {
       "unreadable checkpoint, two checkpoints with different vocabularies for a paired test).");
   return app::run(app, argc, argv, [&] {
     const gpu::Placement asked = gpu::resolve_device(device, "probe", "");  // docs/gpu.md
+    gpu::resolve_analysis_precision(precision, asked);                      // refused on the CPU before any load
     // a bad value first, then an option the task or the number of checkpoints leaves unread
     probe::check_probe_options(o);
     app::refuse_unless(app, "--alpha", o.task == "boundary-copy", "probe boundary-copy (its bound test)");
@@ -104,10 +110,11 @@ int main(int argc, char** argv) {
     app::refuse_unless(app, "--weights", device != "cpu", "--device cuda|auto");
     std::vector<gpu::Placement> used;
     std::vector<std::string> weights;
-    o.forward = device_forward(asked, device, weights_opt, o.checkpoints, used, weights);
+    o.forward = device_forward(asked, device, weights_opt, precision, o.checkpoints, used, weights);
     output::Report r = probe::run_probe(o);
     r.meta["device"] = gpu::placements_name(used);
     r.meta["weights"] = weights;
+    r.meta["precision"] = precision;
     app::emit(r, common);
   });
 }

@@ -12,6 +12,7 @@
 #include "cf/core/validators.hpp"
 #include "cf/gpu/analysis_model.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision_option.hpp"
 #include "cf/model/load.hpp"
 #include "cf/nn/model.hpp"
 #include "cf/spectral/checkpoint.hpp"
@@ -32,6 +33,7 @@ struct Options {
   bool linearize = false;
   std::string device = "cpu";      ///< --device cpu|cuda|auto (lib/gpu)
   std::string weights = "stored";  ///< --weights stored|float32 (a Hugging Face directory on the device)
+  std::string precision = "fp32";  ///< --precision fp32|tf32|bf16 (the device model's GEMMs)
   app::CommonOptions common;
 };
 
@@ -52,6 +54,7 @@ void refuse_ignored(const CLI::App& app, const Options& o) {
 
 void run(const CLI::App& app, const Options& o) {
   const gpu::Placement asked = gpu::resolve_device(o.device, "spectral-surgery", "");  // docs/gpu.md
+  gpu::resolve_analysis_precision(o.precision, asked);  // refused on the CPU before any load
   require(o.data.empty() != o.text.empty(),
           "give exactly one of --data PREFIX (token files, val split) or --text FILE");
   refuse_ignored(app, o);
@@ -74,14 +77,15 @@ void run(const CLI::App& app, const Options& o) {
                                linear_attention ? "ELU+1 linear attention (--linear-attention, --sweep-mode "
                                                   "linear-attention) has no device path"
                                                 : "");
+  const gpu::Precision prec = gpu::resolve_analysis_precision(o.precision, where);
   std::unique_ptr<gpu::AnalysisModel> device;  // the perplexities' forward passes (docs/gpu.md "Analysis model")
   std::string weights = "float32";
   if (where != gpu::Placement::Cpu) {
     // the host's float32 model stays loaded (the surgery's own checks read it); the device's copy of
     // a Hugging Face directory is its stored dtype (docs/gpu.md "Weights in their stored dtype")
     device = gpu::use_stored_weights(o.weights, where, o.checkpoint)
-                 ? std::make_unique<gpu::AnalysisModel>(where, o.checkpoint)
-                 : std::make_unique<gpu::AnalysisModel>(where, model);
+                 ? std::make_unique<gpu::AnalysisModel>(where, o.checkpoint, prec)
+                 : std::make_unique<gpu::AnalysisModel>(where, model, prec);
     weights = gpu::weight_type_name(device->weight_type());
     ps.evaluate = [&device](const std::vector<std::int32_t>& t, int context, int stride, const nn::ForwardHooks* h) {
       return device->perplexity(t, context, stride, h);
@@ -126,7 +130,8 @@ void run(const CLI::App& app, const Options& o) {
                                                    {"stride", ps.stride},
                                                    {"max_tokens", o.max_tokens},
                                                    {"device", gpu::backend_name(where)},
-                                                   {"weights", weights}});
+                                                   {"weights", weights},
+                                                   {"precision", o.precision}});
   app::emit(rep, o.common);
   if (!o.common.plot.empty()) {
     require(!lp.series.empty(), "--plot needs --sweep per-layer|cumulative|both");
@@ -174,6 +179,7 @@ void setup(CLI::App& app, Options& o) {
       ->capture_default_str();
   gpu::add_analysis_device_option(app, o.device);
   gpu::add_weights_option(app, o.weights);
+  gpu::add_precision_option(app, o.precision, gpu::PrecisionUse::Analysis);
   app::add_common_options(app, o.common);
   app.footer(
       "Examples:\n"

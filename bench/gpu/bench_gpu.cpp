@@ -9,12 +9,14 @@
 //       STEPS steps each, the largest relative difference between them
 //   bench_gpu eig N BATCH REPS
 //       BATCH symmetric N x N eigendecompositions (cuSOLVER syevd) against the CPU twin (Eigen)
-//   bench_gpu attention T DH B H REPS [MASK]
-//       the attention kernels of plain softmax heads with ALiBi, forward and backward, on a mask
-//       made resident once, side by side in the same run: the FlashAttention-2 style kernels in
-//       float32 (CF_GPU_ATTENTION=flash under fp32), on tensor cores in TF32 and in bf16 (flash
-//       under tf32 / bf16, kernels/flash_attention_mma.cuh) and the reference kernels (plain);
-//       MASK full (default) | swa | block (a window / blocks of T / 8 positions)
+//   bench_gpu attention T DH B H REPS [MASK] [HEAD]
+//       the attention kernels with ALiBi, forward and backward, on a mask made resident once, side
+//       by side in the same run: the FlashAttention-2 style kernels in float32
+//       (CF_GPU_ATTENTION=flash under fp32), on tensor cores in TF32 and in bf16 (flash under tf32 /
+//       bf16, kernels/flash_attention_mma.cuh; S-D and runway heads stay float32) and the reference
+//       kernels; MASK full (default) | swa | block (a window / blocks of T / 8 positions); HEAD plain
+//       (default; reference: the plain kernels) | sd | runway-dot | runway-bilinear (reference: the
+//       general kernels, CF_GPU_ATTENTION=generic)
 // Exits 2 on a bad argument, 77 without a usable CUDA device. docs/benchmarks.md.
 #include <cuda_runtime_api.h>
 
@@ -50,7 +52,7 @@ int usage() {
                "usage: bench_gpu train LAYERS D_MODEL HEADS T B VOCAB STEPS [WARMUP] [SCHEDULE] [PRECISION]\n"
                "       bench_gpu rollout LOG2_N HEADS STEPS\n"
                "       bench_gpu eig N BATCH REPS\n"
-               "       bench_gpu attention T DH B H REPS [full|swa|block]\n");
+               "       bench_gpu attention T DH B H REPS [full|swa|block] [plain|sd|runway-dot|runway-bilinear]\n");
   return 2;
 }
 
@@ -232,7 +234,7 @@ double time_ms(long reps, F&& f) {
 }
 
 int run_attention(int argc, char** argv) {
-  if (argc < 7 || argc > 8) return usage();
+  if (argc < 7 || argc > 9) return usage();
   const long T = arg(argv[2], 1 << 16), dh = arg(argv[3], 128), B = arg(argv[4], 4096), H = arg(argv[5], 4096),
              reps = arg(argv[6], 100000);
   if (T < 0 || dh < 0 || B < 0 || H < 0 || reps < 0) return usage();
@@ -241,6 +243,13 @@ int run_attention(int argc, char** argv) {
     std::fprintf(stderr, "bench_gpu: the mask must be full, swa or block (got '%s')\n", kind.c_str());
     return 2;
   }
+  const std::string head = argc > 8 ? argv[8] : "plain";
+  if (head != "plain" && head != "sd" && head != "runway-dot" && head != "runway-bilinear") {
+    std::fprintf(stderr, "bench_gpu: the head must be plain, sd, runway-dot or runway-bilinear (got '%s')\n",
+                 head.c_str());
+    return 2;
+  }
+  const bool sd = head == "sd", rw = head.rfind("runway", 0) == 0, bil = head == "runway-bilinear";
   const long part = std::max(1L, T / 8);
   std::vector<std::uint8_t> mask(std::size_t(T) * T, 0);
   for (long i = 0; i < T; ++i)
@@ -264,7 +273,33 @@ int run_attention(int argc, char** argv) {
   for (float** p : {&lse, &dsum}) dmalloc(p, nl * sizeof(float), "cudaMalloc");
   dmalloc(&sl, H * sizeof(float), "cudaMalloc");
   check(cudaMemcpy(sl, slopes.data(), H * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  // flash fp32, flash tf32, flash bf16 (tensor cores), the reference kernels (float32)
+  // S-D / runway inputs, gradients and scratch (damp > 0: |normal| values; B: normal / 8)
+  float *damp = nullptr, *Bm = nullptr, *ddamp = nullptr, *dvs = nullptr, *dvl = nullptr, *dB = nullptr, *u = nullptr,
+        *g = nullptr;
+  if (sd) {
+    std::vector<float> d(nl);
+    for (auto& x : d) x = std::abs(nd(gen));
+    for (float** p : {&damp, &ddamp}) dmalloc(p, nl * sizeof(float), "cudaMalloc");
+    check(cudaMemcpy(damp, d.data(), nl * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  if (rw) {
+    for (float** p : {&dvs, &dvl, &g}) dmalloc(p, n * sizeof(float), "cudaMalloc");
+    dmalloc(&u, std::size_t(B) * T * dh * sizeof(float), "cudaMalloc");
+  }
+  if (bil) {
+    std::vector<float> b(std::size_t(dh) * dh);
+    for (auto& x : b) x = nd(gen) / 8;
+    dmalloc(&Bm, b.size() * sizeof(float), "cudaMalloc");
+    dmalloc(&dB, std::size_t(B) * H * dh * dh * sizeof(float), "cudaMalloc");
+    check(cudaMemcpy(Bm, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  cf::gpu::AttentionExtras x;
+  x.damp = damp;
+  if (rw) x.runway_v = v + std::size_t(H - 1) * T * dh, x.runway_stride = std::int64_t(H) * T * dh, x.runway_B = Bm;
+  const cf::gpu::AttentionScratch w{u, bil ? g : nullptr};
+  const cf::gpu::AttentionExtraGrads xg{ddamp, dvs, dvl, dB};
+  const cf::gpu::AttentionPath reference = sd || rw ? cf::gpu::AttentionPath::Generic : cf::gpu::AttentionPath::Plain;
+  // flash fp32, flash tf32, flash bf16 (tensor cores on plain heads), the reference kernels (float32)
   struct Variant {
     const char* name;
     cf::gpu::AttentionPath path;
@@ -273,25 +308,26 @@ int run_attention(int argc, char** argv) {
   const Variant variants[] = {{"flash fp32", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Fp32},
                               {"flash tf32", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Tf32},
                               {"flash bf16", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Bf16},
-                              {"reference", cf::gpu::AttentionPath::Plain, cf::gpu::Precision::Fp32}};
+                              {"reference", reference, cf::gpu::Precision::Fp32}};
   double ms[4][2];
   for (int i = 0; i < 4; ++i) {
     cf::gpu::Context ctx(cf::gpu::ContextOptions{variants[i].path});
     const cf::gpu::AttentionShape s{int(B), int(H), int(T), int(dh), scale, variants[i].prec};
-    ms[i][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, {}, {}, q, k, v, y, lse, obr); });
+    ms[i][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, x, w, q, k, v, y, lse, obr); });
     ms[i][1] = time_ms(reps, [&] {
-      O::attention_backward_ex(ctx, s, resident, sl, {}, {}, q, k, v, dy, lse, obr, dsum, dq, dk, dv, {});
+      O::attention_backward_ex(ctx, s, resident, sl, x, w, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
     });
   }
-  std::printf("attention mask=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld\n", kind.c_str(), T, dh,
-              B, H, reps, static_cast<long long>(tm.flash_tiles_visited), static_cast<long long>(tm.flash_tiles_full));
+  std::printf("attention mask=%s head=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld\n", kind.c_str(),
+              head.c_str(), T, dh, B, H, reps, static_cast<long long>(tm.flash_tiles_visited),
+              static_cast<long long>(tm.flash_tiles_full));
   for (int pass = 0; pass < 2; ++pass) {
     std::printf("  %s ms:", pass == 0 ? "forward " : "backward");
     for (int i = 0; i < 4; ++i)
       std::printf(" %s %.4f (%.2fx flash fp32)%s", variants[i].name, ms[i][pass], ms[0][pass] / ms[i][pass],
                   i < 3 ? "," : "\n");
   }
-  for (float* p : {q, k, v, dy, y, lse, obr, dsum, dq, dk, dv, sl}) cudaFree(p);
+  for (float* p : {q, k, v, dy, y, lse, obr, dsum, dq, dk, dv, sl, damp, Bm, ddamp, dvs, dvl, dB, u, g}) cudaFree(p);
   return 0;
 }
 

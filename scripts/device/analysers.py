@@ -169,7 +169,7 @@ def last_json(text):
     return None
 
 
-def acceptance(st, torch_g, torch_q, sizes, llama):
+def acceptance(st, torch_g, torch_q, sizes, llama, torch_b=None):
     """Acceptance 2 of issue 30, point by point (`sizes`: the device runs at size and their PyTorch
     task): the tool's whole run (process start, model load,
     work) against PyTorch's load + work on the same GPU in the same run; None = not measured."""
@@ -188,6 +188,10 @@ def acceptance(st, torch_g, torch_q, sizes, llama):
         print(f"{point:66s} {f(t)} {f(ref):>9s} {ratio}  {target}")
     for name, task in sizes:
         row(name, sec(f"device: {name}"), tsec(torch_g, task), "< 10 s, >= 1.0x PyTorch")
+    for name, task in sizes:  # --precision bf16 against PyTorch's bf16 model (bf16 tensor cores both)
+        if st.done.get(f"device: {name}, --precision bf16"):
+            row(f"{name}, bf16", sec(f"device: {name}, --precision bf16"), tsec(torch_b, task),
+                "< 10 s, >= 1.0x PyTorch bf16")
     dev = sec("device: spectral --level weight qwen2-0.5b")
     row("spectral --level weight qwen2-0.5b", dev, tsec(torch_q, "eigh"), "< 2 s, >= 1.0x PyTorch")
     row("spectral --level weight qwen2-0.5b against Eigen on the host", dev,
@@ -233,7 +237,8 @@ def run_all(a):
     # 2. device = CPU on small windows (float32 round-off; qwen2 and llama read BF16 weights, converted
     # exactly to float32 on both sides, so the same tolerance)
     def cmp(name, rtol, atol, args, h5prefix=None, limit=60, csvprefix=None):
-        pre = ["--h5", h5prefix, "--"] if h5prefix and h5 else ["--csv", csvprefix, "--"] if csvprefix else []
+        pre = ["--h5", h5prefix] if h5prefix and h5 else ["--csv", csvprefix] if csvprefix else []
+        pre += [] if args[0] == "--device-arg" else ["--"] if pre else []
         if h5prefix and not h5:  # the reports only: both runs write one file, the second run's stays
             args = [f"{h5prefix}_noh5.h5" if x == "@OUT@" else x for x in args]
         st.run(f"= cpu: {name}", limit, vs + [str(rtol), str(atol)] + pre + args, env=env_vs,
@@ -328,18 +333,39 @@ def run_all(a):
         for k, d, f in (("gpt2-124m", G, "cap_gpt2_cpu.h5"), ("qwen2-0.5b", Q, "cap_qwen_cpu.h5")):
             st.run(f"pytorch hooks = the capture file of {k} (probabilities, Q, K, residual norms)", 60,
                    [sys.executable, TORCH_PY, "torch", k, d, "vs-capture:" + os.path.join(work, f)] + dry)
-    print("pytorch:", json.dumps(torch_g), json.dumps(torch_q))
+    # 4. bf16 (after every float32 step: the budget cuts the last steps first)
+    # --precision bf16 (bf16 weights and GEMM inputs, float32 accumulation) against the float32 CPU:
+    # the bf16 tolerance of tests/gpu/test_analysis_precision_emu.cpp, 2u (4 L + 1) of each tensor's
+    # scale with u = 2^-8 (L = 12: 98u = 0.38; the tiny shapes' L = 2: 18u = 0.07)
+    L_g = shapes["gpt2-124m"]["layers"]
+    tol_b = 2 * 2 ** -8 * (4 * L_g + 1)
+    cmp(f"capture gpt2-124m --precision bf16, T 64 x 2, every head with Q and K (tolerance {tol_b:.3g})", tol_b,
+        tol_b, ["--device-arg", "--precision", "--device-arg", "bf16", "--",
+                bin_("capture"), "--checkpoint", G, "--tokens", f"{G}/tokens.txt", "--seq-len", "64", "--n-seq",
+                "2", "--out", "@OUT@"], os.path.join(work, "cap_gpt2_bf16"))
+    for name, kind, cmd in dev_runs[:3]:  # the same at --precision bf16 (beside PyTorch's bf16 model)
+        reports[kind + "_bf16"] = st.run(f"device: {name}, --precision bf16", 60,
+                                         cmd + ["--device", "cuda", "--precision", "bf16", "--format", "json"],
+                                         env=env_dev, quiet=True)
+    torch_b = last_json(st.run("pytorch bf16: gpt2-124m capture hooks, perplexity (weights and activations in bf16)",
+                               120, [sys.executable, TORCH_PY, "torch", "gpt2-124m", G] + tasks[:3] + dry + ["--bf16"]))
+    print("pytorch:", json.dumps(torch_g), json.dumps(torch_b), json.dumps(torch_q))
     st.table()
-    acceptance(st, torch_g, torch_q, [(name, task) for (name, _, _), task in zip(dev_runs, tasks)], llama)
+    acceptance(st, torch_g, torch_q, [(name, task) for (name, _, _), task in zip(dev_runs, tasks)], llama, torch_b)
     if reports.get("ppl") and torch_g and tasks[2] in torch_g:  # the same windows: float32 round-off apart
         ppl, ref = json.loads(reports["ppl"])["baseline"]["ppl"], torch_g[tasks[2]]["value"]
         ok = abs(ppl - ref) <= 1e-4 * ref
         st.failed += not ok
         print(f"perplexity over the same windows: spectral-surgery --device cuda {ppl:.8g}, PyTorch {ref:.8g}, "
               f"relative difference {abs(ppl - ref) / ref:.2g} ({'ok' if ok else 'FAILED'}: 1e-4)")
+    if reports.get("ppl_bf16") and torch_b and tasks[2] in torch_b:  # recorded, not a pass/fail: PyTorch
+        # rounds every activation, norm and softmax to bf16, the tool its GEMM inputs only
+        ppl, ref = json.loads(reports["ppl_bf16"])["baseline"]["ppl"], torch_b[tasks[2]]["value"]
+        print(f"perplexity in bf16 over the same windows: spectral-surgery --precision bf16 {ppl:.8g}, "
+              f"PyTorch bf16 {ref:.8g}, relative difference {abs(ppl - ref) / ref:.2g}")
     if a.summary:  # the numbers for docs/gpu.md, beside the log
         json.dump({"steps": [dict(zip(("step", "seconds", "result", "peak_rss_kib", "limit_s"), r)) for r in st.rows],
-                   "pytorch": [torch_g, torch_q], "failed": st.failed}, open(a.summary, "w"), indent=1)
+                   "pytorch": [torch_g, torch_q, torch_b], "failed": st.failed}, open(a.summary, "w"), indent=1)
     for k, d in dirs.items():  # 13.5 GB: the machine's disk is 64 GB
         shutil.rmtree(d, ignore_errors=True)
     print(f"analysers: {st.failed} step(s) failed" if st.failed else "ok: analysers step")

@@ -110,9 +110,10 @@ def write_tokens(d, vocab, n, seed):
     return tok
 
 
-# ---------------------------------------------------------------- the PyTorch side (same GPU, float32)
-def read_weights(d, dev, names=None):
-    """Every tensor (or those of `names`) of a folder, as float32 on `dev`, shard by shard."""
+# ---------------------------------------------------------------- the PyTorch side (same GPU, float32 or bf16)
+def read_weights(d, dev, names=None, dtype=torch.float32):
+    """Every tensor (or those of `names`) of a folder, as `dtype` on `dev` (float32, or bfloat16: the
+    model in bf16 as PyTorch runs it on bf16 tensor cores), shard by shard."""
     idx = os.path.join(d, "model.safetensors.index.json")
     files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) else ["model.safetensors"]
     out = {}
@@ -128,7 +129,7 @@ def read_weights(d, dev, names=None):
                 f.seek(base + b)
                 stored, raw = st_dtype(v["dtype"])
                 t = torch.frombuffer(bytearray(f.read(e - b)), dtype=raw)
-                out[k] = t.view(stored).reshape(v["shape"]).to(dev).float()
+                out[k] = t.view(stored).reshape(v["shape"]).to(dev).to(dtype)
     return out
 
 
@@ -168,7 +169,7 @@ def rope(x, theta):  # rotate_half convention, x [B, H, T, dh]
     ang = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * inv[None, :]
     cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
     x1, x2 = x[..., : dh // 2], x[..., dh // 2:]
-    return x * cos + torch.cat([-x2, x1], -1) * sin
+    return (x * cos + torch.cat([-x2, x1], -1) * sin).to(x.dtype)  # bf16 stays bf16 (angles in float32)
 
 
 class Attention(torch.nn.Module):
@@ -239,15 +240,16 @@ def timed(fn, dev):
     return r, time.perf_counter() - t0
 
 
-def torch_side(shape_name, d, tasks, tiny):
+def torch_side(shape_name, d, tasks, tiny, dtype=torch.float32):
     """The analysers' computations in PyTorch: one JSON line per task with its seconds (load = the
-    weights from the files to the GPU; each task after one untimed warm-up of the same kernels)."""
+    weights from the files to the GPU; each task after one untimed warm-up of the same kernels);
+    `dtype` bfloat16: every weight and activation in bf16 (the tools' --precision bf16 beside it)."""
     s = (TINY if tiny else SHAPES)[shape_name]
     dev = gen_device()
     cfg = json.load(open(os.path.join(d, "config.json")))
     tok = torch.tensor(list(map(int, open(os.path.join(d, "tokens.txt")).read().split())), device=dev)
     res = {"shape": shape_name, "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
-           "torch": torch.__version__}
+           "torch": torch.__version__, "dtype": str(dtype).replace("torch.", "")}
     if tasks == ["eigh"]:  # only the query and key weights
         names = {n for n, _, _ in tensor_list(s) if n.endswith(("q_proj.weight", "k_proj.weight", "c_attn.weight"))}
         w, res["load_s"] = timed(lambda: read_weights(d, dev, names), dev)
@@ -255,7 +257,7 @@ def torch_side(shape_name, d, tasks, tiny):
         res["eigh"] = dict(zip(("heads", "seconds"), timed(lambda: head_cores_eigh(s, w), dev)))
         print(json.dumps(res))
         return
-    w, res["load_s"] = timed(lambda: read_weights(d, dev), dev)
+    w, res["load_s"] = timed(lambda: read_weights(d, dev, dtype=dtype), dev)
     model = Model(cfg, w)
     if tasks[0].startswith("vs-capture:"):
         res["vs_capture"] = versus_capture(model, tasks[0].split(":", 1)[1], dev)
@@ -404,9 +406,10 @@ def main():
     t.add_argument("dir")
     t.add_argument("tasks", nargs="+")
     t.add_argument("--dry-run-cpu", action="store_true")
+    t.add_argument("--bf16", action="store_true", help="weights and activations in bfloat16")
     a = p.parse_args()
     if a.cmd == "torch":
-        torch_side(a.shape, a.dir, a.tasks, a.dry_run_cpu)
+        torch_side(a.shape, a.dir, a.tasks, a.dry_run_cpu, torch.bfloat16 if a.bf16 else torch.float32)
         return 0
     t0 = time.monotonic()
     params, size = make(a.shape, a.dir, a.dry_run_cpu)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A whole tool on the emulated device against the CPU analyser (issue 30 acceptance 1).
 
-Usage: device_vs_cpu.py RTOL ATOL [--h5 PREFIX | --csv PREFIX] -- TOOL ARGS...
+Usage: device_vs_cpu.py RTOL ATOL [--h5 PREFIX | --csv PREFIX] [--device-arg ARG]... -- TOOL ARGS...
 Runs `TOOL ARGS --format json --device cpu` and `CF_GPU_EMULATE=1 TOOL ARGS --format json --device
 cuda` (on a machine with a GPU, CF_DEVICE_VS_CPU_EMULATE=0 runs the real device instead:
 scripts/device/analysers.py), and compares the two JSON reports entry by entry: every number within ATOL + RTOL |cpu|,
@@ -20,6 +20,9 @@ to each of its entries: a probability of 1e-9 carries the absolute error of its 
 With --csv PREFIX, the same for a headerless CSV of numbers the tool writes (rollout's --matrix):
 @OUT@ becomes PREFIX_cpu.csv and PREFIX_cuda.csv, and the two files are compared entry by entry
 as the reports' numbers (within ATOL + RTOL |cpu| each).
+
+Each --device-arg ARG is appended to the device run only (e.g. `--precision bf16`: a policy the CPU
+refuses); for --precision P the device report's meta (or meta.params) must say precision P.
 """
 import json
 import os
@@ -31,6 +34,9 @@ rest = sys.argv[3:]
 file_prefix, file_ext = None, None
 if rest and rest[0] in ("--h5", "--csv"):
     file_ext, file_prefix, rest = rest[0][2:], rest[1], rest[2:]
+device_args = []
+while rest and rest[0] == "--device-arg":
+    device_args, rest = device_args + [rest[1]], rest[2:]
 cmd = rest[1:] if rest and rest[0] == "--" else rest
 
 
@@ -48,7 +54,9 @@ def run(device, emulate):
         if os.path.exists(out_file(device)):
             os.remove(out_file(device))
         args = [out_file(device) if a == "@OUT@" else a for a in cmd]
-    p = subprocess.run(args + ["--format", "json", "--device", device], env=env, capture_output=True, text=True)
+    extra = device_args if device != "cpu" else []
+    p = subprocess.run(args + extra + ["--format", "json", "--device", device], env=env, capture_output=True,
+                       text=True)
     if p.returncode != 0:
         sys.exit(f"--device {device} run failed (exit {p.returncode}): {p.stderr.strip()}")
     text = p.stdout.replace(out_file(device), "@OUT@") if file_prefix else p.stdout
@@ -56,6 +64,12 @@ def run(device, emulate):
 
 
 cpu, dev = run("cpu", False), run("cuda", os.environ.get("CF_DEVICE_VS_CPU_EMULATE", "1") != "0")
+if "--precision" in device_args:
+    want = device_args[device_args.index("--precision") + 1]
+    meta = dev.get("meta", {})
+    got = meta.get("precision", meta.get("params", {}).get("precision"))  # capture: meta.params
+    if got != want:
+        sys.exit(f"the device report's meta says precision {got!r}, not {want!r}")
 worst = [0.0, ""]
 count = [0]
 

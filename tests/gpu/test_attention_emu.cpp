@@ -19,6 +19,7 @@
 #include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 #include "cf/nn/ops.hpp"
+#include "extras_cases.hpp"
 
 namespace {
 
@@ -120,145 +121,38 @@ TEST_CASE("gpu tiled mask: visited tiles follow the mask's score count", "[gpu]"
 
 namespace {
 
-enum class Extra { Sd, RunwayDot, RunwayBilinear, SdRunway };
+using cf_test::Extra;
 
-const char* extra_name(Extra e) {
-  return e == Extra::Sd               ? "S-D"
-         : e == Extra::RunwayDot      ? "runway dot"
-         : e == Extra::RunwayBilinear ? "runway bilinear"
-                                      : "S-D + runway";
-}
-
-// max |a - b| / (1 + |b|) over float kernel output a and double oracle b
-double max_rel(const std::vector<float>& a, const std::vector<double>& b) {
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]) / (1.0 + std::abs(b[i])));
-  return m;
-}
-
-// S-D (skew logits, diagonal damping) and runway rewiring (dot and bilinear log-beta bias) in the
-// tiled kernels against the dense head of lib/nn run in double (cf::nn::detail::attention_head_*,
-// with the runway bias -softplus(tau) built here from Runway (Lee & Clark) Eqs. 8-14 as lib/nn's
-// runway_forward does, and the runway gradients from the oracle's logit gradient dS).
+// S-D and runway heads in the general kernels (CF_GPU_ATTENTION=generic) and in the flash kernels
+// (the default path) against the dense head of lib/nn run in double (cf_test::extras_oracle).
 void check_extras(cf::graph::PatternKind kind, bool branch, Extra extra, bool alibi, bool rope, int T, int dh,
                   int bb = 12, int w = 10, int e = 4) {
-  const int B = 2, H = 3;
-  const bool sd = extra == Extra::Sd || extra == Extra::SdRunway;
-  const bool rw = extra != Extra::Sd, bil = extra == Extra::RunwayBilinear;
-  const Masks masks = make_masks(kind, branch, T, bb, w, e);
-  std::vector<const std::uint8_t*> mp;
-  for (const auto& m : masks) mp.push_back(m.data());
-  const cf::gpu::TiledMask tm = cf::gpu::tiled_mask_from_dense(mp, T);
-  const std::size_t n = static_cast<std::size_t>(B) * H * T * dh;
-  auto q = randn(n, 11), k = randn(n, 12), v = randn(n, 13), dy = randn(n, 14);
-  if (rope)  // RoPE is applied to q and k before the kernels (as the trainer does)
-    for (int bh = 0; bh < B * H; ++bh) {
-      cf::nn::rope_apply(q.data() + std::size_t(bh) * T * dh, T, dh, dh, false);
-      cf::nn::rope_apply(k.data() + std::size_t(bh) * T * dh, T, dh, dh, false);
+  const cf_test::ExtrasProblem p = cf_test::make_extras_problem(kind, branch, extra, alibi, rope, T, dh, bb, w, e);
+  const cf_test::ExtrasOracle o = cf_test::extras_oracle(p);
+  using cf_test::max_rel;
+  static cf::gpu::Context generic(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Generic});
+  static cf::gpu::Context flash(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Flash});
+  for (cf::gpu::Context* ctx : {&generic, &flash})
+    for (auto sched : {cf::gpu::emu::Schedule::Forward, cf::gpu::emu::Schedule::Reverse}) {
+      cf::gpu::emu::set_schedule(sched);
+      const cf_test::ExtrasResult r = cf_test::run_extras(*ctx, p);
+      INFO(cf::gpu::kAttentionPaths.name(ctx->attention())
+           << " " << cf::graph::pattern_name(kind) << (branch ? " branch" : " union") << " "
+           << cf_test::extra_name(extra) << (alibi ? " alibi" : "") << (rope ? " rope" : "") << " T=" << T
+           << " dh=" << dh << " b=" << bb << " w=" << w);
+      // float32 kernels against a double oracle: 1e-4 relative to 1 + |oracle| (sums of <= T
+      // float products; the runway gradients sum over T^2 edges)
+      CHECK(max_rel(r.y, o.y) < 1e-4);
+      CHECK(max_rel(r.dq, o.dq) < 1e-4);
+      CHECK(max_rel(r.dk, o.dk) < 1e-4);
+      CHECK(max_rel(r.dv, o.dv) < 1e-4);
+      if (p.sd) CHECK(max_rel(r.dd, o.dd) < 1e-4);
+      if (p.rw) {
+        CHECK(max_rel(r.dvs, o.dvs) < 1e-4);
+        CHECK(max_rel(r.dvl, o.dvl) < 1e-4);
+      }
+      if (p.bil) CHECK(max_rel(r.dB, o.dB) < 1e-4);
     }
-  std::vector<float> damp(std::size_t(B) * H * T), Bm = randn(std::size_t(dh) * dh, 15, 0.3f);
-  {
-    std::mt19937 g(16);
-    std::uniform_real_distribution<float> u(0.0f, 2.0f);
-    for (auto& x : damp) x = u(g);
-  }
-  std::vector<float> slopes(H);
-  for (int h = 0; h < H; ++h) slopes[h] = alibi ? float(cf::nn::alibi_slope(h, H)) : 0.0f;
-  const float scale = (sd ? 0.5f : 1.0f) / std::sqrt(float(dh));
-  const double c = 1.0 / std::sqrt(double(dh));
-  auto D = [](const float* p, std::size_t m) { return std::vector<double>(p, p + m); };
-  const std::size_t hs = std::size_t(T) * dh, TT = std::size_t(T) * T;
-
-  // oracle, in double
-  std::vector<double> y0(n), dq0(n, 0), dk0(n, 0), dv0(n, 0), dd0(damp.size(), 0), dvs0(n, 0), dvl0(n, 0),
-      dB0(std::size_t(B) * H * dh * dh, 0);
-  std::vector<double> P(masks.size() * TT), dS(TT), tau(TT), bias(TT);
-  for (int b = 0; b < B; ++b) {
-    const float* vl = v.data() + (std::size_t(b) * H + H - 1) * hs;  // the last head's values
-    std::fill(bias.begin(), bias.end(), 0.0), std::fill(tau.begin(), tau.end(), 0.0);
-    if (rw)
-      for (int i = 3; i < T; ++i)
-        for (int j = 1; j <= i - 2; ++j) {
-          double t = 0;
-          for (int a = 0; a < dh; ++a)
-            for (int z = 0; z < dh; ++z)
-              t += bil ? double(vl[(i - 1) * dh + a]) * Bm[a * dh + z] * vl[j * dh + z]
-                       : (a == z ? c * vl[(i - 1) * dh + a] * vl[j * dh + z] : 0.0);
-          tau[i * T + j] = t;
-          bias[i * T + j] = -cf::nn::softplus(t);
-        }
-    for (int h = 0; h < H; ++h) {
-      const std::size_t bh = std::size_t(b) * H + h, o = bh * hs;
-      cf::nn::detail::HeadSpec spec;
-      spec.scale = scale;
-      spec.sd = sd;
-      spec.alibi_slope = slopes[h];
-      spec.masks = mp;
-      const auto qd = D(q.data() + o, hs), kd = D(k.data() + o, hs), vd = D(v.data() + o, hs),
-                 dyd = D(dy.data() + o, hs), dmp = D(damp.data() + bh * T, T);
-      std::vector<double> ddh(T, 0);
-      cf::nn::detail::attention_head_forward<double>(spec, T, dh, qd.data(), kd.data(), vd.data(), dh, y0.data() + o,
-                                                     dh, sd ? dmp.data() : nullptr, rw ? bias.data() : nullptr,
-                                                     P.data(), nullptr, nullptr);
-      cf::nn::detail::attention_head_backward<double>(spec, T, dh, qd.data(), kd.data(), vd.data(), dh, dq0.data() + o,
-                                                      dk0.data() + o, dv0.data() + o, dyd.data(), dh, P.data(), nullptr,
-                                                      dS.data(), sd ? ddh.data() : nullptr);
-      for (int t = 0; t < T; ++t) dd0[bh * T + t] = ddh[t];
-      if (!rw) continue;
-      for (int i = 3; i < T; ++i)
-        for (int j = 1; j <= i - 2; ++j) {
-          const double dtau = -dS[i * T + j] * cf::nn::sigmoid(tau[i * T + j]);
-          for (int a = 0; a < dh; ++a) {
-            double bvj = 0, btv = 0;  // (B vl_j)_a and (B^T vl_{i-1})_a
-            for (int z = 0; z < dh; ++z) {
-              bvj += bil ? Bm[a * dh + z] * vl[j * dh + z] : 0.0;
-              btv += bil ? Bm[z * dh + a] * vl[(i - 1) * dh + z] : 0.0;
-            }
-            dvs0[o + i * dh + a] += dtau * (bil ? bvj : c * vl[j * dh + a]);
-            dvl0[o + j * dh + a] += dtau * (bil ? btv : c * vl[(i - 1) * dh + a]);
-            if (bil)
-              for (int z = 0; z < dh; ++z)
-                dB0[bh * dh * dh + a * dh + z] += dtau * double(vl[(i - 1) * dh + a]) * vl[j * dh + z];
-          }
-        }
-    }
-  }
-
-  const cf::gpu::AttentionShape s{B, H, T, dh, scale};
-  cf::gpu::AttentionExtras x;
-  if (sd) x.damp = damp.data();
-  if (rw) {
-    x.runway_v = v.data() + std::size_t(H - 1) * hs;
-    x.runway_stride = std::int64_t(H) * hs;
-    if (bil) x.runway_B = Bm.data();
-  }
-  for (auto sched : {cf::gpu::emu::Schedule::Forward, cf::gpu::emu::Schedule::Reverse}) {
-    cf::gpu::emu::set_schedule(sched);
-    std::vector<float> y1(n), lse(size_t(B) * H * tm.nb * T), obr(lse.size() * dh), dsum(lse.size());
-    std::vector<float> dq1(n, 0), dk1(n, 0), dv1(n, 0), dd1(damp.size(), 0), dvs1(n, 0), dvl1(n, 0), dB1(dB0.size(), 0);
-    cf::gpu::AttentionExtraGrads g;
-    if (sd) g.ddamp = dd1.data();
-    if (rw) g.dvs = dvs1.data(), g.dvl = dvl1.data(), g.dB = bil ? dB1.data() : nullptr;
-    cf::gpu::emu::attention_forward_ex(s, tm, slopes.data(), x, q.data(), k.data(), v.data(), y1.data(), lse.data(),
-                                       obr.data());
-    cf::gpu::emu::attention_backward_ex(s, tm, slopes.data(), x, q.data(), k.data(), v.data(), dy.data(), lse.data(),
-                                        obr.data(), dsum.data(), dq1.data(), dk1.data(), dv1.data(), g);
-    INFO(cf::graph::pattern_name(kind) << (branch ? " branch" : " union") << " " << extra_name(extra)
-                                       << (alibi ? " alibi" : "") << (rope ? " rope" : "") << " T=" << T << " dh=" << dh
-                                       << " b=" << bb << " w=" << w);
-    // float32 kernels against a double oracle: 1e-4 relative to 1 + |oracle| (sums of <= T
-    // float products; the runway gradients sum over T^2 edges)
-    CHECK(max_rel(y1, y0) < 1e-4);
-    CHECK(max_rel(dq1, dq0) < 1e-4);
-    CHECK(max_rel(dk1, dk0) < 1e-4);
-    CHECK(max_rel(dv1, dv0) < 1e-4);
-    if (sd) CHECK(max_rel(dd1, dd0) < 1e-4);
-    if (rw) {
-      CHECK(max_rel(dvs1, dvs0) < 1e-4);
-      CHECK(max_rel(dvl1, dvl0) < 1e-4);
-    }
-    if (bil) CHECK(max_rel(dB1, dB0) < 1e-4);
-  }
   cf::gpu::emu::set_schedule(cf::gpu::emu::Schedule::Forward);
 }
 
@@ -308,8 +202,9 @@ TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than its documented value
   std::vector<float> a(T * dh, 0.1f), y(T * dh), l(T), o(T * dh);
   // the environment is read where a context is made from it (ContextOptions::from_environment)
   ::setenv("CF_GPU_ATTENTION", "fast", 1);
-  REQUIRE_THROWS_WITH(cf::gpu::ContextOptions::from_environment(),
-                      Catch::Contains("CF_GPU_ATTENTION must be one of flash, flash32, rounded, plain, generic, got 'fast'"));
+  REQUIRE_THROWS_WITH(
+      cf::gpu::ContextOptions::from_environment(),
+      Catch::Contains("CF_GPU_ATTENTION must be one of flash, flash32, rounded, plain, generic, got 'fast'"));
   for (const auto path : {cf::gpu::AttentionPath::Flash32, cf::gpu::AttentionPath::Rounded}) {
     ::setenv("CF_GPU_ATTENTION", std::string(cf::gpu::kAttentionPaths.name(path)).c_str(), 1);
     CHECK(cf::gpu::ContextOptions::from_environment().attention == path);

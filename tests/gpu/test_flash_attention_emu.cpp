@@ -8,6 +8,7 @@
 // central differences of their own forward (loss summed in double). The tile plan is checked
 // against a brute-force classification of the dense masks, and the kernels' visit counter shows
 // that empty tiles are never visited; the backward is bit-reproducible.
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -162,6 +163,33 @@ std::pair<std::int64_t, std::int64_t> count_tiles(const Masks& masks, int T) {
   return {nonempty, full};
 }
 
+// The tile visits of the flash kernels for head features F on problem p with B = H = 1 (the
+// kernels launched directly: the counter is their last argument): forward, key side, key side +
+// query side.
+template <int F>
+std::array<int, 3> flash_visits(const Problem& p, const cf::gpu::kernels::HeadExtras& x,
+                                const cf::gpu::kernels::HeadExtraGrads& xg) {
+  namespace kn = cf::gpu::kernels;
+  const kn::MaskView mv = p.tm.view();
+  const cf::gpu::AttentionShape s = p.shape();
+  std::vector<float> y(p.n()), lse(p.nl()), obr(p.nl() * p.dh), dsum(p.nl()), dq(p.n()), dk(p.n()), dv(p.n());
+  int fwd = 0, bwd = 0, kv = 0;
+  const dim3 grid(mv.ftiles, 1, 1);
+  auto* kf = kn::flash_forward_kernel<32, F>;
+  CF_LAUNCH(kf, grid, dim3(32 * kn::kFlashForwardWarps), mv, 1, s.dh, s.scale, nullptr, x, p.q.data(), p.k.data(),
+            p.v.data(), y.data(), lse.data(), obr.data(), &fwd);
+  auto* kd = kn::flash_dsum_kernel<kn::kFlashBackwardWarps>;
+  CF_LAUNCH(kd, grid, dim3(32 * kn::kFlashBackwardWarps), mv.nb, s.T, 1, s.dh, p.dy.data(), obr.data(), dsum.data());
+  auto* kkv = kn::flash_backward_kv_kernel<32, F>;
+  CF_LAUNCH(kkv, grid, dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, x, p.q.data(), p.k.data(),
+            p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(), dk.data(), dv.data(), xg, &bwd);
+  kv = bwd;
+  auto* kq = kn::flash_backward_q_kernel<32, F>;
+  CF_LAUNCH(kq, grid, dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, x, p.q.data(), p.k.data(),
+            p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(), dk.data(), xg, &bwd);
+  return {fwd, kv, bwd};
+}
+
 }  // namespace
 
 TEST_CASE("gpu flash attention = reference kernels and dense attention, every mask family, fusion, ALiBi",
@@ -244,26 +272,20 @@ TEST_CASE("gpu flash attention: the tile plan = a brute-force classification, em
     CHECK(p.tm.flash_tiles_full == full);
     const int nf = (c.T + kn::kFlashTile - 1) / kn::kFlashTile;
     CHECK(nonempty < std::int64_t(nf) * nf * p.tm.nb);  // these masks do leave tiles out
-    // every kernel visits exactly the plan's tiles (a skipped tile adds nothing to the counter)
-    const kn::MaskView mv = p.tm.view();
-    const cf::gpu::AttentionShape s = p.shape();
-    std::vector<float> y(p.n()), lse(p.nl()), obr(p.nl() * p.dh), dsum(p.nl()), dq(p.n()), dk(p.n()), dv(p.n());
-    int fwd = 0, bwd = 0;
-    auto* kf = kn::flash_forward_kernel<32>;
-    CF_LAUNCH(kf, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashForwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
-              p.k.data(), p.v.data(), y.data(), lse.data(), obr.data(), &fwd);
-    auto* kd = kn::flash_dsum_kernel<kn::kFlashBackwardWarps>;
-    CF_LAUNCH(kd, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv.nb, s.T, 1, s.dh, p.dy.data(),
-              obr.data(), dsum.data());
-    auto* kkv = kn::flash_backward_kv_kernel<32>;
-    CF_LAUNCH(kkv, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
-              p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dk.data(), dv.data(), &bwd);
-    CHECK(bwd == nonempty);
-    auto* kq = kn::flash_backward_q_kernel<32>;
-    CF_LAUNCH(kq, dim3(mv.ftiles, 1, 1), dim3(32 * kn::kFlashBackwardWarps), mv, 1, s.dh, s.scale, nullptr, p.q.data(),
-              p.k.data(), p.v.data(), p.dy.data(), lse.data(), dsum.data(), dq.data(), &bwd);
-    CHECK(fwd == nonempty);
-    CHECK(bwd == 2 * nonempty);
+    // every kernel visits exactly the plan's tiles (a skipped tile adds nothing to the counter),
+    // for plain, S-D and runway heads alike (the extras change logits, not the plan)
+    std::vector<float> damp(p.T, 0.5f), u(p.n(), 0.1f), ddamp(p.T), dvs(p.n()), dvl(p.n());
+    kn::HeadExtras sd, rw;
+    sd.damp = damp.data();
+    rw.rw_v = p.v.data(), rw.rw_stride = std::int64_t(p.T) * p.dh, rw.rw_u = u.data(), rw.rw_c = 0.25f;
+    kn::HeadExtraGrads sdg, rwg;
+    sdg.ddamp = ddamp.data(), rwg.dvs = dvs.data(), rwg.dvl = dvl.data();
+    for (const auto& [fwd, kv, bwd] : {flash_visits<0>(p, {}, {}), flash_visits<kn::kFlashSd>(p, sd, sdg),
+                                       flash_visits<kn::kFlashRunway>(p, rw, rwg)}) {
+      CHECK(kv == nonempty);
+      CHECK(fwd == nonempty);
+      CHECK(bwd == 2 * nonempty);
+    }
   }
 }
 

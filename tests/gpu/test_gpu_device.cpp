@@ -296,10 +296,88 @@ TEST_CASE("device: tensor-core flash attention (TF32, bf16) = its rounded refere
         CHECK(m.dv == m2.dv);
         worst_ref[x] = std::max(worst_ref[x], dr / u), worst_f32[x] = std::max(worst_f32[x], df / u);
       }
-  WARN("tensor-core flash attention on the device, worst difference relative to the tensor's max, in u: vs the "
-       "rounded reference "
-       << worst_ref[0] << " (TF32) " << worst_ref[1] << " (bf16); vs float32 flash " << worst_f32[0] << " (TF32) "
-       << worst_f32[1] << " (bf16)");
+  WARN(
+      "tensor-core flash attention on the device, worst difference relative to the tensor's max, in u: vs the "
+      "rounded reference "
+      << worst_ref[0] << " (TF32) " << worst_ref[1] << " (bf16); vs float32 flash " << worst_f32[0] << " (TF32) "
+      << worst_f32[1] << " (bf16)");
+}
+
+TEST_CASE(
+    "device: flash attention with S-D and runway (dot, bilinear) = the general kernels on the device and the "
+    "emulated flash kernels",
+    "[gpu][device]") {
+  const int B = 2, H = 3, T = 200;
+  cf::gpu::Context flash(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Flash});
+  cf::gpu::Context generic(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Generic});
+  double worst_ref = 0, worst_emu = 0;
+  for (int form : {0, 1, 2})  // S-D, runway dot, runway bilinear
+    for (int dh : {64, 128})
+      for (const auto& [w, b] : {std::pair{T, 0}, std::pair{100, 0}, std::pair{T, 64}}) {
+        INFO("form=" << form << " dh=" << dh << " window=" << w << " block=" << b);
+        const auto mask = causal_mask(T, w, b);
+        const auto tm = cf::gpu::tiled_mask_from_dense({mask.data()}, T);
+        const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T,
+                          nb = std::size_t(B) * H * dh * dh;
+        const auto q = randn(n, 1), k = randn(n, 2), v = randn(n, 3), dyv = randn(n, 4), dampn = randn(nl, 5),
+                   Bm = randn(std::size_t(dh) * dh, 6);
+        std::vector<float> damp(nl);
+        for (std::size_t i = 0; i < nl; ++i) damp[i] = std::abs(dampn[i]);
+        const std::vector<float> slopes = {0.5f, 0.25f, 0.125f}, zeros(n, 0.0f), zl(nl, 0.0f), zb(nb, 0.0f);
+        const cf::gpu::AttentionShape s{B, H, T, dh, 0.5f / std::sqrt(float(dh))};
+        Dev<float> Q(q), K(k), Vv(v), DY(dyv), S(slopes), DM(damp), BM(Bm);
+        // the extras on either side (device or host pointers)
+        auto extras = [&](const float* dmp, const float* vv, const float* bm) {
+          cf::gpu::AttentionExtras x;
+          if (form == 0) x.damp = dmp;
+          if (form > 0) x.runway_v = vv + std::size_t(H - 1) * T * dh, x.runway_stride = std::int64_t(H) * T * dh;
+          if (form == 2) x.runway_B = bm;
+          return x;
+        };
+        using Out = std::vector<std::vector<float>>;  // y, dq, dk, dv, ddamp, dvs, dvl, dB
+        auto run = [&](cf::gpu::Context& ctx) {
+          Dev<float> Y(zeros), L(zl), O(zeros), DS(zl), DQ(zeros), DK(zeros), DV(zeros), DD(zl), DVS(zeros), DVL(zeros),
+              DB(zb);
+          const cf::gpu::AttentionExtras x = extras(DM.p, Vv.p, BM.p);
+          cf::gpu::AttentionExtraGrads g;
+          if (form == 0) g.ddamp = DD.p;
+          if (form > 0) g.dvs = DVS.p, g.dvl = DVL.p;
+          if (form == 2) g.dB = DB.p;
+          cf::gpu::cuda::attention_forward_ex(ctx, s, tm, S.p, x, Q.p, K.p, Vv.p, Y.p, L.p, O.p);
+          cf::gpu::cuda::attention_backward_ex(ctx, s, tm, S.p, x, Q.p, K.p, Vv.p, DY.p, L.p, O.p, DS.p, DQ.p, DK.p,
+                                               DV.p, g);
+          return Out{Y.get(), DQ.get(), DK.get(), DV.get(), DD.get(), DVS.get(), DVL.get(), DB.get()};
+        };
+        const Out f = run(flash), f2 = run(flash), r = run(generic);
+        Out e = {zeros, zeros, zeros, zeros, zl, zeros, zeros, zb};
+        {
+          std::vector<float> lse(nl), obr(n), dsum(nl);
+          const cf::gpu::AttentionExtras x = extras(damp.data(), v.data(), Bm.data());
+          cf::gpu::AttentionExtraGrads g;
+          if (form == 0) g.ddamp = e[4].data();
+          if (form > 0) g.dvs = e[5].data(), g.dvl = e[6].data();
+          if (form == 2) g.dB = e[7].data();
+          cf::gpu::emu::attention_forward_ex(flash, s, tm, slopes.data(), x, q.data(), k.data(), v.data(), e[0].data(),
+                                             lse.data(), obr.data());
+          cf::gpu::emu::attention_backward_ex(flash, s, tm, slopes.data(), x, q.data(), k.data(), v.data(), dyv.data(),
+                                              lse.data(), obr.data(), dsum.data(), e[1].data(), e[2].data(),
+                                              e[3].data(), g);
+        }
+        double dr = 0, de = 0;
+        for (std::size_t t = 0; t < f.size(); ++t) {
+          if ((t == 4 && form != 0) || ((t == 5 || t == 6) && form == 0) || (t == 7 && form != 2)) continue;
+          dr = std::max(dr, rel_to_max(f[t], r[t]));
+          de = std::max(de, rel_to_max(f[t], e[t]));
+          CHECK(f[t] == f2[t]);  // bit-reproducible on the device
+        }
+        CHECK(dr < 2e-5);
+        CHECK(de < 2e-5);
+        worst_ref = std::max(worst_ref, dr), worst_emu = std::max(worst_emu, de);
+      }
+  WARN(
+      "flash S-D / runway attention on the device, worst difference relative to the tensor's max: vs the general "
+      "kernels "
+      << worst_ref << ", vs the emulated flash kernels " << worst_emu);
 }
 
 TEST_CASE("device: tiled attention with S-D and bilinear runway = the CPU-executed kernels", "[gpu][device]") {

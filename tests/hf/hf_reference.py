@@ -6,6 +6,11 @@ Usage: hf_reference.py make FAMILY DIR   write DIR/config.json + safetensors (na
                                          DIR/ref_loss.txt (torch, float64), DIR/expected_spectral.json
        hf_reference.py gpt2-logits DIR   print the max |logit| difference between DIR/ref_logits.f32
                                          and a torch-only GPT-2 forward pass of the exported DIR
+       hf_reference.py bf16-logits DIR OUT   write OUT (float32 [T, V]): the logits of DIR/tokens.txt
+                                         with the inputs of every linear layer's product rounded to
+                                         bfloat16 (the weight matrices once, the activations per
+                                         product), float64 otherwise: the independent oracle of the
+                                         device analysis model's bf16 policy (docs/gpu.md)
 Families: gpt2, gpt2-bf16-sharded, gpt2-f16, gpt2-inner (n_inner = 3 n_embd, exact-erf "gelu",
 layer_norm_epsilon 1e-6), gpt_neox, gpt_neox-seq, bloom, bloom6 (6 heads: BLOOM's interleaved ALiBi
 slopes for a head count that is not a power of two), llama, qwen2.
@@ -31,6 +36,7 @@ except ImportError as e:  # the oracle is missing: skip, never pass silently
 
 torch.set_grad_enabled(False)
 DT = torch.float64
+ROUND_BF16 = False  # bf16-logits: round every linear layer's input to bfloat16 (mm below)
 V, C, H, L, T = 61, 32, 4, 2, 13
 
 
@@ -93,6 +99,17 @@ def read_dir(d):
 # ---------------------------------------------------------------- torch reference pieces
 def t(w, k):
     return torch.tensor(w[k], dtype=DT)
+
+
+def bf16(x):
+    """x rounded to bfloat16 (nearest even), as float64."""
+    return x.to(torch.float32).to(torch.bfloat16).to(DT)
+
+
+def mm(x, W):
+    """A linear layer's product x W; under ROUND_BF16 its activation x rounded to bfloat16 (the
+    weights were rounded once when read, bf16_logits)."""
+    return (bf16(x) if ROUND_BF16 else x) @ W
 
 
 def layer_norm(x, w, b, eps):
@@ -161,15 +178,15 @@ def forward_gpt2(w, cfg, tok, prefix):
     for l in range(cfg["n_layer"]):
         q = f"{p}h.{l}."
         a = layer_norm(x, t(w, q + "ln_1.weight"), t(w, q + "ln_1.bias"), eps)
-        qkv = a @ t(w, q + "attn.c_attn.weight") + t(w, q + "attn.c_attn.bias")  # Conv1D: x W, W [in, out]
+        qkv = mm(a, t(w, q + "attn.c_attn.weight")) + t(w, q + "attn.c_attn.bias")  # Conv1D: x W, W [in, out]
         Q, K, Vv = (heads_of(z, h, dh) for z in qkv.split(n, dim=-1))
         y = causal_softmax(Q @ K.transpose(-1, -2) / math.sqrt(dh)) @ Vv
-        x = x + merge(y) @ t(w, q + "attn.c_proj.weight") + t(w, q + "attn.c_proj.bias")
+        x = x + mm(merge(y), t(w, q + "attn.c_proj.weight")) + t(w, q + "attn.c_proj.bias")
         m = layer_norm(x, t(w, q + "ln_2.weight"), t(w, q + "ln_2.bias"), eps)
-        m = act(m @ t(w, q + "mlp.c_fc.weight") + t(w, q + "mlp.c_fc.bias"))
-        x = x + m @ t(w, q + "mlp.c_proj.weight") + t(w, q + "mlp.c_proj.bias")
+        m = act(mm(m, t(w, q + "mlp.c_fc.weight")) + t(w, q + "mlp.c_fc.bias"))
+        x = x + mm(m, t(w, q + "mlp.c_proj.weight")) + t(w, q + "mlp.c_proj.bias")
     x = layer_norm(x, t(w, p + "ln_f.weight"), t(w, p + "ln_f.bias"), eps)
-    return x @ t(w, p + "wte.weight").T
+    return mm(x, t(w, p + "wte.weight").T)
 
 
 def forward_neox(w, cfg, tok):
@@ -181,16 +198,16 @@ def forward_neox(w, cfg, tok):
     for l in range(cfg["num_hidden_layers"]):
         q = f"{p}layers.{l}."
         a = layer_norm(x, t(w, q + "input_layernorm.weight"), t(w, q + "input_layernorm.bias"), eps)
-        qkv = a @ t(w, q + "attention.query_key_value.weight").T + t(w, q + "attention.query_key_value.bias")
+        qkv = mm(a, t(w, q + "attention.query_key_value.weight").T) + t(w, q + "attention.query_key_value.bias")
         qkv = qkv.view(len(tok), h, 3 * dh).transpose(0, 1)  # per head [q | k | v]
         Q, K, Vv = qkv[..., :dh], qkv[..., dh:2 * dh], qkv[..., 2 * dh:]
         Q, K = rope(Q, r, cfg["rotary_emb_base"]), rope(K, r, cfg["rotary_emb_base"])
         y = causal_softmax(Q @ K.transpose(-1, -2) / math.sqrt(dh)) @ Vv
-        att = merge(y) @ t(w, q + "attention.dense.weight").T + t(w, q + "attention.dense.bias")
+        att = mm(merge(y), t(w, q + "attention.dense.weight").T) + t(w, q + "attention.dense.bias")
 
         def mlp(z):
-            z = gelu_erf(z @ t(w, q + "mlp.dense_h_to_4h.weight").T + t(w, q + "mlp.dense_h_to_4h.bias"))
-            return z @ t(w, q + "mlp.dense_4h_to_h.weight").T + t(w, q + "mlp.dense_4h_to_h.bias")
+            z = gelu_erf(mm(z, t(w, q + "mlp.dense_h_to_4h.weight").T) + t(w, q + "mlp.dense_h_to_4h.bias"))
+            return mm(z, t(w, q + "mlp.dense_4h_to_h.weight").T) + t(w, q + "mlp.dense_4h_to_h.bias")
 
         ln2 = lambda z: layer_norm(z, t(w, q + "post_attention_layernorm.weight"),
                                    t(w, q + "post_attention_layernorm.bias"), eps)
@@ -200,7 +217,7 @@ def forward_neox(w, cfg, tok):
             x = x + att
             x = x + mlp(ln2(x))
     x = layer_norm(x, t(w, p + "final_layer_norm.weight"), t(w, p + "final_layer_norm.bias"), eps)
-    return x @ t(w, "embed_out.weight").T
+    return mm(x, t(w, "embed_out.weight").T)
 
 
 def bloom_slopes(n):
@@ -222,17 +239,17 @@ def forward_bloom(w, cfg, tok):
     for l in range(cfg["n_layer"]):
         q = f"h.{l}."
         a = layer_norm(x, t(w, q + "input_layernorm.weight"), t(w, q + "input_layernorm.bias"), eps)
-        f = a @ t(w, q + "self_attention.query_key_value.weight").T + t(w, q + "self_attention.query_key_value.bias")
+        f = mm(a, t(w, q + "self_attention.query_key_value.weight").T) + t(w, q + "self_attention.query_key_value.bias")
         f = f.view(len(tok), h, 3, dh)
         Q, K, Vv = (f[:, :, i].transpose(0, 1) for i in range(3))
         s = alibi + (Q @ K.transpose(-1, -2)) / math.sqrt(dh)
         y = causal_softmax(s) @ Vv
-        x = x + merge(y) @ t(w, q + "self_attention.dense.weight").T + t(w, q + "self_attention.dense.bias")
+        x = x + mm(merge(y), t(w, q + "self_attention.dense.weight").T) + t(w, q + "self_attention.dense.bias")
         m = layer_norm(x, t(w, q + "post_attention_layernorm.weight"), t(w, q + "post_attention_layernorm.bias"), eps)
-        m = gelu_tanh(m @ t(w, q + "mlp.dense_h_to_4h.weight").T + t(w, q + "mlp.dense_h_to_4h.bias"))
-        x = x + m @ t(w, q + "mlp.dense_4h_to_h.weight").T + t(w, q + "mlp.dense_4h_to_h.bias")
+        m = gelu_tanh(mm(m, t(w, q + "mlp.dense_h_to_4h.weight").T) + t(w, q + "mlp.dense_h_to_4h.bias"))
+        x = x + mm(m, t(w, q + "mlp.dense_4h_to_h.weight").T) + t(w, q + "mlp.dense_4h_to_h.bias")
     x = layer_norm(x, t(w, "ln_f.weight"), t(w, "ln_f.bias"), eps)
-    return x @ t(w, "word_embeddings.weight").T
+    return mm(x, t(w, "word_embeddings.weight").T)
 
 
 def forward_llama(w, cfg, tok):
@@ -243,7 +260,7 @@ def forward_llama(w, cfg, tok):
     x = t(w, "model.embed_tokens.weight")[tok]
 
     def lin(z, name, b):
-        y = z @ t(w, name + ".weight").T
+        y = mm(z, t(w, name + ".weight").T)
         return y + t(w, name + ".bias") if b else y
 
     for l in range(cfg["num_hidden_layers"]):
@@ -261,7 +278,7 @@ def forward_llama(w, cfg, tok):
         x = x + lin(m, q + "mlp.down_proj", False)
     x = rms_norm(x, t(w, "model.norm.weight"), eps)
     head = "model.embed_tokens.weight" if cfg["tie_word_embeddings"] else "lm_head.weight"
-    return x @ t(w, head).T
+    return mm(x, t(w, head).T)
 
 
 # ---------------------------------------------------------------- random checkpoints
@@ -440,6 +457,39 @@ def expected_spectral(family, cfg, w):
     return exp
 
 
+def forward_dir(d, read=read_dir):
+    """The reference logits of DIR/tokens.txt, the family read from config.json, the weights by `read`."""
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    w = read(d)
+    tok = torch.tensor([int(x) for x in open(os.path.join(d, "tokens.txt")).read().split()], dtype=torch.long)
+    kind = cfg["model_type"]
+    if kind == "gpt2":
+        return forward_gpt2(w, cfg, tok, "transformer." if "transformer.wte.weight" in w else "")
+    if kind == "gpt_neox":
+        return forward_neox(w, cfg, tok)
+    if kind == "bloom":
+        return forward_bloom(w, cfg, tok)
+    return forward_llama(w, cfg, tok)
+
+
+def bf16_logits(d, out):
+    """forward_dir with every linear layer's inputs in bfloat16: the device's matrices (every 2-D
+    tensor but GPT-2's learned positions, which the device keeps in float32) rounded once, the
+    activations per product (mm)."""
+    global ROUND_BF16
+
+    def rounded(dd):
+        w = read_dir(dd)
+        for k, a in w.items():
+            if a.ndim == 2 and not k.endswith("wpe.weight"):
+                w[k] = bf16(torch.tensor(a, dtype=DT)).numpy()
+        return w
+
+    ROUND_BF16 = True
+    forward_dir(d, rounded).numpy().astype(np.float32).tofile(out)
+    print(f"ok: bf16 logits of {d} -> {out}")
+
+
 def gpt2_logits(d):
     """Torch-only GPT-2 forward pass of an exported directory vs its ref_logits.f32."""
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -458,6 +508,8 @@ if __name__ == "__main__":
         make(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "gpt2-logits":
         gpt2_logits(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "bf16-logits":
+        bf16_logits(sys.argv[2], sys.argv[3])
     else:
         print(__doc__)
         sys.exit(2)

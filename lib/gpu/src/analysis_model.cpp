@@ -191,16 +191,28 @@ void edit_scores(const nn::ForwardHooks& hooks, int l, int B, int H, int T, floa
 
 }  // namespace
 
-AnalysisModel::AnalysisModel(Placement where, const nn::Model<float>& model, Context& ctx) {
+AnalysisModel::AnalysisModel(Placement where, const nn::Model<float>& model, Context& ctx)
+    : AnalysisModel(where, model, Precision::Fp32, ctx) {}
+
+AnalysisModel::AnalysisModel(Placement where, const nn::Model<float>& model, Precision precision, Context& ctx) {
   require(static_cast<std::int64_t>(model.params.size()) == model.layout.total, "model has ", model.params.size(),
           " parameters but its layout needs ", model.layout.total);
-  impl_ = make_build(where, ctx, make_analysis_plan(model.config), model.params.data());
+  AnalysisPlan plan = make_analysis_plan(model.config);
+  plan.precision = precision;
+  impl_ = make_build(where, ctx, std::move(plan), model.params.data());
   config_ = model.config;
 }
 
-AnalysisModel::AnalysisModel(Placement where, const std::string& hf_dir, Context& ctx, std::size_t staging_bytes) {
+AnalysisModel::AnalysisModel(Placement where, const std::string& hf_dir, Context& ctx, std::size_t staging_bytes)
+    : AnalysisModel(where, hf_dir, Precision::Fp32, ctx, staging_bytes) {}
+
+AnalysisModel::AnalysisModel(Placement where, const std::string& hf_dir, Precision precision, Context& ctx,
+                             std::size_t staging_bytes) {
   const stored::StoredModel m = stored::open_stored(hf_dir);
-  impl_ = make_build(where, ctx, m.plan, nullptr);
+  AnalysisPlan plan = m.plan;
+  plan.precision = precision;
+  if (precision == Precision::Bf16) plan.wtype = WeightType::BF16;  // F32 / F16 matrices rounded as placed
+  impl_ = make_build(where, ctx, std::move(plan), nullptr);
   config_ = m.hf.config;
   std::uint8_t* buf = impl_->staging(staging_bytes);
   stored::stage_stored(m, buf, staging_bytes, [this](const WeightChunk& c) { impl_->place(c); });
@@ -208,6 +220,8 @@ AnalysisModel::AnalysisModel(Placement where, const std::string& hf_dir, Context
 }
 
 WeightType AnalysisModel::weight_type() const { return impl_->plan().wtype; }
+
+Precision AnalysisModel::precision() const { return impl_->plan().precision; }
 
 std::size_t AnalysisModel::weight_bytes() const {
   const AnalysisPlan& p = impl_->plan();
@@ -264,8 +278,8 @@ nn::PerplexityResult AnalysisModel::perplexity(const std::vector<std::int32_t>& 
 
 nn::CaptureSummary capture_model(Placement where, const nn::Model<float>& model,
                                  const std::vector<std::vector<std::int32_t>>& windows, const std::string& path,
-                                 const nn::CaptureOptions& options) {
-  AnalysisModel dev(where, model);
+                                 const nn::CaptureOptions& options, Precision precision) {
+  AnalysisModel dev(where, model, precision);
   return capture_model(dev, windows, path, options);
 }
 

@@ -12,12 +12,17 @@
 //                                             complete on return (CUDA: cudaMemcpyAsync into the
 //                                             scratch, then synchronised; emulated, kChunkInPlace:
 //                                             `host` itself, no scratch),
+//   kBackend                                  which back end (the GEMM counters of device_stats.hpp),
 //   Blas                                      made from the Context: row-major SGEMM with transposes,
-//                                             one call (gemm) and strided batches (gemm_batched).
+//                                             one call (gemm) and strided batches (gemm_batched), and
+//                                             the precision policies' GEMMs (precision_body.hpp; the
+//                                             trainer's classes, blas_emu.hpp / blas_cuda.hpp).
 // The data flow is cf::nn::forward_backward's forward (lib/nn/src/model.cpp) with the dense
 // attention path: embed (+ emb norm), blocks (norm, qkv, RoPE, scores, ALiBi, branch masks,
 // softmax, P V, c_proj, residual; norm, c_fc, GELU / SwiGLU, c_proj, residual, sequential or
-// parallel), final norm, LM head, the loss of each target.
+// parallel), final norm, LM head, the loss of each target. The linear layers' GEMMs (qkv, c_proj,
+// c_fc, the MLP's c_proj, the LM head) run in the plan's precision policy through the trainer's
+// PrecisionGemm; the attention GEMMs (scores, P V) stay float32, as in the trainer.
 #include <thrust/count.h>
 #include <thrust/find.h>
 #include <thrust/for_each.h>
@@ -34,6 +39,7 @@
 #include "cf/core/error.hpp"
 #include "cf/gpu/device_analysis_model.hpp"
 #include "cf/gpu/ops.hpp"
+#include "precision_body.hpp"
 #include "trainer_common.hpp"
 
 namespace cf::gpu {
@@ -64,7 +70,14 @@ class DBuf {
     }
     return p_;
   }
+  /// Exactly n elements (PrecisionGemm's scratch; contents undefined).
+  void reset(std::size_t n) {
+    Tr::device_free(p_);
+    p_ = n ? static_cast<T*>(Tr::device_alloc(n * sizeof(T))) : nullptr;
+    n_ = n;
+  }
   T* get() const { return p_; }
+  std::size_t size() const { return n_; }
 
  private:
   T* p_ = nullptr;
@@ -86,11 +99,13 @@ struct DeviceAnalysisModel<Bk>::Impl {
   AnalysisPlan p;
   typename Tr::Blas blas;
   DBuf<float> W;             ///< the float32 array (and the matrices when p.one_array)
-  DBuf<std::uint8_t> M;      ///< the matrices in p.wtype (stored weights)
+  DBuf<std::uint8_t> M;      ///< the matrices in p.wtype (stored weights; every float32 model's under bf16)
   DBuf<float> wide;          ///< one matrix widened to float32 for its GEMM
   DBuf<std::uint8_t> chunk;  ///< a staged chunk on the device (CUDA)
   DBuf<long long> inverse;   ///< a Rows chunk's row map
   std::uint8_t* host_staging = nullptr;
+  std::size_t mat_max = 0, in_width = 0;       ///< the largest matrix; the widest GEMM input row
+  precision_body::PrecisionGemm<Tr, DBuf> lp;  ///< the linear layers' GEMMs in p.precision
   struct Layer {
     DBuf<std::int64_t> q_col, k_col, v_col;
     DBuf<float> slopes;
@@ -103,11 +118,15 @@ struct DeviceAnalysisModel<Bk>::Impl {
   DBuf<std::int32_t> tokens, targets;
 
   // Weights uploaded from `params` (lib/nn's layout, p.one_array), or zeroed for place() (null).
-  Impl(Context& c, AnalysisPlan plan, const float* params) : ctx(c), p(std::move(plan)), blas(c) {
+  Impl(Context& c, AnalysisPlan plan, const float* params)
+      : ctx(c), p(std::move(plan)), blas(c), lp(p.precision, 0, 0, 0) {
     const std::size_t P = static_cast<std::size_t>(p.total);
-    require(p.one_array == (params != nullptr), "device analysis model: the weights do not match the plan");
+    require(
+        p.one_array == (params != nullptr) && (params || p.precision != Precision::Bf16 || p.wtype == WeightType::BF16),
+        "device analysis model: the weights do not match the plan");
     if (params) {
       Tr::to_device(W.ensure(P), params, P * sizeof(float));
+      if (p.precision == Precision::Bf16) round_matrices();
     } else {
       Tr::fill_zero(W.ensure(std::max<std::size_t>(P, 1)), P * sizeof(float));
       const std::size_t mb = static_cast<std::size_t>(p.mat_total) * elem_bytes(p.wtype);
@@ -120,6 +139,28 @@ struct DeviceAnalysisModel<Bk>::Impl {
       upload(a.v_col, al.v_col);
       if (!al.slopes.empty()) upload(a.slopes, al.slopes);
       L.push_back(std::move(a));
+    }
+    size_gemms();
+    if (p.precision == Precision::Bf16) lp.borrow_weights(M.get());
+  }
+  // The bf16 policy on a float32 model (lib/nn's layout): the matrix array becomes a bfloat16
+  // copy of the whole layout, rounded once (nearest even); matrices are read from it at their
+  // lib/nn offsets, norms, biases and positions from the float32 array as before.
+  void round_matrices() {
+    const std::size_t P = static_cast<std::size_t>(p.total);
+    auto* m16 = reinterpret_cast<std::uint16_t*>(M.ensure(std::max<std::size_t>(P, 1) * 2));
+    thrust::transform(Tr::policy(), W.get(), W.get() + P, m16, ToBf16());
+    p.one_array = false, p.wtype = WeightType::BF16, p.mat_total = p.total;
+  }
+  // The largest matrix (the TF32 policy rounds each widened matrix into a scratch this size) and
+  // the widest row a linear layer reads (its activations are rounded per GEMM under tf32 / bf16).
+  void size_gemms() {
+    const std::size_t V = p.V, C = p.C, F = p.F, FW = p.mlp == MlpOp::SwiGLU ? 2 * F : F;
+    mat_max = std::max({V * C, FW * C, C * F}), in_width = std::max(C, F);
+    for (const AnalysisLayer& al : p.layers) {
+      const std::size_t HD = static_cast<std::size_t>(p.H) * al.dh;
+      mat_max = std::max({mat_max, static_cast<std::size_t>(al.ld) * C, C * HD});
+      in_width = std::max(in_width, HD);
     }
   }
   template <class T>
@@ -155,7 +196,8 @@ struct DeviceAnalysisModel<Bk>::Impl {
     host_staging = nullptr;
   }
   void place(const WeightChunk& c) {
-    require(!p.one_array && c.count >= 0 && (!c.matrix || c.src == p.wtype || p.wtype == WeightType::F32),
+    require(!p.one_array && c.count >= 0 &&
+                (!c.matrix || c.src == p.wtype || p.wtype == WeightType::F32 || p.precision == Precision::Bf16),
             "device analysis model: a weight chunk the plan cannot take");
     if (c.count == 0) return;
     const std::size_t bytes = static_cast<std::size_t>(c.count) * elem_bytes(c.src);
@@ -173,9 +215,16 @@ struct DeviceAnalysisModel<Bk>::Impl {
                      detail::PlaceWeights{src, c.src, dst, dt, c.first, c.dst, c.rows, c.cols, c.op, inv});
   }
 
-  // out [N, OC] = inp [N, IC] W^T (+ b), W [OC, IC] row-major (cf::nn::linear_forward).
+  // out [N, OC] = inp [N, IC] W^T (+ b), W [OC, IC] row-major (cf::nn::linear_forward), the GEMM
+  // in p.precision: fp32 and tf32 read W widened to float32 (tf32 then rounds both inputs into
+  // scratch), bf16 reads the bfloat16 matrix array in place (borrowed: no widening pass) and rounds
+  // the activations.
   void linear(float* out, const float* inp, std::int64_t wo, std::int64_t bo, int N, int IC, int OC) {
-    blas.gemm(false, true, N, OC, IC, 1.0f, inp, IC, mat(wo, static_cast<long long>(OC) * IC), IC, 0.0f, out, OC);
+    if (p.precision == Precision::Bf16)
+      lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, nullptr, IC, wo, 0.0f, out, OC);
+    else
+      lp.gemm(blas, false, true, N, OC, IC, 1.0f, inp, IC, mat(wo, static_cast<long long>(OC) * IC), IC, -1, 0.0f, out,
+              OC);
     if (bo >= 0)
       thrust::for_each(Tr::policy(), analysis_body::index0(), analysis_body::index0() + static_cast<long long>(N) * OC,
                        detail::AddBias{out, w(bo), OC});
@@ -329,6 +378,7 @@ struct DeviceAnalysisModel<Bk>::Impl {
     }
     const std::size_t NC = static_cast<std::size_t>(N) * C;
     for (DBuf<float>* b : {&x, &mid, &tmp, &nrm}) b->ensure(NC);
+    lp.reserve(static_cast<std::size_t>(N) * in_width, p.precision == Precision::Tf32 ? mat_max : 0);
     Tr::to_device(tokens.ensure(N), tok, sizeof(std::int32_t) * N);
     Tr::to_device(targets.ensure(N), tgt, sizeof(std::int32_t) * N);
     const auto i0 = analysis_body::index0();

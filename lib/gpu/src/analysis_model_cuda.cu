@@ -3,12 +3,11 @@
 // (single and strided batched) from cuBLAS through the context's handle. The body is the template
 // of analysis_model_body.hpp, the source CI executes on the CPU through analysis_model_emu.cpp;
 // this build has been compiled, not run on a device (docs/gpu.md "What has run where").
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <thrust/execution_policy.h>
 
 #include "analysis_model_body.hpp"
-#include "cuda_resources.hpp"
+#include "blas_cuda.hpp"
 
 namespace cf::gpu {
 
@@ -18,14 +17,12 @@ void cuda_check(cudaError_t e, const char* what) {
     throw Error(
         str("device analysis model: ", what, ": CUDA error ", static_cast<int>(e), " (", cudaGetErrorString(e), ")"));
 }
-void blas_check(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS) throw Error(str("device analysis model: ", what, " failed with status ", int(st)));
-}
 }  // namespace
 
 /// The CUDA back end's primitives (the contract is in analysis_model_body.hpp).
 template <>
 struct AnalysisTraits<Backend::Cuda> {
+  static constexpr Backend kBackend = Backend::Cuda;
   static auto policy() { return thrust::device; }
   static void* device_alloc(std::size_t bytes) {
     void* p = nullptr;
@@ -60,30 +57,9 @@ struct AnalysisTraits<Backend::Cuda> {
     return scratch;
   }
 
-  /// Row-major C = alpha op(A) op(B) + beta C through cuBLAS (column-major): C^T = op(B)^T op(A)^T,
-  /// so the operands swap and keep their transpose flags. The context's handle (one per context).
-  class Blas {
-   public:
-    explicit Blas(Context& ctx) : h_(cuda::cuda_resources(ctx).blas.get()) {}
-    void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-              float beta, float* C, int ldc) const {
-      if (m == 0 || n == 0) return;
-      blas_check(cublasSgemm(h_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B,
-                             ldb, A, lda, &beta, C, ldc),
-                 "cublasSgemm");
-    }
-    void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, long long sa,
-                      const float* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc,
-                      int batch) const {
-      if (m == 0 || n == 0 || batch == 0) return;
-      blas_check(cublasSgemmStridedBatched(h_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                                           &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch),
-                 "cublasSgemmStridedBatched");
-    }
-
-   private:
-    cublasHandle_t h_ = nullptr;
-  };
+  /// cuBLAS through the context's handle (blas_cuda.hpp, the trainer's): SGEMM, strided batches and
+  /// the precision policies' tensor-core GEMMs (cublasGemmEx).
+  using Blas = cuda::Blas;
 };
 
 template class DeviceAnalysisModel<Backend::Cuda>;

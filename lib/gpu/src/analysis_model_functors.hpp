@@ -166,7 +166,8 @@ struct EmbedStored {
 };
 
 /// Chunk element i of a staged tensor (WeightChunk) written to its place: the same dtype copied
-/// bit for bit, else converted to float32 (exact from bf16 / f16).
+/// bit for bit, else converted to float32 (exact from bf16 / f16) or, for the bf16 policy's
+/// matrices, rounded to bfloat16 (nearest even, the trainer's ToBf16).
 struct PlaceWeights {
   const void* src;
   WeightType st;
@@ -182,6 +183,8 @@ struct PlaceWeights {
                                                    : at + inverse[e / cols] * cols + e % cols;
     if (dt == st && dt != WeightType::F32)
       static_cast<std::uint16_t*>(dst)[d] = static_cast<const std::uint16_t*>(src)[i];
+    else if (dt == WeightType::BF16)
+      static_cast<std::uint16_t*>(dst)[d] = ToBf16()(weight_at(src, st, i));
     else
       static_cast<float*>(dst)[d] = weight_at(src, st, i);
   }

@@ -66,32 +66,41 @@ struct IsOpsTraits<
 
 constexpr int kRowBlock = 128;  // threads per row for the row-wise kernels (LayerNorm, softmax)
 
-/// The FlashAttention-2 kernels (kernels/flash_attention.cuh) on plain softmax heads, their
-/// operands rounded by Round (no visit counter: the tests that count visits launch the kernels
-/// themselves).
-template <class Tr, int DH, class Round>
-void flash_forward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
-                   const float* k, const float* v, float* y, float* lse, float* obr) {
-  auto* kern = kernels::flash_forward_kernel<DH, Round>;
-  CF_LAUNCH(kern, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashForwardWarps), mv, s.H, s.dh, s.scale, slopes, q,
-            k, v, y, lse, obr, nullptr);
+/// The FlashAttention-2 kernels (kernels/flash_attention.cuh) for head features F (kFlashSd,
+/// kFlashRunway), their operands rounded by Round (no visit counter: the tests that count visits
+/// launch the kernels themselves).
+template <class Tr, int DH, int F, class Round>
+void flash_forward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                   const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y, float* lse,
+                   float* obr) {
+  auto* kern = kernels::flash_forward_kernel<DH, F, Round>;
+  CF_LAUNCH(kern, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashForwardWarps), mv, s.H, s.dh, s.scale, slopes, x,
+            q, k, v, y, lse, obr, nullptr);
   Tr::check_launch("attention_forward (flash)");
 }
 
-template <class Tr, int DH, class Round>
-void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes, const float* q,
-                    const float* k, const float* v, const float* dy, const float* lse, const float* obr, float* dsum,
-                    float* dq, float* dk, float* dv) {
+template <class Tr, int DH, int F, class Round>
+void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                    const kernels::HeadExtras& x, const float* q, const float* k, const float* v, const float* dy,
+                    const float* lse, const float* obr, float* dsum, float* dq, float* dk, float* dv,
+                    const kernels::HeadExtraGrads& xg) {
   const dim3 grid(mv.ftiles, s.H, s.B), block(32 * kernels::kFlashBackwardWarps);
   auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
   CF_LAUNCH(kd, grid, block, mv.nb, s.T, s.H, s.dh, dy, obr, dsum);
   Tr::check_launch("attention_backward (flash, row terms)");
-  auto* kkv = kernels::flash_backward_kv_kernel<DH, Round>;
-  CF_LAUNCH(kkv, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dk, dv, nullptr);
+  auto* kkv = kernels::flash_backward_kv_kernel<DH, F, Round>;
+  CF_LAUNCH(kkv, grid, block, mv, s.H, s.dh, s.scale, slopes, x, q, k, v, dy, lse, dsum, dq, dk, dv, xg, nullptr);
   Tr::check_launch("attention_backward (flash, keys)");
-  auto* kq = kernels::flash_backward_q_kernel<DH, Round>;
-  CF_LAUNCH(kq, grid, block, mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq, nullptr);
+  auto* kq = kernels::flash_backward_q_kernel<DH, F, Round>;
+  CF_LAUNCH(kq, grid, block, mv, s.H, s.dh, s.scale, slopes, x, q, k, v, dy, lse, dsum, dq, dk, xg, nullptr);
   Tr::check_launch("attention_backward (flash, queries)");
+}
+
+/// The flash kernels' features of a head: plain, S-D or runway (-1: S-D with a runway, which no
+/// model builds, runs on the general kernels).
+inline int flash_features(const kernels::HeadExtras& x) {
+  if (x.damp && x.rw_v) return -1;
+  return x.damp ? kernels::kFlashSd : x.rw_v ? kernels::kFlashRunway : 0;
 }
 
 /// How a plain head runs on `path` at the call's precision (cf/gpu/context.hpp, AttentionPath).
@@ -104,13 +113,14 @@ inline FlashKernels flash_kernels(AttentionPath path, Precision p) {
   return mma ? FlashKernels::MmaBf16 : FlashKernels::RoundedBf16;
 }
 
-/// The flash kernels `fk` on a plain head, forward.
+/// The flash kernels `fk` on a plain head (x without S-D or a runway), forward.
 template <class Tr, int DH>
 void flash_forward_in(FlashKernels fk, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
-                      const float* q, const float* k, const float* v, float* y, float* lse, float* obr) {
-  if (fk == FlashKernels::Fp32) flash_forward<Tr, DH, RoundFp32>(s, mv, slopes, q, k, v, y, lse, obr);
-  if (fk == FlashKernels::RoundedTf32) flash_forward<Tr, DH, RoundTf32>(s, mv, slopes, q, k, v, y, lse, obr);
-  if (fk == FlashKernels::RoundedBf16) flash_forward<Tr, DH, RoundBf16>(s, mv, slopes, q, k, v, y, lse, obr);
+                      const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
+                      float* lse, float* obr) {
+  if (fk == FlashKernels::Fp32) flash_forward<Tr, DH, 0, RoundFp32>(s, mv, slopes, x, q, k, v, y, lse, obr);
+  if (fk == FlashKernels::RoundedTf32) flash_forward<Tr, DH, 0, RoundTf32>(s, mv, slopes, x, q, k, v, y, lse, obr);
+  if (fk == FlashKernels::RoundedBf16) flash_forward<Tr, DH, 0, RoundBf16>(s, mv, slopes, x, q, k, v, y, lse, obr);
 #if !CF_EMULATED
   if (fk == FlashKernels::MmaTf32 || fk == FlashKernels::MmaBf16) {
     if (fk == FlashKernels::MmaTf32)
@@ -125,14 +135,15 @@ void flash_forward_in(FlashKernels fk, const AttentionShape& s, const kernels::M
 /// The same, backward: the row terms D (float32 under every precision), then dK, dV and dQ.
 template <class Tr, int DH>
 void flash_backward_in(FlashKernels fk, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
-                       const float* q, const float* k, const float* v, const float* dy, const float* lse,
-                       const float* obr, float* dsum, float* dq, float* dk, float* dv) {
+                       const kernels::HeadExtras& x, const float* q, const float* k, const float* v, const float* dy,
+                       const float* lse, const float* obr, float* dsum, float* dq, float* dk, float* dv,
+                       const kernels::HeadExtraGrads& xg) {
   if (fk == FlashKernels::Fp32)
-    flash_backward<Tr, DH, RoundFp32>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+    flash_backward<Tr, DH, 0, RoundFp32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
   if (fk == FlashKernels::RoundedTf32)
-    flash_backward<Tr, DH, RoundTf32>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+    flash_backward<Tr, DH, 0, RoundTf32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
   if (fk == FlashKernels::RoundedBf16)
-    flash_backward<Tr, DH, RoundBf16>(s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+    flash_backward<Tr, DH, 0, RoundBf16>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
 #if !CF_EMULATED
   if (fk == FlashKernels::MmaTf32 || fk == FlashKernels::MmaBf16) {
     auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
@@ -150,19 +161,25 @@ void flash_backward_in(FlashKernels fk, const AttentionShape& s, const kernels::
 #endif
 }
 
-/// Whether `path` runs plain heads on the flash kernels (in some precision).
+/// Whether `path` runs the flash kernels (plain heads in some precision, S-D and runway heads in
+/// float32).
 inline bool flash_path(AttentionPath path) { return path != AttentionPath::Plain && path != AttentionPath::Generic; }
 
 template <class Tr, int DH>
 void attention_forward_dh(AttentionPath path, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
                           const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
                           float* lse, float* obr) {
-  const bool plain_heads = !x.damp && !x.rw_v;
-  if (plain_heads && flash_path(path)) {
-    flash_forward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, q, k, v, y, lse, obr);
+  const int f = flash_features(x);
+  if (flash_path(path) && f >= 0) {  // S-D and runway heads: float32 under every precision
+    if (f == 0)
+      flash_forward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, x, q, k, v, y, lse, obr);
+    else if (f == kernels::kFlashSd)
+      flash_forward<Tr, DH, kernels::kFlashSd, RoundFp32>(s, mv, slopes, x, q, k, v, y, lse, obr);
+    else
+      flash_forward<Tr, DH, kernels::kFlashRunway, RoundFp32>(s, mv, slopes, x, q, k, v, y, lse, obr);
     return;
   }
-  if (plain_heads && path == AttentionPath::Plain) {  // the register-resident path (the reference)
+  if (f == 0 && path == AttentionPath::Plain) {  // the register-resident path (the reference)
     auto* kern = kernels::attention_forward_plain_kernel<kAttentionTile, DH>;
     CF_LAUNCH(kern, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, q, k, v, y, lse,
               obr);
@@ -180,12 +197,20 @@ void attention_backward_dh(AttentionPath path, const AttentionShape& s, const ke
                            const float* slopes, const kernels::HeadExtras& x, const float* q, const float* k,
                            const float* v, const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
                            float* dk, float* dv, const kernels::HeadExtraGrads& xg) {
-  const bool plain_heads = !x.damp && !x.rw_v;
-  if (plain_heads && flash_path(path)) {
-    flash_backward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, q, k, v, dy, lse, obr, dsum, dq, dk, dv);
+  const int f = flash_features(x);
+  if (flash_path(path) && f >= 0) {  // S-D and runway heads: float32 under every precision
+    if (f == 0)
+      flash_backward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk,
+                                dv, xg);
+    else if (f == kernels::kFlashSd)
+      flash_backward<Tr, DH, kernels::kFlashSd, RoundFp32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv,
+                                                           xg);
+    else
+      flash_backward<Tr, DH, kernels::kFlashRunway, RoundFp32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk,
+                                                               dv, xg);
     return;
   }
-  if (plain_heads && path == AttentionPath::Plain) {  // the register-resident path (the reference)
+  if (f == 0 && path == AttentionPath::Plain) {  // the register-resident path (the reference)
     auto* kq = kernels::attention_backward_q_plain_kernel<kAttentionTile, DH>;
     CF_LAUNCH(kq, dim3(mv.ntiles, s.H, s.B), dim3(kAttentionTile), mv, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse,
               obr, dsum, dq);
@@ -511,13 +536,12 @@ void Ops<Bk>::attention_backward_ex(Context& ctx, const AttentionShape& s, const
   const kernels::MaskView& mv = mask.view();
   check_attention(s, mv);
   require(!e.damp || g.ddamp, "attention_backward: S-D damping given without its gradient ddamp");
-  require(!e.runway_v || (g.dvs && g.dvl && (!e.runway_B || g.dB)),
-          "attention_backward: runway given without its gradients dvs, dvl (and dB for the bilinear form)");
+  require(!e.runway_v || (g.dvs && g.dvl), "attention_backward: runway given without its gradients dvs, dvl");
   const AttentionPath path = ctx.attention();
   const kernels::HeadExtras x = head_extras<OpsTraits<Bk>>(s, e, w.runway_u);
   kernels::HeadExtraGrads xg;
   xg.ddamp = g.ddamp, xg.dvs = g.dvs, xg.dvl = g.dvl;
-  if (e.runway_v && e.runway_B) {
+  if (e.runway_v && e.runway_B && g.dB) {  // no dB (analysis use): neither g nor its reduction
     require(w.runway_g != nullptr, "attention_backward: the bilinear runway needs AttentionScratch::runway_g");
     OpsTraits<Bk>::fill_zero(w.runway_g, sizeof(float) * s.B * s.H * s.T * s.dh);
     xg.g = w.runway_g;

@@ -47,10 +47,11 @@ struct HasGemmEpilogue<Blas, std::void_t<decltype(bool(std::declval<const Blas&>
                                  static_cast<const void*>(nullptr), 0, 0.0f, nullptr, 0, GemmEpilogueArgs{})))>>
     : std::true_type {};
 
-/// The GEMMs of one device trainer in policy `prec`: the weights' low-precision copy (made by
-/// refresh_weights after every upload and AdamW update) and the scratch that activations are
-/// rounded into per GEMM. Buf<T> is the trainer's device array (trainer_body::DBuf). Under Fp32 it
-/// holds nothing and gemm is the back end's SGEMM, unchanged.
+/// The GEMMs of one device trainer or analysis model in policy `prec`: the weights' low-precision
+/// copy (made by refresh_weights after every upload and AdamW update, or the caller's array in the
+/// policy's format: borrow_weights) and the scratch that activations are rounded into per GEMM.
+/// Buf<T> is the owner's device array (reset(n), get(), size()). Under Fp32 it holds nothing and
+/// gemm is the back end's SGEMM, unchanged.
 template <class Tr, template <class> class Buf>
 class PrecisionGemm {
  public:
@@ -64,6 +65,7 @@ class PrecisionGemm {
   PrecisionGemm(Precision prec, std::size_t params, std::size_t a_max, std::size_t b_max) : prec_(prec) {
     if (prec_ == Precision::Tf32) w32_.reset(params), a32_.reset(a_max), b32_.reset(b_max);
     if (prec_ == Precision::Bf16) w16_.reset(params), a16_.reset(a_max), b16_.reset(b_max);
+    weights_ = prec_ == Precision::Bf16 ? static_cast<const void*>(w16_.get()) : w32_.get();
   }
 
   /// Round the parameters W [params] into the weights' copy (once per update).
@@ -71,11 +73,22 @@ class PrecisionGemm {
     if (prec_ == Precision::Tf32) thrust::transform(Tr::policy(), W, W + w32_.size(), w32_.get(), RoundTf32());
     if (prec_ == Precision::Bf16) thrust::transform(Tr::policy(), W, W + w16_.size(), w16_.get(), ToBf16());
   }
+  /// Read the weights from `w` (device memory the caller keeps: bfloat16 bits under Bf16, TF32
+  /// values as float under Tf32) instead of a copy of their own (constructed with params 0): the
+  /// analysis model's stored bf16 matrices are the GEMM operand as they are.
+  void borrow_weights(const void* w) { weights_ = w; }
+  /// Grow the activation scratch to at least a_max / b_max elements (the analysis model's batch
+  /// shape changes between forward passes; the trainer sizes it once at construction).
+  void reserve(std::size_t a_max, std::size_t b_max) {
+    if (prec_ == Precision::Tf32) grow(a32_, a_max), grow(b32_, b_max);
+    if (prec_ == Precision::Bf16) grow(a16_, a_max), grow(b16_, b_max);
+  }
 
   Precision precision() const { return prec_; }
 
   /// Row-major C = alpha op(A) op(B) + beta C with A an activation and B the weight at offset
-  /// `b_weight` of the parameter array W (B == W + b_weight), or an activation when b_weight < 0.
+  /// `b_weight` of the parameter array W (B == W + b_weight; with borrowed weights B is not read,
+  /// the operand is the borrowed array at b_weight), or an activation when b_weight < 0.
   void gemm(const typename Tr::Blas& blas, bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
             const float* B, int ldb, std::int64_t b_weight, float beta, float* C, int ldc) {
     if (m == 0 || n == 0) return;
@@ -130,10 +143,10 @@ class PrecisionGemm {
     if (prec_ == Precision::Fp32) return Operands{A, B};
     if (prec_ == Precision::Tf32) {
       thrust::transform(Tr::policy(), A, A + na, a32_.get(), RoundTf32());
-      return Operands{a32_.get(), operand(B, nb, b_weight, w32_, b32_, RoundTf32())};
+      return Operands{a32_.get(), operand(B, nb, b_weight, static_cast<const float*>(weights_), b32_, RoundTf32())};
     }
     thrust::transform(Tr::policy(), A, A + na, a16_.get(), ToBf16());
-    return Operands{a16_.get(), operand(B, nb, b_weight, w16_, b16_, ToBf16())};
+    return Operands{a16_.get(), operand(B, nb, b_weight, static_cast<const std::uint16_t*>(weights_), b16_, ToBf16())};
   }
   /// The back end's GEMM for prec_ on rounded operands.
   void plain(const typename Tr::Blas& blas, const Operands& o, bool ta, bool tb, int m, int n, int k, float alpha,
@@ -149,16 +162,21 @@ class PrecisionGemm {
                      static_cast<const std::uint16_t*>(o.b), ldb, beta, C, ldc);
   }
   static std::size_t span(int rows, int ld) { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(ld); }
+  template <class T>
+  static void grow(Buf<T>& b, std::size_t n) {
+    if (n > b.size()) b.reset(n);
+  }
   /// B in the low format: the weights' copy at its offset, or B rounded into the scratch.
   template <class T, class Round>
-  static const T* operand(const float* B, std::size_t nb, std::int64_t b_weight, const Buf<T>& weights,
+  static const T* operand(const float* B, std::size_t nb, std::int64_t b_weight, const T* weights,
                           const Buf<T>& scratch, Round round) {
-    if (b_weight >= 0) return weights.get() + b_weight;
+    if (b_weight >= 0) return weights + b_weight;
     thrust::transform(Tr::policy(), B, B + nb, scratch.get(), round);
     return scratch.get();
   }
 
   Precision prec_;
+  const void* weights_ = nullptr;  ///< the weights in the policy's format: w32_ / w16_, or borrowed
   Buf<float> w32_, a32_, b32_;
   Buf<std::uint16_t> w16_, a16_, b16_;
 };

@@ -23,14 +23,25 @@ Precision saved_precision(const nlohmann::json& tc) {
 
 }  // namespace
 
-CLI::Option* add_precision_option(CLI::App& app, std::string& precision) {
-  return app
-      .add_option("--precision", precision,
-                  "number format of the device trainer's GEMMs: fp32, tf32 (tensor cores, float32 accumulation) or "
-                  "bf16 (mixed precision: bf16 GEMM inputs, float32 master weights, AdamW state and checkpoints); "
-                  "tf32 and bf16 need --device cuda (docs/gpu.md \"Precision policies\")")
-      ->check(app::member_of(kPrecisions))
-      ->capture_default_str();
+CLI::Option* add_precision_option(CLI::App& app, std::string& precision, PrecisionUse use) {
+  const char* help =
+      use == PrecisionUse::Training
+          ? "number format of the device trainer's GEMMs: fp32, tf32 (tensor cores, float32 accumulation) or "
+            "bf16 (mixed precision: bf16 GEMM inputs, float32 master weights, AdamW state and checkpoints); "
+            "tf32 and bf16 need --device cuda (docs/gpu.md \"Precision policies\")"
+          : "number format of the device model's linear-layer GEMMs: fp32 (float32, the CPU's round-off), tf32 "
+            "(tensor cores, float32 accumulation) or bf16 (bf16 weights, stored bf16 used as they are, others "
+            "rounded once; activations rounded to bf16 per GEMM; float32 accumulation and output); tf32 and bf16 "
+            "need the device (docs/gpu.md \"Analysis model\")";
+  return app.add_option("--precision", precision, help)->check(app::member_of(kPrecisions))->capture_default_str();
+}
+
+Precision resolve_analysis_precision(const std::string& value, Placement where) {
+  const auto asked = kPrecisions.find(value);
+  require(asked.has_value(), "--precision must be ", kPrecisions.list(" or "), " (got '", value, "')");
+  require(where != Placement::Cpu || *asked == Precision::Fp32, "--precision ", value,
+          " needs the device (--device cuda): the CPU analysers compute in float32 only");
+  return *asked;
 }
 
 Precision resolve_precision(const std::string& value, bool given, Device device, const nlohmann::json* resumed,

@@ -64,8 +64,8 @@ void require_finite(const float* x, std::size_t n, const char* what) {
 /// The pass: one trainer, grown to the largest batch, reshaped to each.
 class DevicePass {
  public:
-  DevicePass(Placement where, const nn::Model<float>& model, int max_B, int max_T, Context& ctx)
-      : where_(where), model_(model), ctx_(ctx), cap_B_(max_B), cap_T_(max_T) {
+  DevicePass(Placement where, const nn::Model<float>& model, int max_B, int max_T, Precision precision, Context& ctx)
+      : where_(where), model_(model), ctx_(ctx), cap_B_(max_B), cap_T_(max_T), precision_(precision) {
     const std::string why = device_train_unsupported(model.config);
     require(why.empty(), "the device trainer does not support ", why, " (docs/gpu.md \"Device trainer\")");
     require(where == Placement::Emulated || where == Placement::Cuda,
@@ -74,7 +74,7 @@ class DevicePass {
 
   float operator()(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                    const nn::GradientSeed<float>& seed) {
-    TrainPlan plan = make_train_plan(model_.config, B, T);
+    TrainPlan plan = this->plan(B, T);
     if (!trainer_ || !trainer_->fits(plan)) grow(B, T);
     require(trainer_->fits(plan), "internal: a ", B, " x ", T, " batch does not fit the device trainer grown for it");
     trainer_->reshape(std::move(plan));
@@ -95,21 +95,29 @@ class DevicePass {
   void grow(int B, int T) {
     cap_B_ = std::max(cap_B_, B), cap_T_ = std::max(cap_T_, T);
     trainer_.reset();
-    trainer_ = make_build(where_, ctx_, make_train_plan(model_.config, cap_B_, cap_T_), model_.params.data());
+    trainer_ = make_build(where_, ctx_, plan(cap_B_, cap_T_), model_.params.data());
+  }
+  // The trainer's plan of a B x T batch in the pass's precision policy.
+  TrainPlan plan(int B, int T) const {
+    TrainPlan p = make_train_plan(model_.config, B, T);
+    p.precision = precision_;
+    return p;
   }
 
   Placement where_;
   const nn::Model<float>& model_;
   Context& ctx_;
   int cap_B_, cap_T_;
+  Precision precision_;
   std::unique_ptr<SeededTrainer> trainer_;
 };
 
 }  // namespace
 
 nn::SeededPass<float> device_seeded_pass(Placement where, const nn::Model<float>& model, int max_B, int max_T,
-                                         Context& ctx) {
-  auto pass = std::make_shared<DevicePass>(where, model, max_B, max_T, ctx);  // std::function copies: share it
+                                         Context& ctx, Precision precision) {
+  auto pass =
+      std::make_shared<DevicePass>(where, model, max_B, max_T, precision, ctx);  // std::function copies: share it
   return [pass](const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                 const nn::GradientSeed<float>& seed) { return (*pass)(tokens, targets, B, T, seed); };
 }

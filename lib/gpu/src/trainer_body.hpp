@@ -358,7 +358,7 @@ struct DeviceTrainer<Bk>::Impl {
       if (tl.form == AttnForm::Linear) u.den.reset(N * H);
       if (tl.form == AttnForm::RunwayDot || tl.form == AttnForm::RunwayBilinear)
         rw = std::max(rw, N * H * dh), rwu = std::max(rwu, N * dh);
-      if (tl.form == AttnForm::RunwayBilinear)
+      if (tl.form == AttnForm::RunwayBilinear && param_grads)  // analysis use: no d B, so neither g
         bil = std::max(bil, static_cast<std::size_t>(p.B) * H * dh * dh), rwg = std::max(rwg, N * H * dh);
       X.push_back(std::move(u));
     }
@@ -688,7 +688,7 @@ struct DeviceTrainer<Bk>::Impl {
     AttentionExtraGrads g;
     if (x.damp) ddamp.zero(), g.ddamp = ddamp.get();
     if (x.runway_v) dvs.zero(), dvl.zero(), g.dvs = dvs.get(), g.dvl = dvl.get();
-    if (x.runway_B) dBs.zero(), g.dB = dBs.get();
+    if (x.runway_B && param_grads) dBs.zero(), g.dB = dBs.get();  // analysis use: d B not computed
     O::attention_backward_ex(ctx, shape(tl), *masks[l], a.slopes.get(), x, scratch(), q.get(), k.get(), v.get(),
                              dy.get(), a.lse.get(), a.obr.get(), dsum.get(), dq.get(), dk.get(), dv.get(), g);
     if (x.runway_v) runway_backward(tl, x);
@@ -712,7 +712,7 @@ struct DeviceTrainer<Bk>::Impl {
   void runway_backward(const TrainLayer& tl, const AttentionExtras& x) {
     thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + static_cast<long long>(p.N) * tl.dh,
                      detail::RunwayReduceV{dv.get(), dvs.get(), dvl.get(), p.H, p.T, tl.dh});
-    if (!x.runway_B || !param_grads) return;  // analysis: the per-(sequence, head) d B left unreduced
+    if (!x.runway_B || !param_grads) return;  // analysis: no d B was computed
     const long long dd = static_cast<long long>(tl.dh) * tl.dh;
     thrust::for_each(Tr::policy(), trainer_body::index0(), trainer_body::index0() + dd,
                      detail::SumBlocks{g(tl.runway_B), dBs.get(), static_cast<long long>(p.B) * p.H, dd});

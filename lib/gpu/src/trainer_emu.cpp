@@ -2,16 +2,14 @@
 // host memory, the CUDA kernels emulated on the CPU, Thrust on OpenMP and SGEMM from OpenBLAS
 // (issue 14). The body is the template of trainer_body.hpp, which trainer_cuda.cu instantiates for
 // the device; tests/gpu compare this build with the CPU trainer of lib/nn in every CI run.
-#include <cblas.h>
 #include <thrust/system/omp/execution_policy.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <vector>
 
+#include "blas_emu.hpp"
 #include "trainer_body.hpp"
 
 namespace cf::gpu {
@@ -39,54 +37,8 @@ struct TrainerTraits<Backend::Emulated> {
   static void wait() {}  // every call above has finished when it returns
   static void fill_zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
 
-  /// Row-major C = alpha op(A) op(B) + beta C (OpenBLAS).
-  struct Blas {
-    explicit Blas(Context& ctx) : fused_(ctx.options().fused_epilogues) {}
-    void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-              float beta, float* C, int ldc) const {
-      if (m == 0 || n == 0) return;
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda,
-                  B, ldb, beta, C, ldc);
-    }
-    /// TF32 inputs (already rounded, precision_body.hpp): their products are exact in float32, so
-    /// SGEMM is the tensor cores' arithmetic up to the summation order.
-    void gemm_tf32(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-                   float beta, float* C, int ldc) const {
-      gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-    }
-    /// bfloat16 inputs widened to float32 (exact), then SGEMM (products exact, float32 sums).
-    void gemm_bf16(bool ta, bool tb, int m, int n, int k, float alpha, const std::uint16_t* A, int lda,
-                   const std::uint16_t* B, int ldb, float beta, float* C, int ldc) const {
-      if (m == 0 || n == 0) return;
-      widen(a_, A, static_cast<std::size_t>(ta ? k : m) * lda);
-      widen(b_, B, static_cast<std::size_t>(tb ? n : k) * ldb);
-      gemm(ta, tb, m, n, k, alpha, a_.data(), lda, b_.data(), ldb, beta, C, ldc);
-    }
-
-    /// cuBLASLt's twin (emu::gemm_epilogue) on the operands as float32 (bfloat16 widened);
-    /// declines when the context turns fused epilogues off, as cuBLASLt declines a shape.
-    bool gemm_epilogue(Precision in, bool ta, bool tb, int m, int n, int k, float alpha, const void* A, int lda,
-                       const void* B, int ldb, float beta, float* C, int ldc, const GemmEpilogueArgs& e) const {
-      if (!fused_) return false;
-      const float* a = static_cast<const float*>(A);
-      const float* b = static_cast<const float*>(B);
-      if (in == Precision::Bf16) {
-        widen(a_, static_cast<const std::uint16_t*>(A), static_cast<std::size_t>(ta ? k : m) * lda);
-        widen(b_, static_cast<const std::uint16_t*>(B), static_cast<std::size_t>(tb ? n : k) * ldb);
-        a = a_.data(), b = b_.data();
-      }
-      emu::gemm_epilogue(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, C, ldc, e);
-      return true;
-    }
-
-   private:
-    static void widen(std::vector<float>& out, const std::uint16_t* in, std::size_t n) {
-      out.resize(n);
-      std::transform(in, in + n, out.begin(), FromBf16());
-    }
-    bool fused_;
-    mutable std::vector<float> a_, b_;  // the widened operands (host memory: this build's device)
-  };
+  /// OpenBLAS (blas_emu.hpp, shared with the analysis model).
+  using Blas = emu::Blas;
 };
 
 template class DeviceTrainer<Backend::Emulated>;

@@ -52,6 +52,9 @@ class AnalysisModel {
   /// Upload `model` (its config checked by make_analysis_plan). Throws cf::InvalidArgument for
   /// Placement::Cpu, for Placement::Cuda in a build without CUDA, or an unsupported config.
   AnalysisModel(Placement where, const nn::Model<float>& model, Context& ctx = default_context());
+  /// The same with the linear layers' GEMMs in `precision` (cf/gpu/precision.hpp; docs/gpu.md
+  /// "Analysis model"): under Bf16 the matrices are rounded to bfloat16 once on the device.
+  AnalysisModel(Placement where, const nn::Model<float>& model, Precision precision, Context& ctx = default_context());
   /// A Hugging Face directory's weights on the device in their stored dtype (docs/gpu.md "Weights
   /// in their stored dtype"): the GEMM matrices as stored (BF16, F16 or F32; float32 where they
   /// mix), norms and biases in float32, staged shard by shard through a pinned buffer of
@@ -59,6 +62,10 @@ class AnalysisModel {
   /// float32 copy of the model on the host. Every tensor is checked against config.json first
   /// (cf::InvalidArgument naming it: missing, wrong shape, another dtype).
   AnalysisModel(Placement where, const std::string& hf_dir, Context& ctx = default_context(),
+                std::size_t staging_bytes = std::size_t{16} << 20);
+  /// The same with the linear layers' GEMMs in `precision`: under Bf16 stored BF16 matrices are the
+  /// GEMMs' operand as they are, F32 / F16 ones are rounded to bfloat16 as they are placed.
+  AnalysisModel(Placement where, const std::string& hf_dir, Precision precision, Context& ctx = default_context(),
                 std::size_t staging_bytes = std::size_t{16} << 20);
   ~AnalysisModel();
   AnalysisModel(const AnalysisModel&) = delete;
@@ -83,8 +90,10 @@ class AnalysisModel {
 
   /// The model's configuration (lib/nn's, as cf::hf reads it for a Hugging Face directory).
   const nn::ModelConfig& config() const { return config_; }
-  /// How the matrices sit on the device: float32, or the stored bf16 / f16.
+  /// How the matrices sit on the device: float32, or the stored bf16 / f16 (bf16 under the bf16 policy).
   WeightType weight_type() const;
+  /// The linear layers' GEMM policy.
+  Precision precision() const;
   /// Bytes of weights the device holds (the matrices in their dtype, the rest in float32).
   std::size_t weight_bytes() const;
 
@@ -100,9 +109,10 @@ std::string weight_type_name(WeightType t);
 
 /// cf::nn::capture_model with every forward pass on the device of `where`: the same checks, the
 /// same capture file and summary, numbers equal to the CPU capture to float32 round-off.
+/// `precision`: the device model's GEMM policy (fp32: float32 round-off; tf32 / bf16: their own).
 nn::CaptureSummary capture_model(Placement where, const nn::Model<float>& model,
                                  const std::vector<std::vector<std::int32_t>>& windows, const std::string& path,
-                                 const nn::CaptureOptions& options);
+                                 const nn::CaptureOptions& options, Precision precision = Precision::Fp32);
 /// The same on a model already on the device (e.g. stored-dtype weights).
 nn::CaptureSummary capture_model(AnalysisModel& model, const std::vector<std::vector<std::int32_t>>& windows,
                                  const std::string& path, const nn::CaptureOptions& options);

@@ -9,12 +9,15 @@
 #include <functional>
 #include <vector>
 
+#include "cf/gpu/precision.hpp"
+
 namespace cf::gpu {
 
 /// The pre-norm of every sub-layer (cf::nn::NormKind).
 enum class NormOp { None, LayerNorm, RMSNorm };
 /// How the matrices sit on the device (docs/gpu.md "Weights in their stored dtype"): float32, or
-/// the checkpoint's bfloat16 / IEEE half bits, widened exactly to float32 per GEMM.
+/// the checkpoint's bfloat16 / IEEE half bits, widened exactly to float32 per GEMM (precision
+/// policies fp32 and tf32) or, bfloat16, the GEMM's operand as they are (bf16).
 enum class WeightType { F32, BF16, F16 };
 
 /// The MLP activation (cf::nn::MlpKind): GELU tanh (GPT-2, BLOOM), GELU erf (GPT-NeoX), SwiGLU (Llama).
@@ -45,6 +48,9 @@ struct AnalysisLayer {
 /// float32 array of `total` floats. A plan of a loaded lib/nn model (make_analysis_plan) has one
 /// array (`one_array`: lib/nn's flat float32 layout holds both); a plan of stored weights
 /// (cf/gpu/analysis_model.hpp, a Hugging Face directory) keeps the matrices in their stored dtype.
+/// `precision`: the linear layers' GEMMs (cf/gpu/precision.hpp, the trainer's policies; docs/gpu.md
+/// "Analysis model"); under Bf16 the matrices are held in bfloat16 (wtype BF16: a float32 model's
+/// rounded once on the device, stored F32 / F16 rounded as they are placed).
 struct AnalysisPlan {
   int V = 0, C = 0, H = 0, F = 0, block_size = 0;
   NormOp norm = NormOp::LayerNorm;
@@ -56,6 +62,7 @@ struct AnalysisPlan {
   WeightType wtype = WeightType::F32;
   std::int64_t mat_total = 0;
   bool one_array = true;
+  Precision precision = Precision::Fp32;
   std::int64_t wte = -1, wpe = -1, emb_ln_w = -1, emb_ln_b = -1, lnf_w = -1, lnf_b = -1, head = -1;
   std::vector<AnalysisLayer> layers;
 };

@@ -63,7 +63,8 @@ struct AttentionExtras {
 /// Gradients of the AttentionExtras inputs (accumulated, +=; null where the feature is off),
 /// laid out as cf::nn::detail::TiledGrads per (sequence, head): ddamp [B, H, T]; runway dvs
 /// [B, H, T, dh] (row i holds d/d v_{i-1}), dvl [B, H, T, dh] (d/d v_m), dB [B, H, dh, dh]
-/// (bilinear). The caller reduces dvs / dvl / dB over heads into the last head's values.
+/// (bilinear). The caller reduces dvs / dvl / dB over heads into the last head's values. A
+/// bilinear runway with dB null computes no dB (nor its per-head sums): the seeded analysis passes.
 struct AttentionExtraGrads {
   float* ddamp = nullptr;
   float* dvs = nullptr;

@@ -22,17 +22,19 @@ enum class Backend {
   Cuda,      ///< device memory, the kernels compiled by nvcc, Thrust on CUDA, cuBLAS / cuSOLVER
 };
 
-/// Which kernels run plain softmax heads (no S-D, no runway): the FlashAttention-2 style ones
-/// (kernels/flash_attention.cuh, the default), the register-resident one-row-per-thread ones
-/// (kernels/attention.cuh: the reference the flash kernels are checked against) or the general
-/// ones (side-by-side benchmarks, docs/benchmarks.md; tests run all three). Heads with S-D or a
-/// runway always run the general kernels.
-/// Flash follows the call's precision (AttentionShape::precision): float32 flash kernels under
-/// fp32; under tf32 / bf16 the tensor-core kernels (kernels/flash_attention_mma.cuh) on a device
-/// and their rounded reference (the flash kernels rounding their operands) on the emulated build.
-/// Flash32 keeps the float32 flash kernels under every precision; Rounded runs the rounded
-/// reference on either build (the device tests compare the tensor-core kernels with it). Plain and
-/// Generic are float32 under every precision.
+/// Which attention kernels run: the FlashAttention-2 style ones (kernels/flash_attention.cuh, the
+/// default: plain, S-D and runway heads), the register-resident one-row-per-thread ones for plain
+/// heads (kernels/attention.cuh: the reference the flash kernels are checked against; S-D and
+/// runway heads on the general kernels) or the general ones for every head (the reference of the
+/// flash S-D and runway kernels; side-by-side benchmarks, docs/benchmarks.md; tests run all
+/// three). A head with both S-D and a runway (no model builds one) runs the general kernels.
+/// Flash follows the call's precision (AttentionShape::precision) on plain heads: float32 flash
+/// kernels under fp32; under tf32 / bf16 the tensor-core kernels (kernels/flash_attention_mma.cuh)
+/// on a device and their rounded reference (the flash kernels rounding their operands) on the
+/// emulated build. Flash32 keeps the float32 flash kernels under every precision; Rounded runs the
+/// rounded reference on either build (the device tests compare the tensor-core kernels with it).
+/// S-D and runway heads run the float32 flash kernels under all three. Plain and Generic are
+/// float32 under every precision.
 enum class AttentionPath { Flash, Flash32, Rounded, Plain, Generic };
 
 /// Their names (CF_GPU_ATTENTION).

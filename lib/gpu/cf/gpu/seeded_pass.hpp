@@ -8,6 +8,7 @@
 
 #include "cf/gpu/context.hpp"
 #include "cf/gpu/device_option.hpp"
+#include "cf/gpu/precision.hpp"
 #include "cf/nn/model.hpp"
 
 namespace cf::gpu {
@@ -30,8 +31,9 @@ Placement placement_for_seeded(Placement where, const std::string& device, const
 /// probabilities cross to the host and back (TrainerSeed). Non-finite probabilities or read-outs
 /// (weights that overflow float32) throw cf::InvalidArgument, as the CPU's forward pass does. Throws
 /// cf::InvalidArgument for Placement::Cpu, for Placement::Cuda in a build without CUDA, or a config the trainer
-/// refuses.
+/// refuses. `precision`: the trainer's GEMM policy (cf/gpu/precision.hpp; forward and the input-gradient
+/// chain's GEMMs; the weights' copy is made once, at the upload).
 nn::SeededPass<float> device_seeded_pass(Placement where, const nn::Model<float>& model, int max_B = 0, int max_T = 0,
-                                         Context& ctx = default_context());
+                                         Context& ctx = default_context(), Precision precision = Precision::Fp32);
 
 }  // namespace cf::gpu

@@ -18,6 +18,8 @@
 // RoPE is applied to q and k before the call (an elementwise rotation, cf::nn::rope_apply).
 // The other side's S-D / runway operands (q_j, k_i, vl_j, u_i) are read through the cache, not
 // staged in shared memory: staging them would pass the 48 KB of static shared memory at dh = 128.
+// These general kernels are the reference (CF_GPU_ATTENTION=generic) of the flash kernels, which
+// run S-D and runway heads by default (flash_attention.cuh); they also run a head with both.
 //
 // Layout: q, k, v, y, dq, dk, dv, dy [B, H, T, dh] contiguous; lse, dsum [B, H, nb, T];
 // obr [B, H, nb, T, dh]; extras: see HeadExtras. dh <= DH (compile-time capacity).
@@ -69,7 +71,7 @@ struct HeadExtras {
 /// Gradients of the S-D / runway inputs (device pointers, accumulated; null where off).
 ///  ddamp [B, H, T]; dvs [B, H, T, dh]: d/d vl_{i-1} by row i; dvl [B, H, T, dh]: d/d vl_m;
 ///  g [B, H, T, dh] (bilinear only, scratch): sum_j dtau_ij vl_j, reduced into dB by
-///  runway_dB_kernel.
+///  runway_dB_kernel; null where dB is not wanted (the seeded analysis passes).
 struct HeadExtraGrads {
   float* ddamp = nullptr;
   float* dvs = nullptr;
@@ -332,7 +334,7 @@ __global__ void attention_backward_q_kernel(MaskView m, int H, int dh, float sca
       else
         s = x.rw_c * gi[d];
       xg.dvs[io + d] += s;
-      if (x.rw_B) xg.g[io + d] = gi[d];
+      if (xg.g) xg.g[io + d] = gi[d];
     }
   }
 }
