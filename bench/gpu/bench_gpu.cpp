@@ -10,11 +10,13 @@
 //   bench_gpu eig N BATCH REPS
 //       BATCH symmetric N x N eigendecompositions (cuSOLVER syevd) against the CPU twin (Eigen)
 //   bench_gpu attention T DH B H REPS [MASK] [HEAD]
-//       the attention kernels with ALiBi, forward and backward, on a mask made resident once: the
-//       FlashAttention-2 style kernels (CF_GPU_ATTENTION=flash) and the reference kernels, side by
-//       side in the same run; MASK full (default) | swa | block (a window / blocks of T / 8
-//       positions); HEAD plain (default; reference: the plain kernels) | sd | runway-dot |
-//       runway-bilinear (reference: the general kernels, CF_GPU_ATTENTION=generic)
+//       the attention kernels with ALiBi, forward and backward, on a mask made resident once, side
+//       by side in the same run: the FlashAttention-2 style kernels in float32
+//       (CF_GPU_ATTENTION=flash under fp32), on tensor cores in TF32 and in bf16 (flash under tf32 /
+//       bf16, kernels/flash_attention_mma.cuh; S-D and runway heads stay float32) and the reference
+//       kernels; MASK full (default) | swa | block (a window / blocks of T / 8 positions); HEAD plain
+//       (default; reference: the plain kernels) | sd | runway-dot | runway-bilinear (reference: the
+//       general kernels, CF_GPU_ATTENTION=generic)
 // Exits 2 on a bad argument, 77 without a usable CUDA device. docs/benchmarks.md.
 #include <cuda_runtime_api.h>
 
@@ -256,7 +258,7 @@ int run_attention(int argc, char** argv) {
   const cf::gpu::TiledMask tm = cf::gpu::tiled_mask_from_dense({mask.data()}, int(T));
   using O = cf::gpu::Ops<cf::gpu::Backend::Cuda>;
   const cf::gpu::ResidentMask<cf::gpu::Backend::Cuda> resident(tm);
-  const cf::gpu::AttentionShape s{int(B), int(H), int(T), int(dh), 1.0f / std::sqrt(float(dh))};
+  const float scale = 1.0f / std::sqrt(float(dh));
   const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T;
   std::mt19937 gen(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -297,20 +299,34 @@ int run_attention(int argc, char** argv) {
   const cf::gpu::AttentionScratch w{u, bil ? g : nullptr};
   const cf::gpu::AttentionExtraGrads xg{ddamp, dvs, dvl, dB};
   const cf::gpu::AttentionPath reference = sd || rw ? cf::gpu::AttentionPath::Generic : cf::gpu::AttentionPath::Plain;
-  double ms[2][2];
-  for (int path = 0; path < 2; ++path) {
-    cf::gpu::Context ctx(cf::gpu::ContextOptions{path == 0 ? cf::gpu::AttentionPath::Flash : reference});
-    ms[path][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, x, w, q, k, v, y, lse, obr); });
-    ms[path][1] = time_ms(reps, [&] {
+  // flash fp32, flash tf32, flash bf16 (tensor cores on plain heads), the reference kernels (float32)
+  struct Variant {
+    const char* name;
+    cf::gpu::AttentionPath path;
+    cf::gpu::Precision prec;
+  };
+  const Variant variants[] = {{"flash fp32", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Fp32},
+                              {"flash tf32", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Tf32},
+                              {"flash bf16", cf::gpu::AttentionPath::Flash, cf::gpu::Precision::Bf16},
+                              {"reference", reference, cf::gpu::Precision::Fp32}};
+  double ms[4][2];
+  for (int i = 0; i < 4; ++i) {
+    cf::gpu::Context ctx(cf::gpu::ContextOptions{variants[i].path});
+    const cf::gpu::AttentionShape s{int(B), int(H), int(T), int(dh), scale, variants[i].prec};
+    ms[i][0] = time_ms(reps, [&] { O::attention_forward_ex(ctx, s, resident, sl, x, w, q, k, v, y, lse, obr); });
+    ms[i][1] = time_ms(reps, [&] {
       O::attention_backward_ex(ctx, s, resident, sl, x, w, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
     });
   }
-  std::printf(
-      "attention mask=%s head=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld | forward ms: flash %.4f "
-      "reference %.4f (reference/flash %.2f) | backward ms: flash %.4f reference %.4f (reference/flash %.2f)\n",
-      kind.c_str(), head.c_str(), T, dh, B, H, reps, static_cast<long long>(tm.flash_tiles_visited),
-      static_cast<long long>(tm.flash_tiles_full), ms[0][0], ms[1][0], ms[1][0] / ms[0][0], ms[0][1], ms[1][1],
-      ms[1][1] / ms[0][1]);
+  std::printf("attention mask=%s head=%s T=%ld dh=%ld B=%ld H=%ld reps=%ld tiles(64)=%lld full=%lld\n", kind.c_str(),
+              head.c_str(), T, dh, B, H, reps, static_cast<long long>(tm.flash_tiles_visited),
+              static_cast<long long>(tm.flash_tiles_full));
+  for (int pass = 0; pass < 2; ++pass) {
+    std::printf("  %s ms:", pass == 0 ? "forward " : "backward");
+    for (int i = 0; i < 4; ++i)
+      std::printf(" %s %.4f (%.2fx flash fp32)%s", variants[i].name, ms[i][pass], ms[0][pass] / ms[i][pass],
+                  i < 3 ? "," : "\n");
+  }
   for (float* p : {q, k, v, dy, y, lse, obr, dsum, dq, dk, dv, sl, damp, Bm, ddamp, dvs, dvl, dB, u, g}) cudaFree(p);
   return 0;
 }

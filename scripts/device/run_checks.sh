@@ -121,7 +121,9 @@ if [[ $sections == *,bench,* || $sections == *,gpubench,* ]]; then
     run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"
     CF_GPU_ATTENTION=generic run 60 "$w/bin/bench_gpu" train 4 256 4 4096 1 256 5 1 "$s"
   done
-  sec "bench: attention kernels alone, flash vs the reference (plain) kernels in the same run (GPT-2 heads: B 8, H 12, dh 64)"
+  sec "bench: attention kernels alone in the same run: flash fp32, flash tf32 and bf16 (tensor cores), the reference (plain) kernels (GPT-2 heads: B 8, H 12, dh 64)"
+  # the tensor-core kernels' correctness beside their timing (the tests section runs it too)
+  [[ $sections == *,tests,* ]] || run 60 "$w/bin/test_gpu_device" "device: tensor-core flash attention*"
   for s in full swa; do
     run 60 "$w/bin/bench_gpu" attention 1024 64 8 12 20 "$s"
   done

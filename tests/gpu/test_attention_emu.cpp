@@ -195,15 +195,20 @@ TEST_CASE("gpu tiled attention: a runway or S-D input without its gradient is re
                       Catch::Contains("ddamp"));
 }
 
-TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than flash, plain or generic is refused, naming it", "[gpu]") {
+TEST_CASE("gpu tiled attention: CF_GPU_ATTENTION other than its documented values is refused, naming it", "[gpu]") {
   const int T = 8, dh = 4;
   const Masks m = make_masks(cf::graph::PatternKind::Full, false, T, 12, 10, 4);
   const auto tm = cf::gpu::tiled_mask_from_dense({m[0].data()}, T);
   std::vector<float> a(T * dh, 0.1f), y(T * dh), l(T), o(T * dh);
   // the environment is read where a context is made from it (ContextOptions::from_environment)
   ::setenv("CF_GPU_ATTENTION", "fast", 1);
-  REQUIRE_THROWS_WITH(cf::gpu::ContextOptions::from_environment(),
-                      Catch::Contains("CF_GPU_ATTENTION must be one of flash, plain, generic, got 'fast'"));
+  REQUIRE_THROWS_WITH(
+      cf::gpu::ContextOptions::from_environment(),
+      Catch::Contains("CF_GPU_ATTENTION must be one of flash, flash32, rounded, plain, generic, got 'fast'"));
+  for (const auto path : {cf::gpu::AttentionPath::Flash32, cf::gpu::AttentionPath::Rounded}) {
+    ::setenv("CF_GPU_ATTENTION", std::string(cf::gpu::kAttentionPaths.name(path)).c_str(), 1);
+    CHECK(cf::gpu::ContextOptions::from_environment().attention == path);
+  }
   ::unsetenv("CF_GPU_ATTENTION");
   cf::gpu::Context ctx(cf::gpu::ContextOptions::from_environment());
   cf::gpu::emu::attention_forward(ctx, {1, 1, T, dh, 0.5f}, tm, nullptr, a.data(), a.data(), a.data(), y.data(),

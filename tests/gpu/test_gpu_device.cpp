@@ -303,6 +303,63 @@ TEST_CASE("device: flash attention = the reference kernels on the device and the
        << worst_ref << ", vs the emulated flash kernels " << worst_emu);
 }
 
+// The tensor-core kernels (kernels/flash_attention_mma.cuh: CF_GPU_ATTENTION=flash under tf32 /
+// bf16) against their rounded reference run on the device (CF_GPU_ATTENTION=rounded: the flash
+// kernels rounding the same operands the same way, products exact in float32 in both, so only the
+// accumulation order differs, which may move a P or dS element across a rounding boundary: within
+// u of the tensor's scale, the bound and reasoning of test_flash_attention_rounded_emu.cpp, where
+// the same kernels with mma emulated measured 0.25u), against the float32 flash kernels (8 u, the
+// tolerance against float32 attention there), and run twice (bit-reproducible).
+TEST_CASE("device: tensor-core flash attention (TF32, bf16) = its rounded reference on the device and float32 flash",
+          "[gpu][device][flash]") {
+  const int B = 2, H = 3, T = 200;
+  cf::gpu::Context mma(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Flash});
+  cf::gpu::Context rounded(cf::gpu::ContextOptions{cf::gpu::AttentionPath::Rounded});
+  double worst_ref[2] = {0, 0}, worst_f32[2] = {0, 0};
+  for (const cf::gpu::Precision prec : {cf::gpu::Precision::Tf32, cf::gpu::Precision::Bf16})
+    for (int dh : {32, 64, 80, 128})
+      for (const auto& [w, b] : {std::pair{T, 0}, std::pair{100, 0}, std::pair{T, 64}}) {
+        const int x = prec == cf::gpu::Precision::Bf16;
+        const double u = x ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+        INFO(cf::gpu::kPrecisions.name(prec) << " dh=" << dh << " window=" << w << " block=" << b);
+        const auto mask = causal_mask(T, w, b);
+        const auto tm = cf::gpu::tiled_mask_from_dense({mask.data()}, T);
+        const std::size_t n = std::size_t(B) * H * T * dh, nl = std::size_t(B) * H * T;
+        const auto q = randn(n, 1), k = randn(n, 2), v = randn(n, 3), dyv = randn(n, 4);
+        const std::vector<float> slopes = {0.5f, 0.25f, 0.125f}, zeros(n, 0.0f), zl(nl, 0.0f);
+        const float scale = 1.0f / std::sqrt(float(dh));
+        Dev<float> Q(q), K(k), Vv(v), DY(dyv), S(slopes);
+        struct Out {
+          std::vector<float> y, lse, dq, dk, dv;
+        };
+        auto run = [&](cf::gpu::Context& ctx, cf::gpu::Precision p) {
+          const cf::gpu::AttentionShape s{B, H, T, dh, scale, p};
+          Dev<float> Y(zeros), L(zl), O(zeros), DS(zl), DQ(zeros), DK(zeros), DV(zeros);
+          cf::gpu::cuda::attention_forward(ctx, s, tm, S.p, Q.p, K.p, Vv.p, Y.p, L.p, O.p);
+          cf::gpu::cuda::attention_backward(ctx, s, tm, S.p, Q.p, K.p, Vv.p, DY.p, L.p, O.p, DS.p, DQ.p, DK.p, DV.p);
+          return Out{Y.get(), L.get(), DQ.get(), DK.get(), DV.get()};
+        };
+        const Out m = run(mma, prec), m2 = run(mma, prec), r = run(rounded, prec);
+        const Out f = run(mma, cf::gpu::Precision::Fp32);
+        const double dr = std::max({rel_to_max(m.y, r.y), rel_to_max(m.lse, r.lse), rel_to_max(m.dq, r.dq),
+                                    rel_to_max(m.dk, r.dk), rel_to_max(m.dv, r.dv)});
+        const double df =
+            std::max({rel_to_max(m.y, f.y), rel_to_max(m.dq, f.dq), rel_to_max(m.dk, f.dk), rel_to_max(m.dv, f.dv)});
+        CHECK(dr < u);
+        CHECK(df < 8 * u);
+        CHECK(m.y == m2.y);
+        CHECK(m.dq == m2.dq);
+        CHECK(m.dk == m2.dk);
+        CHECK(m.dv == m2.dv);
+        worst_ref[x] = std::max(worst_ref[x], dr / u), worst_f32[x] = std::max(worst_f32[x], df / u);
+      }
+  WARN(
+      "tensor-core flash attention on the device, worst difference relative to the tensor's max, in u: vs the "
+      "rounded reference "
+      << worst_ref[0] << " (TF32) " << worst_ref[1] << " (bf16); vs float32 flash " << worst_f32[0] << " (TF32) "
+      << worst_f32[1] << " (bf16)");
+}
+
 TEST_CASE(
     "device: flash attention with S-D and runway (dot, bilinear) = the general kernels on the device and the "
     "emulated flash kernels",

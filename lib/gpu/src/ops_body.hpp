@@ -31,6 +31,9 @@
 #include "cf/gpu/kernels/attention.cuh"
 #include "cf/gpu/kernels/crossentropy.cuh"
 #include "cf/gpu/kernels/flash_attention.cuh"
+#if !CF_EMULATED  // the emulated build runs the rounded reference (its software mma is for tests: slow)
+#include "cf/gpu/kernels/flash_attention_mma.cuh"
+#endif
 #include "cf/gpu/kernels/layernorm.cuh"
 #include "cf/gpu/kernels/rmsnorm.cuh"
 #include "cf/gpu/kernels/top_prediction.cuh"
@@ -65,18 +68,19 @@ struct IsOpsTraits<
 constexpr int kRowBlock = 128;  // threads per row for the row-wise kernels (LayerNorm, softmax)
 
 /// The FlashAttention-2 kernels (kernels/flash_attention.cuh) for head features F (kFlashSd,
-/// kFlashRunway; no visit counter: the tests that count visits launch the kernels themselves).
-template <class Tr, int DH, int F>
+/// kFlashRunway), their operands rounded by Round (no visit counter: the tests that count visits
+/// launch the kernels themselves).
+template <class Tr, int DH, int F, class Round>
 void flash_forward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
                    const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y, float* lse,
                    float* obr) {
-  auto* kern = kernels::flash_forward_kernel<DH, F>;
+  auto* kern = kernels::flash_forward_kernel<DH, F, Round>;
   CF_LAUNCH(kern, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashForwardWarps), mv, s.H, s.dh, s.scale, slopes, x,
             q, k, v, y, lse, obr, nullptr);
   Tr::check_launch("attention_forward (flash)");
 }
 
-template <class Tr, int DH, int F>
+template <class Tr, int DH, int F, class Round>
 void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
                     const kernels::HeadExtras& x, const float* q, const float* k, const float* v, const float* dy,
                     const float* lse, const float* obr, float* dsum, float* dq, float* dk, float* dv,
@@ -85,10 +89,10 @@ void flash_backward(const AttentionShape& s, const kernels::MaskView& mv, const 
   auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
   CF_LAUNCH(kd, grid, block, mv.nb, s.T, s.H, s.dh, dy, obr, dsum);
   Tr::check_launch("attention_backward (flash, row terms)");
-  auto* kkv = kernels::flash_backward_kv_kernel<DH, F>;
+  auto* kkv = kernels::flash_backward_kv_kernel<DH, F, Round>;
   CF_LAUNCH(kkv, grid, block, mv, s.H, s.dh, s.scale, slopes, x, q, k, v, dy, lse, dsum, dq, dk, dv, xg, nullptr);
   Tr::check_launch("attention_backward (flash, keys)");
-  auto* kq = kernels::flash_backward_q_kernel<DH, F>;
+  auto* kq = kernels::flash_backward_q_kernel<DH, F, Round>;
   CF_LAUNCH(kq, grid, block, mv, s.H, s.dh, s.scale, slopes, x, q, k, v, dy, lse, dsum, dq, dk, xg, nullptr);
   Tr::check_launch("attention_backward (flash, queries)");
 }
@@ -100,18 +104,80 @@ inline int flash_features(const kernels::HeadExtras& x) {
   return x.damp ? kernels::kFlashSd : x.rw_v ? kernels::kFlashRunway : 0;
 }
 
+/// How a plain head runs on `path` at the call's precision (cf/gpu/context.hpp, AttentionPath).
+enum class FlashKernels { Fp32, RoundedTf32, RoundedBf16, MmaTf32, MmaBf16 };
+
+inline FlashKernels flash_kernels(AttentionPath path, Precision p) {
+  if (path == AttentionPath::Flash32 || p == Precision::Fp32) return FlashKernels::Fp32;
+  const bool mma = path == AttentionPath::Flash && !CF_EMULATED;  // the emulated build: the reference
+  if (p == Precision::Tf32) return mma ? FlashKernels::MmaTf32 : FlashKernels::RoundedTf32;
+  return mma ? FlashKernels::MmaBf16 : FlashKernels::RoundedBf16;
+}
+
+/// The flash kernels `fk` on a plain head (x without S-D or a runway), forward.
+template <class Tr, int DH>
+void flash_forward_in(FlashKernels fk, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                      const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
+                      float* lse, float* obr) {
+  if (fk == FlashKernels::Fp32) flash_forward<Tr, DH, 0, RoundFp32>(s, mv, slopes, x, q, k, v, y, lse, obr);
+  if (fk == FlashKernels::RoundedTf32) flash_forward<Tr, DH, 0, RoundTf32>(s, mv, slopes, x, q, k, v, y, lse, obr);
+  if (fk == FlashKernels::RoundedBf16) flash_forward<Tr, DH, 0, RoundBf16>(s, mv, slopes, x, q, k, v, y, lse, obr);
+#if !CF_EMULATED
+  if (fk == FlashKernels::MmaTf32 || fk == FlashKernels::MmaBf16) {
+    if (fk == FlashKernels::MmaTf32)
+      kernels::mma::forward<kernels::mma::Tf32, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, y, lse, obr);
+    else
+      kernels::mma::forward<kernels::mma::Bf16, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, y, lse, obr);
+    Tr::check_launch("attention_forward (flash, tensor cores)");
+  }
+#endif
+}
+
+/// The same, backward: the row terms D (float32 under every precision), then dK, dV and dQ.
+template <class Tr, int DH>
+void flash_backward_in(FlashKernels fk, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
+                       const kernels::HeadExtras& x, const float* q, const float* k, const float* v, const float* dy,
+                       const float* lse, const float* obr, float* dsum, float* dq, float* dk, float* dv,
+                       const kernels::HeadExtraGrads& xg) {
+  if (fk == FlashKernels::Fp32)
+    flash_backward<Tr, DH, 0, RoundFp32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+  if (fk == FlashKernels::RoundedTf32)
+    flash_backward<Tr, DH, 0, RoundTf32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+  if (fk == FlashKernels::RoundedBf16)
+    flash_backward<Tr, DH, 0, RoundBf16>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+#if !CF_EMULATED
+  if (fk == FlashKernels::MmaTf32 || fk == FlashKernels::MmaBf16) {
+    auto* kd = kernels::flash_dsum_kernel<kernels::kFlashBackwardWarps>;
+    CF_LAUNCH(kd, dim3(mv.ftiles, s.H, s.B), dim3(32 * kernels::kFlashBackwardWarps), mv.nb, s.T, s.H, s.dh, dy, obr,
+              dsum);
+    Tr::check_launch("attention_backward (flash, row terms)");
+    if (fk == FlashKernels::MmaTf32)
+      kernels::mma::backward<kernels::mma::Tf32, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq,
+                                                     dk, dv);
+    else
+      kernels::mma::backward<kernels::mma::Bf16, DH>(mv, s.B, s.H, s.dh, s.scale, slopes, q, k, v, dy, lse, dsum, dq,
+                                                     dk, dv);
+    Tr::check_launch("attention_backward (flash, tensor cores)");
+  }
+#endif
+}
+
+/// Whether `path` runs the flash kernels (plain heads in some precision, S-D and runway heads in
+/// float32).
+inline bool flash_path(AttentionPath path) { return path != AttentionPath::Plain && path != AttentionPath::Generic; }
+
 template <class Tr, int DH>
 void attention_forward_dh(AttentionPath path, const AttentionShape& s, const kernels::MaskView& mv, const float* slopes,
                           const kernels::HeadExtras& x, const float* q, const float* k, const float* v, float* y,
                           float* lse, float* obr) {
   const int f = flash_features(x);
-  if (path == AttentionPath::Flash && f >= 0) {
+  if (flash_path(path) && f >= 0) {  // S-D and runway heads: float32 under every precision
     if (f == 0)
-      flash_forward<Tr, DH, 0>(s, mv, slopes, x, q, k, v, y, lse, obr);
+      flash_forward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, x, q, k, v, y, lse, obr);
     else if (f == kernels::kFlashSd)
-      flash_forward<Tr, DH, kernels::kFlashSd>(s, mv, slopes, x, q, k, v, y, lse, obr);
+      flash_forward<Tr, DH, kernels::kFlashSd, RoundFp32>(s, mv, slopes, x, q, k, v, y, lse, obr);
     else
-      flash_forward<Tr, DH, kernels::kFlashRunway>(s, mv, slopes, x, q, k, v, y, lse, obr);
+      flash_forward<Tr, DH, kernels::kFlashRunway, RoundFp32>(s, mv, slopes, x, q, k, v, y, lse, obr);
     return;
   }
   if (f == 0 && path == AttentionPath::Plain) {  // the register-resident path (the reference)
@@ -133,13 +199,16 @@ void attention_backward_dh(AttentionPath path, const AttentionShape& s, const ke
                            const float* v, const float* dy, const float* lse, const float* obr, float* dsum, float* dq,
                            float* dk, float* dv, const kernels::HeadExtraGrads& xg) {
   const int f = flash_features(x);
-  if (path == AttentionPath::Flash && f >= 0) {
+  if (flash_path(path) && f >= 0) {  // S-D and runway heads: float32 under every precision
     if (f == 0)
-      flash_backward<Tr, DH, 0>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+      flash_backward_in<Tr, DH>(flash_kernels(path, s.precision), s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk,
+                                dv, xg);
     else if (f == kernels::kFlashSd)
-      flash_backward<Tr, DH, kernels::kFlashSd>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+      flash_backward<Tr, DH, kernels::kFlashSd, RoundFp32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv,
+                                                           xg);
     else
-      flash_backward<Tr, DH, kernels::kFlashRunway>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk, dv, xg);
+      flash_backward<Tr, DH, kernels::kFlashRunway, RoundFp32>(s, mv, slopes, x, q, k, v, dy, lse, obr, dsum, dq, dk,
+                                                               dv, xg);
     return;
   }
   if (f == 0 && path == AttentionPath::Plain) {  // the register-resident path (the reference)

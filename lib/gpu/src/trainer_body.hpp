@@ -594,7 +594,10 @@ struct DeviceTrainer<Bk>::Impl {
     thrust::transform(Tr::policy(), trainer_body::index0(), trainer_body::index0() + n, dst,
                       detail::ToHeads{src, p.H, p.T, tl.dh, ld, off});
   }
-  AttentionShape shape(const TrainLayer& tl) const { return AttentionShape{p.B, p.H, p.T, tl.dh, tl.scale}; }
+  /// The attention's products in the GEMMs' precision (docs/gpu.md "Precision policies").
+  AttentionShape shape(const TrainLayer& tl) const {
+    return AttentionShape{p.B, p.H, p.T, tl.dh, tl.scale, p.precision};
+  }
 
   // ---- the attention sub-layer between its input and the head outputs (cf::nn's
   // attention_sublayer_forward / _backward and the layer's unit)

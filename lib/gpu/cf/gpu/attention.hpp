@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cf/gpu/kernels/attention.cuh"
+#include "cf/gpu/precision.hpp"
 
 namespace cf::gpu {
 
@@ -37,10 +38,12 @@ struct TiledMask {
 TiledMask tiled_mask_from_dense(const std::vector<const std::uint8_t*>& masks, int T);
 
 /// Shapes of one attention call: B sequences, H heads, T positions, head dimension dh (<= 128),
-/// logit scale (1/sqrt(dh)).
+/// logit scale (1/sqrt(dh)), and the precision of the plain heads' products (the trainer's
+/// policy: under tf32 / bf16 the operands are rounded, docs/gpu.md "Tensor-core flash attention").
 struct AttentionShape {
   int B = 1, H = 1, T = 1, dh = 1;
   float scale = 1;
+  Precision precision = Precision::Fp32;
 };
 
 /// S-D and runway inputs of a tiled attention call (the twin of cf::nn::detail::TiledHead's

@@ -28,11 +28,20 @@ enum class Backend {
 /// runway heads on the general kernels) or the general ones for every head (the reference of the
 /// flash S-D and runway kernels; side-by-side benchmarks, docs/benchmarks.md; tests run all
 /// three). A head with both S-D and a runway (no model builds one) runs the general kernels.
-enum class AttentionPath { Flash, Plain, Generic };
+/// Flash follows the call's precision (AttentionShape::precision) on plain heads: float32 flash
+/// kernels under fp32; under tf32 / bf16 the tensor-core kernels (kernels/flash_attention_mma.cuh)
+/// on a device and their rounded reference (the flash kernels rounding their operands) on the
+/// emulated build. Flash32 keeps the float32 flash kernels under every precision; Rounded runs the
+/// rounded reference on either build (the device tests compare the tensor-core kernels with it).
+/// S-D and runway heads run the float32 flash kernels under all three. Plain and Generic are
+/// float32 under every precision.
+enum class AttentionPath { Flash, Flash32, Rounded, Plain, Generic };
 
 /// Their names (CF_GPU_ATTENTION).
 inline constexpr EnumTable kAttentionPaths{std::array{
     EnumEntry<AttentionPath>{AttentionPath::Flash, "flash"},
+    EnumEntry<AttentionPath>{AttentionPath::Flash32, "flash32"},
+    EnumEntry<AttentionPath>{AttentionPath::Rounded, "rounded"},
     EnumEntry<AttentionPath>{AttentionPath::Plain, "plain"},
     EnumEntry<AttentionPath>{AttentionPath::Generic, "generic"},
 }};
@@ -50,8 +59,8 @@ struct ContextOptions {
   bool fused_epilogues = true;
 
   /// The documented environment overrides, read here and nowhere else: CF_GPU_ATTENTION = flash
-  /// | plain | generic (unset: flash), CF_GPU_EMULATE = 1 | 0 (unset or empty: 0). Throws
-  /// cf::InvalidArgument naming the variable for any other value.
+  /// | flash32 | rounded | plain | generic (unset: flash), CF_GPU_EMULATE = 1 | 0 (unset or empty:
+  /// 0). Throws cf::InvalidArgument naming the variable for any other value.
   static ContextOptions from_environment();
 };
 

@@ -1,7 +1,8 @@
 #pragma once
 // Precision policies of the device trainer (issue 31; docs/gpu.md "Precision policies"): in which
-// number format its GEMMs read their inputs. Everything else (master weights, gradients, AdamW
-// moments, norms, softmax, attention, the loss, checkpoints) stays float32 under every policy.
+// number format its GEMMs and its attention's products read their inputs. Everything else (master
+// weights, gradients, AdamW moments, norms, softmax statistics, the loss, checkpoints) stays float32
+// under every policy.
 // Plain types only, safe for nvcc: the rounding functors run in Thrust transforms of both builds
 // (the emulated build rounds exactly as the CUDA build does before its tensor-core GEMMs).
 #include <cstdint>
@@ -65,6 +66,17 @@ struct ToBf16 {
 /// The float32 value of bfloat16 bits (exact).
 struct FromBf16 {
   CF_HD float operator()(std::uint16_t h) const { return detail::bits_float(static_cast<std::uint32_t>(h) << 16); }
+};
+
+/// The operand roundings of the attention kernels' products (kernels/flash_attention.cuh: the
+/// reference; kernels/flash_attention_mma.cuh: the tensor cores), float to float.
+/// RoundFp32: none (the float32 flash kernels, bit for bit).
+struct RoundFp32 {
+  CF_HD float operator()(float x) const { return x; }
+};
+/// RoundBf16: x rounded to bfloat16 (ToBf16, nearest even), as float32 (exact).
+struct RoundBf16 {
+  CF_HD float operator()(float x) const { return FromBf16()(ToBf16()(x)); }
 };
 
 namespace emu {

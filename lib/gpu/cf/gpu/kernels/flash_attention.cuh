@@ -43,8 +43,15 @@
 // S-D's dq_j -= scale sum_i dS_ij k_i and the runway's dvl_j += sum_i dtau_ij u_i on the key side,
 // S-D's dk_i -= scale sum_j dS_ij q_j, ddamp_i -= dS_ii and the runway's g_i = sum_j dtau_ij vl_j
 // (then dvs_i) on the query side, dtau_ij = -dS_ij sigmoid(tau_ij) on runway edges.
+//
+// Round (cf/gpu/precision.hpp: RoundFp32, the default, RoundTf32, RoundBf16) rounds every operand
+// of the products as it is staged (Q, K, V, dO, and P / dS as they are stored into the tile), the
+// softmax statistics and the accumulators staying float32: the emulated reference of the tensor-core
+// kernels (kernels/flash_attention_mma.cuh), whose products of rounded operands are exact in float32.
+// Plain heads only: S-D and runway heads (F != 0) run with RoundFp32 (float32 under every policy).
 #include "cf/gpu/emulation.hpp"
 #include "cf/gpu/kernels/attention.cuh"
+#include "cf/gpu/precision.hpp"
 
 namespace cf::gpu::kernels {
 
@@ -101,12 +108,12 @@ __device__ __forceinline__ bool staged_admits(const TileRows& s, int r, int j) {
 /// Columns [col0, col0 + 32) of rows [row0, row0 + 64) of a [T, dh] head matrix into `dst`, zero
 /// past T and past dh. Warp w loads rows w, w + NW, ...: 32 consecutive floats of one row per
 /// load (coalesced), stored into one padded row (conflict-free).
-template <int NT>
+template <int NT, class Round = RoundFp32>
 __device__ __forceinline__ void load_chunk(Chunk& dst, const float* src, int row0, int T, int dh, int col0) {
   const int lane = static_cast<int>(threadIdx.x) % 32, c = col0 + lane;
   for (int r = static_cast<int>(threadIdx.x) / 32; r < kTile; r += NT / 32) {
     const int row = row0 + r;
-    dst[r][lane] = row < T && c < dh ? src[static_cast<long long>(row) * dh + c] : 0.0f;
+    dst[r][lane] = Round()(row < T && c < dh ? src[static_cast<long long>(row) * dh + c] : 0.0f);
   }
 }
 
@@ -165,15 +172,15 @@ __device__ __forceinline__ Place<NW> place() {
 
 /// acc += A B^T for the block's rows a0.. of `a` against rows b0.. of `b` (both [T, dh]), chunk by
 /// chunk through the staging buffers As, Bs (a score-shaped product: S, dP, S-D's k_i.q_j, tau).
-template <int NW, int NC>
+template <int NW, int NC, class Round>
 __device__ __forceinline__ void dot_rows(float (&acc)[Place<NW>::RT][8], Chunk& As, Chunk& Bs, const float* a, int a0,
                                          const float* b, int b0, int T, int dh, const Place<NW>& at) {
   CF_UNROLL
   for (int ch = 0; ch < NC; ++ch) {
     if (ch * kFlashChunk >= dh) continue;  // uniform over the block
     __syncthreads();                       // the previous reads of As / Bs (and of P by the caller) are done
-    load_chunk<32 * NW>(As, a, a0, T, dh, ch * kFlashChunk);
-    load_chunk<32 * NW>(Bs, b, b0, T, dh, ch * kFlashChunk);
+    load_chunk<32 * NW, Round>(As, a, a0, T, dh, ch * kFlashChunk);
+    load_chunk<32 * NW, Round>(Bs, b, b0, T, dh, ch * kFlashChunk);
     __syncthreads();
     dot_chunk<Place<NW>::RT>(acc, As, Bs, at.r0, at.cg);
   }
@@ -182,14 +189,14 @@ __device__ __forceinline__ void dot_rows(float (&acc)[Place<NW>::RT][8], Chunk& 
 /// out += P V for the staged tile P (written by the caller before the call) and rows v0.. of the
 /// [T, dh] matrix `v`, staged chunk by chunk through Vs (an output-shaped product: P V, dS^T Q,
 /// dS K and the extras' dS^T K, dtau^T u, dS Q, dtau vl).
-template <int NW, int NC, int NO>
+template <int NW, int NC, int NO, class Round>
 __device__ __forceinline__ void mul_rows(float (&out)[Place<NW>::RT][NO], Chunk& Vs, const PTile& P, const float* v,
                                          int v0, int T, int dh, const Place<NW>& at) {
   CF_UNROLL
   for (int ch = 0; ch < NC; ++ch) {
     if (ch * kFlashChunk >= dh) continue;
     __syncthreads();  // P is written; the previous chunk's reads of Vs are done
-    load_chunk<32 * NW>(Vs, v, v0, T, dh, ch * kFlashChunk);
+    load_chunk<32 * NW, Round>(Vs, v, v0, T, dh, ch * kFlashChunk);
     __syncthreads();
     mul_chunk<Place<NW>::RT, NO>(out, 4 * ch, P, Vs, at.r0, at.cg);
   }
@@ -248,7 +255,7 @@ __device__ __forceinline__ float dtau(int i, int j, float ds, float tau) {
 /// Forward. Grid (ftiles, H, B), 32 kFlashForwardWarps threads. Outputs as
 /// attention_forward_kernel: y (sum of the branch outputs), lse [B, H, nb, T], obr.
 /// visits: null, or a counter of the (query tile, key tile, branch) visits.
-template <int DH, int F = 0>
+template <int DH, int F = 0, class Round = RoundFp32>
 __global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, (kFlashMinBlocks<DH, F>))
     flash_forward_kernel(MaskView m, int H, int dh, float scale, const float* slopes, HeadExtras x, const float* q,
                          const float* k, const float* v, float* y, float* lse, float* obr, int* visits) {
@@ -287,10 +294,10 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, (kFlashMinBlocks<DH, F
       const bool full = m.fq_list[t] & 1;
       count_visit(visits);
       float s[RT][8] = {}, kq[RT][8] = {}, tau[RT][8] = {};
-      dot_rows<NW, NC>(s, Qs, KVs, q + off, i0, k + off, j0, T, dh, at);
-      if constexpr (SD) dot_rows<NW, NC>(kq, Qs, KVs, k + off, i0, q + off, j0, T, dh, at);
+      dot_rows<NW, NC, Round>(s, Qs, KVs, q + off, i0, k + off, j0, T, dh, at);
+      if constexpr (SD) dot_rows<NW, NC, Round>(kq, Qs, KVs, k + off, i0, q + off, j0, T, dh, at);
       if constexpr (RW)
-        if (tile_has_runway(i0, j0)) dot_rows<NW, NC>(tau, Qs, KVs, xo.u, i0, xo.vl, j0, T, dh, at);
+        if (tile_has_runway(i0, j0)) dot_rows<NW, NC, Round>(tau, Qs, KVs, xo.u, i0, xo.vl, j0, T, dh, at);
       // logits (the reference's expression), the mask, each thread's share of the row maxima
       unsigned live = 0;
       CF_UNROLL
@@ -325,10 +332,10 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashForwardWarps, (kFlashMinBlocks<DH, F
         for (int c = 0; c < 8; ++c) {
           const float p = (live >> (8 * r + c)) & 1u ? expf(s[r][c] - mn) : 0.0f;
           l[r] += p;
-          Ps[il][at.cg + 8 * c] = p;
+          Ps[il][at.cg + 8 * c] = Round()(p);
         }
       }
-      mul_rows<NW, NC, NO>(o, KVs, Ps, v + off, j0, T, dh, at);
+      mul_rows<NW, NC, NO, Round>(o, KVs, Ps, v + off, j0, T, dh, at);
     }
     __syncthreads();  // the last tile's reads of red are done
     CF_UNROLL
@@ -395,7 +402,7 @@ __global__ void flash_dsum_kernel(int nb, int T, int H, int dh, const float* dy,
 /// tiles of the plan (needs dsum); S-D: dq_j -= scale sum_i dS_ij k_i; runway: dvl_j += sum_i
 /// dtau_ij u_i. Grid (ftiles, H, B), 32 kFlashBackwardWarps threads; the micro-tiles are
 /// transposed (rows = the block's keys, columns = the visited tile's queries).
-template <int DH, int F = 0>
+template <int DH, int F = 0, class Round = RoundFp32>
 __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashMinBlocks<DH, F>))
     flash_backward_kv_kernel(MaskView m, int H, int dh, float scale, const float* slopes, HeadExtras x, const float* q,
                              const float* k, const float* v, const float* dy, const float* lse, const float* dsum,
@@ -441,9 +448,9 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashMinBlocks<DH, 
         Ds[tt] = i < T ? dsum[st * T + i] : 0.0f;
       }
       float s[RT][8] = {}, dp[RT][8] = {}, kq[RT][8] = {}, tau[RT][8] = {};
-      dot_rows<NW, NC>(s, As, Bs, k + off, j0, q + off, i0, T, dh, at);
-      if constexpr (SD) dot_rows<NW, NC>(kq, As, Bs, q + off, j0, k + off, i0, T, dh, at);  // k_i.q_j
-      if (edges) dot_rows<NW, NC>(tau, As, Bs, xo.vl, j0, xo.u, i0, T, dh, at);             // u_i.vl_j
+      dot_rows<NW, NC, Round>(s, As, Bs, k + off, j0, q + off, i0, T, dh, at);
+      if constexpr (SD) dot_rows<NW, NC, Round>(kq, As, Bs, q + off, j0, k + off, i0, T, dh, at);  // k_i.q_j
+      if (edges) dot_rows<NW, NC, Round>(tau, As, Bs, xo.vl, j0, xo.u, i0, T, dh, at);             // u_i.vl_j
       // P^T (0 where the mask refuses), kept in s and staged for dV
       CF_UNROLL
       for (int r = 0; r < RT; ++r) {
@@ -453,15 +460,15 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashMinBlocks<DH, 
           const int il = at.cg + 8 * c, i = i0 + il;
           const float lg = logit<F>(scale, slope, i, j, s[r][c], kq[r][c], dmp[r], tau[r][c]);
           s[r][c] = full || staged_admits(rows, il, j) ? expf(lg - Ls[il]) : 0.0f;
-          Ps[jl][il] = s[r][c];
+          Ps[jl][il] = Round()(s[r][c]);
         }
       }
       CF_UNROLL
       for (int ch = 0; ch < NC; ++ch) {
         if (ch * kFlashChunk >= dh) continue;
         __syncthreads();  // Ps is written; the previous chunk's reads are done
-        load_chunk<NT>(As, v + off, j0, T, dh, ch * kFlashChunk);
-        load_chunk<NT>(Bs, dy + off, i0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(As, v + off, j0, T, dh, ch * kFlashChunk);
+        load_chunk<NT, Round>(Bs, dy + off, i0, T, dh, ch * kFlashChunk);
         __syncthreads();
         dot_chunk<RT>(dp, As, Bs, at.r0, at.cg);               // dP^T = V dO^T
         mul_chunk<RT, NO>(dva, 4 * ch, Ps, Bs, at.r0, at.cg);  // dV += P^T dO
@@ -472,12 +479,12 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashMinBlocks<DH, 
         CF_UNROLL
         for (int c = 0; c < 8; ++c) {
           const float ds = s[r][c] * (dp[r][c] - Ds[at.cg + 8 * c]);
-          Ps[at.r0 + 4 * r][at.cg + 8 * c] = ds;
+          Ps[at.r0 + 4 * r][at.cg + 8 * c] = Round()(ds);
           if constexpr (RW) dp[r][c] = ds;  // kept for dtau
         }
       }
-      mul_rows<NW, NC, NO>(dka, Bs, Ps, q + off, i0, T, dh, at);                    // dK += dS^T Q (scaled below)
-      if constexpr (SD) mul_rows<NW, NC, NO>(dqa, Bs, Ps, k + off, i0, T, dh, at);  // S-D: dQ -= dS^T K
+      mul_rows<NW, NC, NO, Round>(dka, Bs, Ps, q + off, i0, T, dh, at);  // dK += dS^T Q (scaled below)
+      if constexpr (SD) mul_rows<NW, NC, NO, Round>(dqa, Bs, Ps, k + off, i0, T, dh, at);  // S-D: dQ -= dS^T K
       if (edges) {
         __syncthreads();  // every read of dS^T is done
         CF_UNROLL
@@ -486,7 +493,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashMinBlocks<DH, 
           for (int c = 0; c < 8; ++c)
             Ps[at.r0 + 4 * r][at.cg + 8 * c] = dtau(i0 + at.cg + 8 * c, j0 + at.r0 + 4 * r, dp[r][c], tau[r][c]);
         }
-        mul_rows<NW, NC, NO>(dvla, Bs, Ps, xo.u, i0, T, dh, at);  // dvl += dtau^T u
+        mul_rows<NW, NC, NO, Round>(dvla, Bs, Ps, xo.u, i0, T, dh, at);  // dvl += dtau^T u
       }
     }
   }
@@ -581,7 +588,7 @@ __device__ __forceinline__ void runway_query_epilogue(const float (&ga)[Place<NW
 /// S-D: dk_i -= scale sum_j dS_ij q_j, ddamp_i -= dS_ii; runway: g_i = sum_j dtau_ij vl_j,
 /// dvs_i += c g_i (dot) or B g_i (bilinear, g_i also into xg.g where non-null, for dB).
 /// Grid (ftiles, H, B), 32 kFlashBackwardWarps threads.
-template <int DH, int F = 0>
+template <int DH, int F = 0, class Round = RoundFp32>
 __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashQMinBlocks<DH, F>))
     flash_backward_q_kernel(MaskView m, int H, int dh, float scale, const float* slopes, HeadExtras x, const float* q,
                             const float* k, const float* v, const float* dy, const float* lse, const float* dsum,
@@ -628,10 +635,10 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashQMinBlocks<DH,
       const bool full = m.fq_list[t] & 1, edges = RW && tile_has_runway(i0, j0);
       count_visit(visits);
       float s[RT][8] = {}, dp[RT][8] = {}, kq[RT][8] = {}, tau[RT][8] = {};
-      dot_rows<NW, NC>(s, As, Bs, q + off, i0, k + off, j0, T, dh, at);
-      if constexpr (SD) dot_rows<NW, NC>(kq, As, Bs, k + off, i0, q + off, j0, T, dh, at);  // k_i.q_j
-      if (edges) dot_rows<NW, NC>(tau, As, Bs, xo.u, i0, xo.vl, j0, T, dh, at);             // u_i.vl_j
-      dot_rows<NW, NC>(dp, As, Bs, dy + off, i0, v + off, j0, T, dh, at);                   // dP = dO V^T
+      dot_rows<NW, NC, Round>(s, As, Bs, q + off, i0, k + off, j0, T, dh, at);
+      if constexpr (SD) dot_rows<NW, NC, Round>(kq, As, Bs, k + off, i0, q + off, j0, T, dh, at);  // k_i.q_j
+      if (edges) dot_rows<NW, NC, Round>(tau, As, Bs, xo.u, i0, xo.vl, j0, T, dh, at);             // u_i.vl_j
+      dot_rows<NW, NC, Round>(dp, As, Bs, dy + off, i0, v + off, j0, T, dh, at);                   // dP = dO V^T
       CF_UNROLL
       for (int r = 0; r < RT; ++r) {
         const int il = at.r0 + 4 * r, i = i0 + il;
@@ -641,14 +648,14 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashQMinBlocks<DH,
           const float lg = logit<F>(scale, slope, i, j, s[r][c], kq[r][c], dmp[r], tau[r][c]);
           const float p = full || staged_admits(rows, il, j) ? expf(lg - L[r]) : 0.0f;
           const float ds = p * (dp[r][c] - D[r]);
-          Ps[il][jl] = ds;
+          Ps[il][jl] = Round()(ds);
           if constexpr (SD)
             if (i == j) dd[r] -= ds;
           if constexpr (RW) dp[r][c] = ds;  // kept for dtau
         }
       }
-      mul_rows<NW, NC, NO>(dqa, Bs, Ps, k + off, j0, T, dh, at);                    // dQ += dS K (scaled below)
-      if constexpr (SD) mul_rows<NW, NC, NO>(dka, Bs, Ps, q + off, j0, T, dh, at);  // S-D: dK -= dS Q
+      mul_rows<NW, NC, NO, Round>(dqa, Bs, Ps, k + off, j0, T, dh, at);                    // dQ += dS K (scaled below)
+      if constexpr (SD) mul_rows<NW, NC, NO, Round>(dka, Bs, Ps, q + off, j0, T, dh, at);  // S-D: dK -= dS Q
       if (edges) {
         __syncthreads();  // every read of dS is done
         CF_UNROLL
@@ -657,7 +664,7 @@ __global__ void CF_LAUNCH_BOUNDS(32 * kFlashBackwardWarps, (kFlashQMinBlocks<DH,
           for (int c = 0; c < 8; ++c)
             Ps[at.r0 + 4 * r][at.cg + 8 * c] = dtau(i0 + at.r0 + 4 * r, j0 + at.cg + 8 * c, dp[r][c], tau[r][c]);
         }
-        mul_rows<NW, NC, NO>(ga, Bs, Ps, xo.vl, j0, T, dh, at);  // g += dtau vl
+        mul_rows<NW, NC, NO, Round>(ga, Bs, Ps, xo.vl, j0, T, dh, at);  // g += dtau vl
       }
     }
   }
