@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cf/graph/mask.hpp"
+#include "cf/nn/detail/attention.hpp"
 #include "cf/nn/detail/attention_masks.hpp"
 
 namespace cf_test {
@@ -45,6 +46,28 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
   double m = 0;
   for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
   return m;
+}
+
+// The dense head of lib/nn (float), per (b, h): y, dq, dk, dv of a test's Result from its Problem
+// (B, H, T, dh, scale, slopes, masks, mp, q, k, v, dy, n()).
+template <class Result, class Problem>
+Result dense_oracle(const Problem& p) {
+  Result r;
+  r.y.resize(p.n()), r.dq.assign(p.n(), 0.0f), r.dk.assign(p.n(), 0.0f), r.dv.assign(p.n(), 0.0f);
+  std::vector<float> P(p.masks.size() * std::size_t(p.T) * p.T);
+  for (int bh = 0; bh < p.B * p.H; ++bh) {
+    cf::nn::detail::HeadSpec spec;
+    spec.scale = p.scale;
+    spec.alibi_slope = p.slopes[bh % p.H];
+    spec.masks = p.mp;
+    const std::size_t o = std::size_t(bh) * p.T * p.dh;
+    cf::nn::detail::attention_head_forward<float>(spec, p.T, p.dh, p.q.data() + o, p.k.data() + o, p.v.data() + o, p.dh,
+                                                  r.y.data() + o, p.dh, nullptr, nullptr, P.data(), nullptr, nullptr);
+    cf::nn::detail::attention_head_backward<float>(spec, p.T, p.dh, p.q.data() + o, p.k.data() + o, p.v.data() + o,
+                                                   p.dh, r.dq.data() + o, r.dk.data() + o, r.dv.data() + o,
+                                                   p.dy.data() + o, p.dh, P.data(), nullptr, nullptr, nullptr);
+  }
+  return r;
 }
 
 }  // namespace cf_test

@@ -85,25 +85,7 @@ Result run(const Problem& p, cf::gpu::AttentionPath path) {
   return r;
 }
 
-// The dense head of lib/nn (float), per (b, h): y, dq, dk, dv.
-Result oracle(const Problem& p) {
-  Result r;
-  r.y.resize(p.n()), r.dq.assign(p.n(), 0.0f), r.dk.assign(p.n(), 0.0f), r.dv.assign(p.n(), 0.0f);
-  std::vector<float> P(p.masks.size() * std::size_t(p.T) * p.T);
-  for (int bh = 0; bh < p.B * p.H; ++bh) {
-    cf::nn::detail::HeadSpec spec;
-    spec.scale = p.scale;
-    spec.alibi_slope = p.slopes[bh % p.H];
-    spec.masks = p.mp;
-    const std::size_t o = std::size_t(bh) * p.T * p.dh;
-    cf::nn::detail::attention_head_forward<float>(spec, p.T, p.dh, p.q.data() + o, p.k.data() + o, p.v.data() + o, p.dh,
-                                                  r.y.data() + o, p.dh, nullptr, nullptr, P.data(), nullptr, nullptr);
-    cf::nn::detail::attention_head_backward<float>(spec, p.T, p.dh, p.q.data() + o, p.k.data() + o, p.v.data() + o,
-                                                   p.dh, r.dq.data() + o, r.dk.data() + o, r.dv.data() + o,
-                                                   p.dy.data() + o, p.dh, P.data(), nullptr, nullptr, nullptr);
-  }
-  return r;
-}
+Result oracle(const Problem& p) { return cf_test::dense_oracle<Result>(p); }  // lib/nn's dense head
 
 // The largest relative differences of a test case's comparisons, printed at its end.
 double g_worst_vs_reference = 0, g_worst_vs_oracle = 0;
